@@ -1,0 +1,458 @@
+//! The error catalogue: every `AB-` code in one table.
+//!
+//! The wire protocol names some codes (§3.2, §4.2, §6.2, §9, §13.6, §11.4) and leaves most failures
+//! without one (checklist gap G-WP-6). This table is the single source for both: the gateway's HTTP
+//! responses take their status and title from it, `docs/errors.md` is generated from it
+//! ([`render_markdown`]), and `agentbus explain` prints an entry.
+//!
+//! Families follow the spec's numbering: 1xxx authentication and keys, 2xxx policy, 3xxx
+//! validation, 4xxx routing, tasks and attachments, 5xxx quotas, 6xxx versions, 9xxx the gateway's
+//! own faults (never caused by input).
+
+use std::fmt;
+use std::str::FromStr;
+
+macro_rules! catalogue {
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident = $num:literal, $status:literal, $origin:ident, $title:literal,
+            cause: $cause:literal, fix: $fix:literal;
+    )*) => {
+        /// An `AB-` error code. Each variant's documentation is its title.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Code {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Code {
+            /// Every code, in numeric order.
+            pub const ALL: &'static [Code] = &[$(Code::$variant,)*];
+
+            /// The catalogue entry of this code.
+            pub fn entry(self) -> &'static Entry {
+                match self {
+                    $(Code::$variant => &Entry {
+                        code: Code::$variant,
+                        number: $num,
+                        http_status: $status,
+                        origin: Origin::$origin,
+                        title: $title,
+                        cause: $cause,
+                        fix: $fix,
+                    },)*
+                }
+            }
+        }
+    };
+}
+
+/// Where a code comes from: named by the wire protocol, or added by this project to fill a gap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// The wire protocol text names this code.
+    Spec,
+    /// AgentBus added this code where the text names none (checklist G-WP-6).
+    Project,
+}
+
+/// One entry of the catalogue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    /// The code this entry documents.
+    pub code: Code,
+    /// The number after `AB-`.
+    pub number: u16,
+    /// The HTTP status the gateway answers with; 0 for diagnostics that never travel over HTTP.
+    pub http_status: u16,
+    /// Whether the spec or the project defined the code.
+    pub origin: Origin,
+    /// A short title.
+    pub title: &'static str,
+    /// What went wrong, for a reader who got this code.
+    pub cause: &'static str,
+    /// What to do about it.
+    pub fix: &'static str,
+}
+
+catalogue! {
+    /// Missing or invalid bearer credential.
+    MissingCredential = 1001, 401, Project, "Missing or invalid bearer credential",
+        cause: "The request carried no `Authorization: Bearer` header, or the token is unknown, revoked or malformed.",
+        fix: "Send `Authorization: Bearer <token>` with the agent credential returned at registration, or the integration token of a user.";
+    /// The credential is valid but may not perform this operation.
+    NotPermitted = 1002, 403, Project, "Credential not permitted",
+        cause: "The credential is valid but its role may not perform this operation (for example an agent credential calling an admin endpoint).",
+        fix: "Use a credential with the needed role: a workspace admin's integration token for administration, the agent's own credential for its inbox.";
+    /// The `sig` attribute is malformed.
+    MalformedSignature = 1010, 400, Project, "Malformed sig attribute",
+        cause: "`sig` is not `ed25519:<key_id>:<base64url signature without padding>`: a wrong algorithm, a missing part, padding, non-base64url characters, or a signature that is not 64 bytes.",
+        fix: "Sign as §3.1 says and set `sig` to `ed25519:<key_id>:<base64url(signature)>` with no `=` padding.";
+    /// The signature does not verify.
+    BadSignature = 1011, 401, Spec, "Signature does not verify",
+        cause: "The Ed25519 signature does not verify over the RFC 8785 canonical bytes of the envelope without `sig` and without the gateway-set attributes (`tenant workspace to_id sequence received_at receipt hops`).",
+        fix: "Sign the exact envelope you send, after every attribute is final; canonicalise with RFC 8785; sign with the key named in `sig`. `agentbus envelope canonical` shows the bytes that are signed.";
+    /// The signing key is unknown, revoked, expired or not the caller's.
+    UnknownKey = 1012, 401, Spec, "Unknown, revoked or expired key",
+        cause: "The `key_id` in `sig` does not name an active key of the sending agent: it is unknown, revoked, past its `expires_at`, or belongs to another agent.",
+        fix: "Register a key with `POST /v1/agents/{id}/keys` (`agentbus keys rotate`) and sign with its id.";
+    /// The agent already has the maximum number of active keys.
+    KeyLimit = 1013, 409, Project, "Too many active keys",
+        cause: "An agent may hold at most 3 active keys (§3.3); registering another would exceed that.",
+        fix: "Revoke an old key (`agentbus keys revoke <key_id>`) once the 24 h replay window has passed, then register the new one.";
+    /// The public key is not acceptable.
+    WeakKey = 1014, 400, Project, "Public key rejected",
+        cause: "The public key is not a 32-byte base64url Ed25519 point, or it is a small-order (weak) point that would let any signature verify.",
+        fix: "Generate a fresh key with `agentbus keys generate` and register its public half.";
+    /// Re-verification of a delivered envelope failed at the receiver.
+    ReverifyFailed = 1303, 0, Spec, "Re-verification failed at the receiver",
+        cause: "The receiving sidecar re-verified a delivered envelope against the sender's registered keys and the signature did not verify. The message is kept and framed with `verified=\"false\"`; it is never dropped.",
+        fix: "Treat the message as unauthenticated. Check `agentbus doctor`; if it repeats for one sender, that sender's key or the path between you is at fault.";
+
+    /// Policy denies this sender this recipient.
+    PolicyDenied = 2001, 403, Spec, "Denied by policy",
+        cause: "The address resolved, but the workspace policy does not allow this sender to message this recipient.",
+        fix: "Ask a workspace admin to allow the route, or send to a recipient the policy allows.";
+    /// `source` does not match the authenticated agent.
+    SourceMismatch = 2002, 403, Spec, "source does not match the credential",
+        cause: "`source` must equal the calling agent's canonical address (§3.2, §13.3); an alias, another agent's address or a different workspace is refused.",
+        fix: "Set `source` to the address returned at registration (`agentbus whoami`), and send with that agent's own credential.";
+    /// The caller may not see or change this resource.
+    Forbidden = 2003, 403, Project, "Not a party",
+        cause: "The resource exists in the caller's workspace but the caller is neither a party to it nor a workspace admin.",
+        fix: "Ask a party of the task or conversation, or a workspace admin, to act.";
+    /// A lifecycle message from a sender §6.2 does not allow.
+    WrongTaskSender = 2004, 403, Spec, "Not allowed to send this task message",
+        cause: "§6.2: accept, progress, result, error and needs_input come only from the task's recipient; input only from its requester; cancel from the requester or a workspace admin.",
+        fix: "Send the message from the agent §6.2 names, or address a task you are a party of.";
+
+    /// The body is not well-formed I-JSON.
+    MalformedJson = 3001, 400, Project, "Body is not valid I-JSON",
+        cause: "The body is not a JSON object that RFC 7493 (I-JSON) accepts: a syntax error, a duplicate member name at any depth, a lone surrogate escape, an integer beyond ±(2^53−1), a number out of range, or nesting deeper than 64 levels. These are refused rather than changed, because a signature would otherwise cover a value the sender never wrote.",
+        fix: "Send one JSON object, UTF-8, without duplicate keys; write integers above 2^53−1 as strings.";
+    /// A required attribute is missing.
+    MissingAttribute = 3002, 400, Project, "Required attribute missing",
+        cause: "An attribute §2.1 requires from the sender is absent (`specversion id source type time datacontenttype to conversation_id traceparent schema sig data`).",
+        fix: "Add the attribute named in the message. `agentbus envelope validate` lists every problem at once.";
+    /// An attribute has a wrong type or form.
+    InvalidAttribute = 3003, 400, Project, "Attribute value invalid",
+        cause: "An attribute has the wrong JSON type or form: for example `specversion` other than \"1.0\", an `id` that is not a `msg_` id, a `time` that is not RFC 3339 with a zone, a malformed `traceparent`, an unknown `priority`, or `datacontenttype` other than `application/json`.",
+        fix: "Correct the attribute as the message says; §2.1 gives each attribute's form.";
+    /// `type` and `schema` disagree on the major version.
+    SchemaMismatch = 3004, 400, Spec, "type and schema disagree",
+        cause: "The major version in `type` (`.vN`) and in the `schema` URL (`/vN.json`) differ, or `dataschema` is present and differs from `schema` (§13.5).",
+        fix: "Use the schema URL of the type's own major: `https://komsary.agentbus.exchange/schemas/<type without .vN>/vN.json`.";
+    /// `time` is too far from the gateway clock.
+    ClockSkew = 3005, 400, Spec, "Clock skew too large",
+        cause: "`time` differs from the gateway clock by more than 300 s (§3.2).",
+        fix: "Synchronise the sender's clock (NTP) and set `time` when the envelope is built; `agentbus doctor` shows the skew.";
+    /// The `id` was already used by this source with a different body.
+    DuplicateId = 3006, 409, Spec, "Message id already used",
+        cause: "This source already published this `id` within the 24 h replay window with different content (§3.2, §8). A retry of identical bytes returns the original receipt instead.",
+        fix: "Mint a new `msg_` id for new content; to retry safely, resend the identical envelope or set `idempotency_key`.";
+    /// The envelope is too large.
+    EnvelopeTooLarge = 3007, 413, Project, "Envelope too large",
+        cause: "The serialised envelope exceeds 1 MiB (1,048,576 bytes, §2.3).",
+        fix: "Move large content into a claim-check attachment (§9): `agentbus send --attach FILE`.";
+    /// An attribute is longer than its limit.
+    AttributeTooLong = 3008, 400, Project, "Attribute too long",
+        cause: "`subject` is limited to 200 characters and `idempotency_key` to 128 (§2.3), counted in Unicode code points.",
+        fix: "Shorten the attribute; put detail in `data`.";
+    /// An attribute name breaks the naming rule.
+    InvalidAttributeName = 3009, 400, Project, "Attribute name invalid",
+        cause: "Attribute names are lowercase `[a-z0-9_]` (§2.1).",
+        fix: "Rename the attribute; extensions conventionally start with `x_`.";
+    /// More than 16 extension attributes.
+    TooManyExtensions = 3010, 400, Project, "Too many extension attributes",
+        cause: "A sender may add at most 16 attributes beyond the spec's table (§2.3).",
+        fix: "Fold extra information into one extension object or into `data`.";
+    /// `data` does not match the type's schema.
+    DataInvalid = 3011, 422, Project, "data does not match its schema",
+        cause: "`data` fails the JSON Schema registered for the message type (§5); the message names the JSON path of each failure.",
+        fix: "Correct the fields at the paths given; `agentbus envelope validate` checks locally, and `GET /schemas/<type>/v1.json` returns the schema.";
+    /// The gateway has no schema for this type.
+    UnknownType = 3012, 400, Project, "Unknown message type",
+        cause: "The gateway has no schema registered for this `type` and `schema` (checklist G-WP-10). Receivers treat unknown types as opaque (§11.3), but the gateway only accepts types it can validate.",
+        fix: "Use a registered type; `GET /.well-known/agentbus.json` and `/schemas/` list them.";
+    /// `correlation_id` is required for this type.
+    MissingCorrelation = 3013, 400, Project, "correlation_id required",
+        cause: "Every `task.*` message except `task.request`, and every `ack.v1`, must carry `correlation_id` = the id of the message it answers (§2.1, §7).",
+        fix: "Set `correlation_id` to the `msg_` id of the request or message being answered; `agentbus reply` does this for you.";
+    /// `capability` or `capability_version` is missing or malformed.
+    InvalidCapability = 3014, 400, Project, "capability invalid",
+        cause: "`task.request` requires `capability` (dot-separated lowercase identifiers) and `capability_version` (a major version such as \"1\"); `capability_version` is required whenever `capability` is set (§2.1, §5.2).",
+        fix: "Set both, for example `capability: \"code.review\"`, `capability_version: \"1\"`.";
+    /// An address breaks the §4.1 grammar.
+    InvalidAddress = 3015, 400, Project, "Address invalid",
+        cause: "An address must be `agent://<tenant>/<workspace>/<name>`, `topic://<tenant>/<workspace>/<topic>` or an `agt_` id; slugs and names are 3–40 characters of lowercase letters, digits and `-` (topic names may also use `.`) (§4.1).",
+        fix: "Correct the address; `agentbus agents` lists the addresses you can reach.";
+    /// A request body (other than an envelope) is invalid.
+    InvalidRequest = 3016, 400, Project, "Request invalid",
+        cause: "A request body or query parameter does not have the documented form.",
+        fix: "Correct the field named in the message; `docs/api.md` and the OpenAPI document at `/v1/openapi.json` describe every request.";
+    /// `task_id` and `correlation_id` name different tasks.
+    TaskMismatch = 3017, 400, Project, "task_id does not match the correlation",
+        cause: "A task lifecycle message's `data.task_id` names a different task than the request its `correlation_id` points at (checklist G-WP-16).",
+        fix: "Copy `task_id` from the receipt or the request's delivery, and `correlation_id` from the request's `id`.";
+    /// A task request addressed to a topic.
+    TaskToTopic = 3018, 400, Project, "task.request to a topic",
+        cause: "A task has one recipient; a `task.request` addressed to `topic://` is refused in v1 (checklist G-WP-17).",
+        fix: "Address the task to one agent; use a topic message.v1 to find a worker first.";
+    /// Uploaded blob content does not match its declaration.
+    BlobMismatch = 3020, 400, Project, "Blob content does not match",
+        cause: "The uploaded bytes' size or sha256 differ from those declared at `POST /v1/blobs` (§9).",
+        fix: "Declare the exact size and lowercase hex sha256 of the file, then upload the same bytes.";
+    /// An attachment reference disagrees with the stored blob.
+    AttachmentMismatch = 3021, 400, Project, "Attachment reference does not match its blob",
+        cause: "An attachment's `size` or `sha256` differs from the blob it references (§9).",
+        fix: "Copy `size` and `sha256` from the blob's registration.";
+    /// An attachment name is not a plain file name.
+    InvalidAttachmentName = 3022, 400, Project, "Attachment name invalid",
+        cause: "Attachment names are plain file names: no `/` or `\\`, no NUL or other control character, not `.` or `..`, at most 255 characters (§9, checklist G-WP-21).",
+        fix: "Use the file's base name.";
+    /// A blob is larger than the plan allows.
+    BlobTooLarge = 3040, 413, Spec, "Blob too large",
+        cause: "The declared blob size is above the effective maximum: the plan's `blob_bytes`, and without an S3 store also the inline cap `AGENTBUS_BLOB_INLINE_MAX` (8 MiB by default).",
+        fix: "Split the content, compress it, or ask an admin for a larger limit.";
+
+    /// No agent has this address or id.
+    UnknownAgent = 4001, 404, Spec, "Unknown agent",
+        cause: "No agent of the caller's tenant has this address, alias or `agt_` id (§4.2).",
+        fix: "Check the address with `agentbus agents`; aliases resolve only within their own workspace.";
+    /// No topic has this address.
+    UnknownTopic = 4002, 404, Spec, "Unknown topic",
+        cause: "The topic does not exist. Topics are created on the first subscription in their workspace (§4.4).",
+        fix: "Subscribe first (`agentbus topic subscribe <name>`), or check the topic's workspace.";
+    /// The agent was deleted.
+    AgentDeleted = 4003, 410, Spec, "Agent deleted",
+        cause: "The address or id names an agent that was deleted (§4.2).",
+        fix: "Send to another agent; a new agent with the same name has a new `agt_` id.";
+    /// The resource does not exist, or the caller may not know that it does.
+    NotFound = 4004, 404, Project, "Not found",
+        cause: "No resource with this id exists for the caller. Resources of other tenants answer exactly as ones that do not exist.",
+        fix: "Check the id; list what you can see with the matching `GET` collection.";
+    /// The agent name is taken in this workspace.
+    NameTaken = 4005, 409, Project, "Name already taken",
+        cause: "Agent names and aliases are unique within a workspace (§4.1, §4.3); slugs never change once created.",
+        fix: "Choose another name or alias.";
+    /// The card asks for more than 5 aliases.
+    TooManyAliases = 4006, 400, Project, "Too many aliases",
+        cause: "An agent card may declare at most 5 aliases (§4.3).",
+        fix: "Keep at most 5 aliases.";
+    /// A field of the card cannot be changed.
+    ImmutableField = 4007, 400, Project, "Field cannot change",
+        cause: "Slugs (`name`, `address`, `id`) never change after creation (§4.1); only `display_name`, `description`, `aliases`, `visibility`, `capabilities`, `tags`, `harness`, `pricing` and `status` may be patched.",
+        fix: "Patch `display_name` to rename an agent for people.";
+    /// The attachment references an unknown blob.
+    UnknownAttachment = 4008, 422, Spec, "Attachment unknown",
+        cause: "An attachment `ref` names no blob (§9).",
+        fix: "Upload the file first (`POST /v1/blobs`, then its content) and reference the returned `ref`.";
+    /// The blob expired.
+    BlobExpired = 4009, 410, Project, "Blob expired",
+        cause: "Blobs expire after `AGENTBUS_BLOB_TTL` (30 days by default, §9).",
+        fix: "Upload the content again.";
+    /// The delivery was already acknowledged or was redelivered.
+    StaleAck = 4010, 409, Project, "Ack refused",
+        cause: "The ack names a delivery that is no longer outstanding: it was acked already, or its visibility timeout passed and the message was handed out again under a new delivery token.",
+        fix: "Ack the latest delivery of the message; redelivered copies carry the same `id` and `sequence`, so a receiver's dedupe keeps one.";
+    /// The topic belongs to another workspace.
+    TopicScope = 4011, 403, Project, "Topic outside your workspace",
+        cause: "Topics are workspace-scoped in v1 (§4.4): an agent may publish and subscribe only to topics of its own workspace.",
+        fix: "Use a topic of your workspace.";
+    /// No task has this id.
+    UnknownTask = 4012, 404, Project, "Unknown task",
+        cause: "The `task_id`, or the request named by `correlation_id`, is not a task the caller is party to.",
+        fix: "Use the `task_id` from the request's receipt or delivery.";
+    /// task.input while no question is open.
+    NoOpenQuestion = 4020, 409, Spec, "No question is open",
+        cause: "`task.input` is accepted only while the task is `needs_input` (§5.7b).",
+        fix: "Wait for the worker's `task.needs_input`; to add information otherwise, send a message.v1 in the task's conversation.";
+    /// The attachment's blob is still pending.
+    AttachmentPending = 4021, 409, Spec, "Attachment still pending",
+        cause: "The referenced blob was registered but its content was not uploaded and verified yet (§9).",
+        fix: "Finish the upload (`PUT /v1/blobs/{id}/content` or `POST /v1/blobs/{id}/complete`) before publishing.";
+    /// The blob is not the caller's to use.
+    AttachmentForbidden = 4022, 403, Spec, "Attachment not accessible",
+        cause: "The blob belongs to another tenant, or the caller is neither its uploader nor a party of a message referencing it (§9).",
+        fix: "Reference only blobs you uploaded or received.";
+    /// The recipient's inbox is full.
+    InboxFull = 4040, 429, Spec, "Inbox full",
+        cause: "The recipient's inbox holds its maximum number of unacknowledged messages (§13.6).",
+        fix: "Retry later (see `Retry-After`); the recipient must drain its inbox.";
+
+    /// The publish rate limit was exceeded.
+    RateLimited = 5001, 429, Spec, "Rate limit exceeded",
+        cause: "The agent or token published faster than its configured rate (§13.6).",
+        fix: "Wait for the number of seconds in `Retry-After`, then retry with the same `id` (retries of identical bytes are safe).";
+    /// The attachment upload quota was exceeded.
+    UploadQuota = 5005, 429, Spec, "Upload quota exceeded",
+        cause: "The tenant's pending or total blob bytes exceed its quota (§13.6).",
+        fix: "Wait for blobs to expire, or ask an admin to raise the quota.";
+
+    /// The sidecar is older than the gateway supports.
+    SidecarTooOld = 6002, 426, Spec, "Sidecar too old",
+        cause: "The sidecar announced a version below the gateway's `min_sidecar_version` (§11.4).",
+        fix: "Upgrade agentbus to at least the version in `/.well-known/agentbus.json`.";
+
+    /// The gateway's storage failed.
+    StorageUnavailable = 9001, 503, Project, "Storage unavailable",
+        cause: "The gateway could not read or write its store (disk full, database unreachable). Nothing was stored for this request.",
+        fix: "Retry later with the same `id`; operators should check the gateway log for the request id.";
+}
+
+impl Code {
+    /// The code's number, as in `AB-1011` → 1011.
+    pub fn number(self) -> u16 {
+        self.entry().number
+    }
+
+    /// The HTTP status the gateway answers with (0 for receiver-side diagnostics).
+    pub fn http_status(self) -> u16 {
+        self.entry().http_status
+    }
+
+    /// The path, relative to a gateway, where this code is documented: `/errors/AB-1011`.
+    pub fn doc_path(self) -> String {
+        format!("/errors/{self}")
+    }
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AB-{:04}", self.number())
+    }
+}
+
+/// A string that is not a known `AB-` code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a known AB- code")]
+pub struct UnknownCode(pub String);
+
+impl serde::Serialize for Code {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl FromStr for Code {
+    type Err = UnknownCode;
+
+    /// Parses `AB-1011`, `ab-1011` or `1011`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let digits = s
+            .strip_prefix("AB-")
+            .or_else(|| s.strip_prefix("ab-"))
+            .unwrap_or(s);
+        let number: u16 = digits.parse().map_err(|_| UnknownCode(s.to_owned()))?;
+        Code::ALL
+            .iter()
+            .copied()
+            .find(|c| c.number() == number)
+            .ok_or_else(|| UnknownCode(s.to_owned()))
+    }
+}
+
+/// Renders one entry as the Markdown section used in `docs/errors.md` and `/errors/AB-…`.
+pub fn render_entry_markdown(entry: &Entry) -> String {
+    let status = match entry.http_status {
+        0 => "none (receiver diagnostic)".to_owned(),
+        s => s.to_string(),
+    };
+    let origin = match entry.origin {
+        Origin::Spec => "wire protocol v1",
+        Origin::Project => "AgentBus (the spec names no code here)",
+    };
+    format!(
+        "## {code}: {title}\n\n- HTTP status: {status}\n- Defined by: {origin}\n\n**Cause.** {cause}\n\n**Fix.** {fix}\n",
+        code = entry.code,
+        title = entry.title,
+        cause = entry.cause,
+        fix = entry.fix,
+    )
+}
+
+/// Renders the whole catalogue as `docs/errors.md`.
+pub fn render_markdown() -> String {
+    let mut out = String::from(
+        "# AgentBus error codes\n\n\
+         <!-- Generated from crates/agentbus-protocol/src/errors.rs by `agentbus explain --all --markdown`; a test fails when this file differs. -->\n\n\
+         Every rejection carries one of these codes. The gateway answers with the JSON body \
+         `{\"error\": {\"code\", \"message\", \"doc_url\", \"request_id\"}}` and serves each entry at \
+         `/errors/AB-NNNN`; `agentbus explain AB-NNNN` prints it offline.\n\n\
+         | code | HTTP | title |\n|---|---|---|\n",
+    );
+    for code in Code::ALL {
+        let e = code.entry();
+        let status = if e.http_status == 0 {
+            "—".to_owned()
+        } else {
+            e.http_status.to_string()
+        };
+        out.push_str(&format!(
+            "| [{code}](#{anchor}) | {status} | {title} |\n",
+            anchor = anchor(e),
+            title = e.title
+        ));
+    }
+    for code in Code::ALL {
+        out.push('\n');
+        out.push_str(&render_entry_markdown(code.entry()));
+    }
+    out
+}
+
+/// The GitHub-style anchor of an entry's heading.
+fn anchor(e: &Entry) -> String {
+    let heading = format!("{}: {}", e.code, e.title);
+    heading
+        .chars()
+        .filter_map(|c| match c {
+            'A'..='Z' => Some(c.to_ascii_lowercase()),
+            'a'..='z' | '0'..='9' | '-' | '_' => Some(c),
+            ' ' => Some('-'),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_unique_and_sorted() {
+        let numbers: Vec<u16> = Code::ALL.iter().map(|c| c.number()).collect();
+        let mut sorted = numbers.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(numbers, sorted);
+    }
+
+    #[test]
+    fn every_code_the_spec_names_is_catalogued() {
+        for n in [
+            1011, 1012, 1303, 2001, 2002, 2004, 3004, 3005, 3006, 3040, 4001, 4002, 4003, 4008,
+            4020, 4021, 4022, 4040, 5001, 5005, 6002,
+        ] {
+            let code: Code = n.to_string().parse().expect("catalogued");
+            assert_eq!(code.entry().origin, Origin::Spec, "AB-{n}");
+        }
+    }
+
+    #[test]
+    fn no_input_error_is_a_server_error() {
+        for code in Code::ALL {
+            let s = code.http_status();
+            assert!(
+                s < 500 || *code == Code::StorageUnavailable,
+                "{code} answers {s}"
+            );
+        }
+    }
+
+    #[test]
+    fn parses_display_form() {
+        assert_eq!("AB-1011".parse::<Code>(), Ok(Code::BadSignature));
+        assert_eq!(Code::BadSignature.to_string(), "AB-1011");
+        assert!("AB-9999".parse::<Code>().is_err());
+    }
+}
