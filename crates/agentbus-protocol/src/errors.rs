@@ -90,7 +90,7 @@ catalogue! {
     /// The signature does not verify.
     BadSignature = 1011, 401, Spec, "Signature does not verify",
         cause: "The Ed25519 signature does not verify over the RFC 8785 canonical bytes of the envelope without `sig` and without the gateway-set attributes (`tenant workspace to_id sequence received_at receipt hops`).",
-        fix: "Sign the exact envelope you send, after every attribute is final; canonicalise with RFC 8785; sign with the key named in `sig`. `agentbus envelope canonical` shows the bytes that are signed.";
+        fix: "Sign the exact envelope you send, after every attribute is final; canonicalise with RFC 8785; sign with the key named in `sig`. `agentbus envelope canonical --signing-input` prints the bytes that are signed.";
     /// The signing key is unknown, revoked, expired or not the caller's.
     UnknownKey = 1012, 401, Spec, "Unknown, revoked or expired key",
         cause: "The `key_id` in `sig` does not name an active key of the sending agent: it is unknown, revoked, past its `expires_at`, or belongs to another agent.",

@@ -220,6 +220,11 @@ impl Minter {
         Minter::default()
     }
 
+    /// A minter that has minted nothing yet, for use in a `static`.
+    pub const fn new_const() -> Minter {
+        Minter { last: 0 }
+    }
+
     /// Mints the next value from the current Unix time in milliseconds and 10 random bytes.
     pub fn next_value(&mut self, unix_ms: u64, entropy: [u8; 10]) -> u128 {
         let ms = u128::from(unix_ms & 0xFFFF_FFFF_FFFF);

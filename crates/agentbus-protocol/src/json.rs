@@ -32,7 +32,7 @@ pub enum JsonError {
         reason: &'static str,
     },
     /// An object has the same member name twice.
-    #[error("duplicate member name {name:?} at {path} (RFC 7493 §2.3)")]
+    #[error("duplicate member name {name:?} in {} (RFC 7493 §2.3)", place(path))]
     DuplicateKey {
         /// The repeated name.
         name: String,
@@ -46,7 +46,10 @@ pub enum JsonError {
         offset: usize,
     },
     /// An integer literal is beyond what a double holds exactly.
-    #[error("integer {literal} at {path} is beyond ±(2^53−1) (RFC 7493 §2.2); send it as a string")]
+    #[error(
+        "integer {literal} at {} is beyond ±(2^53−1) (RFC 7493 §2.2); send it as a string",
+        place(path)
+    )]
     IntegerOutOfRange {
         /// The literal as written.
         literal: String,
@@ -54,7 +57,10 @@ pub enum JsonError {
         path: String,
     },
     /// A number overflows a double.
-    #[error("number {literal} at {path} overflows a double (RFC 7493 §2.2)")]
+    #[error(
+        "number {literal} at {} overflows a double (RFC 7493 §2.2)",
+        place(path)
+    )]
     NumberOutOfRange {
         /// The literal as written.
         literal: String,
@@ -67,6 +73,15 @@ pub enum JsonError {
         /// Byte offset where the limit was crossed.
         offset: usize,
     },
+}
+
+/// A JSON Pointer for messages: the empty pointer is the top level.
+fn place(path: &str) -> &str {
+    if path.is_empty() {
+        "the top-level value"
+    } else {
+        path
+    }
 }
 
 impl JsonError {

@@ -1,1 +1,29 @@
-fn main() {}
+//! The `agentbus` command. Argument parsing and wiring only: each subcommand lives in
+//! `commands/<area>.rs` and the work itself in the library crates.
+
+mod cli;
+mod commands;
+mod error;
+mod printer;
+
+use std::process::ExitCode;
+
+use clap::Parser as _;
+
+use crate::error::ErrorKind;
+use crate::printer::Printer;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let printer = Printer::new(cli.json);
+    match commands::run(cli.command, &printer) {
+        Ok(code) => code,
+        Err(e) => {
+            if e.kind == ErrorKind::BrokenPipe {
+                return ExitCode::SUCCESS;
+            }
+            printer.error(&e);
+            e.kind.exit_code()
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! The command line, as clap sees it. Each area's arguments are defined next to its command module.
+
+use clap::{Parser, Subcommand};
+
+use crate::commands::{envelope::EnvelopeArgs, explain::ExplainArgs, keys::KeysArgs};
+
+/// AgentBus: messaging for fleets of AI agents, on one machine, across a team through a gateway,
+/// and across organisations through a git share.
+#[derive(Debug, Parser)]
+#[command(
+    name = "agentbus",
+    version,
+    about,
+    after_help = "Exit codes: 0 success, 1 a negative answer (invalid, unverified), 2 usage, 3 bad input, \
+4 configuration, 5 unavailable, 6 refused by a server, 70 internal error.\n\
+Every error prints a cause and a fix; --json prints one JSON document instead."
+)]
+pub struct Cli {
+    /// Print one machine-readable JSON document instead of human output.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Canonicalise, sign, verify and validate envelopes (wire protocol §2–§3).
+    #[command(subcommand)]
+    Envelope(EnvelopeArgs),
+    /// Generate Ed25519 keys and print their public halves.
+    #[command(subcommand)]
+    Keys(KeysArgs),
+    /// Explain an AB- error code.
+    Explain(ExplainArgs),
+}

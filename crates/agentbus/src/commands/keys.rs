@@ -1,0 +1,58 @@
+//! `agentbus keys generate|public`: Ed25519 key files (§3.3).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use serde_json::json;
+
+use agentbus_protocol::signing::SigningKey;
+use agentbus_runtime::{keyfile, random_bytes};
+
+use crate::error::{CliError, CliResult};
+use crate::printer::Printer;
+
+/// `agentbus keys …`.
+#[derive(Debug, Subcommand)]
+pub enum KeysArgs {
+    /// Generate a new Ed25519 key file (mode 0600) and print its public key.
+    #[command(after_help = "Example:\n  agentbus keys generate --out ~/.agentbus/keys/bot.key")]
+    Generate {
+        /// Where to write the key; it is never overwritten.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Print the base64url public key of a key file (seed or PKCS#8 PEM).
+    #[command(after_help = "Example:\n  agentbus keys public ~/.agentbus/keys/bot.key")]
+    Public {
+        /// The key file.
+        file: PathBuf,
+    },
+}
+
+/// Runs `agentbus keys`.
+pub fn run(args: KeysArgs, printer: &Printer) -> CliResult {
+    match args {
+        KeysArgs::Generate { out } => {
+            let key = SigningKey::from_seed(random_bytes());
+            keyfile::write_new(&out, &key).map_err(|e| {
+                CliError::input(e.to_string())
+                    .fix("choose a new path, or delete the old key only if you no longer need it")
+            })?;
+            let public = key.public().to_base64url();
+            printer.either(
+                &json!({"key_file": out, "public_key": public}),
+                &format!("wrote {} (mode 0600)\npublic key: {public}", out.display()),
+            )?;
+        }
+        KeysArgs::Public { file } => {
+            let key = keyfile::read_any_mode(&file).map_err(|e| {
+                CliError::input(e.to_string())
+                    .fix("pass a key file written by `agentbus keys generate`")
+            })?;
+            let public = key.public().to_base64url();
+            printer.either(&json!({"public_key": public}), &public)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,41 @@
+//! One module per area of subcommands.
+
+pub mod envelope;
+pub mod explain;
+pub mod keys;
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+
+use crate::cli::Command;
+use crate::error::{CliError, CliResult};
+use crate::printer::Printer;
+
+/// Runs one subcommand.
+pub fn run(command: Command, printer: &Printer) -> CliResult {
+    match command {
+        Command::Envelope(args) => envelope::run(args, printer),
+        Command::Keys(args) => keys::run(args, printer),
+        Command::Explain(args) => explain::run(args, printer),
+    }
+}
+
+/// Reads a file argument, where `-` (the default) is standard input.
+pub fn read_input(path: &Path) -> Result<Vec<u8>, CliError> {
+    if path == Path::new("-") {
+        let mut buf = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut buf)
+            .map_err(|e| CliError::input(format!("reading standard input: {e}")))?;
+        return Ok(buf);
+    }
+    std::fs::read(path).map_err(|e| {
+        CliError::input(format!("{}: {e}", path.display()))
+            .fix("check the path; use - for standard input")
+    })
+}
+
+/// The default input: standard input.
+pub fn stdin_path() -> PathBuf {
+    PathBuf::from("-")
+}

@@ -1,0 +1,80 @@
+//! All output goes through the [`Printer`]: people get lines, `--json` gets one JSON document.
+
+#![allow(clippy::print_stdout)]
+
+use std::io::Write as _;
+
+use serde_json::Value;
+
+use crate::error::CliError;
+
+/// Writes the command's output to stdout and its errors to stderr.
+#[derive(Debug, Clone, Copy)]
+pub struct Printer {
+    json: bool,
+}
+
+impl Printer {
+    /// A printer for human output, or for one JSON document when `json` is set.
+    pub fn new(json: bool) -> Printer {
+        Printer { json }
+    }
+
+    /// Whether `--json` was given.
+    pub fn is_json(&self) -> bool {
+        self.json
+    }
+
+    /// Writes raw bytes to stdout (canonical forms must not gain a newline).
+    pub fn raw(&self, bytes: &[u8]) -> Result<(), CliError> {
+        let mut out = std::io::stdout().lock();
+        out.write_all(bytes)?;
+        out.flush()?;
+        Ok(())
+    }
+
+    /// Writes one line of human output.
+    pub fn line(&self, text: &str) -> Result<(), CliError> {
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes())?;
+        out.write_all(b"\n")?;
+        Ok(())
+    }
+
+    /// Writes the command's JSON document.
+    pub fn json(&self, value: &Value) -> Result<(), CliError> {
+        let text = serde_json::to_string_pretty(value).unwrap_or_default();
+        self.line(&text)
+    }
+
+    /// Writes `value` with `--json`, else `human`.
+    pub fn either(&self, value: &Value, human: &str) -> Result<(), CliError> {
+        if self.json {
+            self.json(value)
+        } else {
+            self.line(human)
+        }
+    }
+
+    /// Reports an error: a JSON document on stdout with `--json`, else `error:`/`fix:` lines on
+    /// stderr.
+    pub fn error(&self, e: &CliError) {
+        if self.json {
+            let doc = serde_json::json!({
+                "error": {
+                    "kind": e.kind.as_str(),
+                    "code": e.code.map(|c| c.to_string()),
+                    "message": e.message,
+                    "fix": e.fix,
+                }
+            });
+            let _ = self.json(&doc);
+            return;
+        }
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "error: {e}");
+        if let Some(fix) = &e.fix {
+            let _ = writeln!(err, "  fix: {fix}");
+        }
+    }
+}
