@@ -2,7 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{envelope::EnvelopeArgs, explain::ExplainArgs, keys::KeysArgs};
+use crate::commands::{envelope::EnvelopeArgs, explain::ExplainArgs, gateway::GatewayArgs, keys::KeysArgs};
 
 /// AgentBus: messaging for fleets of AI agents, on one machine, across a team through a gateway,
 /// and across organisations through a git share.
@@ -35,4 +35,6 @@ pub enum Command {
     Keys(KeysArgs),
     /// Explain an AB- error code.
     Explain(ExplainArgs),
+    /// Run the gateway: verify, persist and route signed envelopes over HTTP (an embedded SQLite store).
+    Gateway(GatewayArgs),
 }

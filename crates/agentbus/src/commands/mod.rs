@@ -2,6 +2,7 @@
 
 pub mod envelope;
 pub mod explain;
+pub mod gateway;
 pub mod keys;
 
 use std::io::Read as _;
@@ -17,6 +18,7 @@ pub fn run(command: Command, printer: &Printer) -> CliResult {
         Command::Envelope(args) => envelope::run(args, printer),
         Command::Keys(args) => keys::run(args, printer),
         Command::Explain(args) => explain::run(args, printer),
+        Command::Gateway(args) => gateway::run(args, printer),
     }
 }
 

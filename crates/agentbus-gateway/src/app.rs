@@ -1,0 +1,343 @@
+//! The gateway's shared state and the operations handlers call.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use tokio::sync::Notify;
+
+use agentbus_protocol::address::AgentAddress;
+use agentbus_protocol::ids::IdKind;
+use agentbus_protocol::signing::{self, SigningKey};
+use agentbus_protocol::timestamp::Timestamp;
+use agentbus_runtime::{Clock, mint_at};
+use agentbus_store::*;
+
+use crate::config::Config;
+use crate::crypto::DataKey;
+use crate::error::{ApiError, ApiResult};
+use agentbus_protocol::Code;
+
+/// Who a bearer token authenticates.
+#[derive(Debug, Clone)]
+pub enum Principal {
+    /// A user (integration token).
+    User(UserRow),
+    /// An agent (agent credential).
+    Agent(AgentRow),
+}
+
+impl Principal {
+    /// The principal's tenant.
+    pub fn tenant_id(&self) -> &str {
+        match self {
+            Principal::User(u) => &u.tenant_id,
+            Principal::Agent(a) => &a.tenant_id,
+        }
+    }
+
+    /// Whether this is a workspace admin of `workspace_id`.
+    pub fn is_admin_of(&self, workspace_id: &str) -> bool {
+        matches!(self, Principal::User(u) if u.role == Role::Admin && u.workspace_id == workspace_id)
+    }
+}
+
+/// The gateway.
+pub struct App<S: Store> {
+    /// Storage.
+    pub store: S,
+    /// Time, injectable.
+    pub clock: Arc<dyn Clock>,
+    /// Settings.
+    pub config: Config,
+    master: DataKey,
+    tenant_keys: Mutex<HashMap<String, DataKey>>,
+    wakers: Mutex<HashMap<String, Arc<Notify>>>,
+    tokens: Mutex<HashMap<[u8; 32], Principal>>,
+    buckets: Mutex<HashMap<String, (f64, i64)>>,
+    /// The key system notices are signed with (decision 8).
+    pub gateway_key: SigningKey,
+    /// Its `key_` id, published in the well-known document.
+    pub gateway_key_id: String,
+}
+
+/// SHA-256 of a bearer token, the only form tokens are stored in.
+pub fn token_hash(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// A new bearer token: a kind prefix and 32 random bytes, base64url.
+pub fn new_token(prefix: &str) -> String {
+    use base64::Engine as _;
+    let raw: [u8; 32] = agentbus_runtime::random_bytes();
+    format!("{prefix}{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw))
+}
+
+impl<S: Store> App<S> {
+    /// Assembles the gateway from its parts.
+    pub fn new(store: S, clock: Arc<dyn Clock>, config: Config, master: DataKey, gateway_key: SigningKey, gateway_key_id: String) -> App<S> {
+        App {
+            store,
+            clock,
+            config,
+            master,
+            tenant_keys: Mutex::default(),
+            wakers: Mutex::default(),
+            tokens: Mutex::default(),
+            buckets: Mutex::default(),
+            gateway_key,
+            gateway_key_id,
+        }
+    }
+
+    /// Now, in Unix milliseconds.
+    pub fn now(&self) -> i64 {
+        self.clock.now().millis()
+    }
+
+    /// Mints an id as of the gateway clock.
+    pub fn mint(&self, kind: IdKind) -> String {
+        mint_at(kind, self.now()).to_string()
+    }
+
+    /// Wraps a fresh tenant data key under the master key.
+    pub fn wrap_new_tenant_key(&self) -> Vec<u8> {
+        self.master.seal(&DataKey::generate().to_bytes())
+    }
+
+    /// The tenant's data key.
+    pub async fn tenant_key(&self, tenant_id: &str) -> ApiResult<DataKey> {
+        if let Some(k) = self.tenant_keys.lock().ok().and_then(|m| m.get(tenant_id).cloned()) {
+            return Ok(k);
+        }
+        let t = self.store.tenant(tenant_id).await?.ok_or_else(ApiError::not_found)?;
+        let raw = self
+            .master
+            .open(&t.data_key)
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .ok_or_else(|| ApiError::new(Code::StorageUnavailable, "a tenant key does not open under the master key"))?;
+        let key = DataKey::from_bytes(raw);
+        if let Ok(mut m) = self.tenant_keys.lock() {
+            m.insert(tenant_id.to_owned(), key.clone());
+        }
+        Ok(key)
+    }
+
+    /// Resolves a bearer token (cached; tokens are never re-pointed).
+    pub async fn authenticate(&self, token: &str) -> ApiResult<Principal> {
+        let hash = token_hash(token);
+        if let Some(p) = self.tokens.lock().ok().and_then(|m| m.get(&hash).cloned()) {
+            if let Principal::Agent(a) = &p
+                && a.deleted_at.is_some()
+            {
+                return Err(ApiError::new(Code::MissingCredential, "this agent was deleted"));
+            }
+            return Ok(p);
+        }
+        let row = self
+            .store
+            .token(hash)
+            .await?
+            .ok_or_else(|| ApiError::new(Code::MissingCredential, "unknown bearer token"))?;
+        let p = match row.subject {
+            TokenSubject::User(id) => Principal::User(self.store.user(&id).await?.ok_or_else(|| ApiError::new(Code::MissingCredential, "unknown user"))?),
+            TokenSubject::Agent(id) => {
+                let a = self.store.agent(&id).await?.ok_or_else(|| ApiError::new(Code::MissingCredential, "unknown agent"))?;
+                if a.deleted_at.is_some() {
+                    return Err(ApiError::new(Code::MissingCredential, "this agent was deleted"));
+                }
+                Principal::Agent(a)
+            }
+        };
+        if let Ok(mut m) = self.tokens.lock() {
+            m.insert(hash, p.clone());
+        }
+        Ok(p)
+    }
+
+    /// Forgets cached principals of an agent (after a delete or a card change).
+    pub fn forget_agent(&self, agent_id: &str) {
+        if let Ok(mut m) = self.tokens.lock() {
+            m.retain(|_, p| !matches!(p, Principal::Agent(a) if a.id == agent_id));
+        }
+    }
+
+    /// The waker of an inbox.
+    pub fn waker(&self, agent_id: &str) -> Arc<Notify> {
+        let mut m = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
+        m.entry(agent_id.to_owned()).or_default().clone()
+    }
+
+    /// Wakes every long-poll and WebSocket waiting on these inboxes.
+    pub fn wake(&self, agent_ids: impl IntoIterator<Item = impl AsRef<str>>) {
+        let m = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
+        for id in agent_ids {
+            if let Some(n) = m.get(id.as_ref()) {
+                n.notify_waiters();
+            }
+        }
+    }
+
+    /// Takes one token from the agent's bucket (§13.6); the error says when to retry.
+    pub fn rate_limit(&self, agent_id: &str) -> ApiResult<()> {
+        let now = self.now();
+        let mut m = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let (tokens, at) = m.entry(agent_id.to_owned()).or_insert((self.config.rate_burst, now));
+        let refill = (now - *at).max(0) as f64 / 1000.0 * self.config.rate_per_agent;
+        *tokens = (*tokens + refill).min(self.config.rate_burst);
+        *at = now;
+        if *tokens < 1.0 {
+            let wait = ((1.0 - *tokens) / self.config.rate_per_agent).ceil().max(1.0) as u64;
+            let mut e = ApiError::new(Code::RateLimited, format!("more than {} publishes per second", self.config.rate_per_agent));
+            e.retry_after = Some(wait);
+            return Err(e);
+        }
+        *tokens -= 1.0;
+        Ok(())
+    }
+
+    /// The canonical address of an agent.
+    pub async fn address_of(&self, agent: &AgentRow) -> ApiResult<String> {
+        let t = self.store.tenant(&agent.tenant_id).await?.ok_or_else(ApiError::not_found)?;
+        let w = self.store.workspace(&agent.workspace_id).await?.ok_or_else(ApiError::not_found)?;
+        Ok(AgentAddress { tenant: t.slug, workspace: w.slug, name: agent.name.clone() }.to_string())
+    }
+
+    /// The delivered copy of a stored message for one inbox: the stored attributes, `data`
+    /// opened, and the per-copy `to_id` and `sequence`.
+    pub async fn delivered_copy(&self, m: &MessageRow, to_id: &str, sequence: u64) -> ApiResult<Value> {
+        let key = self.tenant_key(&m.tenant_id).await?;
+        let data = key
+            .open(&m.data)
+            .ok_or_else(|| ApiError::new(Code::StorageUnavailable, "stored data does not open under its tenant key"))?;
+        let mut attrs: Map<String, Value> = serde_json::from_str(&m.attrs).unwrap_or_default();
+        attrs.insert("data".into(), serde_json::from_slice(&data).unwrap_or(Value::Null));
+        attrs.insert("to_id".into(), json!(to_id));
+        attrs.insert("sequence".into(), json!(sequence));
+        Ok(Value::Object(attrs))
+    }
+
+    /// Builds, signs and stores a notice from `agent://system/gateway/<service>` to an agent
+    /// (decision 8: signed by the gateway key; conversation and trace copied from the original,
+    /// correlation = the original id).
+    pub async fn notify_agent(&self, to: &AgentRow, service: &str, kind: &str, data: Value, original: Option<&MessageRow>) -> ApiResult<()> {
+        let now = self.now();
+        let to_address = self.address_of(to).await?;
+        let (conversation, trace) = match original {
+            Some(m) => {
+                let attrs: Map<String, Value> = serde_json::from_str(&m.attrs).unwrap_or_default();
+                (
+                    m.conversation_id.clone(),
+                    attrs.get("traceparent").and_then(Value::as_str).map(str::to_owned),
+                )
+            }
+            None => (self.mint(IdKind::Conversation), None),
+        };
+        let trace = trace.unwrap_or_else(|| {
+            let t: [u8; 16] = agentbus_runtime::random_bytes();
+            let s: [u8; 8] = agentbus_runtime::random_bytes();
+            format!("00-{}-{}-01", hex::encode(t), hex::encode(s))
+        });
+        let short = kind.trim_start_matches("agentbus.").trim_end_matches(".v1");
+        let mut env = Map::new();
+        env.insert("specversion".into(), json!("1.0"));
+        env.insert("id".into(), json!(self.mint(IdKind::Message)));
+        env.insert("source".into(), json!(format!("agent://system/gateway/{service}")));
+        env.insert("type".into(), json!(kind));
+        env.insert("time".into(), json!(Timestamp(now).to_string()));
+        env.insert("datacontenttype".into(), json!("application/json"));
+        env.insert("to".into(), json!(to_address));
+        env.insert("conversation_id".into(), json!(conversation));
+        if let Some(m) = original {
+            env.insert("correlation_id".into(), json!(m.id));
+        }
+        env.insert("traceparent".into(), json!(trace));
+        env.insert("schema".into(), json!(format!("{}{short}/v1.json", agentbus_protocol::schema::REGISTRY_BASE)));
+        env.insert("data".into(), data);
+        let id = agentbus_protocol::ids::Id::parse_kind(&self.gateway_key_id, IdKind::Key).map_err(|e| ApiError::new(Code::StorageUnavailable, e.to_string()))?;
+        signing::sign_envelope(&mut env, &self.gateway_key, id).map_err(|e| ApiError::new(Code::StorageUnavailable, e.to_string()))?;
+        let signed_hash = Sha256::digest(signing::signing_bytes(&env).unwrap_or_default()).to_vec();
+        let data = env.shift_remove("data").unwrap_or(Value::Null);
+        let receipt = self.mint(IdKind::Receipt);
+        env.insert("tenant".into(), json!(to.tenant_id));
+        env.insert("workspace".into(), json!(to.workspace_id));
+        env.insert("received_at".into(), json!(Timestamp(now).to_string()));
+        env.insert("receipt".into(), json!(receipt));
+        let key = self.tenant_key(&to.tenant_id).await?;
+        let msg = NewMessage {
+            tenant_id: to.tenant_id.clone(),
+            id: env["id"].as_str().unwrap_or_default().to_owned(),
+            source: env["source"].as_str().unwrap_or_default().to_owned(),
+            source_agent_id: None,
+            kind: kind.to_owned(),
+            conversation_id: conversation,
+            correlation_id: original.map(|m| m.id.clone()),
+            to_text: to_address,
+            to_id: to.id.clone(),
+            attrs: Value::Object(env).to_string(),
+            data: key.seal(data.to_string().as_bytes()),
+            signed_hash,
+            idempotency: None,
+            receipt,
+            received_at: now,
+            expires_at: now + self.config.default_expiry_s * 1000,
+            task_id: original.and_then(|m| m.task_id.clone()),
+            recipients: vec![to.id.clone()],
+            blob_refs: vec![],
+            replay_since: now - self.config.replay_window_s * 1000,
+            idempotency_since: now,
+        };
+        self.store.publish(msg).await?;
+        self.wake([&to.id]);
+        Ok(())
+    }
+
+    /// One reaper pass over inboxes: dead letters and expiries, each with its notice (§5.9, §5.10).
+    pub async fn reap(&self) -> ApiResult<ReapReport> {
+        let now = self.now();
+        let report = self.store.reap_inboxes(now, self.config.max_attempts).await?;
+        crate::metrics::count_reaped(report.dead.len(), report.expired.len());
+        for e in &report.dead {
+            self.notice_undeliverable(e, "AB-4010", true).await?;
+        }
+        for e in &report.expired {
+            // §5.10: only messages that never reached the receiver are reported expired.
+            if e.attempts == 0
+                && let Some(sender) = self.sender_of(&e.message).await?
+            {
+                let data = json!({
+                    "original_message_id": e.message.id,
+                    "expired_at": Timestamp(e.message.expires_at).to_string(),
+                    "last_state": "persisted",
+                    "reason": "expires_at",
+                });
+                self.notify_agent(&sender, "router", "agentbus.system.expired.v1", data, Some(&e.message)).await?;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Sends `system.undeliverable` for an entry to its message's sender.
+    pub async fn notice_undeliverable(&self, e: &InboxEntry, code: &str, dead_lettered: bool) -> ApiResult<()> {
+        if let Some(sender) = self.sender_of(&e.message).await? {
+            let mut data = json!({
+                "original_message_id": e.message.id,
+                "code": code,
+                "attempts": e.attempts,
+                "dead_lettered": dead_lettered,
+            });
+            if let Some(at) = e.last_attempt_at {
+                data["last_attempt_at"] = json!(Timestamp(at).to_string());
+            }
+            self.notify_agent(&sender, "router", "agentbus.system.undeliverable.v1", data, Some(&e.message)).await?;
+        }
+        Ok(())
+    }
+
+    async fn sender_of(&self, m: &MessageRow) -> ApiResult<Option<AgentRow>> {
+        // Notices are never sent about notices.
+        let Some(id) = &m.source_agent_id else { return Ok(None) };
+        Ok(self.store.agent(id).await?.filter(|a| a.deleted_at.is_none()))
+    }
+}

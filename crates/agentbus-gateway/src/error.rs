@@ -1,0 +1,94 @@
+//! One error type for every rejection, one JSON shape: `{"error": {code, message, doc_url,
+//! request_id}}`, with the status the catalogue gives the code.
+
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use agentbus_protocol::Code;
+use agentbus_store::StoreError;
+
+/// A rejection.
+#[derive(Debug)]
+pub struct ApiError {
+    /// The catalogue code.
+    pub code: Code,
+    /// What went wrong, specifically.
+    pub message: String,
+    /// Further detail (for example every validation violation).
+    pub details: Option<serde_json::Value>,
+    /// Seconds to wait before retrying, for rate and depth limits.
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    /// A rejection with `code` and `message`.
+    pub fn new(code: Code, message: impl Into<String>) -> ApiError {
+        ApiError {
+            code,
+            message: message.into(),
+            details: None,
+            retry_after: None,
+        }
+    }
+
+    /// Adds details.
+    pub fn details(mut self, d: serde_json::Value) -> ApiError {
+        self.details = Some(d);
+        self
+    }
+
+    /// The answer for a resource the caller may not know exists: exactly what a missing one gets.
+    pub fn not_found() -> ApiError {
+        ApiError::new(Code::NotFound, "no such resource")
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> ApiError {
+        match e {
+            StoreError::NotFound => ApiError::not_found(),
+            StoreError::Conflict(what) => ApiError::new(Code::NameTaken, format!("{what} is already taken")),
+            StoreError::Limit(what) => ApiError::new(Code::KeyLimit, what),
+            StoreError::Backend(msg) => {
+                tracing::error!(error = %msg, "storage failure");
+                ApiError::new(Code::StorageUnavailable, "the gateway could not reach its store; nothing was stored")
+            }
+        }
+    }
+}
+
+tokio::task_local! {
+    /// The current request's id and the gateway's public URL, for error bodies.
+    pub static REQUEST: (String, String);
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (request_id, base) = REQUEST
+            .try_with(|r| r.clone())
+            .unwrap_or_else(|_| (String::new(), String::new()));
+        let status = StatusCode::from_u16(self.code.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
+        let mut body = json!({
+            "error": {
+                "code": self.code.to_string(),
+                "message": self.message,
+                "doc_url": format!("{base}{}", self.code.doc_path()),
+                "request_id": request_id,
+            }
+        });
+        if let Some(d) = self.details {
+            body["error"]["details"] = d;
+        }
+        let mut resp = (status, axum::Json(body)).into_response();
+        if let Some(s) = self.retry_after
+            && let Ok(v) = HeaderValue::from_str(&s.to_string())
+        {
+            resp.headers_mut().insert("retry-after", v);
+        }
+        resp
+    }
+}
+
+/// Handler result.
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,221 @@
+//! Delivery: long-poll (`GET /v1/inbox`), WebSocket (`GET /v1/inbox/ws`) and transport acks
+//! (`POST /v1/inbox/acks`). At-least-once: a delivery is a lease; without an ack before the
+//! visibility timeout the entry is leased again, and after the maximum attempts it is
+//! dead-lettered (see `docs/delivery.md`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use agentbus_protocol::Code;
+use agentbus_store::*;
+
+use crate::app::App;
+use crate::auth;
+use crate::error::{ApiError, ApiResult};
+
+/// Query of a long-poll or WebSocket.
+#[derive(Debug, Deserialize)]
+pub struct PollQuery {
+    /// Never-delivered messages are taken only above this sequence (the receiver's last persisted).
+    #[serde(default)]
+    pub after: u64,
+    /// Seconds to wait when nothing is deliverable.
+    #[serde(default)]
+    pub wait: u64,
+    /// The most deliveries per answer.
+    pub limit: Option<u32>,
+}
+
+async fn lease<S: Store>(app: &App<S>, agent: &AgentRow, after: u64, limit: u32) -> ApiResult<Vec<Value>> {
+    let now = app.now();
+    let leased = app
+        .store
+        .lease(LeaseRequest {
+            agent_id: agent.id.clone(),
+            after,
+            limit,
+            now,
+            visibility_ms: app.config.visibility_timeout_s * 1000,
+            max_attempts: app.config.max_attempts,
+        })
+        .await?;
+    let mut out = Vec::with_capacity(leased.len());
+    for d in leased {
+        crate::metrics::count_delivery(d.attempt, (now - d.message.received_at).max(0) as f64 / 1000.0);
+        let envelope = app.delivered_copy(&d.message, &agent.id, d.sequence).await?;
+        out.push(json!({"sequence": d.sequence, "delivery": d.token, "attempt": d.attempt, "envelope": envelope}));
+    }
+    Ok(out)
+}
+
+/// Leases deliverable messages, waiting up to `wait` seconds for some to arrive.
+async fn wait_for<S: Store>(app: &App<S>, agent: &AgentRow, after: u64, limit: u32, wait: Duration) -> ApiResult<Vec<Value>> {
+    let deadline = tokio::time::Instant::now() + wait;
+    let waker = app.waker(&agent.id);
+    loop {
+        let notified = waker.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let got = lease(app, agent, after, limit).await?;
+        if !got.is_empty() || tokio::time::Instant::now() >= deadline {
+            return Ok(got);
+        }
+        // Wake for a publish, for the earliest lease to run out, or at the deadline; leases run on
+        // the gateway clock, so poll at least every second for a clock tests move by hand.
+        let mut until = deadline.min(tokio::time::Instant::now() + Duration::from_secs(1));
+        if let Some(at) = app.store.next_visible(&agent.id).await? {
+            let ms = (at - app.now()).max(0) as u64;
+            until = until.min(tokio::time::Instant::now() + Duration::from_millis(ms));
+        }
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tokio::time::sleep_until(until) => {}
+        }
+    }
+}
+
+/// `GET /v1/inbox?after=&wait=&limit=`.
+pub async fn poll<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, Query(q): Query<PollQuery>) -> ApiResult<Json<Value>> {
+    let agent = auth::agent(&app, &headers).await?;
+    let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+    let wait = Duration::from_secs(q.wait.min(app.config.max_wait_s));
+    let deliveries = wait_for(&app, &agent, q.after, limit, wait).await?;
+    let next_after = deliveries.iter().filter_map(|d| d["sequence"].as_u64()).max().unwrap_or(q.after).max(q.after);
+    Ok(Json(json!({"deliveries": deliveries, "next_after": next_after})))
+}
+
+/// One ack.
+#[derive(Debug, Deserialize)]
+pub struct Ack {
+    /// The inbox sequence.
+    pub sequence: u64,
+    /// The delivery token it was leased under.
+    pub delivery: String,
+}
+
+/// Body of `POST /v1/inbox/acks`.
+#[derive(Debug, Deserialize)]
+pub struct AckBody {
+    /// The acks.
+    pub acks: Vec<Ack>,
+}
+
+fn outcome_json(sequence: u64, o: AckOutcome) -> Value {
+    match o {
+        AckOutcome::Acked => json!({"sequence": sequence, "status": "acked"}),
+        AckOutcome::AlreadyAcked => json!({"sequence": sequence, "status": "already_acked"}),
+        AckOutcome::Stale => json!({"sequence": sequence, "status": "refused", "code": Code::StaleAck.to_string()}),
+    }
+}
+
+/// `POST /v1/inbox/acks`: acks in a batch; per-item answers; AB-4010 when none was current.
+pub async fn ack_batch<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, body: axum::body::Bytes) -> ApiResult<Json<Value>> {
+    let agent = auth::agent(&app, &headers).await?;
+    let body: AckBody = serde_json::from_slice(&body).map_err(|e| ApiError::new(Code::InvalidRequest, format!("ack body: {e}")))?;
+    if body.acks.is_empty() || body.acks.len() > 1000 {
+        return Err(ApiError::new(Code::InvalidRequest, "send 1 to 1000 acks"));
+    }
+    let seqs: Vec<u64> = body.acks.iter().map(|a| a.sequence).collect();
+    let outcomes = app.store.ack(&agent.id, body.acks.into_iter().map(|a| (a.sequence, a.delivery)).collect(), app.now()).await?;
+    if outcomes.iter().all(|o| *o == AckOutcome::Stale) {
+        return Err(ApiError::new(Code::StaleAck, "no ack named a current delivery: the message was redelivered or already settled"));
+    }
+    let results: Vec<Value> = seqs.into_iter().zip(outcomes).map(|(s, o)| outcome_json(s, o)).collect();
+    Ok(Json(json!({"results": results})))
+}
+
+/// `POST /v1/inbox/{sequence}/ack` with `{"delivery": token}`.
+pub async fn ack_one<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, Path(sequence): Path<u64>, body: axum::body::Bytes) -> ApiResult<Json<Value>> {
+    let agent = auth::agent(&app, &headers).await?;
+    #[derive(Deserialize)]
+    struct One {
+        delivery: String,
+    }
+    let one: One = serde_json::from_slice(&body).map_err(|e| ApiError::new(Code::InvalidRequest, format!("ack body: {e}")))?;
+    let outcome = app.store.ack(&agent.id, vec![(sequence, one.delivery)], app.now()).await?;
+    match outcome.first() {
+        Some(AckOutcome::Stale) | None => Err(ApiError::new(Code::StaleAck, "this delivery is no longer current: the message was redelivered or already settled")),
+        Some(o) => Ok(Json(outcome_json(sequence, *o))),
+    }
+}
+
+/// `GET /v1/inbox/ws?after=N`: pushes deliveries as they become deliverable, resuming after `N`;
+/// the client may ack over the socket (`{"type":"ack","sequence","delivery"}`) or over HTTP.
+pub async fn websocket<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, Query(q): Query<PollQuery>, ws: WebSocketUpgrade) -> Response {
+    let agent = match auth::agent(&app, &headers).await {
+        Ok(a) => a,
+        Err(e) => return e.into_response(),
+    };
+    ws.max_message_size(64 * 1024)
+        .on_upgrade(move |socket| serve_socket(app, agent, q.after, socket))
+}
+
+async fn serve_socket<S: Store>(app: Arc<App<S>>, agent: AgentRow, mut after: u64, socket: WebSocket) {
+    use futures_util::{SinkExt as _, StreamExt as _};
+    let (mut sink, mut stream) = socket.split();
+    let (reply_tx, mut reply_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    // Acks arrive on their own task, so a slow push never delays them.
+    let reader = {
+        let app = app.clone();
+        let agent = agent.clone();
+        tokio::spawn(async move {
+            while let Some(Ok(msg)) = stream.next().await {
+                match msg {
+                    Message::Text(t) => {
+                        if let Some(answer) = handle_client_frame(&app, &agent, &t).await {
+                            let _ = reply_tx.send(answer);
+                        }
+                    }
+                    Message::Close(_) => break,
+                    _ => {}
+                }
+            }
+        })
+    };
+    loop {
+        if reader.is_finished() {
+            break;
+        }
+        while let Ok(answer) = reply_rx.try_recv() {
+            if sink.send(Message::Text(answer.into())).await.is_err() {
+                return;
+            }
+        }
+        let batch = match wait_for(&app, &agent, after, 256, Duration::from_millis(250)).await {
+            Ok(b) => b,
+            Err(_) => break,
+        };
+        for d in &batch {
+            after = after.max(d["sequence"].as_u64().unwrap_or(0));
+            let frame = json!({"type": "delivery", "delivery": d}).to_string();
+            if sink.send(Message::Text(frame.into())).await.is_err() {
+                reader.abort();
+                return;
+            }
+        }
+    }
+    reader.abort();
+}
+
+async fn handle_client_frame<S: Store>(app: &App<S>, agent: &AgentRow, text: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+    if v["type"] != "ack" {
+        return None;
+    }
+    let (Some(sequence), Some(token)) = (v["sequence"].as_u64(), v["delivery"].as_str()) else {
+        return None;
+    };
+    let answer = match app.store.ack(&agent.id, vec![(sequence, token.to_owned())], app.now()).await {
+        Ok(o) => outcome_json(sequence, o.first().copied().unwrap_or(AckOutcome::Stale)),
+        Err(_) => json!({"sequence": sequence, "status": "error"}),
+    };
+    Some(json!({"type": "ack", "result": answer}).to_string())
+}

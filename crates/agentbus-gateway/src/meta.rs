@@ -1,0 +1,83 @@
+//! Self-description: the well-known document (§11.4), schemas (§5), error pages, health, metrics.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{Value, json};
+
+use agentbus_protocol::errors::{Code, render_entry_markdown};
+use agentbus_protocol::schema::{KnownType, SCHEMA_FILES, schema_text};
+use agentbus_store::Store;
+
+use crate::app::App;
+use crate::error::ApiError;
+
+/// The protocol majors this gateway speaks.
+pub const PROTOCOL_VERSIONS: &[&str] = &["1"];
+
+/// `GET /.well-known/agentbus.json`.
+pub async fn well_known<S: Store>(State(app): State<Arc<App<S>>>) -> Json<Value> {
+    Json(json!({
+        "protocol_versions": PROTOCOL_VERSIONS,
+        "gateway_version": env!("CARGO_PKG_VERSION"),
+        "min_sidecar_version": app.config.min_sidecar_version,
+        "deprecations": [],
+        "types": KnownType::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+        "schemas": SCHEMA_FILES.iter().map(|(p, _)| format!("/schemas/{p}")).collect::<Vec<_>>(),
+        "gateway_keys": [{
+            "id": app.gateway_key_id,
+            "public_key": app.gateway_key.public().to_base64url(),
+            "signs": "agent://system/gateway/*",
+        }],
+        "limits": {
+            "envelope_bytes": agentbus_protocol::envelope::MAX_ENVELOPE_BYTES,
+            "max_skew_s": app.config.max_skew_s,
+            "visibility_timeout_s": app.config.visibility_timeout_s,
+            "max_attempts": app.config.max_attempts,
+            "inbox_max_depth": app.config.inbox_max_depth,
+        },
+        "openapi": "/v1/openapi.json",
+    }))
+}
+
+/// `GET /schemas/{path}`: every schema of §5, by its registry path.
+pub async fn schema(Path(path): Path<String>) -> Response {
+    match schema_text(&path) {
+        Some(text) => ([(header::CONTENT_TYPE, "application/schema+json")], text).into_response(),
+        None => ApiError::not_found().into_response(),
+    }
+}
+
+/// `GET /errors/{code}`: the catalogue entry, as Markdown, or JSON when asked for.
+pub async fn error_page(Path(code): Path<String>, headers: HeaderMap) -> Response {
+    let Ok(code) = code.parse::<Code>() else {
+        return ApiError::not_found().into_response();
+    };
+    let e = code.entry();
+    let wants_json = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("application/json"));
+    if wants_json {
+        return Json(json!({"code": code.to_string(), "http_status": e.http_status, "title": e.title, "cause": e.cause, "fix": e.fix})).into_response();
+    }
+    ([(header::CONTENT_TYPE, "text/markdown; charset=utf-8")], render_entry_markdown(e)).into_response()
+}
+
+/// `GET /healthz`.
+pub async fn health() -> StatusCode {
+    StatusCode::OK
+}
+
+/// `GET /metrics`: Prometheus text.
+pub async fn metrics() -> Response {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], crate::metrics::render()).into_response()
+}
+
+/// `GET /v1/openapi.json`.
+pub async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+/// The OpenAPI 3.1 document of the HTTP API; a test keeps it in step with the router.
+pub const OPENAPI: &str = include_str!("../openapi.json");

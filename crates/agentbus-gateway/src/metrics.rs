@@ -1,0 +1,115 @@
+//! Prometheus metrics at `/metrics`: publishes by result code, deliveries, redeliveries, dead
+//! letters, expiries, inbox depth, and latency histograms. Hand-rolled text exposition: a few
+//! atomics and one lock-guarded map, so the hot path costs almost nothing.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+/// Upper bounds of the latency buckets, seconds.
+const BUCKETS: [f64; 12] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
+
+#[derive(Default)]
+struct Histogram {
+    counts: [AtomicU64; BUCKETS.len() + 1],
+    sum_us: AtomicU64,
+}
+
+impl Histogram {
+    fn observe(&self, seconds: f64) {
+        let i = BUCKETS.iter().position(|b| seconds <= *b).unwrap_or(BUCKETS.len());
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
+    }
+
+    fn render(&self, name: &str, out: &mut String) {
+        let _ = writeln!(out, "# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (i, b) in BUCKETS.iter().enumerate() {
+            cumulative += self.counts[i].load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {cumulative}");
+        }
+        cumulative += self.counts[BUCKETS.len()].load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
+        let _ = writeln!(out, "{name}_sum {}", self.sum_us.load(Ordering::Relaxed) as f64 / 1e6);
+        let _ = writeln!(out, "{name}_count {cumulative}");
+    }
+}
+
+#[derive(Default)]
+struct Registry {
+    publishes: Mutex<BTreeMap<String, u64>>,
+    deliveries: AtomicU64,
+    redeliveries: AtomicU64,
+    dead_letters: AtomicU64,
+    expired: AtomicU64,
+    depth: Mutex<BTreeMap<String, u64>>,
+    publish_latency: Histogram,
+    delivery_latency: Histogram,
+}
+
+fn registry() -> &'static Registry {
+    static R: OnceLock<Registry> = OnceLock::new();
+    R.get_or_init(Registry::default)
+}
+
+/// Counts a publish answered with `result` (`accepted`, `replay` or an `AB-` code).
+pub fn count_publish(result: &str, seconds: f64) {
+    if let Ok(mut m) = registry().publishes.lock() {
+        *m.entry(result.to_owned()).or_default() += 1;
+    }
+    registry().publish_latency.observe(seconds);
+}
+
+/// Counts a delivery; `attempt > 1` is a redelivery. `age_s` is the time since receipt.
+pub fn count_delivery(attempt: u32, age_s: f64) {
+    registry().deliveries.fetch_add(1, Ordering::Relaxed);
+    if attempt > 1 {
+        registry().redeliveries.fetch_add(1, Ordering::Relaxed);
+    } else {
+        registry().delivery_latency.observe(age_s);
+    }
+}
+
+/// Counts dead letters and expiries of a reaper pass.
+pub fn count_reaped(dead: usize, expired: usize) {
+    registry().dead_letters.fetch_add(dead as u64, Ordering::Relaxed);
+    registry().expired.fetch_add(expired as u64, Ordering::Relaxed);
+}
+
+/// Records an inbox's unacknowledged depth.
+pub fn set_depth(agent: &str, depth: u64) {
+    if let Ok(mut m) = registry().depth.lock() {
+        m.insert(agent.to_owned(), depth);
+    }
+}
+
+/// The Prometheus text exposition.
+pub fn render() -> String {
+    let r = registry();
+    let mut out = String::new();
+    out.push_str("# TYPE agentbus_publishes_total counter\n");
+    if let Ok(m) = r.publishes.lock() {
+        for (result, n) in m.iter() {
+            let _ = writeln!(out, "agentbus_publishes_total{{result=\"{result}\"}} {n}");
+        }
+    }
+    for (name, v) in [
+        ("agentbus_deliveries_total", &r.deliveries),
+        ("agentbus_redeliveries_total", &r.redeliveries),
+        ("agentbus_dead_letters_total", &r.dead_letters),
+        ("agentbus_expired_total", &r.expired),
+    ] {
+        let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", v.load(Ordering::Relaxed));
+    }
+    out.push_str("# TYPE agentbus_inbox_depth gauge\n");
+    if let Ok(m) = r.depth.lock() {
+        for (agent, n) in m.iter() {
+            let _ = writeln!(out, "agentbus_inbox_depth{{agent=\"{agent}\"}} {n}");
+        }
+    }
+    r.publish_latency.render("agentbus_publish_seconds", &mut out);
+    r.delivery_latency.render("agentbus_publish_to_delivery_seconds", &mut out);
+    out
+}

@@ -1,0 +1,128 @@
+//! At-least-once delivery: leases, acks, redelivery after the visibility timeout, dead letters,
+//! expiry, and a restart that loses nothing.
+
+use serde_json::json;
+
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_ack_is_refused_and_the_redelivered_copy_is_acked_once() {
+    let h = Harness::start().await;
+    let a = h.agent("alpha").await;
+    let b = h.agent("bravo").await;
+    assert_eq!(h.publish(&a, &signed(&h, &a, &b.address, "hello")).await.0, 202);
+    let first = h.poll(&b, 0, 0).await;
+    assert_eq!(first.len(), 1);
+    // Within the visibility timeout nothing is redelivered.
+    assert!(h.poll(&b, 0, 0).await.is_empty());
+    // The receiver pauses past its visibility timeout (30 s here); the message comes again.
+    h.clock.advance_secs(31);
+    let second = h.poll(&b, 0, 0).await;
+    assert_eq!(second.len(), 1);
+    assert_eq!(second[0]["sequence"], first[0]["sequence"]);
+    assert_eq!(second[0]["envelope"]["id"], first[0]["envelope"]["id"]);
+    assert_eq!(second[0]["attempt"], 2);
+    let (s, v) = h.ack(&b, &first[0]).await;
+    assert_eq!((s, v["error"]["code"].as_str()), (409, Some("AB-4010")));
+    assert_eq!(h.ack(&b, &second[0]).await.0, 200);
+    let (s, v) = h.ack(&b, &second[0]).await;
+    assert_eq!((s, v["status"].as_str()), (200, Some("already_acked")));
+    h.clock.advance_secs(100);
+    assert!(h.poll(&b, 0, 0).await.is_empty(), "acked once, never again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_5_9_1_never_acked_is_dead_lettered_and_the_sender_told() {
+    let h = Harness::start().await;
+    let a = h.agent("alpha").await;
+    let b = h.agent("bravo").await;
+    let m = signed(&h, &a, &b.address, "will never be acked");
+    assert_eq!(h.publish(&a, &m).await.0, 202);
+    for _ in 0..3 {
+        assert_eq!(h.poll(&b, 0, 0).await.len(), 1);
+        h.clock.advance_secs(31);
+    }
+    let report = h.app.reap().await.unwrap();
+    assert_eq!(report.dead.len(), 1);
+    assert!(h.poll(&b, 0, 0).await.is_empty());
+    let notices = h.poll(&a, 0, 0).await;
+    let n = &notices[0]["envelope"];
+    assert_eq!(n["type"], "agentbus.system.undeliverable.v1");
+    assert_eq!(n["source"], "agent://system/gateway/router");
+    assert_eq!(n["data"]["original_message_id"], m["id"]);
+    assert_eq!(n["data"]["dead_lettered"], true);
+    assert_eq!(n["data"]["attempts"], 3);
+    assert_eq!(n["correlation_id"], m["id"]);
+    // Decision 8: the notice is signed by the gateway key of the well-known document.
+    let (_, wk) = h.get("/.well-known/agentbus.json", "").await;
+    let pk = agentbus_protocol::signing::PublicKey::from_base64url(wk["gateway_keys"][0]["public_key"].as_str().unwrap()).unwrap();
+    agentbus_protocol::signing::verify_envelope(n.as_object().unwrap(), &pk).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_2_1_19_expired_before_delivery_is_never_delivered_and_the_sender_told() {
+    let h = Harness::start().await;
+    let a = h.agent("alpha").await;
+    let b = h.agent("bravo").await;
+    let mut m = message(&h, &a, &b.address, "soon stale");
+    m.insert("expires_at".into(), json!(h.now().plus_secs(2).to_string()));
+    let m = sign(&a, m);
+    assert_eq!(h.publish(&a, &m).await.0, 202);
+    h.clock.advance_secs(3);
+    assert!(h.poll(&b, 0, 0).await.is_empty());
+    let report = h.app.reap().await.unwrap();
+    assert_eq!(report.expired.len(), 1);
+    let n = &h.poll(&a, 0, 0).await[0]["envelope"];
+    assert_eq!(n["type"], "agentbus.system.expired.v1");
+    assert_eq!(n["data"]["original_message_id"], m["id"]);
+    assert_eq!(n["data"]["last_state"], "persisted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_loses_nothing_acked_and_redelivers_nothing_twice_after_dedupe() {
+    let h = Harness::start().await;
+    let a = h.agent("alpha").await;
+    let b = h.agent("bravo").await;
+    for i in 0..10 {
+        assert_eq!(h.publish(&a, &signed(&h, &a, &b.address, &format!("m{i}"))).await.0, 202);
+    }
+    // The receiver is handed all ten; it persists and acks five, persists two more without
+    // acking, crashes before the last three, and then the gateway restarts too.
+    let got = h.poll(&b, 0, 0).await;
+    assert_eq!(got.len(), 10);
+    let mut seen = std::collections::HashSet::new();
+    for d in &got[..5] {
+        assert_eq!(h.ack(&b, d).await.0, 200);
+        seen.insert(d["envelope"]["id"].as_str().unwrap().to_owned());
+    }
+    for d in &got[5..7] {
+        seen.insert(d["envelope"]["id"].as_str().unwrap().to_owned());
+    }
+    let (dir, clock, tmp) = h.stop().await;
+    let h = Harness::start_in(dir, Some(clock)).await;
+    let mut b2 = b.clone();
+    b2.token = b.token.clone();
+    h.clock.advance_secs(31);
+    let mut delivered = std::collections::HashSet::new();
+    let mut dupes = 0;
+    loop {
+        let got = h.poll(&b2, 0, 0).await;
+        if got.is_empty() {
+            break;
+        }
+        for d in &got {
+            let id = d["envelope"]["id"].as_str().unwrap().to_owned();
+            // The receiver's dedupe: anything it already holds is acked silently.
+            if seen.contains(&id) {
+                dupes += 1;
+            }
+            delivered.insert(id);
+            assert_eq!(h.ack(&b2, d).await.0, 200);
+        }
+    }
+    // The five unacked come back: two the receiver already holds (its dedupe drops them), three new.
+    assert_eq!((delivered.len(), dupes), (5, 2));
+    seen.extend(delivered);
+    assert_eq!(seen.len(), 10, "nothing lost");
+    drop(tmp);
+}

@@ -1,0 +1,8 @@
+//! Gateway integration tests: a real gateway on a loopback port, a real SQLite file, real HTTP.
+//! Time is a `ManualClock`; the reaper is driven by hand, so no test sleeps for a timer.
+
+#![allow(clippy::unwrap_used)]
+
+mod delivery;
+mod publish;
+mod support;

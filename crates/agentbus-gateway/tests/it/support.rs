@@ -1,0 +1,206 @@
+//! The harness: a gateway per test, agents with keys, signed envelopes.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use agentbus_gateway::{Config, Gateway};
+use agentbus_protocol::ids::{Id, IdKind};
+use agentbus_protocol::signing::{SigningKey, sign_envelope};
+use agentbus_protocol::timestamp::Timestamp;
+use agentbus_runtime::{ManualClock, mint};
+use agentbus_store::SqliteStore;
+
+/// A running gateway.
+pub struct Harness {
+    pub url: String,
+    pub admin: String,
+    pub clock: ManualClock,
+    pub app: Arc<agentbus_gateway::App<SqliteStore>>,
+    pub http: reqwest::Client,
+    pub dir: std::path::PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// An agent with its credential and signing key.
+#[derive(Clone)]
+pub struct Agent {
+    pub id: String,
+    pub address: String,
+    pub token: String,
+    pub key: SigningKey,
+    pub key_id: String,
+}
+
+pub const T0: i64 = 1_795_000_000_000;
+
+impl Harness {
+    pub async fn start() -> Harness {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("gw");
+        let mut h = Harness::start_in(dir, None).await;
+        h._tmp = Some(tmp);
+        h
+    }
+
+    /// Starts (or restarts) a gateway on `dir`.
+    pub async fn start_in(dir: std::path::PathBuf, clock: Option<ManualClock>) -> Harness {
+        let clock = clock.unwrap_or_else(|| ManualClock::new(Timestamp(T0)));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut config = Config::new(addr, dir.clone());
+        config.reaper_interval_ms = 0;
+        config.visibility_timeout_s = 30;
+        config.max_attempts = 3;
+        let gw = Gateway::open(config, Arc::new(clock.clone())).await.unwrap();
+        let admin = gw.bootstrap.as_ref().map(|b| b.admin_token.clone()).unwrap_or_default();
+        let app = gw.app.clone();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            gw.serve_on(listener, async move {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+        });
+        Harness {
+            url: format!("http://{addr}"),
+            admin,
+            clock,
+            app,
+            http: reqwest::Client::new(),
+            dir,
+            _tmp: None,
+            shutdown: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    /// Stops the gateway (graceful) and returns its directory and clock, to restart on.
+    pub async fn stop(mut self) -> (std::path::PathBuf, ManualClock, Option<tempfile::TempDir>) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.task.take() {
+            t.await.unwrap();
+        }
+        let dir = self.dir.clone();
+        let clock = self.clock.clone();
+        let tmp = self._tmp.take();
+        drop(self);
+        (dir, clock, tmp)
+    }
+
+    pub async fn req(&self, method: reqwest::Method, path: &str, token: &str, body: Option<Value>) -> (u16, Value) {
+        let mut r = self.http.request(method, format!("{}{path}", self.url));
+        if !token.is_empty() {
+            r = r.bearer_auth(token);
+        }
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let resp = r.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    pub async fn get(&self, path: &str, token: &str) -> (u16, Value) {
+        self.req(reqwest::Method::GET, path, token, None).await
+    }
+
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> (u16, Value) {
+        self.req(reqwest::Method::POST, path, token, Some(body)).await
+    }
+
+    /// Registers an agent with a fresh key.
+    pub async fn agent(&self, name: &str) -> Agent {
+        self.agent_with(name, json!({})).await
+    }
+
+    pub async fn agent_with(&self, name: &str, extra: Value) -> Agent {
+        let key = SigningKey::from_seed(agentbus_runtime::random_bytes());
+        let mut body = json!({"name": name, "public_key": key.public().to_base64url()});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let (s, v) = self.post("/v1/agents", &self.admin, body).await;
+        assert_eq!(s, 201, "{v}");
+        Agent {
+            id: v["agent"]["id"].as_str().unwrap().to_owned(),
+            address: v["agent"]["address"].as_str().unwrap().to_owned(),
+            token: v["token"].as_str().unwrap().to_owned(),
+            key,
+            key_id: v["key"]["id"].as_str().unwrap().to_owned(),
+        }
+    }
+
+    /// Publishes raw bytes.
+    pub async fn publish_raw(&self, token: &str, body: Vec<u8>) -> (u16, Value, Option<String>) {
+        let resp = self
+            .http
+            .post(format!("{}/v1/messages", self.url))
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let replay = resp.headers().get("agentbus-idempotent-replay").map(|v| v.to_str().unwrap().to_owned());
+        let v: Value = resp.json().await.unwrap_or(Value::Null);
+        (status, v, replay)
+    }
+
+    pub async fn publish(&self, from: &Agent, env: &Map<String, Value>) -> (u16, Value, Option<String>) {
+        self.publish_raw(&from.token, Value::Object(env.clone()).to_string().into_bytes()).await
+    }
+
+    /// Long-polls an inbox.
+    pub async fn poll(&self, a: &Agent, after: u64, wait: u64) -> Vec<Value> {
+        let (s, v) = self.get(&format!("/v1/inbox?after={after}&wait={wait}"), &a.token).await;
+        assert_eq!(s, 200, "{v}");
+        v["deliveries"].as_array().unwrap().clone()
+    }
+
+    pub async fn ack(&self, a: &Agent, d: &Value) -> (u16, Value) {
+        self.post(&format!("/v1/inbox/{}/ack", d["sequence"]), &a.token, json!({"delivery": d["delivery"]})).await
+    }
+
+    pub fn now(&self) -> Timestamp {
+        agentbus_runtime::Clock::now(&self.clock)
+    }
+}
+
+/// An unsigned message.v1 from `from` to `to`.
+pub fn message(h: &Harness, from: &Agent, to: &str, text: &str) -> Map<String, Value> {
+    json!({
+        "specversion": "1.0",
+        "id": mint(IdKind::Message).to_string(),
+        "source": from.address,
+        "type": "agentbus.message.v1",
+        "time": h.now().to_string(),
+        "datacontenttype": "application/json",
+        "to": to,
+        "conversation_id": mint(IdKind::Conversation).to_string(),
+        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "schema": "https://komsary.agentbus.exchange/schemas/agentbus.message/v1.json",
+        "data": {"text": text}
+    })
+    .as_object()
+    .unwrap()
+    .clone()
+}
+
+/// Signs with the agent's registered key.
+pub fn sign(a: &Agent, mut env: Map<String, Value>) -> Map<String, Value> {
+    env.shift_remove("sig");
+    sign_envelope(&mut env, &a.key, a.key_id.parse::<Id>().unwrap()).unwrap();
+    env
+}
+
+pub fn signed(h: &Harness, from: &Agent, to: &str, text: &str) -> Map<String, Value> {
+    sign(from, message(h, from, to, text))
+}

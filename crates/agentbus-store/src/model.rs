@@ -1,0 +1,407 @@
+//! Rows: the plain data that crosses the [`crate::Store`] interface. Times are Unix milliseconds.
+
+/// A tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantRow {
+    /// `ten_` id.
+    pub id: String,
+    /// The slug used in addresses.
+    pub slug: String,
+    /// The tenant's data key, wrapped (encrypted) under the gateway's master key.
+    pub data_key: Vec<u8>,
+    /// Creation time.
+    pub created_at: i64,
+}
+
+/// A workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceRow {
+    /// `ws_` id.
+    pub id: String,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// The slug used in addresses.
+    pub slug: String,
+    /// The routing policy, a JSON document the gateway interprets.
+    pub policy: String,
+    /// Creation time.
+    pub created_at: i64,
+}
+
+/// A user's role in its workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// May administer the workspace.
+    Admin,
+    /// May register and manage its own agents.
+    Member,
+}
+
+impl Role {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Member => "member",
+        }
+    }
+
+    fn parse(s: &str) -> Role {
+        if s == "admin" { Role::Admin } else { Role::Member }
+    }
+}
+
+/// A person (or an integration acting for one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserRow {
+    /// `usr_` id.
+    pub id: String,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// Its workspace.
+    pub workspace_id: String,
+    /// A display name.
+    pub name: String,
+    /// Its role.
+    pub role: Role,
+    /// Creation time.
+    pub created_at: i64,
+}
+
+/// What a token authenticates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenSubject {
+    /// A user's integration token.
+    User(String),
+    /// An agent's credential.
+    Agent(String),
+}
+
+/// A bearer token, stored only as its SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRow {
+    /// SHA-256 of the token.
+    pub hash: [u8; 32],
+    /// Whom it authenticates.
+    pub subject: TokenSubject,
+    /// Creation time.
+    pub created_at: i64,
+}
+
+/// An agent and its card.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentRow {
+    /// `agt_` id.
+    pub id: String,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// Its workspace.
+    pub workspace_id: String,
+    /// Its name (a slug that never changes).
+    pub name: String,
+    /// The user that registered it.
+    pub owner_id: Option<String>,
+    /// The editable card fields, as JSON.
+    pub card: String,
+    /// `private`, `workspace`, `tenant` or `public`.
+    pub visibility: String,
+    /// Creation time.
+    pub created_at: i64,
+    /// Last card change.
+    pub updated_at: i64,
+    /// Deletion time.
+    pub deleted_at: Option<i64>,
+}
+
+/// A registered public key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRow {
+    /// `key_` id.
+    pub id: String,
+    /// The agent it belongs to.
+    pub agent_id: String,
+    /// The 32-byte Ed25519 public key.
+    pub public_key: Vec<u8>,
+    /// Registration time.
+    pub created_at: i64,
+    /// Expiry.
+    pub expires_at: i64,
+    /// Revocation time.
+    pub revoked_at: Option<i64>,
+}
+
+impl KeyRow {
+    /// Whether the key may sign new publishes at `now` (§3.2 step 3).
+    pub fn is_active(&self, now: i64) -> bool {
+        self.revoked_at.is_none() && self.expires_at > now
+    }
+}
+
+/// A topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicRow {
+    /// Internal id.
+    pub id: String,
+    /// Its workspace.
+    pub workspace_id: String,
+    /// Its name.
+    pub name: String,
+    /// Creation time.
+    pub created_at: i64,
+}
+
+/// The scope of an idempotency key: (tenant, source, resolved recipient id, key), decision 6.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct IdempotencyKey {
+    /// Tenant id.
+    pub tenant_id: String,
+    /// Sender address.
+    pub source: String,
+    /// The resolved `agt_` id, or the topic's id.
+    pub to_id: String,
+    /// The key.
+    pub key: String,
+}
+
+/// A message to store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewMessage {
+    /// Sender's tenant.
+    pub tenant_id: String,
+    /// Envelope `id`.
+    pub id: String,
+    /// Envelope `source`.
+    pub source: String,
+    /// The sending agent's id (absent for gateway notices).
+    pub source_agent_id: Option<String>,
+    /// Envelope `type`.
+    pub kind: String,
+    /// Envelope `conversation_id`.
+    pub conversation_id: String,
+    /// Envelope `correlation_id`.
+    pub correlation_id: Option<String>,
+    /// Envelope `to`, as written.
+    pub to_text: String,
+    /// The resolved recipient id (agent or topic).
+    pub to_id: String,
+    /// Sender-set attributes without `data`, as a JSON object text.
+    pub attrs: String,
+    /// `data`, sealed under the tenant data key.
+    pub data: Vec<u8>,
+    /// SHA-256 of the signed bytes, to tell a byte-identical retry from a conflicting reuse.
+    pub signed_hash: Vec<u8>,
+    /// The idempotency key's scope, when the envelope has one.
+    pub idempotency: Option<IdempotencyKey>,
+    /// `rcp_` receipt.
+    pub receipt: String,
+    /// Gateway receipt time.
+    pub received_at: i64,
+    /// Effective expiry.
+    pub expires_at: i64,
+    /// The task this message belongs to.
+    pub task_id: Option<String>,
+    /// Agents whose inboxes get a copy.
+    pub recipients: Vec<String>,
+    /// Blobs the message references.
+    pub blob_refs: Vec<String>,
+    /// How far back the `(tenant, source, id)` dedupe looks.
+    pub replay_since: i64,
+    /// How far back the idempotency key looks.
+    pub idempotency_since: i64,
+}
+
+/// A stored message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageRow {
+    /// Storage sequence (global, internal).
+    pub seq: i64,
+    /// Tenant id.
+    pub tenant_id: String,
+    /// Envelope `id`.
+    pub id: String,
+    /// Envelope `source`.
+    pub source: String,
+    /// The sending agent.
+    pub source_agent_id: Option<String>,
+    /// Envelope `type`.
+    pub kind: String,
+    /// Envelope `conversation_id`.
+    pub conversation_id: String,
+    /// Envelope `to`.
+    pub to_text: String,
+    /// Resolved recipient id.
+    pub to_id: String,
+    /// Sender attributes without `data`.
+    pub attrs: String,
+    /// Sealed `data`.
+    pub data: Vec<u8>,
+    /// SHA-256 of the signed bytes.
+    pub signed_hash: Vec<u8>,
+    /// Its idempotency key, if any.
+    pub idempotency_key: Option<String>,
+    /// `rcp_` receipt.
+    pub receipt: String,
+    /// Gateway receipt time.
+    pub received_at: i64,
+    /// Effective expiry.
+    pub expires_at: i64,
+    /// Its task.
+    pub task_id: Option<String>,
+}
+
+/// What a publish did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PublishOutcome {
+    /// Stored: each recipient and the sequence its copy got.
+    Stored {
+        /// The stored message.
+        message: MessageRow,
+        /// (agent id, sequence) per copy.
+        sequences: Vec<(String, u64)>,
+    },
+    /// The `(tenant, source, id)` was already stored within the replay window.
+    DuplicateId(MessageRow),
+    /// The idempotency key was already used within its window.
+    IdempotentReplay(MessageRow),
+}
+
+/// The state of an inbox entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryState {
+    /// Waiting for its first delivery.
+    Ready,
+    /// Delivered, waiting for an ack until its visibility timeout.
+    Leased,
+    /// Acknowledged.
+    Acked,
+    /// Given up after the maximum attempts.
+    Dead,
+    /// Not delivered before its message expired.
+    Expired,
+}
+
+impl EntryState {
+    fn code(self) -> i64 {
+        match self {
+            EntryState::Ready => 0,
+            EntryState::Leased => 1,
+            EntryState::Acked => 2,
+            EntryState::Dead => 3,
+            EntryState::Expired => 4,
+        }
+    }
+
+    fn from_code(c: i64) -> EntryState {
+        match c {
+            0 => EntryState::Ready,
+            1 => EntryState::Leased,
+            2 => EntryState::Acked,
+            3 => EntryState::Dead,
+            _ => EntryState::Expired,
+        }
+    }
+}
+
+/// One copy of a message in one inbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboxEntry {
+    /// The inbox's agent.
+    pub agent_id: String,
+    /// The inbox sequence.
+    pub sequence: u64,
+    /// Its state.
+    pub state: EntryState,
+    /// Deliveries so far.
+    pub attempts: u32,
+    /// Last delivery time.
+    pub last_attempt_at: Option<i64>,
+    /// The message.
+    pub message: MessageRow,
+}
+
+/// A lease request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRequest {
+    /// The inbox.
+    pub agent_id: String,
+    /// Never-delivered entries are taken only above this sequence.
+    pub after: u64,
+    /// The most entries to lease.
+    pub limit: u32,
+    /// Now.
+    pub now: i64,
+    /// Lease length.
+    pub visibility_ms: i64,
+    /// Entries at this many attempts are not leased again.
+    pub max_attempts: u32,
+}
+
+/// A leased delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// The inbox sequence.
+    pub sequence: u64,
+    /// The lease token an ack must present.
+    pub token: String,
+    /// Which delivery this is (1 for the first).
+    pub attempt: u32,
+    /// The message.
+    pub message: MessageRow,
+}
+
+/// The answer to one ack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckOutcome {
+    /// Recorded now.
+    Acked,
+    /// Already acknowledged with this token; nothing changed.
+    AlreadyAcked,
+    /// The token is not the entry's current lease (it was redelivered), or no such entry.
+    Stale,
+}
+
+/// What a reaper pass changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReapReport {
+    /// Entries dead-lettered after their maximum attempts.
+    pub dead: Vec<InboxEntry>,
+    /// Entries expired before an ack.
+    pub expired: Vec<InboxEntry>,
+}
+
+/// A claim-check blob.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlobRow {
+    /// `blb_` id.
+    pub id: String,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// The uploading agent.
+    pub uploader_id: String,
+    /// The declared file name.
+    pub name: String,
+    /// The declared media type.
+    pub media_type: Option<String>,
+    /// The declared size.
+    pub size: u64,
+    /// The declared lowercase hex SHA-256.
+    pub sha256: String,
+    /// Whether the content was uploaded and verified.
+    pub complete: bool,
+    /// Registration time.
+    pub created_at: i64,
+    /// Expiry.
+    pub expires_at: i64,
+}
+
+pub(crate) fn role_from(s: &str) -> Role {
+    Role::parse(s)
+}
+
+pub(crate) fn state_code(s: EntryState) -> i64 {
+    s.code()
+}
+
+pub(crate) fn state_from(c: i64) -> EntryState {
+    EntryState::from_code(c)
+}

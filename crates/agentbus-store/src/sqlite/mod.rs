@@ -1,0 +1,207 @@
+//! The embedded SQLite backend.
+//!
+//! Durability: WAL journal with `synchronous=FULL`, checked when the store opens (a 202 receipt
+//! means the envelope is on disk). One writer thread owns the only write connection and commits in
+//! groups: it takes every job waiting in its queue, runs each inside its own savepoint, and commits
+//! them with one fsync, so throughput does not pay one fsync per publish. Each job answers only
+//! after the commit succeeded. Reads use a small pool of read-only connections, which WAL lets run
+//! beside the writer.
+
+mod ops;
+mod schema;
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use tokio::sync::oneshot;
+
+use crate::{StoreError, StoreResult};
+
+/// The most jobs committed in one transaction.
+const MAX_GROUP: usize = 1024;
+/// Read connections.
+const READERS: usize = 4;
+
+type Job = Box<dyn FnOnce(&Transaction<'_>) -> Box<dyn FnOnce(bool) + Send> + Send>;
+
+/// The SQLite store; cheap to clone.
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    jobs: Mutex<Option<mpsc::Sender<Job>>>,
+    readers: Vec<Mutex<Connection>>,
+    next_reader: std::sync::atomic::AtomicUsize,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Closing the queue lets the writer finish what it holds and exit.
+        if let Ok(mut jobs) = self.jobs.lock() {
+            jobs.take();
+        }
+        if let Ok(mut w) = self.writer.lock()
+            && let Some(handle) = w.take()
+        {
+            let _ = handle.join();
+        }
+    }
+}
+
+fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.set_prepared_statement_cache_capacity(128);
+    Ok(())
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path`, migrates it, and checks durability:
+    /// the journal must be WAL and `synchronous` FULL, or opening fails.
+    pub fn open(path: &Path) -> StoreResult<SqliteStore> {
+        let mut writer = Connection::open(path)?;
+        configure(&writer)?;
+        let mode: String = writer.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
+        writer.pragma_update(None, "synchronous", "FULL")?;
+        let sync: i64 = writer.pragma_query_value(None, "synchronous", |r| r.get(0))?;
+        // synchronous: 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA.
+        if !mode.eq_ignore_ascii_case("wal") || sync < 2 {
+            return Err(StoreError::Backend(format!(
+                "durability check failed: journal_mode={mode}, synchronous={sync}; need WAL and FULL"
+            )));
+        }
+        schema::migrate(&mut writer)?;
+        let mut readers = Vec::new();
+        for _ in 0..READERS {
+            let r = Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )?;
+            configure(&r)?;
+            readers.push(Mutex::new(r));
+        }
+        let (tx, rx) = mpsc::channel::<Job>();
+        let handle = std::thread::Builder::new()
+            .name("agentbus-sqlite-writer".into())
+            .spawn(move || writer_loop(writer, rx))
+            .map_err(|e| StoreError::Backend(e.to_string()))?;
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                jobs: Mutex::new(Some(tx)),
+                readers,
+                next_reader: Default::default(),
+                writer: Mutex::new(Some(handle)),
+            }),
+        })
+    }
+
+    /// The durability settings in force: (journal mode, synchronous level).
+    pub async fn durability(&self) -> StoreResult<(String, i64)> {
+        self.read(|c| {
+            let mode: String = c.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
+            let sync: i64 = c.pragma_query_value(None, "synchronous", |r| r.get(0))?;
+            Ok((mode, sync))
+        })
+        .await
+    }
+
+    /// Runs `f` on the writer thread inside a savepoint; answers after the group's commit.
+    pub(crate) async fn write<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> StoreResult<T> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel::<StoreResult<T>>();
+        let job: Job = Box::new(move |t: &Transaction<'_>| {
+            let result = run_in_savepoint(t, f);
+            Box::new(move |committed: bool| {
+                let answer = match (result, committed) {
+                    (Ok(v), true) => Ok(v),
+                    (Ok(_), false) => Err(StoreError::Backend("commit failed".into())),
+                    (Err(e), _) => Err(e),
+                };
+                let _ = tx.send(answer);
+            })
+        });
+        {
+            let jobs = self.inner.jobs.lock().map_err(|_| closed())?;
+            jobs.as_ref().ok_or_else(closed)?.send(job).map_err(|_| closed())?;
+        }
+        rx.await.map_err(|_| closed())?
+    }
+
+    /// Runs `f` on a read connection on a blocking thread.
+    pub(crate) async fn read<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let i = inner
+                .next_reader
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                % inner.readers.len();
+            let conn = inner.readers[i].lock().map_err(|_| closed())?;
+            f(&conn)
+        })
+        .await
+        .map_err(|e| StoreError::Backend(e.to_string()))?
+    }
+}
+
+fn closed() -> StoreError {
+    StoreError::Backend("the store is closed".into())
+}
+
+fn run_in_savepoint<T>(
+    t: &Transaction<'_>,
+    f: impl FnOnce(&Transaction<'_>) -> StoreResult<T>,
+) -> StoreResult<T> {
+    t.execute_batch("SAVEPOINT job")?;
+    match f(t) {
+        Ok(v) => {
+            t.execute_batch("RELEASE job")?;
+            Ok(v)
+        }
+        Err(e) => {
+            // Undo this job only; the rest of the group commits.
+            t.execute_batch("ROLLBACK TO job; RELEASE job")?;
+            Err(e)
+        }
+    }
+}
+
+fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>) {
+    while let Ok(first) = rx.recv() {
+        let mut group = vec![first];
+        while group.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(job) => group.push(job),
+                Err(_) => break,
+            }
+        }
+        let mut done: Vec<Box<dyn FnOnce(bool) + Send>> = Vec::with_capacity(group.len());
+        let committed = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+            Ok(t) => {
+                for job in group {
+                    done.push(job(&t));
+                }
+                t.commit().is_ok()
+            }
+            Err(_) => {
+                // The transaction could not start: dropping the jobs answers each with an error.
+                drop(group);
+                false
+            }
+        };
+        for d in done {
+            d(committed);
+        }
+    }
+}

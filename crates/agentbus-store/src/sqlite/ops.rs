@@ -1,0 +1,817 @@
+//! [`Store`] for [`SqliteStore`]: each operation is one SQL unit on the writer or a reader.
+
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+
+use super::SqliteStore;
+use crate::model::{role_from, state_code, state_from};
+use crate::*;
+
+const MESSAGE_COLS: &str = "m.seq, m.tenant_id, m.id, m.source, m.source_agent_id, m.kind, m.conversation_id, \
+     m.to_text, m.to_id, m.attrs, m.data, m.signed_hash, m.idempotency_key, m.receipt, m.received_at, \
+     m.expires_at, m.task_id";
+
+fn message_row(r: &Row<'_>, o: usize) -> rusqlite::Result<MessageRow> {
+    Ok(MessageRow {
+        seq: r.get(o)?,
+        tenant_id: r.get(o + 1)?,
+        id: r.get(o + 2)?,
+        source: r.get(o + 3)?,
+        source_agent_id: r.get(o + 4)?,
+        kind: r.get(o + 5)?,
+        conversation_id: r.get(o + 6)?,
+        to_text: r.get(o + 7)?,
+        to_id: r.get(o + 8)?,
+        attrs: r.get(o + 9)?,
+        data: r.get(o + 10)?,
+        signed_hash: r.get(o + 11)?,
+        idempotency_key: r.get(o + 12)?,
+        receipt: r.get(o + 13)?,
+        received_at: r.get(o + 14)?,
+        expires_at: r.get(o + 15)?,
+        task_id: r.get(o + 16)?,
+    })
+}
+
+fn tenant_row(r: &Row<'_>) -> rusqlite::Result<TenantRow> {
+    Ok(TenantRow {
+        id: r.get(0)?,
+        slug: r.get(1)?,
+        data_key: r.get(2)?,
+        created_at: r.get(3)?,
+    })
+}
+
+fn workspace_row(r: &Row<'_>) -> rusqlite::Result<WorkspaceRow> {
+    Ok(WorkspaceRow {
+        id: r.get(0)?,
+        tenant_id: r.get(1)?,
+        slug: r.get(2)?,
+        policy: r.get(3)?,
+        created_at: r.get(4)?,
+    })
+}
+
+const AGENT_COLS: &str =
+    "id, tenant_id, workspace_id, name, owner_id, card, visibility, created_at, updated_at, deleted_at";
+
+fn agent_row(r: &Row<'_>) -> rusqlite::Result<AgentRow> {
+    Ok(AgentRow {
+        id: r.get(0)?,
+        tenant_id: r.get(1)?,
+        workspace_id: r.get(2)?,
+        name: r.get(3)?,
+        owner_id: r.get(4)?,
+        card: r.get(5)?,
+        visibility: r.get(6)?,
+        created_at: r.get(7)?,
+        updated_at: r.get(8)?,
+        deleted_at: r.get(9)?,
+    })
+}
+
+fn key_row(r: &Row<'_>) -> rusqlite::Result<KeyRow> {
+    Ok(KeyRow {
+        id: r.get(0)?,
+        agent_id: r.get(1)?,
+        public_key: r.get(2)?,
+        created_at: r.get(3)?,
+        expires_at: r.get(4)?,
+        revoked_at: r.get(5)?,
+    })
+}
+
+fn blob_row(r: &Row<'_>) -> rusqlite::Result<BlobRow> {
+    Ok(BlobRow {
+        id: r.get(0)?,
+        tenant_id: r.get(1)?,
+        uploader_id: r.get(2)?,
+        name: r.get(3)?,
+        media_type: r.get(4)?,
+        size: r.get::<_, i64>(5)? as u64,
+        sha256: r.get(6)?,
+        complete: r.get::<_, i64>(7)? != 0,
+        created_at: r.get(8)?,
+        expires_at: r.get(9)?,
+    })
+}
+
+fn is_unique_violation(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation)
+}
+
+fn conflict(what: &str) -> impl FnOnce(rusqlite::Error) -> StoreError + '_ {
+    move |e| {
+        if is_unique_violation(&e) {
+            StoreError::Conflict(what.to_owned())
+        } else {
+            StoreError::from(e)
+        }
+    }
+}
+
+fn message_by_seq(c: &Connection, seq: i64) -> rusqlite::Result<Option<MessageRow>> {
+    c.prepare_cached(&format!("SELECT {MESSAGE_COLS} FROM messages m WHERE m.seq = ?1"))?
+        .query_row([seq], |r| message_row(r, 0))
+        .optional()
+}
+
+fn recent_in(c: &Connection, tenant: &str, source: &str, id: &str, since: i64) -> rusqlite::Result<Option<MessageRow>> {
+    c.prepare_cached(&format!(
+        "SELECT {MESSAGE_COLS} FROM recent_ids r JOIN messages m ON m.seq = r.message_seq \
+         WHERE r.tenant_id = ?1 AND r.source = ?2 AND r.id = ?3 AND r.received_at >= ?4"
+    ))?
+    .query_row(params![tenant, source, id, since], |r| message_row(r, 0))
+    .optional()
+}
+
+fn idempotent_in(c: &Connection, k: &IdempotencyKey, since: i64) -> rusqlite::Result<Option<MessageRow>> {
+    c.prepare_cached(&format!(
+        "SELECT {MESSAGE_COLS} FROM idempotency i JOIN messages m ON m.seq = i.message_seq \
+         WHERE i.tenant_id = ?1 AND i.source = ?2 AND i.to_id = ?3 AND i.key = ?4 AND i.created_at >= ?5"
+    ))?
+    .query_row(params![k.tenant_id, k.source, k.to_id, k.key, since], |r| message_row(r, 0))
+    .optional()
+}
+
+fn insert_message(t: &Transaction<'_>, m: &NewMessage) -> StoreResult<PublishOutcome> {
+    // The authoritative dedupe: checked again here, inside the writer, so concurrent publishes of
+    // one id cannot both pass.
+    if let Some(existing) = recent_in(t, &m.tenant_id, &m.source, &m.id, m.replay_since)? {
+        return Ok(PublishOutcome::DuplicateId(existing));
+    }
+    if let Some(k) = &m.idempotency
+        && let Some(existing) = idempotent_in(t, k, m.idempotency_since)?
+    {
+        return Ok(PublishOutcome::IdempotentReplay(existing));
+    }
+    t.prepare_cached(
+        "INSERT INTO messages (tenant_id, id, source, source_agent_id, kind, conversation_id, correlation_id, \
+         to_text, to_id, attrs, data, signed_hash, idempotency_key, receipt, received_at, expires_at, task_id) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+    )?
+    .execute(params![
+        m.tenant_id,
+        m.id,
+        m.source,
+        m.source_agent_id,
+        m.kind,
+        m.conversation_id,
+        m.correlation_id,
+        m.to_text,
+        m.to_id,
+        m.attrs,
+        m.data,
+        m.signed_hash,
+        m.idempotency.as_ref().map(|k| k.key.clone()),
+        m.receipt,
+        m.received_at,
+        m.expires_at,
+        m.task_id,
+    ])?;
+    let seq = t.last_insert_rowid();
+    t.prepare_cached(
+        "INSERT INTO recent_ids (tenant_id, source, id, message_seq, received_at) VALUES (?1, ?2, ?3, ?4, ?5) \
+         ON CONFLICT (tenant_id, source, id) DO UPDATE SET message_seq = excluded.message_seq, received_at = excluded.received_at",
+    )?
+    .execute(params![m.tenant_id, m.source, m.id, seq, m.received_at])?;
+    if let Some(k) = &m.idempotency {
+        t.prepare_cached(
+            "INSERT INTO idempotency (tenant_id, source, to_id, key, message_seq, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+             ON CONFLICT (tenant_id, source, to_id, key) DO UPDATE SET message_seq = excluded.message_seq, created_at = excluded.created_at",
+        )?
+        .execute(params![k.tenant_id, k.source, k.to_id, k.key, seq, m.received_at])?;
+    }
+    let mut sequences = Vec::with_capacity(m.recipients.len());
+    for agent in &m.recipients {
+        // The per-inbox counter, bumped in this transaction: gap-free and never reused.
+        let next: i64 = t
+            .prepare_cached(
+                "INSERT INTO inbox_counters (agent_id, last_seq, pending) VALUES (?1, 1, 1) \
+                 ON CONFLICT (agent_id) DO UPDATE SET last_seq = last_seq + 1, pending = pending + 1 \
+                 RETURNING last_seq",
+            )?
+            .query_row([agent], |r| r.get(0))?;
+        t.prepare_cached(
+            "INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at) \
+             VALUES (?1, ?2, ?3, 0, 0, ?4, ?5)",
+        )?
+        .execute(params![agent, next, seq, m.received_at, m.expires_at])?;
+        sequences.push((agent.clone(), next as u64));
+    }
+    for blob in &m.blob_refs {
+        t.prepare_cached("INSERT OR IGNORE INTO blob_refs (blob_id, message_seq) VALUES (?1, ?2)")?
+            .execute(params![blob, seq])?;
+    }
+    let message = message_by_seq(t, seq)?.ok_or(StoreError::NotFound)?;
+    Ok(PublishOutcome::Stored { message, sequences })
+}
+
+fn entries_where(c: &Connection, filter: &str, args: impl rusqlite::Params) -> rusqlite::Result<Vec<InboxEntry>> {
+    let sql = format!(
+        "SELECT i.agent_id, i.sequence, i.state, i.attempts, i.last_attempt_at, {MESSAGE_COLS} \
+         FROM inbox i JOIN messages m ON m.seq = i.message_seq WHERE {filter}"
+    );
+    let mut stmt = c.prepare_cached(&sql)?;
+    let rows = stmt.query_map(args, |r| {
+        Ok(InboxEntry {
+            agent_id: r.get(0)?,
+            sequence: r.get::<_, i64>(1)? as u64,
+            state: state_from(r.get(2)?),
+            attempts: r.get::<_, i64>(3)? as u32,
+            last_attempt_at: r.get(4)?,
+            message: message_row(r, 5)?,
+        })
+    })?;
+    rows.collect()
+}
+
+fn settle(t: &Transaction<'_>, entries: &[InboxEntry], state: EntryState) -> rusqlite::Result<()> {
+    for e in entries {
+        t.prepare_cached("UPDATE inbox SET state = ?3, lease = NULL WHERE agent_id = ?1 AND sequence = ?2")?
+            .execute(params![e.agent_id, e.sequence as i64, state_code(state)])?;
+        t.prepare_cached("UPDATE inbox_counters SET pending = pending - 1 WHERE agent_id = ?1")?
+            .execute([&e.agent_id])?;
+    }
+    Ok(())
+}
+
+fn lease_token(agent: &str, sequence: u64, attempt: u32, now: i64) -> String {
+    // Unique per (entry, attempt); only its equality matters, never its secrecy: acks are
+    // authenticated by the agent's bearer credential.
+    let _ = agent;
+    format!("d{sequence}.{attempt}.{now}")
+}
+
+impl Store for SqliteStore {
+    async fn create_tenant(&self, t: TenantRow) -> StoreResult<()> {
+        self.write(move |tx| {
+            tx.execute(
+                "INSERT INTO tenants (id, slug, data_key, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![t.id, t.slug, t.data_key, t.created_at],
+            )
+            .map_err(conflict("tenant"))?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn tenant(&self, id: &str) -> StoreResult<Option<TenantRow>> {
+        let id = id.to_owned();
+        self.read(move |c| {
+            Ok(c.prepare_cached("SELECT id, slug, data_key, created_at FROM tenants WHERE id = ?1")?
+                .query_row([id], tenant_row)
+                .optional()?)
+        })
+        .await
+    }
+
+    async fn tenant_by_slug(&self, slug: &str) -> StoreResult<Option<TenantRow>> {
+        let slug = slug.to_owned();
+        self.read(move |c| {
+            Ok(c.prepare_cached("SELECT id, slug, data_key, created_at FROM tenants WHERE slug = ?1")?
+                .query_row([slug], tenant_row)
+                .optional()?)
+        })
+        .await
+    }
+
+    async fn tenants(&self) -> StoreResult<Vec<TenantRow>> {
+        self.read(|c| {
+            let mut s = c.prepare_cached("SELECT id, slug, data_key, created_at FROM tenants ORDER BY created_at")?;
+            let rows = s.query_map([], tenant_row)?.collect::<Result<_, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn create_workspace(&self, w: WorkspaceRow) -> StoreResult<()> {
+        self.write(move |tx| {
+            tx.execute(
+                "INSERT INTO workspaces (id, tenant_id, slug, policy, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![w.id, w.tenant_id, w.slug, w.policy, w.created_at],
+            )
+            .map_err(conflict("workspace"))?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn workspace(&self, id: &str) -> StoreResult<Option<WorkspaceRow>> {
+        let id = id.to_owned();
+        self.read(move |c| {
+            Ok(c.prepare_cached("SELECT id, tenant_id, slug, policy, created_at FROM workspaces WHERE id = ?1")?
+                .query_row([id], workspace_row)
+                .optional()?)
+        })
+        .await
+    }
+
+    async fn workspace_by_slug(&self, tenant_id: &str, slug: &str) -> StoreResult<Option<WorkspaceRow>> {
+        let (tenant_id, slug) = (tenant_id.to_owned(), slug.to_owned());
+        self.read(move |c| {
+            Ok(c.prepare_cached(
+                "SELECT id, tenant_id, slug, policy, created_at FROM workspaces WHERE tenant_id = ?1 AND slug = ?2",
+            )?
+            .query_row([tenant_id, slug], workspace_row)
+            .optional()?)
+        })
+        .await
+    }
+
+    async fn set_workspace_policy(&self, id: &str, policy: String) -> StoreResult<()> {
+        let id = id.to_owned();
+        self.write(move |tx| {
+            let n = tx.execute("UPDATE workspaces SET policy = ?2 WHERE id = ?1", params![id, policy])?;
+            if n == 0 { Err(StoreError::NotFound) } else { Ok(()) }
+        })
+        .await
+    }
+
+    async fn create_user(&self, u: UserRow) -> StoreResult<()> {
+        self.write(move |tx| {
+            tx.execute(
+                "INSERT INTO users (id, tenant_id, workspace_id, name, role, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![u.id, u.tenant_id, u.workspace_id, u.name, u.role.as_str(), u.created_at],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn user(&self, id: &str) -> StoreResult<Option<UserRow>> {
+        let id = id.to_owned();
+        self.read(move |c| {
+            Ok(c.prepare_cached("SELECT id, tenant_id, workspace_id, name, role, created_at FROM users WHERE id = ?1")?
+                .query_row([id], |r| {
+                    Ok(UserRow {
+                        id: r.get(0)?,
+                        tenant_id: r.get(1)?,
+                        workspace_id: r.get(2)?,
+                        name: r.get(3)?,
+                        role: role_from(&r.get::<_, String>(4)?),
+                        created_at: r.get(5)?,
+                    })
+                })
+                .optional()?)
+        })
+        .await
+    }
+
+    async fn create_token(&self, t: TokenRow) -> StoreResult<()> {
+        self.write(move |tx| {
+            let (kind, subject) = match &t.subject {
+                TokenSubject::User(id) => ("user", id.clone()),
+                TokenSubject::Agent(id) => ("agent", id.clone()),
+            };
+            tx.execute(
+                "INSERT INTO tokens (hash, kind, subject_id, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![t.hash.to_vec(), kind, subject, t.created_at],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn token(&self, hash: [u8; 32]) -> StoreResult<Option<TokenRow>> {
+        self.read(move |c| {
+            Ok(c.prepare_cached("SELECT kind, subject_id, created_at FROM tokens WHERE hash = ?1")?
+                .query_row([hash.to_vec()], |r| {
+                    let kind: String = r.get(0)?;
+                    let subject: String = r.get(1)?;
+                    Ok(TokenRow {
+                        hash,
+                        subject: if kind == "agent" { TokenSubject::Agent(subject) } else { TokenSubject::User(subject) },
+                        created_at: r.get(2)?,
+                    })
+                })
+                .optional()?)
+        })
+        .await
+    }
+
+    async fn create_agent(&self, a: AgentRow, aliases: Vec<String>) -> StoreResult<()> {
+        self.write(move |tx| {
+            // A name may not equal a live agent's name or alias in the workspace (§4.1, §4.3).
+            let alias_clash: bool = tx
+                .prepare_cached("SELECT EXISTS (SELECT 1 FROM aliases WHERE workspace_id = ?1 AND alias = ?2)")?
+                .query_row(params![a.workspace_id, a.name], |r| r.get(0))?;
+            if alias_clash {
+                return Err(StoreError::Conflict(format!("name {}", a.name)));
+            }
+            tx.execute(
+                &format!("INSERT INTO agents ({AGENT_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
+                params![a.id, a.tenant_id, a.workspace_id, a.name, a.owner_id, a.card, a.visibility, a.created_at, a.updated_at, a.deleted_at],
+            )
+            .map_err(conflict(&format!("name {}", a.name)))?;
+            set_aliases(tx, &a.workspace_id, &a.id, &aliases)
+        })
+        .await
+    }
+
+    async fn agent(&self, id: &str) -> StoreResult<Option<AgentRow>> {
+        let id = id.to_owned();
+        self.read(move |c| {
+            Ok(c.prepare_cached(&format!("SELECT {AGENT_COLS} FROM agents WHERE id = ?1"))?
+                .query_row([id], agent_row)
+                .optional()?)
+        })
+        .await
+    }
+
+    async fn agent_by_name(&self, workspace_id: &str, name: &str) -> StoreResult<Option<AgentRow>> {
+        let (ws, name) = (workspace_id.to_owned(), name.to_owned());
+        self.read(move |c| {
+            let by_alias: Option<String> = c
+                .prepare_cached("SELECT agent_id FROM aliases WHERE workspace_id = ?1 AND alias = ?2")?
+                .query_row(params![ws, name], |r| r.get(0))
+                .optional()?;
+            if let Some(id) = by_alias {
+                return Ok(c
+                    .prepare_cached(&format!("SELECT {AGENT_COLS} FROM agents WHERE id = ?1"))?
+                    .query_row([id], agent_row)
+                    .optional()?);
+            }
+            // The live agent first, else the latest deleted one (AB-4003 rather than AB-4001).
+            Ok(c.prepare_cached(&format!(
+                "SELECT {AGENT_COLS} FROM agents WHERE workspace_id = ?1 AND name = ?2 \
+                 ORDER BY deleted_at IS NOT NULL, deleted_at DESC LIMIT 1"
+            ))?
+            .query_row(params![ws, name], agent_row)
+            .optional()?)
+        })
+        .await
+    }
+
+    async fn agents(&self, tenant_id: &str) -> StoreResult<Vec<AgentRow>> {
+        let tenant_id = tenant_id.to_owned();
+        self.read(move |c| {
+            let mut s = c.prepare_cached(&format!(
+                "SELECT {AGENT_COLS} FROM agents WHERE tenant_id = ?1 AND deleted_at IS NULL ORDER BY workspace_id, name"
+            ))?;
+            let rows = s.query_map([tenant_id], agent_row)?.collect::<Result<_, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn aliases(&self, agent_id: &str) -> StoreResult<Vec<String>> {
+        let agent_id = agent_id.to_owned();
+        self.read(move |c| {
+            let mut s = c.prepare_cached("SELECT alias FROM aliases WHERE agent_id = ?1 ORDER BY alias")?;
+            let rows = s.query_map([agent_id], |r| r.get(0))?.collect::<Result<_, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn update_agent(&self, a: AgentRow, aliases: Option<Vec<String>>) -> StoreResult<()> {
+        self.write(move |tx| {
+            let n = tx.execute(
+                "UPDATE agents SET card = ?2, visibility = ?3, updated_at = ?4 WHERE id = ?1 AND deleted_at IS NULL",
+                params![a.id, a.card, a.visibility, a.updated_at],
+            )?;
+            if n == 0 {
+                return Err(StoreError::NotFound);
+            }
+            if let Some(aliases) = aliases {
+                tx.execute("DELETE FROM aliases WHERE agent_id = ?1", [&a.id])?;
+                set_aliases(tx, &a.workspace_id, &a.id, &aliases)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn delete_agent(&self, id: &str, at: i64) -> StoreResult<Vec<InboxEntry>> {
+        let id = id.to_owned();
+        self.write(move |tx| {
+            let n = tx.execute("UPDATE agents SET deleted_at = ?2 WHERE id = ?1 AND deleted_at IS NULL", params![id, at])?;
+            if n == 0 {
+                return Err(StoreError::NotFound);
+            }
+            tx.execute("DELETE FROM aliases WHERE agent_id = ?1", [&id])?;
+            tx.execute("DELETE FROM subscriptions WHERE agent_id = ?1", [&id])?;
+            let pending = entries_where(tx, "i.agent_id = ?1 AND i.state IN (0, 1)", [&id])?;
+            settle(tx, &pending, EntryState::Dead)?;
+            Ok(pending)
+        })
+        .await
+    }
+
+    async fn add_key(&self, k: KeyRow, max_active: usize, now: i64) -> StoreResult<()> {
+        self.write(move |tx| {
+            let active: i64 = tx
+                .prepare_cached("SELECT count(*) FROM keys WHERE agent_id = ?1 AND revoked_at IS NULL AND expires_at > ?2")?
+                .query_row(params![k.agent_id, now], |r| r.get(0))?;
+            if active as usize >= max_active {
+                return Err(StoreError::Limit(format!("{active} active keys")));
+            }
+            tx.execute(
+                "INSERT INTO keys (id, agent_id, public_key, created_at, expires_at, revoked_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![k.id, k.agent_id, k.public_key, k.created_at, k.expires_at, k.revoked_at],
+            )
+            .map_err(conflict("key"))?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn revoke_key(&self, agent_id: &str, key_id: &str, at: i64) -> StoreResult<()> {
+        let (agent_id, key_id) = (agent_id.to_owned(), key_id.to_owned());
+        self.write(move |tx| {
+            let n = tx.execute(
+                "UPDATE keys SET revoked_at = coalesce(revoked_at, ?3) WHERE id = ?1 AND agent_id = ?2",
+                params![key_id, agent_id, at],
+            )?;
+            if n == 0 { Err(StoreError::NotFound) } else { Ok(()) }
+        })
+        .await
+    }
+
+    async fn keys(&self, agent_id: &str) -> StoreResult<Vec<KeyRow>> {
+        let agent_id = agent_id.to_owned();
+        self.read(move |c| {
+            let mut s = c.prepare_cached(
+                "SELECT id, agent_id, public_key, created_at, expires_at, revoked_at FROM keys WHERE agent_id = ?1 ORDER BY created_at, id",
+            )?;
+            let rows = s.query_map([agent_id], key_row)?.collect::<Result<_, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn key(&self, key_id: &str) -> StoreResult<Option<KeyRow>> {
+        let key_id = key_id.to_owned();
+        self.read(move |c| {
+            Ok(c.prepare_cached("SELECT id, agent_id, public_key, created_at, expires_at, revoked_at FROM keys WHERE id = ?1")?
+                .query_row([key_id], key_row)
+                .optional()?)
+        })
+        .await
+    }
+
+    async fn subscribe(&self, workspace_id: &str, topic: &str, agent_id: &str, at: i64) -> StoreResult<TopicRow> {
+        let (ws, name, agent) = (workspace_id.to_owned(), topic.to_owned(), agent_id.to_owned());
+        self.write(move |tx| {
+            tx.execute(
+                "INSERT OR IGNORE INTO topics (id, workspace_id, name, created_at) VALUES (?1 || ':' || ?2, ?1, ?2, ?3)",
+                params![ws, name, at],
+            )?;
+            let row = tx.query_row(
+                "SELECT id, workspace_id, name, created_at FROM topics WHERE workspace_id = ?1 AND name = ?2",
+                params![ws, name],
+                |r| Ok(TopicRow { id: r.get(0)?, workspace_id: r.get(1)?, name: r.get(2)?, created_at: r.get(3)? }),
+            )?;
+            tx.execute(
+                "INSERT OR IGNORE INTO subscriptions (topic_id, agent_id, created_at) VALUES (?1, ?2, ?3)",
+                params![row.id, agent, at],
+            )?;
+            Ok(row)
+        })
+        .await
+    }
+
+    async fn unsubscribe(&self, workspace_id: &str, topic: &str, agent_id: &str) -> StoreResult<()> {
+        let (ws, name, agent) = (workspace_id.to_owned(), topic.to_owned(), agent_id.to_owned());
+        self.write(move |tx| {
+            tx.execute(
+                "DELETE FROM subscriptions WHERE agent_id = ?3 AND topic_id = (SELECT id FROM topics WHERE workspace_id = ?1 AND name = ?2)",
+                params![ws, name, agent],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn topic(&self, workspace_id: &str, topic: &str) -> StoreResult<Option<(TopicRow, Vec<String>)>> {
+        let (ws, name) = (workspace_id.to_owned(), topic.to_owned());
+        self.read(move |c| {
+            let row = c
+                .prepare_cached("SELECT id, workspace_id, name, created_at FROM topics WHERE workspace_id = ?1 AND name = ?2")?
+                .query_row(params![ws, name], |r| {
+                    Ok(TopicRow { id: r.get(0)?, workspace_id: r.get(1)?, name: r.get(2)?, created_at: r.get(3)? })
+                })
+                .optional()?;
+            let Some(row) = row else { return Ok(None) };
+            let mut s = c.prepare_cached("SELECT agent_id FROM subscriptions WHERE topic_id = ?1 ORDER BY agent_id")?;
+            let subs = s.query_map([&row.id], |r| r.get(0))?.collect::<Result<_, _>>()?;
+            Ok(Some((row, subs)))
+        })
+        .await
+    }
+
+    async fn topics(&self, workspace_id: &str) -> StoreResult<Vec<(TopicRow, u64)>> {
+        let ws = workspace_id.to_owned();
+        self.read(move |c| {
+            let mut s = c.prepare_cached(
+                "SELECT t.id, t.workspace_id, t.name, t.created_at, (SELECT count(*) FROM subscriptions s WHERE s.topic_id = t.id) \
+                 FROM topics t WHERE t.workspace_id = ?1 ORDER BY t.name",
+            )?;
+            let rows = s
+                .query_map([ws], |r| {
+                    Ok((
+                        TopicRow { id: r.get(0)?, workspace_id: r.get(1)?, name: r.get(2)?, created_at: r.get(3)? },
+                        r.get::<_, i64>(4)? as u64,
+                    ))
+                })?
+                .collect::<Result<_, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn recent_message(&self, tenant_id: &str, source: &str, id: &str, since: i64) -> StoreResult<Option<MessageRow>> {
+        let (t, s, i) = (tenant_id.to_owned(), source.to_owned(), id.to_owned());
+        self.read(move |c| Ok(recent_in(c, &t, &s, &i, since)?)).await
+    }
+
+    async fn idempotent_message(&self, key: &IdempotencyKey, since: i64) -> StoreResult<Option<MessageRow>> {
+        let key = key.clone();
+        self.read(move |c| Ok(idempotent_in(c, &key, since)?)).await
+    }
+
+    async fn publish(&self, m: NewMessage) -> StoreResult<PublishOutcome> {
+        self.write(move |tx| insert_message(tx, &m)).await
+    }
+
+    async fn pending_count(&self, agent_id: &str) -> StoreResult<u64> {
+        let agent = agent_id.to_owned();
+        self.read(move |c| {
+            let n: Option<i64> = c
+                .prepare_cached("SELECT pending FROM inbox_counters WHERE agent_id = ?1")?
+                .query_row([agent], |r| r.get(0))
+                .optional()?;
+            Ok(n.unwrap_or(0).max(0) as u64)
+        })
+        .await
+    }
+
+    async fn lease(&self, req: LeaseRequest) -> StoreResult<Vec<Delivery>> {
+        self.write(move |tx| {
+            let candidates = entries_where(
+                tx,
+                "i.agent_id = ?1 AND i.state IN (0, 1) AND i.visible_at <= ?2 AND i.expires_at > ?2 \
+                 AND i.attempts < ?3 AND (i.sequence > ?4 OR i.attempts > 0) ORDER BY i.sequence LIMIT ?5",
+                params![req.agent_id, req.now, req.max_attempts, req.after as i64, req.limit],
+            )?;
+            let mut out = Vec::with_capacity(candidates.len());
+            for e in candidates {
+                let attempt = e.attempts + 1;
+                let token = lease_token(&e.agent_id, e.sequence, attempt, req.now);
+                tx.prepare_cached(
+                    "UPDATE inbox SET state = 1, attempts = ?3, visible_at = ?4, lease = ?5, last_attempt_at = ?6 \
+                     WHERE agent_id = ?1 AND sequence = ?2",
+                )?
+                .execute(params![e.agent_id, e.sequence as i64, attempt, req.now + req.visibility_ms, token, req.now])?;
+                out.push(Delivery { sequence: e.sequence, token, attempt, message: e.message });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn ack(&self, agent_id: &str, acks: Vec<(u64, String)>, at: i64) -> StoreResult<Vec<AckOutcome>> {
+        let agent = agent_id.to_owned();
+        let _ = at;
+        self.write(move |tx| {
+            let mut out = Vec::with_capacity(acks.len());
+            for (sequence, token) in acks {
+                let row: Option<(i64, Option<String>)> = tx
+                    .prepare_cached("SELECT state, lease FROM inbox WHERE agent_id = ?1 AND sequence = ?2")?
+                    .query_row(params![agent, sequence as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?;
+                let outcome = match row {
+                    Some((state, Some(lease))) if lease == token => match state_from(state) {
+                        EntryState::Leased => {
+                            tx.prepare_cached("UPDATE inbox SET state = 2 WHERE agent_id = ?1 AND sequence = ?2")?
+                                .execute(params![agent, sequence as i64])?;
+                            tx.prepare_cached("UPDATE inbox_counters SET pending = pending - 1 WHERE agent_id = ?1")?
+                                .execute([&agent])?;
+                            AckOutcome::Acked
+                        }
+                        EntryState::Acked => AckOutcome::AlreadyAcked,
+                        _ => AckOutcome::Stale,
+                    },
+                    _ => AckOutcome::Stale,
+                };
+                out.push(outcome);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn reap_inboxes(&self, now: i64, max_attempts: u32) -> StoreResult<ReapReport> {
+        self.write(move |tx| {
+            let dead = entries_where(tx, "i.state = 1 AND i.visible_at <= ?1 AND i.attempts >= ?2", params![now, max_attempts])?;
+            settle(tx, &dead, EntryState::Dead)?;
+            let expired = entries_where(tx, "i.state IN (0, 1) AND i.expires_at <= ?1", [now])?;
+            settle(tx, &expired, EntryState::Expired)?;
+            Ok(ReapReport { dead, expired })
+        })
+        .await
+    }
+
+    async fn next_visible(&self, agent_id: &str) -> StoreResult<Option<i64>> {
+        let agent = agent_id.to_owned();
+        self.read(move |c| {
+            Ok(c.prepare_cached("SELECT min(visible_at) FROM inbox WHERE agent_id = ?1 AND state IN (0, 1)")?
+                .query_row([agent], |r| r.get(0))?)
+        })
+        .await
+    }
+
+    async fn conversation(&self, tenant_id: &str, conversation_id: &str, party: &str) -> StoreResult<Option<Vec<MessageRow>>> {
+        let (t, cnv, party) = (tenant_id.to_owned(), conversation_id.to_owned(), party.to_owned());
+        self.read(move |c| {
+            let mut s = c.prepare_cached(&format!(
+                "SELECT {MESSAGE_COLS} FROM messages m WHERE m.tenant_id = ?1 AND m.conversation_id = ?2 ORDER BY m.received_at, m.seq"
+            ))?;
+            let rows: Vec<MessageRow> = s.query_map(params![t, cnv], |r| message_row(r, 0))?.collect::<Result<_, _>>()?;
+            let is_party = rows.iter().any(|m| m.source_agent_id.as_deref() == Some(party.as_str()))
+                || c.prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM messages m JOIN inbox i ON i.message_seq = m.seq \
+                     WHERE m.tenant_id = ?1 AND m.conversation_id = ?2 AND i.agent_id = ?3)",
+                )?
+                .query_row(params![t, cnv, party], |r| r.get::<_, bool>(0))?;
+            Ok(if rows.is_empty() || !is_party { None } else { Some(rows) })
+        })
+        .await
+    }
+
+    async fn message(&self, seq: i64) -> StoreResult<Option<MessageRow>> {
+        self.read(move |c| Ok(message_by_seq(c, seq)?)).await
+    }
+
+    async fn create_blob(&self, b: BlobRow) -> StoreResult<()> {
+        self.write(move |tx| {
+            tx.execute(
+                "INSERT INTO blobs (id, tenant_id, uploader_id, name, media_type, size, sha256, complete, created_at, expires_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                params![b.id, b.tenant_id, b.uploader_id, b.name, b.media_type, b.size as i64, b.sha256, b.complete as i64, b.created_at, b.expires_at],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn blob(&self, id: &str) -> StoreResult<Option<BlobRow>> {
+        let id = id.to_owned();
+        self.read(move |c| {
+            Ok(c.prepare_cached(
+                "SELECT id, tenant_id, uploader_id, name, media_type, size, sha256, complete, created_at, expires_at FROM blobs WHERE id = ?1",
+            )?
+            .query_row([id], blob_row)
+            .optional()?)
+        })
+        .await
+    }
+
+    async fn complete_blob(&self, id: &str) -> StoreResult<()> {
+        let id = id.to_owned();
+        self.write(move |tx| {
+            let n = tx.execute("UPDATE blobs SET complete = 1 WHERE id = ?1", [id])?;
+            if n == 0 { Err(StoreError::NotFound) } else { Ok(()) }
+        })
+        .await
+    }
+
+    async fn blob_party(&self, blob_id: &str, agent_id: &str) -> StoreResult<bool> {
+        let (b, a) = (blob_id.to_owned(), agent_id.to_owned());
+        self.read(move |c| {
+            Ok(c.prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM blob_refs r JOIN messages m ON m.seq = r.message_seq \
+                 WHERE r.blob_id = ?1 AND (m.source_agent_id = ?2 OR EXISTS \
+                 (SELECT 1 FROM inbox i WHERE i.message_seq = m.seq AND i.agent_id = ?2)))",
+            )?
+            .query_row(params![b, a], |r| r.get(0))?)
+        })
+        .await
+    }
+
+    async fn blob_bytes(&self, tenant_id: &str, now: i64) -> StoreResult<u64> {
+        let t = tenant_id.to_owned();
+        self.read(move |c| {
+            let n: i64 = c
+                .prepare_cached("SELECT coalesce(sum(size), 0) FROM blobs WHERE tenant_id = ?1 AND expires_at > ?2")?
+                .query_row(params![t, now], |r| r.get(0))?;
+            Ok(n.max(0) as u64)
+        })
+        .await
+    }
+}
+
+fn set_aliases(tx: &Transaction<'_>, workspace_id: &str, agent_id: &str, aliases: &[String]) -> StoreResult<()> {
+    for alias in aliases {
+        let name_clash: bool = tx
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM agents WHERE workspace_id = ?1 AND name = ?2 AND deleted_at IS NULL AND id != ?3)")?
+            .query_row(params![workspace_id, alias, agent_id], |r| r.get(0))?;
+        if name_clash {
+            return Err(StoreError::Conflict(format!("alias {alias}")));
+        }
+        tx.prepare_cached("INSERT INTO aliases (workspace_id, alias, agent_id) VALUES (?1, ?2, ?3)")?
+            .execute(params![workspace_id, alias, agent_id])
+            .map_err(conflict(&format!("alias {alias}")))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,94 @@
+//! The schema, as numbered migrations applied in order (`PRAGMA user_version` records the last).
+
+use rusqlite::Connection;
+
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE tenants (
+    id TEXT PRIMARY KEY, slug TEXT NOT NULL UNIQUE, data_key BLOB NOT NULL, created_at INTEGER NOT NULL
+);
+CREATE TABLE workspaces (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL REFERENCES tenants(id), slug TEXT NOT NULL,
+    policy TEXT NOT NULL, created_at INTEGER NOT NULL, UNIQUE (tenant_id, slug)
+);
+CREATE TABLE users (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, workspace_id TEXT NOT NULL, name TEXT NOT NULL,
+    role TEXT NOT NULL, created_at INTEGER NOT NULL
+);
+CREATE TABLE tokens (
+    hash BLOB PRIMARY KEY, kind TEXT NOT NULL, subject_id TEXT NOT NULL, created_at INTEGER NOT NULL
+);
+CREATE TABLE agents (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, workspace_id TEXT NOT NULL, name TEXT NOT NULL,
+    owner_id TEXT, card TEXT NOT NULL, visibility TEXT NOT NULL, created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL, deleted_at INTEGER
+);
+CREATE UNIQUE INDEX agents_live_name ON agents (workspace_id, name) WHERE deleted_at IS NULL;
+CREATE INDEX agents_name ON agents (workspace_id, name, deleted_at);
+CREATE TABLE aliases (
+    workspace_id TEXT NOT NULL, alias TEXT NOT NULL, agent_id TEXT NOT NULL,
+    PRIMARY KEY (workspace_id, alias)
+);
+CREATE TABLE keys (
+    id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, public_key BLOB NOT NULL,
+    created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, revoked_at INTEGER
+);
+CREATE INDEX keys_agent ON keys (agent_id);
+CREATE TABLE topics (
+    id TEXT PRIMARY KEY, workspace_id TEXT NOT NULL, name TEXT NOT NULL, created_at INTEGER NOT NULL,
+    UNIQUE (workspace_id, name)
+);
+CREATE TABLE subscriptions (
+    topic_id TEXT NOT NULL, agent_id TEXT NOT NULL, created_at INTEGER NOT NULL,
+    PRIMARY KEY (topic_id, agent_id)
+);
+CREATE TABLE messages (
+    seq INTEGER PRIMARY KEY, tenant_id TEXT NOT NULL, id TEXT NOT NULL, source TEXT NOT NULL,
+    source_agent_id TEXT, kind TEXT NOT NULL, conversation_id TEXT NOT NULL, correlation_id TEXT,
+    to_text TEXT NOT NULL, to_id TEXT NOT NULL, attrs TEXT NOT NULL, data BLOB NOT NULL,
+    signed_hash BLOB NOT NULL, idempotency_key TEXT, receipt TEXT NOT NULL UNIQUE,
+    received_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, task_id TEXT
+);
+CREATE INDEX messages_conversation ON messages (tenant_id, conversation_id, received_at, seq);
+CREATE TABLE recent_ids (
+    tenant_id TEXT NOT NULL, source TEXT NOT NULL, id TEXT NOT NULL, message_seq INTEGER NOT NULL,
+    received_at INTEGER NOT NULL, PRIMARY KEY (tenant_id, source, id)
+) WITHOUT ROWID;
+CREATE TABLE idempotency (
+    tenant_id TEXT NOT NULL, source TEXT NOT NULL, to_id TEXT NOT NULL, key TEXT NOT NULL,
+    message_seq INTEGER NOT NULL, created_at INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, source, to_id, key)
+) WITHOUT ROWID;
+CREATE TABLE inbox_counters (
+    agent_id TEXT PRIMARY KEY, last_seq INTEGER NOT NULL, pending INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE inbox (
+    agent_id TEXT NOT NULL, sequence INTEGER NOT NULL, message_seq INTEGER NOT NULL,
+    state INTEGER NOT NULL, attempts INTEGER NOT NULL, visible_at INTEGER NOT NULL, lease TEXT,
+    expires_at INTEGER NOT NULL, last_attempt_at INTEGER,
+    PRIMARY KEY (agent_id, sequence)
+) WITHOUT ROWID;
+CREATE INDEX inbox_pending ON inbox (agent_id, sequence) WHERE state IN (0, 1);
+CREATE INDEX inbox_leases ON inbox (visible_at) WHERE state = 1;
+CREATE INDEX inbox_expiry ON inbox (expires_at) WHERE state IN (0, 1);
+CREATE INDEX inbox_message ON inbox (message_seq);
+CREATE TABLE blobs (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, uploader_id TEXT NOT NULL, name TEXT NOT NULL,
+    media_type TEXT, size INTEGER NOT NULL, sha256 TEXT NOT NULL, complete INTEGER NOT NULL,
+    created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL
+);
+CREATE TABLE blob_refs (
+    blob_id TEXT NOT NULL, message_seq INTEGER NOT NULL, PRIMARY KEY (blob_id, message_seq)
+) WITHOUT ROWID;
+"#];
+
+/// Applies every migration newer than the database's `user_version`.
+pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    let current: usize = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+        let t = conn.transaction()?;
+        t.execute_batch(sql)?;
+        t.pragma_update(None, "user_version", i + 1)?;
+        t.commit()?;
+    }
+    Ok(())
+}
