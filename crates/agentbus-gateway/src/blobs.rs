@@ -1,12 +1,155 @@
-//! Claim-check attachments (§9): references checked at publish.
+//! Claim-check attachments (§9): registration, the inline upload target, downloads, and the
+//! references checked at publish.
+//!
+//! Content lives in `<data>/blobs/<blob id>`, sealed under the tenant data key. The path is made
+//! from the gateway-minted id only, never from the declared name, so no name (`../`, absolute
+//! paths, NUL, bidi overrides…) can place a byte outside that folder.
 
-use serde_json::Value;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 use agentbus_protocol::Code;
-use agentbus_store::{AgentRow, Store};
+use agentbus_protocol::envelope::check_attachment_name;
+use agentbus_protocol::ids::IdKind;
+use agentbus_protocol::timestamp::Timestamp;
+use agentbus_store::{AgentRow, BlobRow, Store};
 
 use crate::app::App;
+use crate::auth;
 use crate::error::{ApiError, ApiResult};
+
+fn blob_path<S: Store>(app: &App<S>, id: &str) -> std::path::PathBuf {
+    app.config.data_dir.join("blobs").join(id)
+}
+
+async fn blob_json<S: Store>(app: &App<S>, b: &BlobRow) -> ApiResult<Value> {
+    let tenant = app.store.tenant(&b.tenant_id).await?.ok_or_else(ApiError::not_found)?;
+    Ok(json!({
+        "id": b.id,
+        "ref": format!("blob://{}/{}", tenant.slug, b.id),
+        "name": b.name,
+        "media_type": b.media_type,
+        "size": b.size,
+        "sha256": b.sha256,
+        "status": if b.complete { "complete" } else { "pending" },
+        "created_at": Timestamp(b.created_at).to_string(),
+        "expires_at": Timestamp(b.expires_at).to_string(),
+    }))
+}
+
+/// `POST /v1/blobs` `{name, media_type, size, sha256}`: a pending blob and its upload target.
+pub async fn create<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, body: Bytes) -> ApiResult<(StatusCode, Json<Value>)> {
+    let agent = auth::agent(&app, &headers).await?;
+    let b: Value = agentbus_protocol::json::parse(&body).map_err(|e| ApiError::new(Code::MalformedJson, e.to_string()))?;
+    let name = b["name"].as_str().ok_or_else(|| ApiError::new(Code::InvalidRequest, "`name` is required"))?;
+    check_attachment_name(name).map_err(|m| ApiError::new(Code::InvalidAttachmentName, m))?;
+    let size = b["size"].as_u64().ok_or_else(|| ApiError::new(Code::InvalidRequest, "`size` is a non-negative integer"))?;
+    let sha = b["sha256"].as_str().filter(|s| s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')));
+    let sha = sha.ok_or_else(|| ApiError::new(Code::InvalidRequest, "`sha256` is 64 lowercase hex digits"))?;
+    let max = app.config.plan_blob_bytes.min(app.config.blob_inline_max);
+    if size > max {
+        return Err(ApiError::new(Code::BlobTooLarge, format!("{size} bytes declared; at most {max}")));
+    }
+    let now = app.now();
+    let used = app.store.blob_bytes(&agent.tenant_id, now).await?;
+    if used + size > app.config.tenant_blob_quota {
+        return Err(ApiError::new(Code::UploadQuota, format!("the tenant holds {used} blob bytes; the quota is {}", app.config.tenant_blob_quota)));
+    }
+    let row = BlobRow {
+        id: app.mint(IdKind::Blob),
+        tenant_id: agent.tenant_id.clone(),
+        uploader_id: agent.id.clone(),
+        name: name.to_owned(),
+        media_type: b["media_type"].as_str().map(str::to_owned),
+        size,
+        sha256: sha.to_owned(),
+        complete: false,
+        created_at: now,
+        expires_at: now + app.config.blob_ttl_s * 1000,
+    };
+    app.store.create_blob(row.clone()).await?;
+    let mut out = blob_json(&app, &row).await?;
+    out["upload"] = json!({"method": "PUT", "url": format!("/v1/blobs/{}/content", row.id), "max_bytes": max});
+    Ok((StatusCode::CREATED, Json(out)))
+}
+
+async fn readable<S: Store>(app: &App<S>, agent: &AgentRow, id: &str) -> ApiResult<BlobRow> {
+    // Another tenant's blob answers exactly as one that does not exist.
+    let b = app.store.blob(id).await?.filter(|b| b.tenant_id == agent.tenant_id).ok_or_else(ApiError::not_found)?;
+    if b.uploader_id != agent.id && !app.store.blob_party(&b.id, &agent.id).await? {
+        return Err(ApiError::new(Code::AttachmentForbidden, "only the uploader and parties of a message referencing this blob may read it"));
+    }
+    if b.expires_at <= app.now() {
+        return Err(ApiError::new(Code::BlobExpired, "this blob expired"));
+    }
+    Ok(b)
+}
+
+/// `PUT /v1/blobs/{id}/content`: the inline upload, verified against the declared size and hash.
+pub async fn upload<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, Path(id): Path<String>, body: Bytes) -> ApiResult<Json<Value>> {
+    let agent = auth::agent(&app, &headers).await?;
+    let b = app.store.blob(&id).await?.filter(|b| b.tenant_id == agent.tenant_id && b.uploader_id == agent.id).ok_or_else(ApiError::not_found)?;
+    if body.len() as u64 > app.config.blob_inline_max {
+        return Err(ApiError::new(Code::BlobTooLarge, format!("the inline upload cap is {} bytes", app.config.blob_inline_max)));
+    }
+    let digest = hex::encode(Sha256::digest(&body));
+    if body.len() as u64 != b.size || digest != b.sha256 {
+        return Err(ApiError::new(Code::BlobMismatch, format!("got {} bytes with sha256 {digest}; declared {} bytes with {}", body.len(), b.size, b.sha256)));
+    }
+    if !b.complete {
+        let key = app.tenant_key(&b.tenant_id).await?;
+        let dir = app.config.data_dir.join("blobs");
+        let sealed = key.seal(&body);
+        let path = blob_path(&app, &b.id);
+        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            std::fs::create_dir_all(&dir)?;
+            let tmp = path.with_extension("part");
+            std::fs::write(&tmp, sealed)?;
+            std::fs::File::open(&tmp)?.sync_all()?;
+            std::fs::rename(&tmp, &path)
+        })
+        .await
+        .map_err(|e| ApiError::new(Code::StorageUnavailable, e.to_string()))?
+        .map_err(|e| ApiError::new(Code::StorageUnavailable, e.to_string()))?;
+        app.store.complete_blob(&b.id).await?;
+    }
+    let b = app.store.blob(&id).await?.ok_or_else(ApiError::not_found)?;
+    Ok(Json(blob_json(&app, &b).await?))
+}
+
+/// `GET /v1/blobs/{id}`: metadata and the download target.
+pub async fn get<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let agent = auth::agent(&app, &headers).await?;
+    let b = readable(&app, &agent, &id).await?;
+    let mut out = blob_json(&app, &b).await?;
+    out["download"] = json!({"method": "GET", "url": format!("/v1/blobs/{}/content", b.id)});
+    Ok(Json(out))
+}
+
+/// `GET /v1/blobs/{id}/content`: the bytes.
+pub async fn download<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let result: ApiResult<Response> = async {
+        let agent = auth::agent(&app, &headers).await?;
+        let b = readable(&app, &agent, &id).await?;
+        if !b.complete {
+            return Err(ApiError::new(Code::AttachmentPending, "this blob's content was not uploaded yet"));
+        }
+        let sealed = tokio::fs::read(blob_path(&app, &b.id)).await.map_err(|e| ApiError::new(Code::StorageUnavailable, e.to_string()))?;
+        let key = app.tenant_key(&b.tenant_id).await?;
+        let plain = key.open(&sealed).ok_or_else(|| ApiError::new(Code::StorageUnavailable, "blob content does not open"))?;
+        let media = b.media_type.unwrap_or_else(|| "application/octet-stream".into());
+        Ok(([(header::CONTENT_TYPE, media)], plain).into_response())
+    }
+    .await;
+    result.unwrap_or_else(IntoResponse::into_response)
+}
 
 /// Checks every `data.attachments[].ref` and returns the referenced blob ids: unknown → AB-4008,
 /// pending → AB-4021, another tenant's or not the sender's to forward → AB-4022, size or hash

@@ -38,6 +38,14 @@ pub struct Config {
     pub min_sidecar_version: String,
     /// How often the reaper runs, milliseconds; 0 disables it (tests drive it by hand).
     pub reaper_interval_ms: u64,
+    /// The inline upload cap, bytes (`AGENTBUS_BLOB_INLINE_MAX`, §9: 8 MiB).
+    pub blob_inline_max: u64,
+    /// The plan's largest blob, bytes (AB-3040 above it).
+    pub plan_blob_bytes: u64,
+    /// A tenant's total unexpired blob bytes (AB-5005 above it).
+    pub tenant_blob_quota: u64,
+    /// Blob lifetime, seconds (`AGENTBUS_BLOB_TTL`, §9: 30 days).
+    pub blob_ttl_s: i64,
 }
 
 impl Config {
@@ -60,6 +68,10 @@ impl Config {
             key_lifetime_days: 365,
             min_sidecar_version: "0.1.0".to_owned(),
             reaper_interval_ms: 1000,
+            blob_inline_max: 8 * 1024 * 1024,
+            plan_blob_bytes: 64 * 1024 * 1024,
+            tenant_blob_quota: 1024 * 1024 * 1024,
+            blob_ttl_s: 30 * 24 * 3600,
         }
     }
 }

@@ -67,12 +67,18 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/inbox/acks"),
     ("post", "/v1/inbox/{sequence}/ack"),
     ("get", "/v1/conversations/{id}"),
+    ("post", "/v1/blobs"),
+    ("get", "/v1/blobs/{id}"),
+    ("put", "/v1/blobs/{id}/content"),
+    ("get", "/v1/blobs/{id}/content"),
 ];
 
 /// The HTTP API.
 pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
     use identity as id;
     let base = app.config.public_url.clone();
+    // One byte over the cap still reaches the handler, which answers AB-3040 with a body.
+    let blob_cap = usize::try_from(app.config.blob_inline_max).unwrap_or(usize::MAX).saturating_add(1);
     Router::new()
         .route("/.well-known/agentbus.json", get(meta::well_known::<S>))
         .route("/schemas/{*path}", get(meta::schema))
@@ -95,6 +101,12 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/v1/inbox/acks", post(inbox::ack_batch::<S>))
         .route("/v1/inbox/{sequence}/ack", post(inbox::ack_one::<S>))
         .route("/v1/conversations/{id}", get(id::conversation::<S>))
+        .route("/v1/blobs", post(blobs::create::<S>))
+        .route("/v1/blobs/{id}", get(blobs::get::<S>))
+        .route(
+            "/v1/blobs/{id}/content",
+            put(blobs::upload::<S>).get(blobs::download::<S>).layer(DefaultBodyLimit::max(blob_cap)),
+        )
         .fallback(|| async { ApiError::new(Code::NotFound, "no such endpoint; see /v1/openapi.json").into_response() })
         // Bodies above 1 MiB are refused before they are read in full (uploads have their own cap).
         .layer(DefaultBodyLimit::max(agentbus_protocol::envelope::MAX_ENVELOPE_BYTES + 1))

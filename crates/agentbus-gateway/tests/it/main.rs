@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod blobs;
 mod delivery;
+mod identity;
 mod publish;
 mod support;

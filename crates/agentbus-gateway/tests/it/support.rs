@@ -204,3 +204,56 @@ pub fn sign(a: &Agent, mut env: Map<String, Value>) -> Map<String, Value> {
 pub fn signed(h: &Harness, from: &Agent, to: &str, text: &str) -> Map<String, Value> {
     sign(from, message(h, from, to, text))
 }
+
+impl Harness {
+    /// Creates a second tenant (`other`) with a workspace and an admin; returns the admin token.
+    pub async fn second_tenant(&self) -> String {
+        use agentbus_store::*;
+        let app = &self.app;
+        let now = self.now().millis();
+        let t = TenantRow { id: app.mint(IdKind::Tenant), slug: "other".into(), data_key: app.wrap_new_tenant_key(), created_at: now };
+        app.store.create_tenant(t.clone()).await.unwrap();
+        let w = WorkspaceRow { id: app.mint(IdKind::Workspace), tenant_id: t.id.clone(), slug: "default".into(), policy: "{}".into(), created_at: now };
+        app.store.create_workspace(w.clone()).await.unwrap();
+        let u = UserRow { id: app.mint(IdKind::User), tenant_id: t.id, workspace_id: w.id, name: "admin".into(), role: Role::Admin, created_at: now };
+        app.store.create_user(u.clone()).await.unwrap();
+        let token = agentbus_gateway::app::new_token("abu_");
+        app.store
+            .create_token(TokenRow { hash: agentbus_gateway::app::token_hash(&token), subject: TokenSubject::User(u.id), created_at: now })
+            .await
+            .unwrap();
+        token
+    }
+
+    /// Registers an agent using `admin` (another tenant's admin token).
+    pub async fn agent_in(&self, admin: &str, name: &str) -> Agent {
+        let key = SigningKey::from_seed(agentbus_runtime::random_bytes());
+        let (s, v) = self.post("/v1/agents", admin, json!({"name": name, "public_key": key.public().to_base64url()})).await;
+        assert_eq!(s, 201, "{v}");
+        Agent {
+            id: v["agent"]["id"].as_str().unwrap().to_owned(),
+            address: v["agent"]["address"].as_str().unwrap().to_owned(),
+            token: v["token"].as_str().unwrap().to_owned(),
+            key,
+            key_id: v["key"]["id"].as_str().unwrap().to_owned(),
+        }
+    }
+
+    /// Registers and uploads a blob; returns its metadata.
+    pub async fn upload(&self, a: &Agent, name: &str, bytes: &[u8]) -> Value {
+        use sha2::Digest as _;
+        let sha = hex::encode(sha2::Sha256::digest(bytes));
+        let (s, b) = self.post("/v1/blobs", &a.token, json!({"name": name, "media_type": "text/plain", "size": bytes.len(), "sha256": sha})).await;
+        assert_eq!(s, 201, "{b}");
+        let resp = self
+            .http
+            .put(format!("{}/v1/blobs/{}/content", self.url, b["id"].as_str().unwrap()))
+            .bearer_auth(&a.token)
+            .body(bytes.to_vec())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 200);
+        resp.json().await.unwrap()
+    }
+}
