@@ -71,12 +71,22 @@ pub fn token_hash(token: &str) -> [u8; 32] {
 pub fn new_token(prefix: &str) -> String {
     use base64::Engine as _;
     let raw: [u8; 32] = agentbus_runtime::random_bytes();
-    format!("{prefix}{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw))
+    format!(
+        "{prefix}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+    )
 }
 
 impl<S: Store> App<S> {
     /// Assembles the gateway from its parts.
-    pub fn new(store: S, clock: Arc<dyn Clock>, config: Config, master: DataKey, gateway_key: SigningKey, gateway_key_id: String) -> App<S> {
+    pub fn new(
+        store: S,
+        clock: Arc<dyn Clock>,
+        config: Config,
+        master: DataKey,
+        gateway_key: SigningKey,
+        gateway_key_id: String,
+    ) -> App<S> {
         App {
             store,
             clock,
@@ -108,15 +118,29 @@ impl<S: Store> App<S> {
 
     /// The tenant's data key.
     pub async fn tenant_key(&self, tenant_id: &str) -> ApiResult<DataKey> {
-        if let Some(k) = self.tenant_keys.lock().ok().and_then(|m| m.get(tenant_id).cloned()) {
+        if let Some(k) = self
+            .tenant_keys
+            .lock()
+            .ok()
+            .and_then(|m| m.get(tenant_id).cloned())
+        {
             return Ok(k);
         }
-        let t = self.store.tenant(tenant_id).await?.ok_or_else(ApiError::not_found)?;
+        let t = self
+            .store
+            .tenant(tenant_id)
+            .await?
+            .ok_or_else(ApiError::not_found)?;
         let raw = self
             .master
             .open(&t.data_key)
             .and_then(|b| <[u8; 32]>::try_from(b).ok())
-            .ok_or_else(|| ApiError::new(Code::StorageUnavailable, "a tenant key does not open under the master key"))?;
+            .ok_or_else(|| {
+                ApiError::new(
+                    Code::StorageUnavailable,
+                    "a tenant key does not open under the master key",
+                )
+            })?;
         let key = DataKey::from_bytes(raw);
         if let Ok(mut m) = self.tenant_keys.lock() {
             m.insert(tenant_id.to_owned(), key.clone());
@@ -131,7 +155,10 @@ impl<S: Store> App<S> {
             if let Principal::Agent(a) = &p
                 && a.deleted_at.is_some()
             {
-                return Err(ApiError::new(Code::MissingCredential, "this agent was deleted"));
+                return Err(ApiError::new(
+                    Code::MissingCredential,
+                    "this agent was deleted",
+                ));
             }
             return Ok(p);
         }
@@ -141,11 +168,23 @@ impl<S: Store> App<S> {
             .await?
             .ok_or_else(|| ApiError::new(Code::MissingCredential, "unknown bearer token"))?;
         let p = match row.subject {
-            TokenSubject::User(id) => Principal::User(self.store.user(&id).await?.ok_or_else(|| ApiError::new(Code::MissingCredential, "unknown user"))?),
+            TokenSubject::User(id) => Principal::User(
+                self.store
+                    .user(&id)
+                    .await?
+                    .ok_or_else(|| ApiError::new(Code::MissingCredential, "unknown user"))?,
+            ),
             TokenSubject::Agent(id) => {
-                let a = self.store.agent(&id).await?.ok_or_else(|| ApiError::new(Code::MissingCredential, "unknown agent"))?;
+                let a = self
+                    .store
+                    .agent(&id)
+                    .await?
+                    .ok_or_else(|| ApiError::new(Code::MissingCredential, "unknown agent"))?;
                 if a.deleted_at.is_some() {
-                    return Err(ApiError::new(Code::MissingCredential, "this agent was deleted"));
+                    return Err(ApiError::new(
+                        Code::MissingCredential,
+                        "this agent was deleted",
+                    ));
                 }
                 Principal::Agent(a)
             }
@@ -183,13 +222,23 @@ impl<S: Store> App<S> {
     pub fn rate_limit(&self, agent_id: &str) -> ApiResult<()> {
         let now = self.now();
         let mut m = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        let (tokens, at) = m.entry(agent_id.to_owned()).or_insert((self.config.rate_burst, now));
+        let (tokens, at) = m
+            .entry(agent_id.to_owned())
+            .or_insert((self.config.rate_burst, now));
         let refill = (now - *at).max(0) as f64 / 1000.0 * self.config.rate_per_agent;
         *tokens = (*tokens + refill).min(self.config.rate_burst);
         *at = now;
         if *tokens < 1.0 {
-            let wait = ((1.0 - *tokens) / self.config.rate_per_agent).ceil().max(1.0) as u64;
-            let mut e = ApiError::new(Code::RateLimited, format!("more than {} publishes per second", self.config.rate_per_agent));
+            let wait = ((1.0 - *tokens) / self.config.rate_per_agent)
+                .ceil()
+                .max(1.0) as u64;
+            let mut e = ApiError::new(
+                Code::RateLimited,
+                format!(
+                    "more than {} publishes per second",
+                    self.config.rate_per_agent
+                ),
+            );
             e.retry_after = Some(wait);
             return Err(e);
         }
@@ -199,20 +248,44 @@ impl<S: Store> App<S> {
 
     /// The canonical address of an agent.
     pub async fn address_of(&self, agent: &AgentRow) -> ApiResult<String> {
-        let t = self.store.tenant(&agent.tenant_id).await?.ok_or_else(ApiError::not_found)?;
-        let w = self.store.workspace(&agent.workspace_id).await?.ok_or_else(ApiError::not_found)?;
-        Ok(AgentAddress { tenant: t.slug, workspace: w.slug, name: agent.name.clone() }.to_string())
+        let t = self
+            .store
+            .tenant(&agent.tenant_id)
+            .await?
+            .ok_or_else(ApiError::not_found)?;
+        let w = self
+            .store
+            .workspace(&agent.workspace_id)
+            .await?
+            .ok_or_else(ApiError::not_found)?;
+        Ok(AgentAddress {
+            tenant: t.slug,
+            workspace: w.slug,
+            name: agent.name.clone(),
+        }
+        .to_string())
     }
 
     /// The delivered copy of a stored message for one inbox: the stored attributes, `data`
     /// opened, and the per-copy `to_id` and `sequence`.
-    pub async fn delivered_copy(&self, m: &MessageRow, to_id: &str, sequence: u64) -> ApiResult<Value> {
+    pub async fn delivered_copy(
+        &self,
+        m: &MessageRow,
+        to_id: &str,
+        sequence: u64,
+    ) -> ApiResult<Value> {
         let key = self.tenant_key(&m.tenant_id).await?;
-        let data = key
-            .open(&m.data)
-            .ok_or_else(|| ApiError::new(Code::StorageUnavailable, "stored data does not open under its tenant key"))?;
+        let data = key.open(&m.data).ok_or_else(|| {
+            ApiError::new(
+                Code::StorageUnavailable,
+                "stored data does not open under its tenant key",
+            )
+        })?;
         let mut attrs: Map<String, Value> = serde_json::from_str(&m.attrs).unwrap_or_default();
-        attrs.insert("data".into(), serde_json::from_slice(&data).unwrap_or(Value::Null));
+        attrs.insert(
+            "data".into(),
+            serde_json::from_slice(&data).unwrap_or(Value::Null),
+        );
         attrs.insert("to_id".into(), json!(to_id));
         attrs.insert("sequence".into(), json!(sequence));
         Ok(Value::Object(attrs))
@@ -221,7 +294,14 @@ impl<S: Store> App<S> {
     /// Builds, signs and stores a notice from `agent://system/gateway/<service>` to an agent
     /// (decision 8: signed by the gateway key; conversation and trace copied from the original,
     /// correlation = the original id).
-    pub async fn notify_agent(&self, to: &AgentRow, service: &str, kind: &str, data: Value, original: Option<&MessageRow>) -> ApiResult<()> {
+    pub async fn notify_agent(
+        &self,
+        to: &AgentRow,
+        service: &str,
+        kind: &str,
+        data: Value,
+        original: Option<&MessageRow>,
+    ) -> ApiResult<()> {
         let now = self.now();
         let to_address = self.address_of(to).await?;
         let (conversation, trace) = match original {
@@ -229,7 +309,10 @@ impl<S: Store> App<S> {
                 let attrs: Map<String, Value> = serde_json::from_str(&m.attrs).unwrap_or_default();
                 (
                     m.conversation_id.clone(),
-                    attrs.get("traceparent").and_then(Value::as_str).map(str::to_owned),
+                    attrs
+                        .get("traceparent")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
                 )
             }
             None => (self.mint(IdKind::Conversation), None),
@@ -243,7 +326,10 @@ impl<S: Store> App<S> {
         let mut env = Map::new();
         env.insert("specversion".into(), json!("1.0"));
         env.insert("id".into(), json!(self.mint(IdKind::Message)));
-        env.insert("source".into(), json!(format!("agent://system/gateway/{service}")));
+        env.insert(
+            "source".into(),
+            json!(format!("agent://system/gateway/{service}")),
+        );
         env.insert("type".into(), json!(kind));
         env.insert("time".into(), json!(Timestamp(now).to_string()));
         env.insert("datacontenttype".into(), json!("application/json"));
@@ -253,10 +339,18 @@ impl<S: Store> App<S> {
             env.insert("correlation_id".into(), json!(m.id));
         }
         env.insert("traceparent".into(), json!(trace));
-        env.insert("schema".into(), json!(format!("{}{short}/v1.json", agentbus_protocol::schema::REGISTRY_BASE)));
+        env.insert(
+            "schema".into(),
+            json!(format!(
+                "{}{short}/v1.json",
+                agentbus_protocol::schema::REGISTRY_BASE
+            )),
+        );
         env.insert("data".into(), data);
-        let id = agentbus_protocol::ids::Id::parse_kind(&self.gateway_key_id, IdKind::Key).map_err(|e| ApiError::new(Code::StorageUnavailable, e.to_string()))?;
-        signing::sign_envelope(&mut env, &self.gateway_key, id).map_err(|e| ApiError::new(Code::StorageUnavailable, e.to_string()))?;
+        let id = agentbus_protocol::ids::Id::parse_kind(&self.gateway_key_id, IdKind::Key)
+            .map_err(|e| ApiError::new(Code::StorageUnavailable, e.to_string()))?;
+        signing::sign_envelope(&mut env, &self.gateway_key, id)
+            .map_err(|e| ApiError::new(Code::StorageUnavailable, e.to_string()))?;
         let signed_hash = Sha256::digest(signing::signing_bytes(&env).unwrap_or_default()).to_vec();
         let data = env.shift_remove("data").unwrap_or(Value::Null);
         let receipt = self.mint(IdKind::Receipt);
@@ -296,7 +390,10 @@ impl<S: Store> App<S> {
     /// One reaper pass over inboxes: dead letters and expiries, each with its notice (§5.9, §5.10).
     pub async fn reap(&self) -> ApiResult<ReapReport> {
         let now = self.now();
-        let report = self.store.reap_inboxes(now, self.config.max_attempts).await?;
+        let report = self
+            .store
+            .reap_inboxes(now, self.config.max_attempts)
+            .await?;
         crate::metrics::count_reaped(report.dead.len(), report.expired.len());
         for e in &report.dead {
             self.notice_undeliverable(e, "AB-4010", true).await?;
@@ -312,14 +409,26 @@ impl<S: Store> App<S> {
                     "last_state": "persisted",
                     "reason": "expires_at",
                 });
-                self.notify_agent(&sender, "router", "agentbus.system.expired.v1", data, Some(&e.message)).await?;
+                self.notify_agent(
+                    &sender,
+                    "router",
+                    "agentbus.system.expired.v1",
+                    data,
+                    Some(&e.message),
+                )
+                .await?;
             }
         }
         Ok(report)
     }
 
     /// Sends `system.undeliverable` for an entry to its message's sender.
-    pub async fn notice_undeliverable(&self, e: &InboxEntry, code: &str, dead_lettered: bool) -> ApiResult<()> {
+    pub async fn notice_undeliverable(
+        &self,
+        e: &InboxEntry,
+        code: &str,
+        dead_lettered: bool,
+    ) -> ApiResult<()> {
         if let Some(sender) = self.sender_of(&e.message).await? {
             let mut data = json!({
                 "original_message_id": e.message.id,
@@ -330,14 +439,27 @@ impl<S: Store> App<S> {
             if let Some(at) = e.last_attempt_at {
                 data["last_attempt_at"] = json!(Timestamp(at).to_string());
             }
-            self.notify_agent(&sender, "router", "agentbus.system.undeliverable.v1", data, Some(&e.message)).await?;
+            self.notify_agent(
+                &sender,
+                "router",
+                "agentbus.system.undeliverable.v1",
+                data,
+                Some(&e.message),
+            )
+            .await?;
         }
         Ok(())
     }
 
     async fn sender_of(&self, m: &MessageRow) -> ApiResult<Option<AgentRow>> {
         // Notices are never sent about notices.
-        let Some(id) = &m.source_agent_id else { return Ok(None) };
-        Ok(self.store.agent(id).await?.filter(|a| a.deleted_at.is_none()))
+        let Some(id) = &m.source_agent_id else {
+            return Ok(None);
+        };
+        Ok(self
+            .store
+            .agent(id)
+            .await?
+            .filter(|a| a.deleted_at.is_none()))
     }
 }

@@ -19,14 +19,25 @@ pub async fn bearer<S: Store>(app: &App<S>, headers: &HeaderMap) -> ApiResult<Pr
         .or_else(|| value.strip_prefix("bearer "))
         .map(str::trim)
         .filter(|t| !t.is_empty() && t.len() <= 256)
-        .ok_or_else(|| ApiError::new(Code::MissingCredential, "the Authorization header is not `Bearer <token>`"))?;
+        .ok_or_else(|| {
+            ApiError::new(
+                Code::MissingCredential,
+                "the Authorization header is not `Bearer <token>`",
+            )
+        })?;
     app.authenticate(token).await
 }
 
 /// The calling agent, refusing user tokens.
-pub async fn agent<S: Store>(app: &App<S>, headers: &HeaderMap) -> ApiResult<agentbus_store::AgentRow> {
+pub async fn agent<S: Store>(
+    app: &App<S>,
+    headers: &HeaderMap,
+) -> ApiResult<agentbus_store::AgentRow> {
     match bearer(app, headers).await? {
         Principal::Agent(a) => Ok(a),
-        Principal::User(_) => Err(ApiError::new(Code::NotPermitted, "this endpoint takes an agent credential")),
+        Principal::User(_) => Err(ApiError::new(
+            Code::NotPermitted,
+            "this endpoint takes an agent credential",
+        )),
     }
 }

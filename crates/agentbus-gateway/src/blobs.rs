@@ -30,7 +30,11 @@ fn blob_path<S: Store>(app: &App<S>, id: &str) -> std::path::PathBuf {
 }
 
 async fn blob_json<S: Store>(app: &App<S>, b: &BlobRow) -> ApiResult<Value> {
-    let tenant = app.store.tenant(&b.tenant_id).await?.ok_or_else(ApiError::not_found)?;
+    let tenant = app
+        .store
+        .tenant(&b.tenant_id)
+        .await?
+        .ok_or_else(ApiError::not_found)?;
     Ok(json!({
         "id": b.id,
         "ref": format!("blob://{}/{}", tenant.slug, b.id),
@@ -45,22 +49,44 @@ async fn blob_json<S: Store>(app: &App<S>, b: &BlobRow) -> ApiResult<Value> {
 }
 
 /// `POST /v1/blobs` `{name, media_type, size, sha256}`: a pending blob and its upload target.
-pub async fn create<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, body: Bytes) -> ApiResult<(StatusCode, Json<Value>)> {
+pub async fn create<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<(StatusCode, Json<Value>)> {
     let agent = auth::agent(&app, &headers).await?;
-    let b: Value = agentbus_protocol::json::parse(&body).map_err(|e| ApiError::new(Code::MalformedJson, e.to_string()))?;
-    let name = b["name"].as_str().ok_or_else(|| ApiError::new(Code::InvalidRequest, "`name` is required"))?;
+    let b: Value = agentbus_protocol::json::parse(&body)
+        .map_err(|e| ApiError::new(Code::MalformedJson, e.to_string()))?;
+    let name = b["name"]
+        .as_str()
+        .ok_or_else(|| ApiError::new(Code::InvalidRequest, "`name` is required"))?;
     check_attachment_name(name).map_err(|m| ApiError::new(Code::InvalidAttachmentName, m))?;
-    let size = b["size"].as_u64().ok_or_else(|| ApiError::new(Code::InvalidRequest, "`size` is a non-negative integer"))?;
-    let sha = b["sha256"].as_str().filter(|s| s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')));
-    let sha = sha.ok_or_else(|| ApiError::new(Code::InvalidRequest, "`sha256` is 64 lowercase hex digits"))?;
+    let size = b["size"]
+        .as_u64()
+        .ok_or_else(|| ApiError::new(Code::InvalidRequest, "`size` is a non-negative integer"))?;
+    let sha = b["sha256"]
+        .as_str()
+        .filter(|s| s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')));
+    let sha = sha.ok_or_else(|| {
+        ApiError::new(Code::InvalidRequest, "`sha256` is 64 lowercase hex digits")
+    })?;
     let max = app.config.plan_blob_bytes.min(app.config.blob_inline_max);
     if size > max {
-        return Err(ApiError::new(Code::BlobTooLarge, format!("{size} bytes declared; at most {max}")));
+        return Err(ApiError::new(
+            Code::BlobTooLarge,
+            format!("{size} bytes declared; at most {max}"),
+        ));
     }
     let now = app.now();
     let used = app.store.blob_bytes(&agent.tenant_id, now).await?;
     if used + size > app.config.tenant_blob_quota {
-        return Err(ApiError::new(Code::UploadQuota, format!("the tenant holds {used} blob bytes; the quota is {}", app.config.tenant_blob_quota)));
+        return Err(ApiError::new(
+            Code::UploadQuota,
+            format!(
+                "the tenant holds {used} blob bytes; the quota is {}",
+                app.config.tenant_blob_quota
+            ),
+        ));
     }
     let row = BlobRow {
         id: app.mint(IdKind::Blob),
@@ -76,15 +102,24 @@ pub async fn create<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap
     };
     app.store.create_blob(row.clone()).await?;
     let mut out = blob_json(&app, &row).await?;
-    out["upload"] = json!({"method": "PUT", "url": format!("/v1/blobs/{}/content", row.id), "max_bytes": max});
+    out["upload"] =
+        json!({"method": "PUT", "url": format!("/v1/blobs/{}/content", row.id), "max_bytes": max});
     Ok((StatusCode::CREATED, Json(out)))
 }
 
 async fn readable<S: Store>(app: &App<S>, agent: &AgentRow, id: &str) -> ApiResult<BlobRow> {
     // Another tenant's blob answers exactly as one that does not exist.
-    let b = app.store.blob(id).await?.filter(|b| b.tenant_id == agent.tenant_id).ok_or_else(ApiError::not_found)?;
+    let b = app
+        .store
+        .blob(id)
+        .await?
+        .filter(|b| b.tenant_id == agent.tenant_id)
+        .ok_or_else(ApiError::not_found)?;
     if b.uploader_id != agent.id && !app.store.blob_party(&b.id, &agent.id).await? {
-        return Err(ApiError::new(Code::AttachmentForbidden, "only the uploader and parties of a message referencing this blob may read it"));
+        return Err(ApiError::new(
+            Code::AttachmentForbidden,
+            "only the uploader and parties of a message referencing this blob may read it",
+        ));
     }
     if b.expires_at <= app.now() {
         return Err(ApiError::new(Code::BlobExpired, "this blob expired"));
@@ -93,15 +128,39 @@ async fn readable<S: Store>(app: &App<S>, agent: &AgentRow, id: &str) -> ApiResu
 }
 
 /// `PUT /v1/blobs/{id}/content`: the inline upload, verified against the declared size and hash.
-pub async fn upload<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, Path(id): Path<String>, body: Bytes) -> ApiResult<Json<Value>> {
+pub async fn upload<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
     let agent = auth::agent(&app, &headers).await?;
-    let b = app.store.blob(&id).await?.filter(|b| b.tenant_id == agent.tenant_id && b.uploader_id == agent.id).ok_or_else(ApiError::not_found)?;
+    let b = app
+        .store
+        .blob(&id)
+        .await?
+        .filter(|b| b.tenant_id == agent.tenant_id && b.uploader_id == agent.id)
+        .ok_or_else(ApiError::not_found)?;
     if body.len() as u64 > app.config.blob_inline_max {
-        return Err(ApiError::new(Code::BlobTooLarge, format!("the inline upload cap is {} bytes", app.config.blob_inline_max)));
+        return Err(ApiError::new(
+            Code::BlobTooLarge,
+            format!(
+                "the inline upload cap is {} bytes",
+                app.config.blob_inline_max
+            ),
+        ));
     }
     let digest = hex::encode(Sha256::digest(&body));
     if body.len() as u64 != b.size || digest != b.sha256 {
-        return Err(ApiError::new(Code::BlobMismatch, format!("got {} bytes with sha256 {digest}; declared {} bytes with {}", body.len(), b.size, b.sha256)));
+        return Err(ApiError::new(
+            Code::BlobMismatch,
+            format!(
+                "got {} bytes with sha256 {digest}; declared {} bytes with {}",
+                body.len(),
+                b.size,
+                b.sha256
+            ),
+        ));
     }
     if !b.complete {
         let key = app.tenant_key(&b.tenant_id).await?;
@@ -125,7 +184,11 @@ pub async fn upload<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap
 }
 
 /// `GET /v1/blobs/{id}`: metadata and the download target.
-pub async fn get<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+pub async fn get<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
     let agent = auth::agent(&app, &headers).await?;
     let b = readable(&app, &agent, &id).await?;
     let mut out = blob_json(&app, &b).await?;
@@ -134,17 +197,30 @@ pub async fn get<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, P
 }
 
 /// `GET /v1/blobs/{id}/content`: the bytes.
-pub async fn download<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+pub async fn download<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
     let result: ApiResult<Response> = async {
         let agent = auth::agent(&app, &headers).await?;
         let b = readable(&app, &agent, &id).await?;
         if !b.complete {
-            return Err(ApiError::new(Code::AttachmentPending, "this blob's content was not uploaded yet"));
+            return Err(ApiError::new(
+                Code::AttachmentPending,
+                "this blob's content was not uploaded yet",
+            ));
         }
-        let sealed = tokio::fs::read(blob_path(&app, &b.id)).await.map_err(|e| ApiError::new(Code::StorageUnavailable, e.to_string()))?;
+        let sealed = tokio::fs::read(blob_path(&app, &b.id))
+            .await
+            .map_err(|e| ApiError::new(Code::StorageUnavailable, e.to_string()))?;
         let key = app.tenant_key(&b.tenant_id).await?;
-        let plain = key.open(&sealed).ok_or_else(|| ApiError::new(Code::StorageUnavailable, "blob content does not open"))?;
-        let media = b.media_type.unwrap_or_else(|| "application/octet-stream".into());
+        let plain = key
+            .open(&sealed)
+            .ok_or_else(|| ApiError::new(Code::StorageUnavailable, "blob content does not open"))?;
+        let media = b
+            .media_type
+            .unwrap_or_else(|| "application/octet-stream".into());
         Ok(([(header::CONTENT_TYPE, media)], plain).into_response())
     }
     .await;
@@ -154,37 +230,60 @@ pub async fn download<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderM
 /// Checks every `data.attachments[].ref` and returns the referenced blob ids: unknown → AB-4008,
 /// pending → AB-4021, another tenant's or not the sender's to forward → AB-4022, size or hash
 /// differing from the blob → AB-3021.
-pub async fn check_attachments<S: Store>(app: &App<S>, sender: &AgentRow, data: Option<&Value>) -> ApiResult<Vec<String>> {
-    let Some(items) = data.and_then(|d| d.get("attachments")).and_then(Value::as_array) else {
+pub async fn check_attachments<S: Store>(
+    app: &App<S>,
+    sender: &AgentRow,
+    data: Option<&Value>,
+) -> ApiResult<Vec<String>> {
+    let Some(items) = data
+        .and_then(|d| d.get("attachments"))
+        .and_then(Value::as_array)
+    else {
         return Ok(Vec::new());
     };
     let mut ids = Vec::new();
     for (i, a) in items.iter().enumerate() {
         let r = a.get("ref").and_then(Value::as_str).unwrap_or_default();
         let id = r.rsplit('/').next().unwrap_or_default();
-        let blob = app
-            .store
-            .blob(id)
-            .await?
-            .ok_or_else(|| ApiError::new(Code::UnknownAttachment, format!("attachment {i}: no blob {r}")))?;
+        let blob = app.store.blob(id).await?.ok_or_else(|| {
+            ApiError::new(
+                Code::UnknownAttachment,
+                format!("attachment {i}: no blob {r}"),
+            )
+        })?;
         if blob.tenant_id != sender.tenant_id {
             // Another tenant's blob answers like one that does not exist to that tenant's peers,
             // but §9 names AB-4022 for it at publish.
-            return Err(ApiError::new(Code::AttachmentForbidden, format!("attachment {i}: {r} is not yours to forward")));
+            return Err(ApiError::new(
+                Code::AttachmentForbidden,
+                format!("attachment {i}: {r} is not yours to forward"),
+            ));
         }
         if blob.uploader_id != sender.id && !app.store.blob_party(&blob.id, &sender.id).await? {
-            return Err(ApiError::new(Code::AttachmentForbidden, format!("attachment {i}: {r} is not yours to forward")));
+            return Err(ApiError::new(
+                Code::AttachmentForbidden,
+                format!("attachment {i}: {r} is not yours to forward"),
+            ));
         }
         if !blob.complete {
-            return Err(ApiError::new(Code::AttachmentPending, format!("attachment {i}: {r} is still pending upload")));
+            return Err(ApiError::new(
+                Code::AttachmentPending,
+                format!("attachment {i}: {r} is still pending upload"),
+            ));
         }
         if blob.expires_at <= app.now() {
-            return Err(ApiError::new(Code::BlobExpired, format!("attachment {i}: {r} expired")));
+            return Err(ApiError::new(
+                Code::BlobExpired,
+                format!("attachment {i}: {r} expired"),
+            ));
         }
         let size = a.get("size").and_then(Value::as_u64);
         let sha = a.get("sha256").and_then(Value::as_str);
         if size != Some(blob.size) || sha != Some(blob.sha256.as_str()) {
-            return Err(ApiError::new(Code::AttachmentMismatch, format!("attachment {i}: size or sha256 differ from blob {r}")));
+            return Err(ApiError::new(
+                Code::AttachmentMismatch,
+                format!("attachment {i}: size or sha256 differ from blob {r}"),
+            ));
         }
         ids.push(blob.id);
     }

@@ -33,7 +33,11 @@ impl DataKey {
         let cipher = XChaCha20Poly1305::new(&self.0);
         let mut out = nonce.to_vec();
         // Encryption cannot fail for in-memory buffers of this size.
-        out.extend(cipher.encrypt(XNonce::from_slice(&nonce), plain).unwrap_or_default());
+        out.extend(
+            cipher
+                .encrypt(XNonce::from_slice(&nonce), plain)
+                .unwrap_or_default(),
+        );
         out
     }
 
@@ -43,6 +47,8 @@ impl DataKey {
             return None;
         }
         let (nonce, ct) = sealed.split_at(24);
-        XChaCha20Poly1305::new(&self.0).decrypt(XNonce::from_slice(nonce), ct).ok()
+        XChaCha20Poly1305::new(&self.0)
+            .decrypt(XNonce::from_slice(nonce), ct)
+            .ok()
     }
 }

@@ -48,11 +48,16 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
         match e {
             StoreError::NotFound => ApiError::not_found(),
-            StoreError::Conflict(what) => ApiError::new(Code::NameTaken, format!("{what} is already taken")),
+            StoreError::Conflict(what) => {
+                ApiError::new(Code::NameTaken, format!("{what} is already taken"))
+            }
             StoreError::Limit(what) => ApiError::new(Code::KeyLimit, what),
             StoreError::Backend(msg) => {
                 tracing::error!(error = %msg, "storage failure");
-                ApiError::new(Code::StorageUnavailable, "the gateway could not reach its store; nothing was stored")
+                ApiError::new(
+                    Code::StorageUnavailable,
+                    "the gateway could not reach its store; nothing was stored",
+                )
             }
         }
     }
@@ -68,7 +73,8 @@ impl IntoResponse for ApiError {
         let (request_id, base) = REQUEST
             .try_with(|r| r.clone())
             .unwrap_or_else(|_| (String::new(), String::new()));
-        let status = StatusCode::from_u16(self.code.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
+        let status =
+            StatusCode::from_u16(self.code.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
         let mut body = json!({
             "error": {
                 "code": self.code.to_string(),

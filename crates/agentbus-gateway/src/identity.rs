@@ -20,7 +20,17 @@ use crate::auth::bearer;
 use crate::error::{ApiError, ApiResult};
 
 /// Card fields a PATCH may change (§10); `id`, `name` and `address` never change (§4.1).
-const EDITABLE: &[&str] = &["display_name", "description", "aliases", "visibility", "capabilities", "tags", "harness", "pricing", "status"];
+const EDITABLE: &[&str] = &[
+    "display_name",
+    "description",
+    "aliases",
+    "visibility",
+    "capabilities",
+    "tags",
+    "harness",
+    "pricing",
+    "status",
+];
 const IMMUTABLE: &[&str] = &["id", "name", "address", "owner", "created_at", "updated_at"];
 const MAX_ALIASES: usize = 5;
 const MAX_ACTIVE_KEYS: usize = 3;
@@ -28,7 +38,10 @@ const MAX_ACTIVE_KEYS: usize = 3;
 fn body_object(body: &[u8]) -> ApiResult<Map<String, Value>> {
     match agentbus_protocol::json::parse(body) {
         Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err(ApiError::new(Code::InvalidRequest, "the body must be a JSON object")),
+        Ok(_) => Err(ApiError::new(
+            Code::InvalidRequest,
+            "the body must be a JSON object",
+        )),
         Err(e) => Err(ApiError::new(Code::MalformedJson, e.to_string())),
     }
 }
@@ -45,131 +58,296 @@ pub struct Bootstrap {
 }
 
 /// Creates the first tenant, workspace and admin user, unless a tenant exists.
-pub async fn bootstrap<S: Store>(app: &App<S>, tenant_slug: &str, workspace_slug: &str) -> ApiResult<Option<Bootstrap>> {
+pub async fn bootstrap<S: Store>(
+    app: &App<S>,
+    tenant_slug: &str,
+    workspace_slug: &str,
+) -> ApiResult<Option<Bootstrap>> {
     if !app.store.tenants().await?.is_empty() {
         return Ok(None);
     }
     let now = app.now();
-    let tenant = TenantRow { id: app.mint(IdKind::Tenant), slug: tenant_slug.to_owned(), data_key: app.wrap_new_tenant_key(), created_at: now };
+    let tenant = TenantRow {
+        id: app.mint(IdKind::Tenant),
+        slug: tenant_slug.to_owned(),
+        data_key: app.wrap_new_tenant_key(),
+        created_at: now,
+    };
     app.store.create_tenant(tenant.clone()).await?;
-    let ws = WorkspaceRow { id: app.mint(IdKind::Workspace), tenant_id: tenant.id.clone(), slug: workspace_slug.to_owned(), policy: "{\"default\":\"allow\"}".into(), created_at: now };
+    let ws = WorkspaceRow {
+        id: app.mint(IdKind::Workspace),
+        tenant_id: tenant.id.clone(),
+        slug: workspace_slug.to_owned(),
+        policy: "{\"default\":\"allow\"}".into(),
+        created_at: now,
+    };
     app.store.create_workspace(ws.clone()).await?;
-    let user = UserRow { id: app.mint(IdKind::User), tenant_id: tenant.id.clone(), workspace_id: ws.id.clone(), name: "admin".into(), role: Role::Admin, created_at: now };
+    let user = UserRow {
+        id: app.mint(IdKind::User),
+        tenant_id: tenant.id.clone(),
+        workspace_id: ws.id.clone(),
+        name: "admin".into(),
+        role: Role::Admin,
+        created_at: now,
+    };
     app.store.create_user(user.clone()).await?;
     let token = new_token("abu_");
-    app.store.create_token(TokenRow { hash: token_hash(&token), subject: TokenSubject::User(user.id), created_at: now }).await?;
-    Ok(Some(Bootstrap { tenant: tenant.slug, workspace: ws.slug, admin_token: token }))
+    app.store
+        .create_token(TokenRow {
+            hash: token_hash(&token),
+            subject: TokenSubject::User(user.id),
+            created_at: now,
+        })
+        .await?;
+    Ok(Some(Bootstrap {
+        tenant: tenant.slug,
+        workspace: ws.slug,
+        admin_token: token,
+    }))
 }
 
 async fn admin_user<S: Store>(app: &App<S>, headers: &HeaderMap) -> ApiResult<UserRow> {
     match bearer(app, headers).await? {
         Principal::User(u) if u.role == Role::Admin => Ok(u),
-        _ => Err(ApiError::new(Code::NotPermitted, "a workspace admin's integration token is required")),
+        _ => Err(ApiError::new(
+            Code::NotPermitted,
+            "a workspace admin's integration token is required",
+        )),
     }
 }
 
 /// `POST /v1/workspaces` `{slug}` (admin): a new workspace in the admin's tenant.
-pub async fn create_workspace<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, body: Bytes) -> ApiResult<(StatusCode, Json<Value>)> {
+pub async fn create_workspace<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<(StatusCode, Json<Value>)> {
     let admin = admin_user(&app, &headers).await?;
     let b = body_object(&body)?;
-    let slug = b.get("slug").and_then(Value::as_str).filter(|s| is_slug(s)).ok_or_else(|| ApiError::new(Code::InvalidAddress, "`slug` must be 3-40 characters of a-z, 0-9 and '-'"))?;
-    let ws = WorkspaceRow { id: app.mint(IdKind::Workspace), tenant_id: admin.tenant_id.clone(), slug: slug.to_owned(), policy: "{\"default\":\"allow\"}".into(), created_at: app.now() };
-    app.store.create_workspace(ws.clone()).await.map_err(|e| match e {
-        StoreError::Conflict(_) => ApiError::new(Code::NameTaken, format!("workspace {slug} exists")),
-        e => e.into(),
-    })?;
-    Ok((StatusCode::CREATED, Json(json!({"id": ws.id, "slug": ws.slug}))))
+    let slug = b
+        .get("slug")
+        .and_then(Value::as_str)
+        .filter(|s| is_slug(s))
+        .ok_or_else(|| {
+            ApiError::new(
+                Code::InvalidAddress,
+                "`slug` must be 3-40 characters of a-z, 0-9 and '-'",
+            )
+        })?;
+    let ws = WorkspaceRow {
+        id: app.mint(IdKind::Workspace),
+        tenant_id: admin.tenant_id.clone(),
+        slug: slug.to_owned(),
+        policy: "{\"default\":\"allow\"}".into(),
+        created_at: app.now(),
+    };
+    app.store
+        .create_workspace(ws.clone())
+        .await
+        .map_err(|e| match e {
+            StoreError::Conflict(_) => {
+                ApiError::new(Code::NameTaken, format!("workspace {slug} exists"))
+            }
+            e => e.into(),
+        })?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"id": ws.id, "slug": ws.slug})),
+    ))
 }
 
 /// `PUT /v1/workspaces/{id}/policy` (admin of that workspace).
-pub async fn set_policy<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, Path(id): Path<String>, body: Bytes) -> ApiResult<Json<Value>> {
+pub async fn set_policy<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
     let admin = admin_user(&app, &headers).await?;
-    let ws = app.store.workspace(&id).await?.filter(|w| w.tenant_id == admin.tenant_id).ok_or_else(ApiError::not_found)?;
+    let ws = app
+        .store
+        .workspace(&id)
+        .await?
+        .filter(|w| w.tenant_id == admin.tenant_id)
+        .ok_or_else(ApiError::not_found)?;
     let policy = body_object(&body)?;
     if let Some(d) = policy.get("default")
         && d != "allow"
         && d != "deny"
     {
-        return Err(ApiError::new(Code::InvalidRequest, "`default` is allow or deny"));
+        return Err(ApiError::new(
+            Code::InvalidRequest,
+            "`default` is allow or deny",
+        ));
     }
-    app.store.set_workspace_policy(&ws.id, Value::Object(policy.clone()).to_string()).await?;
+    app.store
+        .set_workspace_policy(&ws.id, Value::Object(policy.clone()).to_string())
+        .await?;
     Ok(Json(Value::Object(policy)))
 }
 
 /// `POST /v1/users` `{name, role, workspace?}` (admin): a user and its integration token.
-pub async fn create_user<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, body: Bytes) -> ApiResult<(StatusCode, Json<Value>)> {
+pub async fn create_user<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<(StatusCode, Json<Value>)> {
     let admin = admin_user(&app, &headers).await?;
     let b = body_object(&body)?;
-    let name = b.get("name").and_then(Value::as_str).unwrap_or("user").to_owned();
+    let name = b
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("user")
+        .to_owned();
     let role = match b.get("role").and_then(Value::as_str) {
         Some("admin") => Role::Admin,
         None | Some("member") => Role::Member,
-        Some(_) => return Err(ApiError::new(Code::InvalidRequest, "`role` is admin or member")),
+        Some(_) => {
+            return Err(ApiError::new(
+                Code::InvalidRequest,
+                "`role` is admin or member",
+            ));
+        }
     };
     let ws = match b.get("workspace").and_then(Value::as_str) {
-        Some(slug) => app.store.workspace_by_slug(&admin.tenant_id, slug).await?.ok_or_else(ApiError::not_found)?,
-        None => app.store.workspace(&admin.workspace_id).await?.ok_or_else(ApiError::not_found)?,
+        Some(slug) => app
+            .store
+            .workspace_by_slug(&admin.tenant_id, slug)
+            .await?
+            .ok_or_else(ApiError::not_found)?,
+        None => app
+            .store
+            .workspace(&admin.workspace_id)
+            .await?
+            .ok_or_else(ApiError::not_found)?,
     };
     let now = app.now();
-    let user = UserRow { id: app.mint(IdKind::User), tenant_id: admin.tenant_id.clone(), workspace_id: ws.id.clone(), name, role, created_at: now };
+    let user = UserRow {
+        id: app.mint(IdKind::User),
+        tenant_id: admin.tenant_id.clone(),
+        workspace_id: ws.id.clone(),
+        name,
+        role,
+        created_at: now,
+    };
     app.store.create_user(user.clone()).await?;
     let token = new_token("abu_");
-    app.store.create_token(TokenRow { hash: token_hash(&token), subject: TokenSubject::User(user.id.clone()), created_at: now }).await?;
-    Ok((StatusCode::CREATED, Json(json!({"id": user.id, "role": role.as_str(), "workspace": ws.slug, "token": token}))))
+    app.store
+        .create_token(TokenRow {
+            hash: token_hash(&token),
+            subject: TokenSubject::User(user.id.clone()),
+            created_at: now,
+        })
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"id": user.id, "role": role.as_str(), "workspace": ws.slug, "token": token})),
+    ))
 }
 
+/// Checked card fields: the stored card object, new aliases, new visibility.
+type CardChange = (Map<String, Value>, Option<Vec<String>>, Option<String>);
+
 /// Validates card fields (§10); returns the stored card object and aliases.
-fn check_card(fields: &Map<String, Value>, registering: bool) -> ApiResult<(Map<String, Value>, Option<Vec<String>>, Option<String>)> {
+fn check_card(fields: &Map<String, Value>, registering: bool) -> ApiResult<CardChange> {
     let mut card = Map::new();
     let mut aliases = None;
     let mut visibility = None;
     for (k, v) in fields {
         match k.as_str() {
             "aliases" => {
-                let list: Vec<String> = v.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect()).unwrap_or_default();
+                let list: Vec<String> = v
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|x| x.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default();
                 if !v.is_array() || list.len() != v.as_array().map_or(0, Vec::len) {
-                    return Err(ApiError::new(Code::InvalidRequest, "`aliases` is an array of names"));
+                    return Err(ApiError::new(
+                        Code::InvalidRequest,
+                        "`aliases` is an array of names",
+                    ));
                 }
                 if list.len() > MAX_ALIASES {
-                    return Err(ApiError::new(Code::TooManyAliases, format!("{} aliases; at most {MAX_ALIASES} (§4.3)", list.len())));
+                    return Err(ApiError::new(
+                        Code::TooManyAliases,
+                        format!("{} aliases; at most {MAX_ALIASES} (§4.3)", list.len()),
+                    ));
                 }
                 if let Some(bad) = list.iter().find(|a| !is_slug(a)) {
-                    return Err(ApiError::new(Code::InvalidAddress, format!("alias {bad:?} must be 3-40 characters of a-z, 0-9 and '-'")));
+                    return Err(ApiError::new(
+                        Code::InvalidAddress,
+                        format!("alias {bad:?} must be 3-40 characters of a-z, 0-9 and '-'"),
+                    ));
                 }
                 aliases = Some(list);
             }
             "visibility" => match v.as_str() {
-                Some(s @ ("private" | "workspace" | "tenant" | "public")) => visibility = Some(s.to_owned()),
-                _ => return Err(ApiError::new(Code::InvalidRequest, "`visibility` is private, workspace, tenant or public (§10)")),
+                Some(s @ ("private" | "workspace" | "tenant" | "public")) => {
+                    visibility = Some(s.to_owned())
+                }
+                _ => {
+                    return Err(ApiError::new(
+                        Code::InvalidRequest,
+                        "`visibility` is private, workspace, tenant or public (§10)",
+                    ));
+                }
             },
             "pricing" => {
                 if v != &json!({"model": "free"}) {
-                    return Err(ApiError::new(Code::InvalidRequest, "only {\"model\": \"free\"} pricing is accepted in v1 (§10)"));
+                    return Err(ApiError::new(
+                        Code::InvalidRequest,
+                        "only {\"model\": \"free\"} pricing is accepted in v1 (§10)",
+                    ));
                 }
                 card.insert(k.clone(), v.clone());
             }
             "display_name" | "description" => {
                 if !v.is_string() {
-                    return Err(ApiError::new(Code::InvalidRequest, format!("`{k}` is a string")));
+                    return Err(ApiError::new(
+                        Code::InvalidRequest,
+                        format!("`{k}` is a string"),
+                    ));
                 }
                 card.insert(k.clone(), v.clone());
             }
             "capabilities" | "tags" => {
                 if !v.is_array() {
-                    return Err(ApiError::new(Code::InvalidRequest, format!("`{k}` is an array")));
+                    return Err(ApiError::new(
+                        Code::InvalidRequest,
+                        format!("`{k}` is an array"),
+                    ));
                 }
                 card.insert(k.clone(), v.clone());
             }
             "harness" | "status" => {
                 if !v.is_object() {
-                    return Err(ApiError::new(Code::InvalidRequest, format!("`{k}` is an object")));
+                    return Err(ApiError::new(
+                        Code::InvalidRequest,
+                        format!("`{k}` is an object"),
+                    ));
                 }
                 card.insert(k.clone(), v.clone());
             }
             "name" if registering => {}
-            k if IMMUTABLE.contains(&k) => return Err(ApiError::new(Code::ImmutableField, format!("`{k}` never changes (§4.1)"))),
+            k if IMMUTABLE.contains(&k) => {
+                return Err(ApiError::new(
+                    Code::ImmutableField,
+                    format!("`{k}` never changes (§4.1)"),
+                ));
+            }
             "public_key" | "workspace" => {}
-            other => return Err(ApiError::new(Code::InvalidRequest, format!("unknown card field `{other}`; editable: {}", EDITABLE.join(", ")))),
+            other => {
+                return Err(ApiError::new(
+                    Code::InvalidRequest,
+                    format!(
+                        "unknown card field `{other}`; editable: {}",
+                        EDITABLE.join(", ")
+                    ),
+                ));
+            }
         }
     }
     Ok((card, aliases, visibility))
@@ -226,23 +404,53 @@ fn base64url(b: &[u8]) -> String {
 }
 
 /// `POST /v1/agents` (user token): registers an agent and returns its card and credential.
-pub async fn register_agent<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, body: Bytes) -> ApiResult<(StatusCode, Json<Value>)> {
+pub async fn register_agent<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<(StatusCode, Json<Value>)> {
     let user = match bearer(&app, &headers).await? {
         Principal::User(u) => u,
-        Principal::Agent(_) => return Err(ApiError::new(Code::NotPermitted, "register agents with a user's integration token")),
+        Principal::Agent(_) => {
+            return Err(ApiError::new(
+                Code::NotPermitted,
+                "register agents with a user's integration token",
+            ));
+        }
     };
     let b = body_object(&body)?;
-    let name = b.get("name").and_then(Value::as_str).ok_or_else(|| ApiError::new(Code::InvalidRequest, "`name` is required"))?;
+    let name = b
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ApiError::new(Code::InvalidRequest, "`name` is required"))?;
     if !is_slug(name) {
-        return Err(ApiError::new(Code::InvalidAddress, format!("name {name:?} must be 3-40 characters of a-z, 0-9 and '-' (§4.1)")));
+        return Err(ApiError::new(
+            Code::InvalidAddress,
+            format!("name {name:?} must be 3-40 characters of a-z, 0-9 and '-' (§4.1)"),
+        ));
     }
     let ws = match b.get("workspace").and_then(Value::as_str) {
-        Some(slug) => app.store.workspace_by_slug(&user.tenant_id, slug).await?.ok_or_else(ApiError::not_found)?,
-        None => app.store.workspace(&user.workspace_id).await?.ok_or_else(ApiError::not_found)?,
+        Some(slug) => app
+            .store
+            .workspace_by_slug(&user.tenant_id, slug)
+            .await?
+            .ok_or_else(ApiError::not_found)?,
+        None => app
+            .store
+            .workspace(&user.workspace_id)
+            .await?
+            .ok_or_else(ApiError::not_found)?,
     };
-    let tenant = app.store.tenant(&user.tenant_id).await?.ok_or_else(ApiError::not_found)?;
+    let tenant = app
+        .store
+        .tenant(&user.tenant_id)
+        .await?
+        .ok_or_else(ApiError::not_found)?;
     if tenant.slug == "system" {
-        return Err(ApiError::new(Code::NotPermitted, "the tenant slug `system` is reserved for gateway notices"));
+        return Err(ApiError::new(
+            Code::NotPermitted,
+            "the tenant slug `system` is reserved for gateway notices",
+        ));
     }
     let (card, aliases, visibility) = check_card(&b, true)?;
     let now = app.now();
@@ -258,12 +466,24 @@ pub async fn register_agent<S: Store>(State(app): State<Arc<App<S>>>, headers: H
         updated_at: now,
         deleted_at: None,
     };
-    app.store.create_agent(agent.clone(), aliases.unwrap_or_default()).await.map_err(|e| match e {
-        StoreError::Conflict(what) => ApiError::new(Code::NameTaken, format!("{what} is taken in workspace {}", ws.slug)),
-        e => e.into(),
-    })?;
+    app.store
+        .create_agent(agent.clone(), aliases.unwrap_or_default())
+        .await
+        .map_err(|e| match e {
+            StoreError::Conflict(what) => ApiError::new(
+                Code::NameTaken,
+                format!("{what} is taken in workspace {}", ws.slug),
+            ),
+            e => e.into(),
+        })?;
     let token = new_token("aba_");
-    app.store.create_token(TokenRow { hash: token_hash(&token), subject: TokenSubject::Agent(agent.id.clone()), created_at: now }).await?;
+    app.store
+        .create_token(TokenRow {
+            hash: token_hash(&token),
+            subject: TokenSubject::Agent(agent.id.clone()),
+            created_at: now,
+        })
+        .await?;
     let mut out = json!({"agent": card_json(&app, &agent).await?, "token": token});
     if let Some(pk) = b.get("public_key").and_then(Value::as_str) {
         out["key"] = add_key_inner(&app, &agent, pk, None).await?;
@@ -289,7 +509,10 @@ fn visible(who: &Principal, a: &AgentRow) -> bool {
 }
 
 /// `GET /v1/agents`: the directory within what the caller may see.
-pub async fn list_agents<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) -> ApiResult<Json<Value>> {
+pub async fn list_agents<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
     let who = bearer(&app, &headers).await?;
     let mut out = Vec::new();
     for a in app.store.agents(who.tenant_id()).await? {
@@ -301,11 +524,19 @@ pub async fn list_agents<S: Store>(State(app): State<Arc<App<S>>>, headers: Head
 }
 
 async fn visible_agent<S: Store>(app: &App<S>, who: &Principal, id: &str) -> ApiResult<AgentRow> {
-    app.store.agent(id).await?.filter(|a| visible(who, a)).ok_or_else(ApiError::not_found)
+    app.store
+        .agent(id)
+        .await?
+        .filter(|a| visible(who, a))
+        .ok_or_else(ApiError::not_found)
 }
 
 /// `GET /v1/agents/{id}`: the card and its keys.
-pub async fn get_agent<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+pub async fn get_agent<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
     let who = bearer(&app, &headers).await?;
     let a = visible_agent(&app, &who, &id).await?;
     Ok(Json(card_json(&app, &a).await?))
@@ -314,16 +545,27 @@ pub async fn get_agent<S: Store>(State(app): State<Arc<App<S>>>, headers: Header
 fn may_manage(who: &Principal, a: &AgentRow) -> bool {
     match who {
         Principal::Agent(x) => x.id == a.id,
-        Principal::User(u) => a.owner_id.as_deref() == Some(u.id.as_str()) || (u.role == Role::Admin && u.workspace_id == a.workspace_id),
+        Principal::User(u) => {
+            a.owner_id.as_deref() == Some(u.id.as_str())
+                || (u.role == Role::Admin && u.workspace_id == a.workspace_id)
+        }
     }
 }
 
 /// `PATCH /v1/agents/{id}` (the agent, its owner, or a workspace admin).
-pub async fn patch_agent<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, Path(id): Path<String>, body: Bytes) -> ApiResult<Json<Value>> {
+pub async fn patch_agent<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
     let who = bearer(&app, &headers).await?;
     let mut a = visible_agent(&app, &who, &id).await?;
     if !may_manage(&who, &a) {
-        return Err(ApiError::new(Code::Forbidden, "only the agent, its owner or a workspace admin may change its card"));
+        return Err(ApiError::new(
+            Code::Forbidden,
+            "only the agent, its owner or a workspace admin may change its card",
+        ));
     }
     let b = body_object(&body)?;
     let (changes, aliases, visibility) = check_card(&b, false)?;
@@ -334,21 +576,33 @@ pub async fn patch_agent<S: Store>(State(app): State<Arc<App<S>>>, headers: Head
         a.visibility = v;
     }
     a.updated_at = app.now().max(a.updated_at + 1);
-    app.store.update_agent(a.clone(), aliases).await.map_err(|e| match e {
-        StoreError::Conflict(what) => ApiError::new(Code::NameTaken, format!("{what} is taken")),
-        e => e.into(),
-    })?;
+    app.store
+        .update_agent(a.clone(), aliases)
+        .await
+        .map_err(|e| match e {
+            StoreError::Conflict(what) => {
+                ApiError::new(Code::NameTaken, format!("{what} is taken"))
+            }
+            e => e.into(),
+        })?;
     app.forget_agent(&a.id);
     Ok(Json(card_json(&app, &a).await?))
 }
 
 /// `DELETE /v1/agents/{id}` (owner or admin): queued messages are dead-lettered and their senders
 /// told (§5.9).
-pub async fn delete_agent<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, Path(id): Path<String>) -> ApiResult<StatusCode> {
+pub async fn delete_agent<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
     let who = bearer(&app, &headers).await?;
     let a = visible_agent(&app, &who, &id).await?;
     if !matches!(who, Principal::User(_)) || !may_manage(&who, &a) {
-        return Err(ApiError::new(Code::Forbidden, "only the agent's owner or a workspace admin may delete it"));
+        return Err(ApiError::new(
+            Code::Forbidden,
+            "only the agent's owner or a workspace admin may delete it",
+        ));
     }
     let pending = app.store.delete_agent(&a.id, app.now()).await?;
     app.forget_agent(&a.id);
@@ -358,18 +612,43 @@ pub async fn delete_agent<S: Store>(State(app): State<Arc<App<S>>>, headers: Hea
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn add_key_inner<S: Store>(app: &App<S>, agent: &AgentRow, public_key: &str, expires_at: Option<&str>) -> ApiResult<Value> {
-    let pk = PublicKey::from_base64url(public_key).map_err(|e| ApiError::new(e.code(), e.to_string()))?;
+async fn add_key_inner<S: Store>(
+    app: &App<S>,
+    agent: &AgentRow,
+    public_key: &str,
+    expires_at: Option<&str>,
+) -> ApiResult<Value> {
+    let pk = PublicKey::from_base64url(public_key)
+        .map_err(|e| ApiError::new(e.code(), e.to_string()))?;
     let now = app.now();
     let expires = match expires_at {
-        Some(s) => s.parse::<Timestamp>().map_err(|e| ApiError::new(Code::InvalidRequest, format!("`expires_at`: {e}")))?.millis(),
+        Some(s) => s
+            .parse::<Timestamp>()
+            .map_err(|e| ApiError::new(Code::InvalidRequest, format!("`expires_at`: {e}")))?
+            .millis(),
         None => now + app.config.key_lifetime_days * 86_400_000,
     };
-    let key = KeyRow { id: app.mint(IdKind::Key), agent_id: agent.id.clone(), public_key: pk.to_bytes().to_vec(), created_at: now, expires_at: expires, revoked_at: None };
-    app.store.add_key(key.clone(), MAX_ACTIVE_KEYS, now).await.map_err(|e| match e {
-        StoreError::Limit(_) => ApiError::new(Code::KeyLimit, format!("{} already has {MAX_ACTIVE_KEYS} active keys (§3.3)", agent.name)),
-        e => e.into(),
-    })?;
+    let key = KeyRow {
+        id: app.mint(IdKind::Key),
+        agent_id: agent.id.clone(),
+        public_key: pk.to_bytes().to_vec(),
+        created_at: now,
+        expires_at: expires,
+        revoked_at: None,
+    };
+    app.store
+        .add_key(key.clone(), MAX_ACTIVE_KEYS, now)
+        .await
+        .map_err(|e| match e {
+            StoreError::Limit(_) => ApiError::new(
+                Code::KeyLimit,
+                format!(
+                    "{} already has {MAX_ACTIVE_KEYS} active keys (§3.3)",
+                    agent.name
+                ),
+            ),
+            e => e.into(),
+        })?;
     Ok(json!({
         "id": key.id,
         "public_key": pk.to_base64url(),
@@ -380,63 +659,115 @@ async fn add_key_inner<S: Store>(app: &App<S>, agent: &AgentRow, public_key: &st
 }
 
 /// `POST /v1/agents/{id}/keys` `{public_key, expires_at?}` (the agent or its owner's token).
-pub async fn add_key<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, Path(id): Path<String>, body: Bytes) -> ApiResult<(StatusCode, Json<Value>)> {
+pub async fn add_key<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult<(StatusCode, Json<Value>)> {
     let who = bearer(&app, &headers).await?;
     let a = visible_agent(&app, &who, &id).await?;
     if !may_manage(&who, &a) {
-        return Err(ApiError::new(Code::Forbidden, "only the agent or its owner may register its keys (§3.3)"));
+        return Err(ApiError::new(
+            Code::Forbidden,
+            "only the agent or its owner may register its keys (§3.3)",
+        ));
     }
     let b = body_object(&body)?;
-    let pk = b.get("public_key").and_then(Value::as_str).ok_or_else(|| ApiError::new(Code::InvalidRequest, "`public_key` (base64url) is required"))?;
+    let pk = b.get("public_key").and_then(Value::as_str).ok_or_else(|| {
+        ApiError::new(Code::InvalidRequest, "`public_key` (base64url) is required")
+    })?;
     let out = add_key_inner(&app, &a, pk, b.get("expires_at").and_then(Value::as_str)).await?;
     Ok((StatusCode::CREATED, Json(out)))
 }
 
 /// `POST /v1/agents/{id}/keys/{key_id}/revoke`: new publishes with it are refused; history still
 /// verifies (§3.3).
-pub async fn revoke_key<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, Path((id, key_id)): Path<(String, String)>) -> ApiResult<Json<Value>> {
+pub async fn revoke_key<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Path((id, key_id)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
     let who = bearer(&app, &headers).await?;
     let a = visible_agent(&app, &who, &id).await?;
     if !may_manage(&who, &a) {
-        return Err(ApiError::new(Code::Forbidden, "only the agent or its owner may revoke its keys"));
+        return Err(ApiError::new(
+            Code::Forbidden,
+            "only the agent or its owner may revoke its keys",
+        ));
     }
     let now = app.now();
     app.store.revoke_key(&a.id, &key_id, now).await?;
-    Ok(Json(json!({"id": key_id, "revoked_at": Timestamp(now).to_string()})))
+    Ok(Json(
+        json!({"id": key_id, "revoked_at": Timestamp(now).to_string()}),
+    ))
 }
 
 /// `PUT /v1/topics/{name}/subscription` (agent): subscribes, creating the topic (§4.4).
-pub async fn subscribe<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+pub async fn subscribe<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
     let a = crate::auth::agent(&app, &headers).await?;
     if !is_topic_name(&name) {
-        return Err(ApiError::new(Code::InvalidAddress, format!("topic {name:?} must be 3-40 characters of a-z, 0-9, '-' and '.'")));
+        return Err(ApiError::new(
+            Code::InvalidAddress,
+            format!("topic {name:?} must be 3-40 characters of a-z, 0-9, '-' and '.'"),
+        ));
     }
-    app.store.subscribe(&a.workspace_id, &name, &a.id, app.now()).await?;
+    app.store
+        .subscribe(&a.workspace_id, &name, &a.id, app.now())
+        .await?;
     let addr = app.address_of(&a).await?;
     let topic = addr.replacen("agent://", "topic://", 1);
-    let topic = format!("{}/{name}", topic.rsplit_once('/').map(|(h, _)| h).unwrap_or_default());
+    let topic = format!(
+        "{}/{name}",
+        topic.rsplit_once('/').map(|(h, _)| h).unwrap_or_default()
+    );
     Ok(Json(json!({"topic": topic, "subscribed": true})))
 }
 
 /// `DELETE /v1/topics/{name}/subscription` (agent).
-pub async fn unsubscribe<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+pub async fn unsubscribe<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
     let a = crate::auth::agent(&app, &headers).await?;
     app.store.unsubscribe(&a.workspace_id, &name, &a.id).await?;
     Ok(Json(json!({"topic": name, "subscribed": false})))
 }
 
 /// `GET /v1/topics`: the workspace's topics.
-pub async fn list_topics<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) -> ApiResult<Json<Value>> {
+pub async fn list_topics<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
     let a = crate::auth::agent(&app, &headers).await?;
-    let topics: Vec<Value> = app.store.topics(&a.workspace_id).await?.into_iter().map(|(t, n)| json!({"name": t.name, "subscribers": n})).collect();
+    let topics: Vec<Value> = app
+        .store
+        .topics(&a.workspace_id)
+        .await?
+        .into_iter()
+        .map(|(t, n)| json!({"name": t.name, "subscribers": n}))
+        .collect();
     Ok(Json(json!({"topics": topics})))
 }
 
 /// `GET /v1/conversations/{id}`: every envelope of the conversation in `received_at` order, to
 /// parties only (§7); everyone else gets exactly what an unknown id gets.
-pub async fn conversation<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+pub async fn conversation<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
     let a = crate::auth::agent(&app, &headers).await?;
-    let rows = app.store.conversation(&a.tenant_id, &id, &a.id).await?.ok_or_else(ApiError::not_found)?;
+    let rows = app
+        .store
+        .conversation(&a.tenant_id, &id, &a.id)
+        .await?
+        .ok_or_else(ApiError::not_found)?;
     let mut envelopes = Vec::with_capacity(rows.len());
     for m in &rows {
         let mut copy = app.delivered_copy(m, &m.to_id, 0).await?;

@@ -6,11 +6,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Json;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -34,7 +34,12 @@ pub struct PollQuery {
     pub limit: Option<u32>,
 }
 
-async fn lease<S: Store>(app: &App<S>, agent: &AgentRow, after: u64, limit: u32) -> ApiResult<Vec<Value>> {
+async fn lease<S: Store>(
+    app: &App<S>,
+    agent: &AgentRow,
+    after: u64,
+    limit: u32,
+) -> ApiResult<Vec<Value>> {
     let now = app.now();
     let leased = app
         .store
@@ -49,15 +54,26 @@ async fn lease<S: Store>(app: &App<S>, agent: &AgentRow, after: u64, limit: u32)
         .await?;
     let mut out = Vec::with_capacity(leased.len());
     for d in leased {
-        crate::metrics::count_delivery(d.attempt, (now - d.message.received_at).max(0) as f64 / 1000.0);
-        let envelope = app.delivered_copy(&d.message, &agent.id, d.sequence).await?;
+        crate::metrics::count_delivery(
+            d.attempt,
+            (now - d.message.received_at).max(0) as f64 / 1000.0,
+        );
+        let envelope = app
+            .delivered_copy(&d.message, &agent.id, d.sequence)
+            .await?;
         out.push(json!({"sequence": d.sequence, "delivery": d.token, "attempt": d.attempt, "envelope": envelope}));
     }
     Ok(out)
 }
 
 /// Leases deliverable messages, waiting up to `wait` seconds for some to arrive.
-async fn wait_for<S: Store>(app: &App<S>, agent: &AgentRow, after: u64, limit: u32, wait: Duration) -> ApiResult<Vec<Value>> {
+async fn wait_for<S: Store>(
+    app: &App<S>,
+    agent: &AgentRow,
+    after: u64,
+    limit: u32,
+    wait: Duration,
+) -> ApiResult<Vec<Value>> {
     let deadline = tokio::time::Instant::now() + wait;
     let waker = app.waker(&agent.id);
     loop {
@@ -83,13 +99,24 @@ async fn wait_for<S: Store>(app: &App<S>, agent: &AgentRow, after: u64, limit: u
 }
 
 /// `GET /v1/inbox?after=&wait=&limit=`.
-pub async fn poll<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, Query(q): Query<PollQuery>) -> ApiResult<Json<Value>> {
+pub async fn poll<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Query(q): Query<PollQuery>,
+) -> ApiResult<Json<Value>> {
     let agent = auth::agent(&app, &headers).await?;
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
     let wait = Duration::from_secs(q.wait.min(app.config.max_wait_s));
     let deliveries = wait_for(&app, &agent, q.after, limit, wait).await?;
-    let next_after = deliveries.iter().filter_map(|d| d["sequence"].as_u64()).max().unwrap_or(q.after).max(q.after);
-    Ok(Json(json!({"deliveries": deliveries, "next_after": next_after})))
+    let next_after = deliveries
+        .iter()
+        .filter_map(|d| d["sequence"].as_u64())
+        .max()
+        .unwrap_or(q.after)
+        .max(q.after);
+    Ok(Json(
+        json!({"deliveries": deliveries, "next_after": next_after}),
+    ))
 }
 
 /// One ack.
@@ -112,44 +139,85 @@ fn outcome_json(sequence: u64, o: AckOutcome) -> Value {
     match o {
         AckOutcome::Acked => json!({"sequence": sequence, "status": "acked"}),
         AckOutcome::AlreadyAcked => json!({"sequence": sequence, "status": "already_acked"}),
-        AckOutcome::Stale => json!({"sequence": sequence, "status": "refused", "code": Code::StaleAck.to_string()}),
+        AckOutcome::Stale => {
+            json!({"sequence": sequence, "status": "refused", "code": Code::StaleAck.to_string()})
+        }
     }
 }
 
 /// `POST /v1/inbox/acks`: acks in a batch; per-item answers; AB-4010 when none was current.
-pub async fn ack_batch<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, body: axum::body::Bytes) -> ApiResult<Json<Value>> {
+pub async fn ack_batch<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> ApiResult<Json<Value>> {
     let agent = auth::agent(&app, &headers).await?;
-    let body: AckBody = serde_json::from_slice(&body).map_err(|e| ApiError::new(Code::InvalidRequest, format!("ack body: {e}")))?;
+    let body: AckBody = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::new(Code::InvalidRequest, format!("ack body: {e}")))?;
     if body.acks.is_empty() || body.acks.len() > 1000 {
         return Err(ApiError::new(Code::InvalidRequest, "send 1 to 1000 acks"));
     }
     let seqs: Vec<u64> = body.acks.iter().map(|a| a.sequence).collect();
-    let outcomes = app.store.ack(&agent.id, body.acks.into_iter().map(|a| (a.sequence, a.delivery)).collect(), app.now()).await?;
+    let outcomes = app
+        .store
+        .ack(
+            &agent.id,
+            body.acks
+                .into_iter()
+                .map(|a| (a.sequence, a.delivery))
+                .collect(),
+            app.now(),
+        )
+        .await?;
     if outcomes.iter().all(|o| *o == AckOutcome::Stale) {
-        return Err(ApiError::new(Code::StaleAck, "no ack named a current delivery: the message was redelivered or already settled"));
+        return Err(ApiError::new(
+            Code::StaleAck,
+            "no ack named a current delivery: the message was redelivered or already settled",
+        ));
     }
-    let results: Vec<Value> = seqs.into_iter().zip(outcomes).map(|(s, o)| outcome_json(s, o)).collect();
+    let results: Vec<Value> = seqs
+        .into_iter()
+        .zip(outcomes)
+        .map(|(s, o)| outcome_json(s, o))
+        .collect();
     Ok(Json(json!({"results": results})))
 }
 
 /// `POST /v1/inbox/{sequence}/ack` with `{"delivery": token}`.
-pub async fn ack_one<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, Path(sequence): Path<u64>, body: axum::body::Bytes) -> ApiResult<Json<Value>> {
+pub async fn ack_one<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Path(sequence): Path<u64>,
+    body: axum::body::Bytes,
+) -> ApiResult<Json<Value>> {
     let agent = auth::agent(&app, &headers).await?;
     #[derive(Deserialize)]
     struct One {
         delivery: String,
     }
-    let one: One = serde_json::from_slice(&body).map_err(|e| ApiError::new(Code::InvalidRequest, format!("ack body: {e}")))?;
-    let outcome = app.store.ack(&agent.id, vec![(sequence, one.delivery)], app.now()).await?;
+    let one: One = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::new(Code::InvalidRequest, format!("ack body: {e}")))?;
+    let outcome = app
+        .store
+        .ack(&agent.id, vec![(sequence, one.delivery)], app.now())
+        .await?;
     match outcome.first() {
-        Some(AckOutcome::Stale) | None => Err(ApiError::new(Code::StaleAck, "this delivery is no longer current: the message was redelivered or already settled")),
+        Some(AckOutcome::Stale) | None => Err(ApiError::new(
+            Code::StaleAck,
+            "this delivery is no longer current: the message was redelivered or already settled",
+        )),
         Some(o) => Ok(Json(outcome_json(sequence, *o))),
     }
 }
 
 /// `GET /v1/inbox/ws?after=N`: pushes deliveries as they become deliverable, resuming after `N`;
 /// the client may ack over the socket (`{"type":"ack","sequence","delivery"}`) or over HTTP.
-pub async fn websocket<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, Query(q): Query<PollQuery>, ws: WebSocketUpgrade) -> Response {
+pub async fn websocket<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Query(q): Query<PollQuery>,
+    ws: WebSocketUpgrade,
+) -> Response {
     let agent = match auth::agent(&app, &headers).await {
         Ok(a) => a,
         Err(e) => return e.into_response(),
@@ -158,7 +226,12 @@ pub async fn websocket<S: Store>(State(app): State<Arc<App<S>>>, headers: Header
         .on_upgrade(move |socket| serve_socket(app, agent, q.after, socket))
 }
 
-async fn serve_socket<S: Store>(app: Arc<App<S>>, agent: AgentRow, mut after: u64, socket: WebSocket) {
+async fn serve_socket<S: Store>(
+    app: Arc<App<S>>,
+    agent: AgentRow,
+    mut after: u64,
+    socket: WebSocket,
+) {
     use futures_util::{SinkExt as _, StreamExt as _};
     let (mut sink, mut stream) = socket.split();
     let (reply_tx, mut reply_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
@@ -205,7 +278,11 @@ async fn serve_socket<S: Store>(app: Arc<App<S>>, agent: AgentRow, mut after: u6
     reader.abort();
 }
 
-async fn handle_client_frame<S: Store>(app: &App<S>, agent: &AgentRow, text: &str) -> Option<String> {
+async fn handle_client_frame<S: Store>(
+    app: &App<S>,
+    agent: &AgentRow,
+    text: &str,
+) -> Option<String> {
     let v: Value = serde_json::from_str(text).unwrap_or(Value::Null);
     if v["type"] != "ack" {
         return None;
@@ -213,7 +290,11 @@ async fn handle_client_frame<S: Store>(app: &App<S>, agent: &AgentRow, text: &st
     let (Some(sequence), Some(token)) = (v["sequence"].as_u64(), v["delivery"].as_str()) else {
         return None;
     };
-    let answer = match app.store.ack(&agent.id, vec![(sequence, token.to_owned())], app.now()).await {
+    let answer = match app
+        .store
+        .ack(&agent.id, vec![(sequence, token.to_owned())], app.now())
+        .await
+    {
         Ok(o) => outcome_json(sequence, o.first().copied().unwrap_or(AckOutcome::Stale)),
         Err(_) => json!({"sequence": sequence, "status": "error"}),
     };

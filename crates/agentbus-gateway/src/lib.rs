@@ -78,7 +78,9 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
     use identity as id;
     let base = app.config.public_url.clone();
     // One byte over the cap still reaches the handler, which answers AB-3040 with a body.
-    let blob_cap = usize::try_from(app.config.blob_inline_max).unwrap_or(usize::MAX).saturating_add(1);
+    let blob_cap = usize::try_from(app.config.blob_inline_max)
+        .unwrap_or(usize::MAX)
+        .saturating_add(1);
     Router::new()
         .route("/.well-known/agentbus.json", get(meta::well_known::<S>))
         .route("/schemas/{*path}", get(meta::schema))
@@ -89,12 +91,26 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/v1/workspaces", post(id::create_workspace::<S>))
         .route("/v1/workspaces/{id}/policy", put(id::set_policy::<S>))
         .route("/v1/users", post(id::create_user::<S>))
-        .route("/v1/agents", post(id::register_agent::<S>).get(id::list_agents::<S>))
-        .route("/v1/agents/{id}", get(id::get_agent::<S>).patch(id::patch_agent::<S>).delete(id::delete_agent::<S>))
+        .route(
+            "/v1/agents",
+            post(id::register_agent::<S>).get(id::list_agents::<S>),
+        )
+        .route(
+            "/v1/agents/{id}",
+            get(id::get_agent::<S>)
+                .patch(id::patch_agent::<S>)
+                .delete(id::delete_agent::<S>),
+        )
         .route("/v1/agents/{id}/keys", post(id::add_key::<S>))
-        .route("/v1/agents/{id}/keys/{key_id}/revoke", post(id::revoke_key::<S>))
+        .route(
+            "/v1/agents/{id}/keys/{key_id}/revoke",
+            post(id::revoke_key::<S>),
+        )
         .route("/v1/topics", get(id::list_topics::<S>))
-        .route("/v1/topics/{name}/subscription", put(id::subscribe::<S>).delete(id::unsubscribe::<S>))
+        .route(
+            "/v1/topics/{name}/subscription",
+            put(id::subscribe::<S>).delete(id::unsubscribe::<S>),
+        )
         .route("/v1/messages", post(publish::publish::<S>))
         .route("/v1/inbox", get(inbox::poll::<S>))
         .route("/v1/inbox/ws", get(inbox::websocket::<S>))
@@ -105,11 +121,17 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/v1/blobs/{id}", get(blobs::get::<S>))
         .route(
             "/v1/blobs/{id}/content",
-            put(blobs::upload::<S>).get(blobs::download::<S>).layer(DefaultBodyLimit::max(blob_cap)),
+            put(blobs::upload::<S>)
+                .get(blobs::download::<S>)
+                .layer(DefaultBodyLimit::max(blob_cap)),
         )
-        .fallback(|| async { ApiError::new(Code::NotFound, "no such endpoint; see /v1/openapi.json").into_response() })
+        .fallback(|| async {
+            ApiError::new(Code::NotFound, "no such endpoint; see /v1/openapi.json").into_response()
+        })
         // Bodies above 1 MiB are refused before they are read in full (uploads have their own cap).
-        .layer(DefaultBodyLimit::max(agentbus_protocol::envelope::MAX_ENVELOPE_BYTES + 1))
+        .layer(DefaultBodyLimit::max(
+            agentbus_protocol::envelope::MAX_ENVELOPE_BYTES + 1,
+        ))
         .layer(middleware::from_fn(move |req: Request, next: Next| {
             let base = base.clone();
             async move { with_request_id(base, req, next).await }
@@ -120,7 +142,9 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
 /// Gives every request an id (echoed as `x-request-id` and in error bodies) and logs it with the
 /// trace id of its `traceparent`.
 async fn with_request_id(base: String, req: Request, next: Next) -> Response {
-    let request_id = agentbus_runtime::mint(IdKind::Message).to_string().replacen("msg_", "req_", 1);
+    let request_id = agentbus_runtime::mint(IdKind::Message)
+        .to_string()
+        .replacen("msg_", "req_", 1);
     let trace = req
         .headers()
         .get("traceparent")
@@ -130,7 +154,9 @@ async fn with_request_id(base: String, req: Request, next: Next) -> Response {
         .to_owned();
     let (method, path) = (req.method().clone(), req.uri().path().to_owned());
     let started = std::time::Instant::now();
-    let mut resp = REQUEST.scope((request_id.clone(), base), next.run(req)).await;
+    let mut resp = REQUEST
+        .scope((request_id.clone(), base), next.run(req))
+        .await;
     tracing::info!(request_id = %request_id, trace_id = %trace, %method, %path, status = resp.status().as_u16(), ms = started.elapsed().as_millis() as u64, "request");
     if let Ok(v) = HeaderValue::from_str(&request_id) {
         resp.headers_mut().insert("x-request-id", v);
@@ -190,7 +216,10 @@ impl Gateway {
     /// first start bootstraps a tenant, a workspace and an admin credential.
     pub async fn open(config: Config, clock: Arc<dyn Clock>) -> Result<Gateway, StartError> {
         let dir = config.data_dir.clone();
-        std::fs::create_dir_all(&dir).map_err(|source| StartError::DataDir { path: dir.display().to_string(), source })?;
+        std::fs::create_dir_all(&dir).map_err(|source| StartError::DataDir {
+            path: dir.display().to_string(),
+            source,
+        })?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt as _;
@@ -206,22 +235,47 @@ impl Gateway {
         for b in &digest[..16] {
             v = (v << 8) | u128::from(*b);
         }
-        let gateway_key_id = agentbus_protocol::ids::Id::from_parts(IdKind::Key, v >> 2).to_string();
-        let app = Arc::new(App::new(store, clock, config, master, gateway_key, gateway_key_id));
-        let bootstrap = identity::bootstrap(&app, "default", "default").await.map_err(|e| StartError::Bootstrap(e.message))?;
+        let gateway_key_id =
+            agentbus_protocol::ids::Id::from_parts(IdKind::Key, v >> 2).to_string();
+        let app = Arc::new(App::new(
+            store,
+            clock,
+            config,
+            master,
+            gateway_key,
+            gateway_key_id,
+        ));
+        let bootstrap = identity::bootstrap(&app, "default", "default")
+            .await
+            .map_err(|e| StartError::Bootstrap(e.message))?;
         Ok(Gateway { app, bootstrap })
     }
 
     /// Serves until `shutdown` resolves, then finishes in-flight requests. Runs the reaper.
-    pub async fn serve(self, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), StartError> {
+    pub async fn serve(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<(), StartError> {
         let addr = self.app.config.listen;
-        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| StartError::Listen { addr: addr.to_string(), source })?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| StartError::Listen {
+                addr: addr.to_string(),
+                source,
+            })?;
         self.serve_on(listener, shutdown).await
     }
 
     /// Serves on an already bound listener.
-    pub async fn serve_on(self, listener: tokio::net::TcpListener, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), StartError> {
-        let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    pub async fn serve_on(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<(), StartError> {
+        let addr = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
         let reaper = spawn_reaper(self.app.clone());
         let result = axum::serve(listener, router(self.app.clone()))
             .with_graceful_shutdown(shutdown)

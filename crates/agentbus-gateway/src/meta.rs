@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use serde_json::{Value, json};
 
 use agentbus_protocol::errors::{Code, render_entry_markdown};
@@ -57,11 +57,18 @@ pub async fn error_page(Path(code): Path<String>, headers: HeaderMap) -> Respons
         return ApiError::not_found().into_response();
     };
     let e = code.entry();
-    let wants_json = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("application/json"));
+    let wants_json = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("application/json"));
     if wants_json {
         return Json(json!({"code": code.to_string(), "http_status": e.http_status, "title": e.title, "cause": e.cause, "fix": e.fix})).into_response();
     }
-    ([(header::CONTENT_TYPE, "text/markdown; charset=utf-8")], render_entry_markdown(e)).into_response()
+    (
+        [(header::CONTENT_TYPE, "text/markdown; charset=utf-8")],
+        render_entry_markdown(e),
+    )
+        .into_response()
 }
 
 /// `GET /healthz`.
@@ -71,7 +78,11 @@ pub async fn health() -> StatusCode {
 
 /// `GET /metrics`: Prometheus text.
 pub async fn metrics() -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], crate::metrics::render()).into_response()
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        crate::metrics::render(),
+    )
+        .into_response()
 }
 
 /// `GET /v1/openapi.json`.

@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// Upper bounds of the latency buckets, seconds.
-const BUCKETS: [f64; 12] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
+const BUCKETS: [f64; 12] = [
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
 
 #[derive(Default)]
 struct Histogram {
@@ -18,9 +20,13 @@ struct Histogram {
 
 impl Histogram {
     fn observe(&self, seconds: f64) {
-        let i = BUCKETS.iter().position(|b| seconds <= *b).unwrap_or(BUCKETS.len());
+        let i = BUCKETS
+            .iter()
+            .position(|b| seconds <= *b)
+            .unwrap_or(BUCKETS.len());
         self.counts[i].fetch_add(1, Ordering::Relaxed);
-        self.sum_us.fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
+        self.sum_us
+            .fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
     }
 
     fn render(&self, name: &str, out: &mut String) {
@@ -32,7 +38,11 @@ impl Histogram {
         }
         cumulative += self.counts[BUCKETS.len()].load(Ordering::Relaxed);
         let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
-        let _ = writeln!(out, "{name}_sum {}", self.sum_us.load(Ordering::Relaxed) as f64 / 1e6);
+        let _ = writeln!(
+            out,
+            "{name}_sum {}",
+            self.sum_us.load(Ordering::Relaxed) as f64 / 1e6
+        );
         let _ = writeln!(out, "{name}_count {cumulative}");
     }
 }
@@ -74,8 +84,12 @@ pub fn count_delivery(attempt: u32, age_s: f64) {
 
 /// Counts dead letters and expiries of a reaper pass.
 pub fn count_reaped(dead: usize, expired: usize) {
-    registry().dead_letters.fetch_add(dead as u64, Ordering::Relaxed);
-    registry().expired.fetch_add(expired as u64, Ordering::Relaxed);
+    registry()
+        .dead_letters
+        .fetch_add(dead as u64, Ordering::Relaxed);
+    registry()
+        .expired
+        .fetch_add(expired as u64, Ordering::Relaxed);
 }
 
 /// Records an inbox's unacknowledged depth.
@@ -101,7 +115,11 @@ pub fn render() -> String {
         ("agentbus_dead_letters_total", &r.dead_letters),
         ("agentbus_expired_total", &r.expired),
     ] {
-        let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", v.load(Ordering::Relaxed));
+        let _ = writeln!(
+            out,
+            "# TYPE {name} counter\n{name} {}",
+            v.load(Ordering::Relaxed)
+        );
     }
     out.push_str("# TYPE agentbus_inbox_depth gauge\n");
     if let Ok(m) = r.depth.lock() {
@@ -109,7 +127,9 @@ pub fn render() -> String {
             let _ = writeln!(out, "agentbus_inbox_depth{{agent=\"{agent}\"}} {n}");
         }
     }
-    r.publish_latency.render("agentbus_publish_seconds", &mut out);
-    r.delivery_latency.render("agentbus_publish_to_delivery_seconds", &mut out);
+    r.publish_latency
+        .render("agentbus_publish_seconds", &mut out);
+    r.delivery_latency
+        .render("agentbus_publish_to_delivery_seconds", &mut out);
     out
 }

@@ -15,12 +15,12 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+use agentbus_protocol::Code;
 use agentbus_protocol::address::Address;
-use agentbus_protocol::envelope::{Envelope, ValidateOptions, GATEWAY_SET, MAX_ENVELOPE_BYTES};
+use agentbus_protocol::envelope::{Envelope, GATEWAY_SET, MAX_ENVELOPE_BYTES, ValidateOptions};
 use agentbus_protocol::ids::IdKind;
 use agentbus_protocol::signing::{self, PublicKey};
 use agentbus_protocol::timestamp::Timestamp;
-use agentbus_protocol::Code;
 use agentbus_store::*;
 
 use crate::app::{App, Principal};
@@ -38,7 +38,11 @@ struct Route {
 }
 
 /// The handler.
-pub async fn publish<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap, body: Bytes) -> Response {
+pub async fn publish<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let started = Instant::now();
     let result = publish_inner(&app, &headers, &body).await;
     let label = match &result {
@@ -51,7 +55,10 @@ pub async fn publish<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMa
         Ok((status, body)) => {
             let mut resp = (status, axum::Json(body)).into_response();
             if status == StatusCode::OK {
-                resp.headers_mut().insert("agentbus-idempotent-replay", axum::http::HeaderValue::from_static("true"));
+                resp.headers_mut().insert(
+                    "agentbus-idempotent-replay",
+                    axum::http::HeaderValue::from_static("true"),
+                );
             }
             resp
         }
@@ -61,8 +68,13 @@ pub async fn publish<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMa
 
 fn receipt_body(m: &MessageRow) -> Value {
     let attrs: Map<String, Value> = serde_json::from_str(&m.attrs).unwrap_or_default();
-    let trace = attrs.get("traceparent").and_then(Value::as_str).and_then(|t| t.get(3..35)).unwrap_or_default();
-    let mut body = json!({"receipt": m.receipt, "id": m.id, "state": "persisted", "trace_id": trace});
+    let trace = attrs
+        .get("traceparent")
+        .and_then(Value::as_str)
+        .and_then(|t| t.get(3..35))
+        .unwrap_or_default();
+    let mut body =
+        json!({"receipt": m.receipt, "id": m.id, "state": "persisted", "trace_id": trace});
     if let Some(t) = &m.task_id {
         body["task_id"] = json!(t);
     }
@@ -70,63 +82,109 @@ fn receipt_body(m: &MessageRow) -> Value {
 }
 
 fn missing(name: &str) -> ApiError {
-    ApiError::new(Code::MissingAttribute, format!("`{name}` is required (§2.1)"))
+    ApiError::new(
+        Code::MissingAttribute,
+        format!("`{name}` is required (§2.1)"),
+    )
 }
 
-async fn publish_inner<S: Store>(app: &App<S>, headers: &HeaderMap, body: &[u8]) -> ApiResult<(StatusCode, Value)> {
+async fn publish_inner<S: Store>(
+    app: &App<S>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> ApiResult<(StatusCode, Value)> {
     // 1. Bearer.
     let agent = match bearer(app, headers).await? {
         Principal::Agent(a) => a,
         Principal::User(_) => {
-            return Err(ApiError::new(Code::NotPermitted, "publish with the agent's own credential, not a user token"));
+            return Err(ApiError::new(
+                Code::NotPermitted,
+                "publish with the agent's own credential, not a user token",
+            ));
         }
     };
     if body.len() > MAX_ENVELOPE_BYTES {
-        return Err(ApiError::new(Code::EnvelopeTooLarge, format!("the envelope is {} bytes; the limit is 1 MiB", body.len())));
+        return Err(ApiError::new(
+            Code::EnvelopeTooLarge,
+            format!("the envelope is {} bytes; the limit is 1 MiB", body.len()),
+        ));
     }
     let env = Envelope::parse(body).map_err(|e| ApiError::new(e.code(), e.to_string()))?;
     // 2. source.
     let source = env.source().ok_or_else(|| missing("source"))?;
     let my_address = app.address_of(&agent).await?;
     if source != my_address {
-        return Err(ApiError::new(Code::SourceMismatch, format!("source {source:?} is not your address {my_address}")));
+        return Err(ApiError::new(
+            Code::SourceMismatch,
+            format!("source {source:?} is not your address {my_address}"),
+        ));
     }
     // 3. Key.
-    let sig = signing::envelope_sig(env.attrs()).map_err(|e| ApiError::new(e.code(), e.to_string()))?;
+    let sig =
+        signing::envelope_sig(env.attrs()).map_err(|e| ApiError::new(e.code(), e.to_string()))?;
     let now = app.now();
     let key = app
         .store
         .key(&sig.key_id.to_string())
         .await?
         .filter(|k| k.agent_id == agent.id && k.is_active(now))
-        .ok_or_else(|| ApiError::new(Code::UnknownKey, format!("{} is not an active key of {my_address}", sig.key_id)))?;
+        .ok_or_else(|| {
+            ApiError::new(
+                Code::UnknownKey,
+                format!("{} is not an active key of {my_address}", sig.key_id),
+            )
+        })?;
     let public = <[u8; 32]>::try_from(key.public_key.as_slice())
         .ok()
         .and_then(|b| PublicKey::from_bytes(&b).ok())
         .ok_or_else(|| ApiError::new(Code::UnknownKey, "the registered key is unusable"))?;
     // 4. Signature over the recomputed canonical bytes.
-    let signed = signing::signing_bytes(env.attrs()).map_err(|e| ApiError::new(Code::MalformedJson, e.to_string()))?;
+    let signed = signing::signing_bytes(env.attrs())
+        .map_err(|e| ApiError::new(Code::MalformedJson, e.to_string()))?;
     if !public.verify(&signed, &sig.signature) {
-        return Err(ApiError::new(Code::BadSignature, "the signature does not verify over the canonical envelope bytes"));
+        return Err(ApiError::new(
+            Code::BadSignature,
+            "the signature does not verify over the canonical envelope bytes",
+        ));
     }
     let signed_hash = Sha256::digest(&signed).to_vec();
     // 5. Clock skew.
     let time = env.str_attr("time").ok_or_else(|| missing("time"))?;
-    let time: Timestamp = time.parse().map_err(|e: agentbus_protocol::timestamp::TimestampError| ApiError::new(Code::InvalidAttribute, format!("`time`: {e}")))?;
+    let time: Timestamp =
+        time.parse()
+            .map_err(|e: agentbus_protocol::timestamp::TimestampError| {
+                ApiError::new(Code::InvalidAttribute, format!("`time`: {e}"))
+            })?;
     let skew = (time.millis() - now).abs();
     if skew > app.config.max_skew_s * 1000 {
-        return Err(ApiError::new(Code::ClockSkew, format!("`time` is {} s from the gateway clock; at most {} s", skew / 1000, app.config.max_skew_s)));
+        return Err(ApiError::new(
+            Code::ClockSkew,
+            format!(
+                "`time` is {} s from the gateway clock; at most {} s",
+                skew / 1000,
+                app.config.max_skew_s
+            ),
+        ));
     }
     // 6. Replay window, and idempotent replay.
     let id = env.id().ok_or_else(|| missing("id"))?.to_owned();
     let idem_key = env.idempotency_key().map(str::to_owned);
     let replay_since = now - app.config.replay_window_s * 1000;
-    if let Some(existing) = app.store.recent_message(&agent.tenant_id, source, &id, replay_since).await? {
+    if let Some(existing) = app
+        .store
+        .recent_message(&agent.tenant_id, source, &id, replay_since)
+        .await?
+    {
         return replayed(existing, &signed_hash, idem_key.as_deref());
     }
     let early_route = resolve(app, &agent, env.to().unwrap_or_default()).await;
     let idempotency = match (&idem_key, &early_route) {
-        (Some(k), Ok(r)) => Some(IdempotencyKey { tenant_id: agent.tenant_id.clone(), source: source.to_owned(), to_id: r.to_id.clone(), key: k.clone() }),
+        (Some(k), Ok(r)) => Some(IdempotencyKey {
+            tenant_id: agent.tenant_id.clone(),
+            source: source.to_owned(),
+            to_id: r.to_id.clone(),
+            key: k.clone(),
+        }),
         _ => None,
     };
     let idempotency_since = now - app.config.idempotency_window_s * 1000;
@@ -138,10 +196,16 @@ async fn publish_inner<S: Store>(app: &App<S>, headers: &HeaderMap, body: &[u8])
     // 7. Schema and limits. Sender-supplied gateway attributes are overwritten, never trusted.
     let mut env = env;
     env.strip_gateway_attrs();
-    let violations = env.validate(ValidateOptions { received_bytes: Some(body.len()), ..ValidateOptions::default() });
+    let violations = env.validate(ValidateOptions {
+        received_bytes: Some(body.len()),
+        ..ValidateOptions::default()
+    });
     if let Some(first) = violations.first() {
         let details = serde_json::to_value(&violations).unwrap_or(Value::Null);
-        return Err(ApiError::new(first.code, format!("{}: {}", first.path, first.message)).details(json!({"violations": details})));
+        return Err(
+            ApiError::new(first.code, format!("{}: {}", first.path, first.message))
+                .details(json!({"violations": details})),
+        );
     }
     // 8. Resolution.
     let route = early_route?;
@@ -154,7 +218,13 @@ async fn publish_inner<S: Store>(app: &App<S>, headers: &HeaderMap, body: &[u8])
         let depth = app.store.pending_count(&r.id).await?;
         crate::metrics::set_depth(&r.id, depth);
         if depth >= app.config.inbox_max_depth {
-            let mut e = ApiError::new(Code::InboxFull, format!("the inbox of {} holds {depth} unacknowledged messages", r.name));
+            let mut e = ApiError::new(
+                Code::InboxFull,
+                format!(
+                    "the inbox of {} holds {depth} unacknowledged messages",
+                    r.name
+                ),
+            );
             e.retry_after = Some(5);
             return Err(e);
         }
@@ -163,7 +233,10 @@ async fn publish_inner<S: Store>(app: &App<S>, headers: &HeaderMap, body: &[u8])
     let blob_refs = crate::blobs::check_attachments(app, &agent, env.data()).await?;
     // Persist.
     let receipt = app.mint(IdKind::Receipt);
-    let expires_at = env.expires_at().map(|t| t.millis()).unwrap_or(now + app.config.default_expiry_s * 1000);
+    let expires_at = env
+        .expires_at()
+        .map(|t| t.millis())
+        .unwrap_or(now + app.config.default_expiry_s * 1000);
     let mut attrs = env.into_map();
     let data = attrs.shift_remove("data").unwrap_or(Value::Null);
     for name in GATEWAY_SET {
@@ -203,32 +276,61 @@ async fn publish_inner<S: Store>(app: &App<S>, headers: &HeaderMap, body: &[u8])
             app.wake(route.recipients.iter().map(|r| r.id.as_str()));
             Ok((StatusCode::ACCEPTED, receipt_body(&message)))
         }
-        PublishOutcome::DuplicateId(existing) => replayed(existing, &signed_hash, idem_key.as_deref()),
+        PublishOutcome::DuplicateId(existing) => {
+            replayed(existing, &signed_hash, idem_key.as_deref())
+        }
         PublishOutcome::IdempotentReplay(existing) => Ok((StatusCode::OK, receipt_body(&existing))),
     }
 }
 
 fn source_owned(attrs: &Map<String, Value>) -> String {
-    attrs.get("source").and_then(Value::as_str).unwrap_or_default().to_owned()
+    attrs
+        .get("source")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// A repeated `(source, id)`: the identical signed bytes, or a matching idempotency key, get the
 /// original receipt (decision 4); anything else is AB-3006.
-fn replayed(existing: MessageRow, signed_hash: &[u8], idem_key: Option<&str>) -> ApiResult<(StatusCode, Value)> {
-    if existing.signed_hash == signed_hash || (idem_key.is_some() && existing.idempotency_key.as_deref() == idem_key) {
+fn replayed(
+    existing: MessageRow,
+    signed_hash: &[u8],
+    idem_key: Option<&str>,
+) -> ApiResult<(StatusCode, Value)> {
+    if existing.signed_hash == signed_hash
+        || (idem_key.is_some() && existing.idempotency_key.as_deref() == idem_key)
+    {
         return Ok((StatusCode::OK, receipt_body(&existing)));
     }
-    Err(ApiError::new(Code::DuplicateId, format!("{} was already published by this source with different content", existing.id)))
+    Err(ApiError::new(
+        Code::DuplicateId,
+        format!(
+            "{} was already published by this source with different content",
+            existing.id
+        ),
+    ))
 }
 
 /// Resolves `to` within the sender's tenant (§4.2). Other tenants answer exactly as unknown.
 async fn resolve<S: Store>(app: &App<S>, sender: &AgentRow, to: &str) -> ApiResult<Route> {
     let unknown = || ApiError::new(Code::UnknownAgent, format!("no agent {to}"));
-    let addr: Address = to.parse().map_err(|e: agentbus_protocol::address::AddressError| ApiError::new(Code::InvalidAddress, e.to_string()))?;
-    let tenant = app.store.tenant(&sender.tenant_id).await?.ok_or_else(unknown)?;
+    let addr: Address = to
+        .parse()
+        .map_err(|e: agentbus_protocol::address::AddressError| {
+            ApiError::new(Code::InvalidAddress, e.to_string())
+        })?;
+    let tenant = app
+        .store
+        .tenant(&sender.tenant_id)
+        .await?
+        .ok_or_else(unknown)?;
     let live = |a: AgentRow| -> ApiResult<AgentRow> {
         if a.deleted_at.is_some() {
-            Err(ApiError::new(Code::AgentDeleted, format!("{to} was deleted")))
+            Err(ApiError::new(
+                Code::AgentDeleted,
+                format!("{to} was deleted"),
+            ))
         } else {
             Ok(a)
         }
@@ -238,54 +340,115 @@ async fn resolve<S: Store>(app: &App<S>, sender: &AgentRow, to: &str) -> ApiResu
             if a.tenant != tenant.slug {
                 return Err(unknown());
             }
-            let ws = app.store.workspace_by_slug(&tenant.id, &a.workspace).await?.ok_or_else(unknown)?;
-            let agent = live(app.store.agent_by_name(&ws.id, &a.name).await?.ok_or_else(unknown)?)?;
-            Ok(Route { to_id: agent.id.clone(), workspace_id: agent.workspace_id.clone(), recipients: vec![agent] })
+            let ws = app
+                .store
+                .workspace_by_slug(&tenant.id, &a.workspace)
+                .await?
+                .ok_or_else(unknown)?;
+            let agent = live(
+                app.store
+                    .agent_by_name(&ws.id, &a.name)
+                    .await?
+                    .ok_or_else(unknown)?,
+            )?;
+            Ok(Route {
+                to_id: agent.id.clone(),
+                workspace_id: agent.workspace_id.clone(),
+                recipients: vec![agent],
+            })
         }
         Address::AgentId(id) => {
-            let agent = app.store.agent(&id.to_string()).await?.filter(|a| a.tenant_id == sender.tenant_id).ok_or_else(unknown)?;
+            let agent = app
+                .store
+                .agent(&id.to_string())
+                .await?
+                .filter(|a| a.tenant_id == sender.tenant_id)
+                .ok_or_else(unknown)?;
             let agent = live(agent)?;
-            Ok(Route { to_id: agent.id.clone(), workspace_id: agent.workspace_id.clone(), recipients: vec![agent] })
+            Ok(Route {
+                to_id: agent.id.clone(),
+                workspace_id: agent.workspace_id.clone(),
+                recipients: vec![agent],
+            })
         }
         Address::Topic(t) => {
             let unknown_topic = || ApiError::new(Code::UnknownTopic, format!("no topic {to}"));
             if t.tenant != tenant.slug {
                 return Err(unknown_topic());
             }
-            let ws = app.store.workspace_by_slug(&tenant.id, &t.workspace).await?.ok_or_else(unknown_topic)?;
+            let ws = app
+                .store
+                .workspace_by_slug(&tenant.id, &t.workspace)
+                .await?
+                .ok_or_else(unknown_topic)?;
             if ws.id != sender.workspace_id {
-                return Err(ApiError::new(Code::TopicScope, "topics are workspace-scoped: publish to your own workspace's topics"));
+                return Err(ApiError::new(
+                    Code::TopicScope,
+                    "topics are workspace-scoped: publish to your own workspace's topics",
+                ));
             }
-            let (topic, subscribers) = app.store.topic(&ws.id, &t.topic).await?.ok_or_else(unknown_topic)?;
+            let (topic, subscribers) = app
+                .store
+                .topic(&ws.id, &t.topic)
+                .await?
+                .ok_or_else(unknown_topic)?;
             let mut recipients = Vec::new();
             for id in subscribers {
                 // G-WP-35: the publisher gets no copy of its own topic message.
                 if id == sender.id {
                     continue;
                 }
-                if let Some(a) = app.store.agent(&id).await?.filter(|a| a.deleted_at.is_none()) {
+                if let Some(a) = app
+                    .store
+                    .agent(&id)
+                    .await?
+                    .filter(|a| a.deleted_at.is_none())
+                {
                     recipients.push(a);
                 }
             }
-            Ok(Route { to_id: topic.id, recipients, workspace_id: ws.id })
+            Ok(Route {
+                to_id: topic.id,
+                recipients,
+                workspace_id: ws.id,
+            })
         }
     }
 }
 
 /// The recipient workspace's policy (`{"default": "allow"|"deny", "rules": [{from, to, effect}]}`;
 /// the first rule whose `from` and `to` match, `*` matching anything, decides).
-async fn check_policy<S: Store>(app: &App<S>, from: &str, to: &str, route: &Route) -> ApiResult<()> {
-    let ws = app.store.workspace(&route.workspace_id).await?.ok_or_else(ApiError::not_found)?;
+async fn check_policy<S: Store>(
+    app: &App<S>,
+    from: &str,
+    to: &str,
+    route: &Route,
+) -> ApiResult<()> {
+    let ws = app
+        .store
+        .workspace(&route.workspace_id)
+        .await?
+        .ok_or_else(ApiError::not_found)?;
     let policy: Value = serde_json::from_str(&ws.policy).unwrap_or(Value::Null);
-    let matches = |pattern: Option<&str>, value: &str| pattern.is_some_and(|p| p == "*" || p == value);
+    let matches =
+        |pattern: Option<&str>, value: &str| pattern.is_some_and(|p| p == "*" || p == value);
     let mut allowed = policy.get("default").and_then(Value::as_str) != Some("deny");
     if let Some(rules) = policy.get("rules").and_then(Value::as_array) {
         for r in rules {
-            if matches(r.get("from").and_then(Value::as_str), from) && matches(r.get("to").and_then(Value::as_str), to) {
+            if matches(r.get("from").and_then(Value::as_str), from)
+                && matches(r.get("to").and_then(Value::as_str), to)
+            {
                 allowed = r.get("effect").and_then(Value::as_str) == Some("allow");
                 break;
             }
         }
     }
-    if allowed { Ok(()) } else { Err(ApiError::new(Code::PolicyDenied, format!("policy does not allow {from} to message {to}"))) }
+    if allowed {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            Code::PolicyDenied,
+            format!("policy does not allow {from} to message {to}"),
+        ))
+    }
 }

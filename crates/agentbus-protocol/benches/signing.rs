@@ -43,22 +43,34 @@ fn bench(c: &mut Criterion) {
         sign_envelope(&mut signed, &key, key_id).unwrap_or_default();
         let bytes = Value::Object(signed.clone()).to_string();
         group.throughput(Throughput::Bytes(bytes.len() as u64));
-        group.bench_with_input(BenchmarkId::new("canonicalise+sign", label), &unsigned, |b, env| {
-            b.iter(|| {
-                let mut env = env.clone();
-                sign_envelope(&mut env, &key, key_id).unwrap_or_default();
-                black_box(env)
-            })
-        });
-        group.bench_with_input(BenchmarkId::new("canonicalise+verify", label), &signed, |b, env| {
-            b.iter(|| black_box(verify_envelope(env, &public).is_ok()))
-        });
-        group.bench_with_input(BenchmarkId::new("parse+canonicalise+verify", label), &bytes, |b, bytes| {
-            b.iter(|| {
-                let env = Envelope::parse(bytes.as_bytes()).map(Envelope::into_map).unwrap_or_default();
-                black_box(verify_envelope(&env, &public).is_ok())
-            })
-        });
+        group.bench_with_input(
+            BenchmarkId::new("canonicalise+sign", label),
+            &unsigned,
+            |b, env| {
+                b.iter(|| {
+                    let mut env = env.clone();
+                    sign_envelope(&mut env, &key, key_id).unwrap_or_default();
+                    black_box(env)
+                })
+            },
+        );
+        group.bench_with_input(
+            BenchmarkId::new("canonicalise+verify", label),
+            &signed,
+            |b, env| b.iter(|| black_box(verify_envelope(env, &public).is_ok())),
+        );
+        group.bench_with_input(
+            BenchmarkId::new("parse+canonicalise+verify", label),
+            &bytes,
+            |b, bytes| {
+                b.iter(|| {
+                    let env = Envelope::parse(bytes.as_bytes())
+                        .map(Envelope::into_map)
+                        .unwrap_or_default();
+                    black_box(verify_envelope(&env, &public).is_ok())
+                })
+            },
+        );
     }
     group.finish();
 }

@@ -50,17 +50,29 @@ pub trait Store: Send + Sync + 'static {
     /// The tenant with this id.
     fn tenant(&self, id: &str) -> impl Future<Output = StoreResult<Option<TenantRow>>> + Send;
     /// The tenant with this slug.
-    fn tenant_by_slug(&self, slug: &str) -> impl Future<Output = StoreResult<Option<TenantRow>>> + Send;
+    fn tenant_by_slug(
+        &self,
+        slug: &str,
+    ) -> impl Future<Output = StoreResult<Option<TenantRow>>> + Send;
     /// Every tenant (a gateway holds few).
     fn tenants(&self) -> impl Future<Output = StoreResult<Vec<TenantRow>>> + Send;
     /// Creates a workspace; its slug is unique within the tenant.
     fn create_workspace(&self, w: WorkspaceRow) -> impl Future<Output = StoreResult<()>> + Send;
     /// The workspace with this id.
-    fn workspace(&self, id: &str) -> impl Future<Output = StoreResult<Option<WorkspaceRow>>> + Send;
+    fn workspace(&self, id: &str)
+    -> impl Future<Output = StoreResult<Option<WorkspaceRow>>> + Send;
     /// The workspace with this slug in a tenant.
-    fn workspace_by_slug(&self, tenant_id: &str, slug: &str) -> impl Future<Output = StoreResult<Option<WorkspaceRow>>> + Send;
+    fn workspace_by_slug(
+        &self,
+        tenant_id: &str,
+        slug: &str,
+    ) -> impl Future<Output = StoreResult<Option<WorkspaceRow>>> + Send;
     /// Replaces a workspace's policy document.
-    fn set_workspace_policy(&self, id: &str, policy: String) -> impl Future<Output = StoreResult<()>> + Send;
+    fn set_workspace_policy(
+        &self,
+        id: &str,
+        policy: String,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
     /// Creates a user.
     fn create_user(&self, u: UserRow) -> impl Future<Output = StoreResult<()>> + Send;
     /// The user with this id.
@@ -74,23 +86,49 @@ pub trait Store: Send + Sync + 'static {
 
     /// Creates an agent and its aliases; names and aliases are unique among live agents of the
     /// workspace.
-    fn create_agent(&self, a: AgentRow, aliases: Vec<String>) -> impl Future<Output = StoreResult<()>> + Send;
+    fn create_agent(
+        &self,
+        a: AgentRow,
+        aliases: Vec<String>,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
     /// The agent with this id, deleted or not.
     fn agent(&self, id: &str) -> impl Future<Output = StoreResult<Option<AgentRow>>> + Send;
     /// Resolves a name or alias in a workspace: the live agent, else the most recently deleted one.
-    fn agent_by_name(&self, workspace_id: &str, name: &str) -> impl Future<Output = StoreResult<Option<AgentRow>>> + Send;
+    fn agent_by_name(
+        &self,
+        workspace_id: &str,
+        name: &str,
+    ) -> impl Future<Output = StoreResult<Option<AgentRow>>> + Send;
     /// Every live agent of a tenant.
     fn agents(&self, tenant_id: &str) -> impl Future<Output = StoreResult<Vec<AgentRow>>> + Send;
     /// The agent's aliases.
     fn aliases(&self, agent_id: &str) -> impl Future<Output = StoreResult<Vec<String>>> + Send;
     /// Replaces the card and, when given, the aliases.
-    fn update_agent(&self, a: AgentRow, aliases: Option<Vec<String>>) -> impl Future<Output = StoreResult<()>> + Send;
+    fn update_agent(
+        &self,
+        a: AgentRow,
+        aliases: Option<Vec<String>>,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
     /// Marks an agent deleted and dead-letters its pending inbox; returns those entries.
-    fn delete_agent(&self, id: &str, at: i64) -> impl Future<Output = StoreResult<Vec<InboxEntry>>> + Send;
+    fn delete_agent(
+        &self,
+        id: &str,
+        at: i64,
+    ) -> impl Future<Output = StoreResult<Vec<InboxEntry>>> + Send;
     /// Adds a key unless the agent already has `max_active` active keys at `now`.
-    fn add_key(&self, k: KeyRow, max_active: usize, now: i64) -> impl Future<Output = StoreResult<()>> + Send;
+    fn add_key(
+        &self,
+        k: KeyRow,
+        max_active: usize,
+        now: i64,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
     /// Revokes a key.
-    fn revoke_key(&self, agent_id: &str, key_id: &str, at: i64) -> impl Future<Output = StoreResult<()>> + Send;
+    fn revoke_key(
+        &self,
+        agent_id: &str,
+        key_id: &str,
+        at: i64,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
     /// Every key of the agent, revoked ones included.
     fn keys(&self, agent_id: &str) -> impl Future<Output = StoreResult<Vec<KeyRow>>> + Send;
     /// One key.
@@ -99,20 +137,48 @@ pub trait Store: Send + Sync + 'static {
     // Topics.
 
     /// Subscribes an agent, creating the topic on first subscription (§4.4).
-    fn subscribe(&self, workspace_id: &str, topic: &str, agent_id: &str, at: i64) -> impl Future<Output = StoreResult<TopicRow>> + Send;
+    fn subscribe(
+        &self,
+        workspace_id: &str,
+        topic: &str,
+        agent_id: &str,
+        at: i64,
+    ) -> impl Future<Output = StoreResult<TopicRow>> + Send;
     /// Removes a subscription; the topic stays.
-    fn unsubscribe(&self, workspace_id: &str, topic: &str, agent_id: &str) -> impl Future<Output = StoreResult<()>> + Send;
+    fn unsubscribe(
+        &self,
+        workspace_id: &str,
+        topic: &str,
+        agent_id: &str,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
     /// The topic and its subscribers, if the topic exists.
-    fn topic(&self, workspace_id: &str, topic: &str) -> impl Future<Output = StoreResult<Option<(TopicRow, Vec<String>)>>> + Send;
+    fn topic(
+        &self,
+        workspace_id: &str,
+        topic: &str,
+    ) -> impl Future<Output = StoreResult<Option<(TopicRow, Vec<String>)>>> + Send;
     /// Topics of a workspace with their subscriber counts.
-    fn topics(&self, workspace_id: &str) -> impl Future<Output = StoreResult<Vec<(TopicRow, u64)>>> + Send;
+    fn topics(
+        &self,
+        workspace_id: &str,
+    ) -> impl Future<Output = StoreResult<Vec<(TopicRow, u64)>>> + Send;
 
     // Messages and inboxes.
 
     /// The message `source` published with `id` at or after `since`, if any.
-    fn recent_message(&self, tenant_id: &str, source: &str, id: &str, since: i64) -> impl Future<Output = StoreResult<Option<MessageRow>>> + Send;
+    fn recent_message(
+        &self,
+        tenant_id: &str,
+        source: &str,
+        id: &str,
+        since: i64,
+    ) -> impl Future<Output = StoreResult<Option<MessageRow>>> + Send;
     /// The message an idempotency key recorded at or after `since`, if any.
-    fn idempotent_message(&self, key: &IdempotencyKey, since: i64) -> impl Future<Output = StoreResult<Option<MessageRow>>> + Send;
+    fn idempotent_message(
+        &self,
+        key: &IdempotencyKey,
+        since: i64,
+    ) -> impl Future<Output = StoreResult<Option<MessageRow>>> + Send;
     /// Stores a message and one inbox entry per recipient, atomically (see [`NewMessage`]).
     fn publish(&self, m: NewMessage) -> impl Future<Output = StoreResult<PublishOutcome>> + Send;
     /// Unacknowledged entries of an inbox.
@@ -121,14 +187,29 @@ pub trait Store: Send + Sync + 'static {
     /// lease expired, each getting a new lease token and `visible_at = now + visibility_ms`.
     fn lease(&self, req: LeaseRequest) -> impl Future<Output = StoreResult<Vec<Delivery>>> + Send;
     /// Acknowledges deliveries; each answer says whether the token was current.
-    fn ack(&self, agent_id: &str, acks: Vec<(u64, String)>, at: i64) -> impl Future<Output = StoreResult<Vec<AckOutcome>>> + Send;
+    fn ack(
+        &self,
+        agent_id: &str,
+        acks: Vec<(u64, String)>,
+        at: i64,
+    ) -> impl Future<Output = StoreResult<Vec<AckOutcome>>> + Send;
     /// Dead-letters leased entries at their maximum attempts whose lease expired, and expires
     /// unacknowledged entries past their message's `expires_at`.
-    fn reap_inboxes(&self, now: i64, max_attempts: u32) -> impl Future<Output = StoreResult<ReapReport>> + Send;
+    fn reap_inboxes(
+        &self,
+        now: i64,
+        max_attempts: u32,
+    ) -> impl Future<Output = StoreResult<ReapReport>> + Send;
     /// The earliest instant at which an entry of this inbox becomes deliverable again, if any.
-    fn next_visible(&self, agent_id: &str) -> impl Future<Output = StoreResult<Option<i64>>> + Send;
+    fn next_visible(&self, agent_id: &str)
+    -> impl Future<Output = StoreResult<Option<i64>>> + Send;
     /// Every message of a conversation in `received_at` order, if `party` sent or received one.
-    fn conversation(&self, tenant_id: &str, conversation_id: &str, party: &str) -> impl Future<Output = StoreResult<Option<Vec<MessageRow>>>> + Send;
+    fn conversation(
+        &self,
+        tenant_id: &str,
+        conversation_id: &str,
+        party: &str,
+    ) -> impl Future<Output = StoreResult<Option<Vec<MessageRow>>>> + Send;
     /// A message by its storage sequence.
     fn message(&self, seq: i64) -> impl Future<Output = StoreResult<Option<MessageRow>>> + Send;
 
@@ -141,7 +222,15 @@ pub trait Store: Send + Sync + 'static {
     /// Marks a blob's content uploaded and verified.
     fn complete_blob(&self, id: &str) -> impl Future<Output = StoreResult<()>> + Send;
     /// Whether `agent_id` is a party of a message referencing the blob.
-    fn blob_party(&self, blob_id: &str, agent_id: &str) -> impl Future<Output = StoreResult<bool>> + Send;
+    fn blob_party(
+        &self,
+        blob_id: &str,
+        agent_id: &str,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
     /// Bytes of a tenant's blobs, pending or complete, not yet expired at `now`.
-    fn blob_bytes(&self, tenant_id: &str, now: i64) -> impl Future<Output = StoreResult<u64>> + Send;
+    fn blob_bytes(
+        &self,
+        tenant_id: &str,
+        now: i64,
+    ) -> impl Future<Output = StoreResult<u64>> + Send;
 }

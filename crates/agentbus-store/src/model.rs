@@ -47,7 +47,11 @@ impl Role {
     }
 
     fn parse(s: &str) -> Role {
-        if s == "admin" { Role::Admin } else { Role::Member }
+        if s == "admin" {
+            Role::Admin
+        } else {
+            Role::Member
+        }
     }
 }
 

@@ -2,7 +2,9 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{envelope::EnvelopeArgs, explain::ExplainArgs, gateway::GatewayArgs, keys::KeysArgs};
+use crate::commands::{
+    envelope::EnvelopeArgs, explain::ExplainArgs, gateway::GatewayArgs, keys::KeysArgs,
+};
 
 /// AgentBus: messaging for fleets of AI agents, on one machine, across a team through a gateway,
 /// and across organisations through a git share.

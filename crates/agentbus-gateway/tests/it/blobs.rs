@@ -18,13 +18,24 @@ async fn wp_9_upload_reference_download_and_access() {
     let secret = b"diff --git a/worker.go b/worker.go UNIQUE-PLAINTEXT-7f3a91";
     let blob = h.upload(&a, "change.diff", secret).await;
     assert_eq!(blob["status"], "complete");
-    assert!(blob["ref"].as_str().unwrap().starts_with("blob://default/blb_"));
+    assert!(
+        blob["ref"]
+            .as_str()
+            .unwrap()
+            .starts_with("blob://default/blb_")
+    );
     let mut m = message(&h, &a, &b.address, "see attached");
     m["data"]["attachments"] = json!([attachment(&blob)]);
     assert_eq!(h.publish(&a, &sign(&a, m)).await.0, 202);
     // The recipient may download; a third agent may not (AB-4022).
     let id = blob["id"].as_str().unwrap();
-    let resp = h.http.get(format!("{}/v1/blobs/{id}/content", h.url)).bearer_auth(&b.token).send().await.unwrap();
+    let resp = h
+        .http
+        .get(format!("{}/v1/blobs/{id}/content", h.url))
+        .bearer_auth(&b.token)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status().as_u16(), 200);
     assert_eq!(resp.bytes().await.unwrap().as_ref(), secret);
     let (s, v) = h.get(&format!("/v1/blobs/{id}"), &c.token).await;
@@ -32,13 +43,19 @@ async fn wp_9_upload_reference_download_and_access() {
     // Another tenant gets exactly what an unknown id gets.
     let other = h.agent_in(&h.second_tenant().await, "outsider").await;
     let (s1, v1) = h.get(&format!("/v1/blobs/{id}"), &other.token).await;
-    let (s2, v2) = h.get("/v1/blobs/blb_01J9ZK8A0000000000000000D9", &other.token).await;
+    let (s2, v2) = h
+        .get("/v1/blobs/blb_01J9ZK8A0000000000000000D9", &other.token)
+        .await;
     assert_eq!((s1, &v1["error"]["code"]), (s2, &v2["error"]["code"]));
     // WP-9-5, WP-13.4-2: neither the blob nor the message data is stored in plain text.
     let needle = b"UNIQUE-PLAINTEXT-7f3a91";
     for entry in walk(&h.dir) {
         let bytes = std::fs::read(&entry).unwrap();
-        assert!(!bytes.windows(needle.len()).any(|w| w == needle), "{} holds plain text", entry.display());
+        assert!(
+            !bytes.windows(needle.len()).any(|w| w == needle),
+            "{} holds plain text",
+            entry.display()
+        );
     }
 }
 
@@ -60,12 +77,21 @@ async fn wp_9_rejections_at_upload_and_publish() {
     };
     assert_eq!(code(&put(b"abd").await.1), "AB-3020");
     assert_eq!(code(&put(b"abcd").await.1), "AB-3020");
-    let (_, v) = h.post("/v1/blobs", &a.token, json!({"name": "big", "size": 8 * 1024 * 1024 + 1, "sha256": "0".repeat(64)})).await;
+    let (_, v) = h
+        .post(
+            "/v1/blobs",
+            &a.token,
+            json!({"name": "big", "size": 8 * 1024 * 1024 + 1, "sha256": "0".repeat(64)}),
+        )
+        .await;
     assert_eq!(code(&v), "AB-3040");
     // Publishing: unknown AB-4008, pending AB-4021, mismatch AB-3021.
     let pending = json!({"ref": reg["ref"], "name": "x.txt", "size": 3, "sha256": reg["sha256"]});
     for (att, want) in [
-        (json!({"ref": "blob://default/blb_01J9ZK8A0000000000000000D9", "name": "a", "size": 1, "sha256": "0".repeat(64)}), "AB-4008"),
+        (
+            json!({"ref": "blob://default/blb_01J9ZK8A0000000000000000D9", "name": "a", "size": 1, "sha256": "0".repeat(64)}),
+            "AB-4008",
+        ),
         (pending, "AB-4021"),
     ] {
         let mut m = message(&h, &a, &b.address, "x");
@@ -105,12 +131,53 @@ async fn hostile_attachment_names_write_nothing_outside_the_blob_store() {
     let a = h.agent("alpha").await;
     let long = "a".repeat(256);
     let names: Vec<String> = [
-        "../escape", "../../etc/passwd", "..", ".", "/etc/passwd", "/tmp/x", "a/b", "a\\b", "..\\..\\win",
-        "%2e%2e%2fescape", "%2e%2e/x", "..%2fx", "\u{FF0E}\u{FF0E}\u{FF0F}x", "\u{FF0E}\u{FF0E}", "\u{2024}\u{2024}/x",
-        "x\u{0000}y", "nul\u{0000}", "line\nbreak", "cr\rreturn", "crlf\r\n", "tab\tname", "\u{202E}gpj.exe", "a\u{2066}b",
-        "\u{200B}", "\u{FEFF}bom", &long, "C:\\Windows\\x", "\\\\server\\share", "~/x", "~", "$HOME", "`id`", "$(id)",
-        "name with spaces", "-rf", "--", ":colon:", "con", "aux.txt", "very.long.name.tar.gz", "\u{00E9}t\u{00E9}.txt", "\u{1F4C4}.txt",
-        "..hidden", ".hidden", "a..b", "trailing.", "dot/../dot",
+        "../escape",
+        "../../etc/passwd",
+        "..",
+        ".",
+        "/etc/passwd",
+        "/tmp/x",
+        "a/b",
+        "a\\b",
+        "..\\..\\win",
+        "%2e%2e%2fescape",
+        "%2e%2e/x",
+        "..%2fx",
+        "\u{FF0E}\u{FF0E}\u{FF0F}x",
+        "\u{FF0E}\u{FF0E}",
+        "\u{2024}\u{2024}/x",
+        "x\u{0000}y",
+        "nul\u{0000}",
+        "line\nbreak",
+        "cr\rreturn",
+        "crlf\r\n",
+        "tab\tname",
+        "\u{202E}gpj.exe",
+        "a\u{2066}b",
+        "\u{200B}",
+        "\u{FEFF}bom",
+        &long,
+        "C:\\Windows\\x",
+        "\\\\server\\share",
+        "~/x",
+        "~",
+        "$HOME",
+        "`id`",
+        "$(id)",
+        "name with spaces",
+        "-rf",
+        "--",
+        ":colon:",
+        "con",
+        "aux.txt",
+        "very.long.name.tar.gz",
+        "\u{00E9}t\u{00E9}.txt",
+        "\u{1F4C4}.txt",
+        "..hidden",
+        ".hidden",
+        "a..b",
+        "trailing.",
+        "dot/../dot",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -123,11 +190,24 @@ async fn hostile_attachment_names_write_nothing_outside_the_blob_store() {
     for name in &names {
         let body = format!("content of {name:?}");
         let sha = hex::encode(sha2::Sha256::digest(body.as_bytes()));
-        let (s, v) = h.post("/v1/blobs", &a.token, json!({"name": name, "size": body.len(), "sha256": sha})).await;
+        let (s, v) = h
+            .post(
+                "/v1/blobs",
+                &a.token,
+                json!({"name": name, "size": body.len(), "sha256": sha}),
+            )
+            .await;
         match s {
             201 => {
                 let url = format!("{}/v1/blobs/{}/content", h.url, v["id"].as_str().unwrap());
-                let r = h.http.put(url).bearer_auth(&a.token).body(body).send().await.unwrap();
+                let r = h
+                    .http
+                    .put(url)
+                    .bearer_auth(&a.token)
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
                 assert_eq!(r.status().as_u16(), 200, "{name:?}");
                 accepted.push(v["id"].as_str().unwrap().to_owned());
                 accepted_names.push(name.clone());
@@ -139,16 +219,39 @@ async fn hostile_attachment_names_write_nothing_outside_the_blob_store() {
     // Every new file is <data>/blobs/<id> for an accepted blob, or the database's own files.
     let blobs = h.dir.join("blobs");
     for f in walk(&h.dir) {
-        if before.contains(&f) || f.file_name().unwrap().to_str().unwrap().starts_with("agentbus.db") {
+        if before.contains(&f)
+            || f.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("agentbus.db")
+        {
             continue;
         }
         assert_eq!(f.parent().unwrap(), blobs, "{}", f.display());
         let id = f.file_name().unwrap().to_str().unwrap();
         assert!(accepted.iter().any(|a| a == id), "{id}");
     }
-    assert_eq!(std::fs::read_dir(h.dir.parent().unwrap()).unwrap().count(), parent_before, "nothing beside the data dir");
+    assert_eq!(
+        std::fs::read_dir(h.dir.parent().unwrap()).unwrap().count(),
+        parent_before,
+        "nothing beside the data dir"
+    );
     // Names with separators, NUL, line breaks, dot-dot or over 255 characters are refused outright.
-    for bad in ["../escape", "/etc/passwd", "x\u{0000}y", "line\nbreak", "a/b", "a\\b", "..", ".", long.as_str()] {
-        assert!(!accepted_names.iter().any(|n| n == bad), "{bad:?} was accepted");
+    for bad in [
+        "../escape",
+        "/etc/passwd",
+        "x\u{0000}y",
+        "line\nbreak",
+        "a/b",
+        "a\\b",
+        "..",
+        ".",
+        long.as_str(),
+    ] {
+        assert!(
+            !accepted_names.iter().any(|n| n == bad),
+            "{bad:?} was accepted"
+        );
     }
 }

@@ -10,7 +10,10 @@ async fn late_ack_is_refused_and_the_redelivered_copy_is_acked_once() {
     let h = Harness::start().await;
     let a = h.agent("alpha").await;
     let b = h.agent("bravo").await;
-    assert_eq!(h.publish(&a, &signed(&h, &a, &b.address, "hello")).await.0, 202);
+    assert_eq!(
+        h.publish(&a, &signed(&h, &a, &b.address, "hello")).await.0,
+        202
+    );
     let first = h.poll(&b, 0, 0).await;
     assert_eq!(first.len(), 1);
     // Within the visibility timeout nothing is redelivered.
@@ -55,7 +58,10 @@ async fn wp_5_9_1_never_acked_is_dead_lettered_and_the_sender_told() {
     assert_eq!(n["correlation_id"], m["id"]);
     // Decision 8: the notice is signed by the gateway key of the well-known document.
     let (_, wk) = h.get("/.well-known/agentbus.json", "").await;
-    let pk = agentbus_protocol::signing::PublicKey::from_base64url(wk["gateway_keys"][0]["public_key"].as_str().unwrap()).unwrap();
+    let pk = agentbus_protocol::signing::PublicKey::from_base64url(
+        wk["gateway_keys"][0]["public_key"].as_str().unwrap(),
+    )
+    .unwrap();
     agentbus_protocol::signing::verify_envelope(n.as_object().unwrap(), &pk).unwrap();
 }
 
@@ -84,7 +90,12 @@ async fn restart_loses_nothing_acked_and_redelivers_nothing_twice_after_dedupe()
     let a = h.agent("alpha").await;
     let b = h.agent("bravo").await;
     for i in 0..10 {
-        assert_eq!(h.publish(&a, &signed(&h, &a, &b.address, &format!("m{i}"))).await.0, 202);
+        assert_eq!(
+            h.publish(&a, &signed(&h, &a, &b.address, &format!("m{i}")))
+                .await
+                .0,
+            202
+        );
     }
     // The receiver is handed all ten; it persists and acks five, persists two more without
     // acking, crashes before the last three, and then the gateway restarts too.
@@ -125,4 +136,92 @@ async fn restart_loses_nothing_acked_and_redelivers_nothing_twice_after_dedupe()
     seen.extend(delivered);
     assert_eq!(seen.len(), 10, "nothing lost");
     drop(tmp);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_pushes_resumes_after_a_sequence_and_takes_acks() {
+    use futures_util::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest as _};
+    let h = Harness::start().await;
+    let a = h.agent("alpha").await;
+    let b = h.agent("bravo").await;
+    for i in 0..3 {
+        assert_eq!(
+            h.publish(&a, &signed(&h, &a, &b.address, &format!("m{i}")))
+                .await
+                .0,
+            202
+        );
+    }
+    // Resume after sequence 2: only the third is pushed, then a new one as it arrives.
+    let mut req = format!("{}/v1/inbox/ws?after=2", h.url.replacen("http", "ws", 1))
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert(
+        "authorization",
+        format!("Bearer {}", b.token).parse().unwrap(),
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    let next = |v: Option<Result<Message, _>>| -> serde_json::Value {
+        serde_json::from_str(v.unwrap().unwrap().to_text().unwrap()).unwrap()
+    };
+    let first = next(ws.next().await);
+    assert_eq!(first["type"], "delivery");
+    assert_eq!(first["delivery"]["sequence"], 3);
+    assert_eq!(
+        h.publish(&a, &signed(&h, &a, &b.address, "live")).await.0,
+        202
+    );
+    let second = next(ws.next().await);
+    assert_eq!(second["delivery"]["sequence"], 4);
+    assert_eq!(second["delivery"]["envelope"]["data"]["text"], "live");
+    let ack = serde_json::json!({"type": "ack", "sequence": 4, "delivery": second["delivery"]["delivery"]});
+    ws.send(Message::Text(ack.to_string().into()))
+        .await
+        .unwrap();
+    let answer = next(ws.next().await);
+    assert_eq!(answer["result"]["status"], "acked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_13_6_inbox_depth_and_rate_limits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("gw");
+    // A gateway with small limits, set through its configuration.
+    let h = Harness::start_with(dir, |c| {
+        c.inbox_max_depth = 3;
+        c.rate_per_agent = 5.0;
+        c.rate_burst = 5.0;
+    })
+    .await;
+    let a = h.agent("alpha").await;
+    let b = h.agent("bravo").await;
+    for i in 0..3 {
+        assert_eq!(
+            h.publish(&a, &signed(&h, &a, &b.address, &format!("{i}")))
+                .await
+                .0,
+            202
+        );
+    }
+    let (s, v, _) = h.publish(&a, &signed(&h, &a, &b.address, "full")).await;
+    assert_eq!((s, v["error"]["code"].as_str()), (429, Some("AB-4040")));
+    // Draining the inbox makes room again.
+    for d in h.poll(&b, 0, 0).await {
+        h.ack(&b, &d).await;
+    }
+    assert_eq!(
+        h.publish(&a, &signed(&h, &a, &b.address, "room")).await.0,
+        202
+    );
+    // The fifth publish in one instant empties the bucket of 5; the next is AB-5001.
+    let (s, v, _) = h.publish(&a, &signed(&h, &a, &b.address, "sixth")).await;
+    assert_eq!((s, v["error"]["code"].as_str()), (429, Some("AB-5001")));
+    h.clock.advance_secs(1);
+    assert_eq!(
+        h.publish(&a, &signed(&h, &a, &b.address, "after a second"))
+            .await
+            .0,
+        202
+    );
 }

@@ -6,5 +6,6 @@
 mod blobs;
 mod delivery;
 mod identity;
+mod meta;
 mod publish;
 mod support;

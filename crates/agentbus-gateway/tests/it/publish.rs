@@ -10,7 +10,12 @@ async fn wp_12_1_request_reply_end_to_end() {
     let h = Harness::start().await;
     let bot = h.agent("release-bot").await;
     let reviewer = h.agent("reviewer").await;
-    let mut q = message(&h, &bot, &reviewer.address, "Is change 482 clear for the 14:30 deploy?");
+    let mut q = message(
+        &h,
+        &bot,
+        &reviewer.address,
+        "Is change 482 clear for the 14:30 deploy?",
+    );
     q["data"]["expects_reply"] = json!(true);
     q.insert("subject".into(), json!("Deploy readiness check"));
     let q = sign(&bot, q);
@@ -32,8 +37,13 @@ async fn wp_12_1_request_reply_end_to_end() {
     assert!(env["received_at"].as_str().is_some());
     assert_eq!(env["sig"], q["sig"], "WP-3.2-9: sig intact");
     // WP-1-6: the delivered copy re-verifies with the sender's listed key.
-    let (_, card) = h.get(&format!("/v1/agents/{}", bot.id), &reviewer.token).await;
-    let pk = agentbus_protocol::signing::PublicKey::from_base64url(card["keys"][0]["public_key"].as_str().unwrap()).unwrap();
+    let (_, card) = h
+        .get(&format!("/v1/agents/{}", bot.id), &reviewer.token)
+        .await;
+    let pk = agentbus_protocol::signing::PublicKey::from_base64url(
+        card["keys"][0]["public_key"].as_str().unwrap(),
+    )
+    .unwrap();
     agentbus_protocol::signing::verify_envelope(env.as_object().unwrap(), &pk).unwrap();
     assert_eq!(h.ack(&reviewer, &got[0]).await.0, 200);
     // The reply copies the conversation and correlates.
@@ -48,11 +58,23 @@ async fn wp_12_1_request_reply_end_to_end() {
     let cnv = q["conversation_id"].as_str().unwrap();
     let (s, c) = h.get(&format!("/v1/conversations/{cnv}"), &bot.token).await;
     assert_eq!(s, 200);
-    let ids: Vec<&Value> = c["envelopes"].as_array().unwrap().iter().map(|e| &e["id"]).collect();
+    let ids: Vec<&Value> = c["envelopes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["id"])
+        .collect();
     assert_eq!(ids, [&q["id"], &reply["id"]]);
     let outsider = h.agent("outsider").await;
-    let (s, body) = h.get(&format!("/v1/conversations/{cnv}"), &outsider.token).await;
-    let (s2, body2) = h.get("/v1/conversations/cnv_01J9ZK7A0000000000000000C9", &outsider.token).await;
+    let (s, body) = h
+        .get(&format!("/v1/conversations/{cnv}"), &outsider.token)
+        .await;
+    let (s2, body2) = h
+        .get(
+            "/v1/conversations/cnv_01J9ZK7A0000000000000000C9",
+            &outsider.token,
+        )
+        .await;
     assert_eq!((s, &body["error"]["code"]), (s2, &body2["error"]["code"]));
     assert_eq!(s, 404);
 }
@@ -67,8 +89,18 @@ async fn wp_3_2_each_check_in_order_with_its_code() {
     // 1. No bearer: AB-1001, with the documented body shape.
     let (s, v, _) = h.publish_raw("", b"{}".to_vec()).await;
     assert_eq!((s, code(&v).as_str()), (401, "AB-1001"));
-    assert!(v["error"]["doc_url"].as_str().unwrap().ends_with("/errors/AB-1001"));
-    assert!(v["error"]["request_id"].as_str().unwrap().starts_with("req_"));
+    assert!(
+        v["error"]["doc_url"]
+            .as_str()
+            .unwrap()
+            .ends_with("/errors/AB-1001")
+    );
+    assert!(
+        v["error"]["request_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("req_")
+    );
     let (s, doc) = h.get("/errors/AB-1001", "").await;
     assert_eq!(s, 200, "WP-1-8: the doc URL answers");
     assert!(doc.as_str().unwrap().contains("AB-1001"));
@@ -78,7 +110,13 @@ async fn wp_3_2_each_check_in_order_with_its_code() {
     assert_eq!(code(&h.publish(&a, &m).await.1), "AB-2002");
     // 3. unknown key: AB-1012.
     let mut m = message(&h, &a, &to, "hi");
-    m.insert("sig".into(), json!(format!("ed25519:key_01J9ZK6Q8R2M3N4P5Q6R7S8T9V:{}", "A".repeat(86))));
+    m.insert(
+        "sig".into(),
+        json!(format!(
+            "ed25519:key_01J9ZK6Q8R2M3N4P5Q6R7S8T9V:{}",
+            "A".repeat(86)
+        )),
+    );
     assert_eq!(code(&h.publish(&a, &m).await.1), "AB-1012");
     // Another agent's key is not yours either.
     let mut m = sign(&a, message(&h, &a, &to, "hi"));
@@ -91,7 +129,11 @@ async fn wp_3_2_each_check_in_order_with_its_code() {
     assert_eq!(code(&h.publish(&a, &m).await.1), "AB-1011");
     let mut m = signed(&h, &a, &to, "hi");
     m["to"] = json!(a.address);
-    assert_eq!(code(&h.publish(&a, &m).await.1), "AB-1011", "WP-13.2-1: retargeting breaks the signature");
+    assert_eq!(
+        code(&h.publish(&a, &m).await.1),
+        "AB-1011",
+        "WP-13.2-1: retargeting breaks the signature"
+    );
     // 5. skew ±301 s refused, ±299 s accepted.
     for (delta, want) in [(-301_000, "AB-3005"), (301_000, "AB-3005")] {
         let mut m = message(&h, &a, &to, "hi");
@@ -122,7 +164,12 @@ async fn wp_3_2_each_check_in_order_with_its_code() {
     bad["data"] = json!({"text": 5});
     let (s, v, _) = h.publish(&a, &sign(&a, bad)).await;
     assert_eq!((s, code(&v).as_str()), (422, "AB-3011"));
-    assert!(v["error"]["message"].as_str().unwrap().contains("/data/text"));
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/data/text")
+    );
     let mut forged = message(&h, &a, &to, "forged");
     forged.insert("tenant".into(), json!("ten_01J9ZK7A0000000000000000T1"));
     forged.insert("hops".into(), json!([{"gateway": "evil"}]));
@@ -131,17 +178,43 @@ async fn wp_3_2_each_check_in_order_with_its_code() {
     let last = &inbox.last().unwrap()["envelope"];
     assert_eq!(last["data"]["text"], "forged");
     assert_ne!(last["tenant"], json!("ten_01J9ZK7A0000000000000000T1"));
-    assert!(last.get("hops").is_none(), "WP-2.1-27: a sender cannot inject hops");
+    assert!(
+        last.get("hops").is_none(),
+        "WP-2.1-27: a sender cannot inject hops"
+    );
     // 8. resolution: AB-4001 unknown, AB-4002 topic, AB-4003 deleted.
     let ws = a.address.rsplit_once('/').unwrap().0.to_owned();
-    assert_eq!(code(&h.publish(&a, &signed(&h, &a, &format!("{ws}/nobody"), "x")).await.1), "AB-4001");
+    assert_eq!(
+        code(
+            &h.publish(&a, &signed(&h, &a, &format!("{ws}/nobody"), "x"))
+                .await
+                .1
+        ),
+        "AB-4001"
+    );
     let topic = ws.replacen("agent://", "topic://", 1) + "/deploys";
-    assert_eq!(code(&h.publish(&a, &signed(&h, &a, &topic, "x")).await.1), "AB-4002");
+    assert_eq!(
+        code(&h.publish(&a, &signed(&h, &a, &topic, "x")).await.1),
+        "AB-4002"
+    );
     let gone = h.agent("gone").await;
-    let (s, _) = h.req(reqwest::Method::DELETE, &format!("/v1/agents/{}", gone.id), &h.admin, None).await;
+    let (s, _) = h
+        .req(
+            reqwest::Method::DELETE,
+            &format!("/v1/agents/{}", gone.id),
+            &h.admin,
+            None,
+        )
+        .await;
     assert_eq!(s, 204);
-    assert_eq!(code(&h.publish(&a, &signed(&h, &a, &gone.address, "x")).await.1), "AB-4003");
-    assert_eq!(code(&h.publish(&a, &signed(&h, &a, &gone.id, "x")).await.1), "AB-4003");
+    assert_eq!(
+        code(&h.publish(&a, &signed(&h, &a, &gone.address, "x")).await.1),
+        "AB-4003"
+    );
+    assert_eq!(
+        code(&h.publish(&a, &signed(&h, &a, &gone.id, "x")).await.1),
+        "AB-4003"
+    );
     // 9. policy after resolution: deny-all gives AB-2001 for a known address, AB-4001 for unknown.
     let ws_id = h.get(&format!("/v1/agents/{}", a.id), &a.token).await.1["id"].clone();
     let _ = ws_id;
@@ -220,7 +293,9 @@ async fn wp_8_thousand_concurrent_replays_leave_one_inbox_entry() {
         let h = h.clone();
         let body = body.clone();
         let token = a.token.clone();
-        tasks.push(tokio::spawn(async move { h.publish_raw(&token, body).await }));
+        tasks.push(tokio::spawn(
+            async move { h.publish_raw(&token, body).await },
+        ));
     }
     let mut receipts = std::collections::HashSet::new();
     let mut accepted = 0;
@@ -238,14 +313,39 @@ async fn wp_8_thousand_concurrent_replays_leave_one_inbox_entry() {
 async fn wp_4_2_3_topic_fan_out_one_copy_per_subscriber() {
     let h = Harness::start().await;
     let publisher = h.agent("publisher").await;
-    let subs = [h.agent("sub-one").await, h.agent("sub-two").await, h.agent("sub-three").await];
+    let subs = [
+        h.agent("sub-one").await,
+        h.agent("sub-two").await,
+        h.agent("sub-three").await,
+    ];
     for s in subs.iter().chain([&publisher]) {
-        let (st, _) = h.req(reqwest::Method::PUT, "/v1/topics/deploys.prod/subscription", &s.token, None).await;
+        let (st, _) = h
+            .req(
+                reqwest::Method::PUT,
+                "/v1/topics/deploys.prod/subscription",
+                &s.token,
+                None,
+            )
+            .await;
         assert_eq!(st, 200);
     }
     // Give the second subscriber an earlier message, so sequences differ per inbox.
-    assert_eq!(h.publish(&publisher, &signed(&h, &publisher, &subs[1].address, "direct")).await.0, 202);
-    let topic = publisher.address.rsplit_once('/').unwrap().0.replacen("agent://", "topic://", 1) + "/deploys.prod";
+    assert_eq!(
+        h.publish(
+            &publisher,
+            &signed(&h, &publisher, &subs[1].address, "direct")
+        )
+        .await
+        .0,
+        202
+    );
+    let topic = publisher
+        .address
+        .rsplit_once('/')
+        .unwrap()
+        .0
+        .replacen("agent://", "topic://", 1)
+        + "/deploys.prod";
     let m = signed(&h, &publisher, &topic, "deploying");
     assert_eq!(h.publish(&publisher, &m).await.0, 202);
     for (s, want_seq) in subs.iter().zip([1, 2, 1]) {
@@ -254,8 +354,15 @@ async fn wp_4_2_3_topic_fan_out_one_copy_per_subscriber() {
         assert_eq!(copy["sequence"], want_seq);
         assert_eq!(copy["envelope"]["to"], json!(topic));
         assert_eq!(copy["envelope"]["to_id"], json!(s.id));
-        assert_eq!(copy["envelope"]["source"], json!(publisher.address), "WP-4.4-4");
+        assert_eq!(
+            copy["envelope"]["source"],
+            json!(publisher.address),
+            "WP-4.4-4"
+        );
         assert_eq!(copy["envelope"]["sig"], m["sig"]);
     }
-    assert!(h.poll(&publisher, 0, 0).await.is_empty(), "G-WP-35: no copy to the publisher");
+    assert!(
+        h.poll(&publisher, 0, 0).await.is_empty(),
+        "G-WP-35: no copy to the publisher"
+    );
 }

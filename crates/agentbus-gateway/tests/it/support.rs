@@ -45,8 +45,21 @@ impl Harness {
         h
     }
 
+    /// Starts a gateway on `dir` with changed settings.
+    pub async fn start_with(dir: std::path::PathBuf, change: impl FnOnce(&mut Config)) -> Harness {
+        Harness::start_full(dir, None, change).await
+    }
+
     /// Starts (or restarts) a gateway on `dir`.
     pub async fn start_in(dir: std::path::PathBuf, clock: Option<ManualClock>) -> Harness {
+        Harness::start_full(dir, clock, |_| {}).await
+    }
+
+    async fn start_full(
+        dir: std::path::PathBuf,
+        clock: Option<ManualClock>,
+        change: impl FnOnce(&mut Config),
+    ) -> Harness {
         let clock = clock.unwrap_or_else(|| ManualClock::new(Timestamp(T0)));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -54,8 +67,15 @@ impl Harness {
         config.reaper_interval_ms = 0;
         config.visibility_timeout_s = 30;
         config.max_attempts = 3;
-        let gw = Gateway::open(config, Arc::new(clock.clone())).await.unwrap();
-        let admin = gw.bootstrap.as_ref().map(|b| b.admin_token.clone()).unwrap_or_default();
+        change(&mut config);
+        let gw = Gateway::open(config, Arc::new(clock.clone()))
+            .await
+            .unwrap();
+        let admin = gw
+            .bootstrap
+            .as_ref()
+            .map(|b| b.admin_token.clone())
+            .unwrap_or_default();
         let app = gw.app.clone();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
@@ -93,7 +113,13 @@ impl Harness {
         (dir, clock, tmp)
     }
 
-    pub async fn req(&self, method: reqwest::Method, path: &str, token: &str, body: Option<Value>) -> (u16, Value) {
+    pub async fn req(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        token: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let mut r = self.http.request(method, format!("{}{path}", self.url));
         if !token.is_empty() {
             r = r.bearer_auth(token);
@@ -104,7 +130,10 @@ impl Harness {
         let resp = r.send().await.unwrap();
         let status = resp.status().as_u16();
         let text = resp.text().await.unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
     }
 
     pub async fn get(&self, path: &str, token: &str) -> (u16, Value) {
@@ -112,7 +141,8 @@ impl Harness {
     }
 
     pub async fn post(&self, path: &str, token: &str, body: Value) -> (u16, Value) {
-        self.req(reqwest::Method::POST, path, token, Some(body)).await
+        self.req(reqwest::Method::POST, path, token, Some(body))
+            .await
     }
 
     /// Registers an agent with a fresh key.
@@ -149,24 +179,42 @@ impl Harness {
             .await
             .unwrap();
         let status = resp.status().as_u16();
-        let replay = resp.headers().get("agentbus-idempotent-replay").map(|v| v.to_str().unwrap().to_owned());
+        let replay = resp
+            .headers()
+            .get("agentbus-idempotent-replay")
+            .map(|v| v.to_str().unwrap().to_owned());
         let v: Value = resp.json().await.unwrap_or(Value::Null);
         (status, v, replay)
     }
 
-    pub async fn publish(&self, from: &Agent, env: &Map<String, Value>) -> (u16, Value, Option<String>) {
-        self.publish_raw(&from.token, Value::Object(env.clone()).to_string().into_bytes()).await
+    pub async fn publish(
+        &self,
+        from: &Agent,
+        env: &Map<String, Value>,
+    ) -> (u16, Value, Option<String>) {
+        self.publish_raw(
+            &from.token,
+            Value::Object(env.clone()).to_string().into_bytes(),
+        )
+        .await
     }
 
     /// Long-polls an inbox.
     pub async fn poll(&self, a: &Agent, after: u64, wait: u64) -> Vec<Value> {
-        let (s, v) = self.get(&format!("/v1/inbox?after={after}&wait={wait}"), &a.token).await;
+        let (s, v) = self
+            .get(&format!("/v1/inbox?after={after}&wait={wait}"), &a.token)
+            .await;
         assert_eq!(s, 200, "{v}");
         v["deliveries"].as_array().unwrap().clone()
     }
 
     pub async fn ack(&self, a: &Agent, d: &Value) -> (u16, Value) {
-        self.post(&format!("/v1/inbox/{}/ack", d["sequence"]), &a.token, json!({"delivery": d["delivery"]})).await
+        self.post(
+            &format!("/v1/inbox/{}/ack", d["sequence"]),
+            &a.token,
+            json!({"delivery": d["delivery"]}),
+        )
+        .await
     }
 
     pub fn now(&self) -> Timestamp {
@@ -211,15 +259,37 @@ impl Harness {
         use agentbus_store::*;
         let app = &self.app;
         let now = self.now().millis();
-        let t = TenantRow { id: app.mint(IdKind::Tenant), slug: "other".into(), data_key: app.wrap_new_tenant_key(), created_at: now };
+        let t = TenantRow {
+            id: app.mint(IdKind::Tenant),
+            slug: "other".into(),
+            data_key: app.wrap_new_tenant_key(),
+            created_at: now,
+        };
         app.store.create_tenant(t.clone()).await.unwrap();
-        let w = WorkspaceRow { id: app.mint(IdKind::Workspace), tenant_id: t.id.clone(), slug: "default".into(), policy: "{}".into(), created_at: now };
+        let w = WorkspaceRow {
+            id: app.mint(IdKind::Workspace),
+            tenant_id: t.id.clone(),
+            slug: "default".into(),
+            policy: "{}".into(),
+            created_at: now,
+        };
         app.store.create_workspace(w.clone()).await.unwrap();
-        let u = UserRow { id: app.mint(IdKind::User), tenant_id: t.id, workspace_id: w.id, name: "admin".into(), role: Role::Admin, created_at: now };
+        let u = UserRow {
+            id: app.mint(IdKind::User),
+            tenant_id: t.id,
+            workspace_id: w.id,
+            name: "admin".into(),
+            role: Role::Admin,
+            created_at: now,
+        };
         app.store.create_user(u.clone()).await.unwrap();
         let token = agentbus_gateway::app::new_token("abu_");
         app.store
-            .create_token(TokenRow { hash: agentbus_gateway::app::token_hash(&token), subject: TokenSubject::User(u.id), created_at: now })
+            .create_token(TokenRow {
+                hash: agentbus_gateway::app::token_hash(&token),
+                subject: TokenSubject::User(u.id),
+                created_at: now,
+            })
             .await
             .unwrap();
         token
@@ -228,7 +298,13 @@ impl Harness {
     /// Registers an agent using `admin` (another tenant's admin token).
     pub async fn agent_in(&self, admin: &str, name: &str) -> Agent {
         let key = SigningKey::from_seed(agentbus_runtime::random_bytes());
-        let (s, v) = self.post("/v1/agents", admin, json!({"name": name, "public_key": key.public().to_base64url()})).await;
+        let (s, v) = self
+            .post(
+                "/v1/agents",
+                admin,
+                json!({"name": name, "public_key": key.public().to_base64url()}),
+            )
+            .await;
         assert_eq!(s, 201, "{v}");
         Agent {
             id: v["agent"]["id"].as_str().unwrap().to_owned(),
@@ -247,7 +323,11 @@ impl Harness {
         assert_eq!(s, 201, "{b}");
         let resp = self
             .http
-            .put(format!("{}/v1/blobs/{}/content", self.url, b["id"].as_str().unwrap()))
+            .put(format!(
+                "{}/v1/blobs/{}/content",
+                self.url,
+                b["id"].as_str().unwrap()
+            ))
             .bearer_auth(&a.token)
             .body(bytes.to_vec())
             .send()

@@ -66,7 +66,8 @@ impl SqliteStore {
     pub fn open(path: &Path) -> StoreResult<SqliteStore> {
         let mut writer = Connection::open(path)?;
         configure(&writer)?;
-        let mode: String = writer.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
+        let mode: String =
+            writer.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
         writer.pragma_update(None, "synchronous", "FULL")?;
         let sync: i64 = writer.pragma_query_value(None, "synchronous", |r| r.get(0))?;
         // synchronous: 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA.
@@ -130,7 +131,10 @@ impl SqliteStore {
         });
         {
             let jobs = self.inner.jobs.lock().map_err(|_| closed())?;
-            jobs.as_ref().ok_or_else(closed)?.send(job).map_err(|_| closed())?;
+            jobs.as_ref()
+                .ok_or_else(closed)?
+                .send(job)
+                .map_err(|_| closed())?;
         }
         rx.await.map_err(|_| closed())?
     }

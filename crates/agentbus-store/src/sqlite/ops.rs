@@ -51,8 +51,7 @@ fn workspace_row(r: &Row<'_>) -> rusqlite::Result<WorkspaceRow> {
     })
 }
 
-const AGENT_COLS: &str =
-    "id, tenant_id, workspace_id, name, owner_id, card, visibility, created_at, updated_at, deleted_at";
+const AGENT_COLS: &str = "id, tenant_id, workspace_id, name, owner_id, card, visibility, created_at, updated_at, deleted_at";
 
 fn agent_row(r: &Row<'_>) -> rusqlite::Result<AgentRow> {
     Ok(AgentRow {
@@ -110,12 +109,20 @@ fn conflict(what: &str) -> impl FnOnce(rusqlite::Error) -> StoreError + '_ {
 }
 
 fn message_by_seq(c: &Connection, seq: i64) -> rusqlite::Result<Option<MessageRow>> {
-    c.prepare_cached(&format!("SELECT {MESSAGE_COLS} FROM messages m WHERE m.seq = ?1"))?
-        .query_row([seq], |r| message_row(r, 0))
-        .optional()
+    c.prepare_cached(&format!(
+        "SELECT {MESSAGE_COLS} FROM messages m WHERE m.seq = ?1"
+    ))?
+    .query_row([seq], |r| message_row(r, 0))
+    .optional()
 }
 
-fn recent_in(c: &Connection, tenant: &str, source: &str, id: &str, since: i64) -> rusqlite::Result<Option<MessageRow>> {
+fn recent_in(
+    c: &Connection,
+    tenant: &str,
+    source: &str,
+    id: &str,
+    since: i64,
+) -> rusqlite::Result<Option<MessageRow>> {
     c.prepare_cached(&format!(
         "SELECT {MESSAGE_COLS} FROM recent_ids r JOIN messages m ON m.seq = r.message_seq \
          WHERE r.tenant_id = ?1 AND r.source = ?2 AND r.id = ?3 AND r.received_at >= ?4"
@@ -124,7 +131,11 @@ fn recent_in(c: &Connection, tenant: &str, source: &str, id: &str, since: i64) -
     .optional()
 }
 
-fn idempotent_in(c: &Connection, k: &IdempotencyKey, since: i64) -> rusqlite::Result<Option<MessageRow>> {
+fn idempotent_in(
+    c: &Connection,
+    k: &IdempotencyKey,
+    since: i64,
+) -> rusqlite::Result<Option<MessageRow>> {
     c.prepare_cached(&format!(
         "SELECT {MESSAGE_COLS} FROM idempotency i JOIN messages m ON m.seq = i.message_seq \
          WHERE i.tenant_id = ?1 AND i.source = ?2 AND i.to_id = ?3 AND i.key = ?4 AND i.created_at >= ?5"
@@ -206,7 +217,11 @@ fn insert_message(t: &Transaction<'_>, m: &NewMessage) -> StoreResult<PublishOut
     Ok(PublishOutcome::Stored { message, sequences })
 }
 
-fn entries_where(c: &Connection, filter: &str, args: impl rusqlite::Params) -> rusqlite::Result<Vec<InboxEntry>> {
+fn entries_where(
+    c: &Connection,
+    filter: &str,
+    args: impl rusqlite::Params,
+) -> rusqlite::Result<Vec<InboxEntry>> {
     let sql = format!(
         "SELECT i.agent_id, i.sequence, i.state, i.attempts, i.last_attempt_at, {MESSAGE_COLS} \
          FROM inbox i JOIN messages m ON m.seq = i.message_seq WHERE {filter}"
@@ -227,8 +242,10 @@ fn entries_where(c: &Connection, filter: &str, args: impl rusqlite::Params) -> r
 
 fn settle(t: &Transaction<'_>, entries: &[InboxEntry], state: EntryState) -> rusqlite::Result<()> {
     for e in entries {
-        t.prepare_cached("UPDATE inbox SET state = ?3, lease = NULL WHERE agent_id = ?1 AND sequence = ?2")?
-            .execute(params![e.agent_id, e.sequence as i64, state_code(state)])?;
+        t.prepare_cached(
+            "UPDATE inbox SET state = ?3, lease = NULL WHERE agent_id = ?1 AND sequence = ?2",
+        )?
+        .execute(params![e.agent_id, e.sequence as i64, state_code(state)])?;
         t.prepare_cached("UPDATE inbox_counters SET pending = pending - 1 WHERE agent_id = ?1")?
             .execute([&e.agent_id])?;
     }
@@ -258,9 +275,11 @@ impl Store for SqliteStore {
     async fn tenant(&self, id: &str) -> StoreResult<Option<TenantRow>> {
         let id = id.to_owned();
         self.read(move |c| {
-            Ok(c.prepare_cached("SELECT id, slug, data_key, created_at FROM tenants WHERE id = ?1")?
-                .query_row([id], tenant_row)
-                .optional()?)
+            Ok(c.prepare_cached(
+                "SELECT id, slug, data_key, created_at FROM tenants WHERE id = ?1",
+            )?
+            .query_row([id], tenant_row)
+            .optional()?)
         })
         .await
     }
@@ -268,16 +287,20 @@ impl Store for SqliteStore {
     async fn tenant_by_slug(&self, slug: &str) -> StoreResult<Option<TenantRow>> {
         let slug = slug.to_owned();
         self.read(move |c| {
-            Ok(c.prepare_cached("SELECT id, slug, data_key, created_at FROM tenants WHERE slug = ?1")?
-                .query_row([slug], tenant_row)
-                .optional()?)
+            Ok(c.prepare_cached(
+                "SELECT id, slug, data_key, created_at FROM tenants WHERE slug = ?1",
+            )?
+            .query_row([slug], tenant_row)
+            .optional()?)
         })
         .await
     }
 
     async fn tenants(&self) -> StoreResult<Vec<TenantRow>> {
         self.read(|c| {
-            let mut s = c.prepare_cached("SELECT id, slug, data_key, created_at FROM tenants ORDER BY created_at")?;
+            let mut s = c.prepare_cached(
+                "SELECT id, slug, data_key, created_at FROM tenants ORDER BY created_at",
+            )?;
             let rows = s.query_map([], tenant_row)?.collect::<Result<_, _>>()?;
             Ok(rows)
         })
@@ -299,14 +322,20 @@ impl Store for SqliteStore {
     async fn workspace(&self, id: &str) -> StoreResult<Option<WorkspaceRow>> {
         let id = id.to_owned();
         self.read(move |c| {
-            Ok(c.prepare_cached("SELECT id, tenant_id, slug, policy, created_at FROM workspaces WHERE id = ?1")?
-                .query_row([id], workspace_row)
-                .optional()?)
+            Ok(c.prepare_cached(
+                "SELECT id, tenant_id, slug, policy, created_at FROM workspaces WHERE id = ?1",
+            )?
+            .query_row([id], workspace_row)
+            .optional()?)
         })
         .await
     }
 
-    async fn workspace_by_slug(&self, tenant_id: &str, slug: &str) -> StoreResult<Option<WorkspaceRow>> {
+    async fn workspace_by_slug(
+        &self,
+        tenant_id: &str,
+        slug: &str,
+    ) -> StoreResult<Option<WorkspaceRow>> {
         let (tenant_id, slug) = (tenant_id.to_owned(), slug.to_owned());
         self.read(move |c| {
             Ok(c.prepare_cached(
@@ -321,8 +350,15 @@ impl Store for SqliteStore {
     async fn set_workspace_policy(&self, id: &str, policy: String) -> StoreResult<()> {
         let id = id.to_owned();
         self.write(move |tx| {
-            let n = tx.execute("UPDATE workspaces SET policy = ?2 WHERE id = ?1", params![id, policy])?;
-            if n == 0 { Err(StoreError::NotFound) } else { Ok(()) }
+            let n = tx.execute(
+                "UPDATE workspaces SET policy = ?2 WHERE id = ?1",
+                params![id, policy],
+            )?;
+            if n == 0 {
+                Err(StoreError::NotFound)
+            } else {
+                Ok(())
+            }
         })
         .await
     }
@@ -374,17 +410,25 @@ impl Store for SqliteStore {
 
     async fn token(&self, hash: [u8; 32]) -> StoreResult<Option<TokenRow>> {
         self.read(move |c| {
-            Ok(c.prepare_cached("SELECT kind, subject_id, created_at FROM tokens WHERE hash = ?1")?
+            Ok(
+                c.prepare_cached(
+                    "SELECT kind, subject_id, created_at FROM tokens WHERE hash = ?1",
+                )?
                 .query_row([hash.to_vec()], |r| {
                     let kind: String = r.get(0)?;
                     let subject: String = r.get(1)?;
                     Ok(TokenRow {
                         hash,
-                        subject: if kind == "agent" { TokenSubject::Agent(subject) } else { TokenSubject::User(subject) },
+                        subject: if kind == "agent" {
+                            TokenSubject::Agent(subject)
+                        } else {
+                            TokenSubject::User(subject)
+                        },
                         created_at: r.get(2)?,
                     })
                 })
-                .optional()?)
+                .optional()?,
+            )
         })
         .await
     }
@@ -411,9 +455,11 @@ impl Store for SqliteStore {
     async fn agent(&self, id: &str) -> StoreResult<Option<AgentRow>> {
         let id = id.to_owned();
         self.read(move |c| {
-            Ok(c.prepare_cached(&format!("SELECT {AGENT_COLS} FROM agents WHERE id = ?1"))?
-                .query_row([id], agent_row)
-                .optional()?)
+            Ok(
+                c.prepare_cached(&format!("SELECT {AGENT_COLS} FROM agents WHERE id = ?1"))?
+                    .query_row([id], agent_row)
+                    .optional()?,
+            )
         })
         .await
     }
@@ -422,7 +468,9 @@ impl Store for SqliteStore {
         let (ws, name) = (workspace_id.to_owned(), name.to_owned());
         self.read(move |c| {
             let by_alias: Option<String> = c
-                .prepare_cached("SELECT agent_id FROM aliases WHERE workspace_id = ?1 AND alias = ?2")?
+                .prepare_cached(
+                    "SELECT agent_id FROM aliases WHERE workspace_id = ?1 AND alias = ?2",
+                )?
                 .query_row(params![ws, name], |r| r.get(0))
                 .optional()?;
             if let Some(id) = by_alias {
@@ -457,8 +505,11 @@ impl Store for SqliteStore {
     async fn aliases(&self, agent_id: &str) -> StoreResult<Vec<String>> {
         let agent_id = agent_id.to_owned();
         self.read(move |c| {
-            let mut s = c.prepare_cached("SELECT alias FROM aliases WHERE agent_id = ?1 ORDER BY alias")?;
-            let rows = s.query_map([agent_id], |r| r.get(0))?.collect::<Result<_, _>>()?;
+            let mut s =
+                c.prepare_cached("SELECT alias FROM aliases WHERE agent_id = ?1 ORDER BY alias")?;
+            let rows = s
+                .query_map([agent_id], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
             Ok(rows)
         })
         .await
@@ -485,7 +536,10 @@ impl Store for SqliteStore {
     async fn delete_agent(&self, id: &str, at: i64) -> StoreResult<Vec<InboxEntry>> {
         let id = id.to_owned();
         self.write(move |tx| {
-            let n = tx.execute("UPDATE agents SET deleted_at = ?2 WHERE id = ?1 AND deleted_at IS NULL", params![id, at])?;
+            let n = tx.execute(
+                "UPDATE agents SET deleted_at = ?2 WHERE id = ?1 AND deleted_at IS NULL",
+                params![id, at],
+            )?;
             if n == 0 {
                 return Err(StoreError::NotFound);
             }
@@ -550,8 +604,18 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn subscribe(&self, workspace_id: &str, topic: &str, agent_id: &str, at: i64) -> StoreResult<TopicRow> {
-        let (ws, name, agent) = (workspace_id.to_owned(), topic.to_owned(), agent_id.to_owned());
+    async fn subscribe(
+        &self,
+        workspace_id: &str,
+        topic: &str,
+        agent_id: &str,
+        at: i64,
+    ) -> StoreResult<TopicRow> {
+        let (ws, name, agent) = (
+            workspace_id.to_owned(),
+            topic.to_owned(),
+            agent_id.to_owned(),
+        );
         self.write(move |tx| {
             tx.execute(
                 "INSERT OR IGNORE INTO topics (id, workspace_id, name, created_at) VALUES (?1 || ':' || ?2, ?1, ?2, ?3)",
@@ -571,8 +635,17 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn unsubscribe(&self, workspace_id: &str, topic: &str, agent_id: &str) -> StoreResult<()> {
-        let (ws, name, agent) = (workspace_id.to_owned(), topic.to_owned(), agent_id.to_owned());
+    async fn unsubscribe(
+        &self,
+        workspace_id: &str,
+        topic: &str,
+        agent_id: &str,
+    ) -> StoreResult<()> {
+        let (ws, name, agent) = (
+            workspace_id.to_owned(),
+            topic.to_owned(),
+            agent_id.to_owned(),
+        );
         self.write(move |tx| {
             tx.execute(
                 "DELETE FROM subscriptions WHERE agent_id = ?3 AND topic_id = (SELECT id FROM topics WHERE workspace_id = ?1 AND name = ?2)",
@@ -583,7 +656,11 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn topic(&self, workspace_id: &str, topic: &str) -> StoreResult<Option<(TopicRow, Vec<String>)>> {
+    async fn topic(
+        &self,
+        workspace_id: &str,
+        topic: &str,
+    ) -> StoreResult<Option<(TopicRow, Vec<String>)>> {
         let (ws, name) = (workspace_id.to_owned(), topic.to_owned());
         self.read(move |c| {
             let row = c
@@ -620,12 +697,23 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn recent_message(&self, tenant_id: &str, source: &str, id: &str, since: i64) -> StoreResult<Option<MessageRow>> {
+    async fn recent_message(
+        &self,
+        tenant_id: &str,
+        source: &str,
+        id: &str,
+        since: i64,
+    ) -> StoreResult<Option<MessageRow>> {
         let (t, s, i) = (tenant_id.to_owned(), source.to_owned(), id.to_owned());
-        self.read(move |c| Ok(recent_in(c, &t, &s, &i, since)?)).await
+        self.read(move |c| Ok(recent_in(c, &t, &s, &i, since)?))
+            .await
     }
 
-    async fn idempotent_message(&self, key: &IdempotencyKey, since: i64) -> StoreResult<Option<MessageRow>> {
+    async fn idempotent_message(
+        &self,
+        key: &IdempotencyKey,
+        since: i64,
+    ) -> StoreResult<Option<MessageRow>> {
         let key = key.clone();
         self.read(move |c| Ok(idempotent_in(c, &key, since)?)).await
     }
@@ -670,7 +758,12 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn ack(&self, agent_id: &str, acks: Vec<(u64, String)>, at: i64) -> StoreResult<Vec<AckOutcome>> {
+    async fn ack(
+        &self,
+        agent_id: &str,
+        acks: Vec<(u64, String)>,
+        at: i64,
+    ) -> StoreResult<Vec<AckOutcome>> {
         let agent = agent_id.to_owned();
         let _ = at;
         self.write(move |tx| {
@@ -703,7 +796,11 @@ impl Store for SqliteStore {
 
     async fn reap_inboxes(&self, now: i64, max_attempts: u32) -> StoreResult<ReapReport> {
         self.write(move |tx| {
-            let dead = entries_where(tx, "i.state = 1 AND i.visible_at <= ?1 AND i.attempts >= ?2", params![now, max_attempts])?;
+            let dead = entries_where(
+                tx,
+                "i.state = 1 AND i.visible_at <= ?1 AND i.attempts >= ?2",
+                params![now, max_attempts],
+            )?;
             settle(tx, &dead, EntryState::Dead)?;
             let expired = entries_where(tx, "i.state IN (0, 1) AND i.expires_at <= ?1", [now])?;
             settle(tx, &expired, EntryState::Expired)?;
@@ -715,14 +812,25 @@ impl Store for SqliteStore {
     async fn next_visible(&self, agent_id: &str) -> StoreResult<Option<i64>> {
         let agent = agent_id.to_owned();
         self.read(move |c| {
-            Ok(c.prepare_cached("SELECT min(visible_at) FROM inbox WHERE agent_id = ?1 AND state IN (0, 1)")?
-                .query_row([agent], |r| r.get(0))?)
+            Ok(c.prepare_cached(
+                "SELECT min(visible_at) FROM inbox WHERE agent_id = ?1 AND state IN (0, 1)",
+            )?
+            .query_row([agent], |r| r.get(0))?)
         })
         .await
     }
 
-    async fn conversation(&self, tenant_id: &str, conversation_id: &str, party: &str) -> StoreResult<Option<Vec<MessageRow>>> {
-        let (t, cnv, party) = (tenant_id.to_owned(), conversation_id.to_owned(), party.to_owned());
+    async fn conversation(
+        &self,
+        tenant_id: &str,
+        conversation_id: &str,
+        party: &str,
+    ) -> StoreResult<Option<Vec<MessageRow>>> {
+        let (t, cnv, party) = (
+            tenant_id.to_owned(),
+            conversation_id.to_owned(),
+            party.to_owned(),
+        );
         self.read(move |c| {
             let mut s = c.prepare_cached(&format!(
                 "SELECT {MESSAGE_COLS} FROM messages m WHERE m.tenant_id = ?1 AND m.conversation_id = ?2 ORDER BY m.received_at, m.seq"
@@ -771,7 +879,11 @@ impl Store for SqliteStore {
         let id = id.to_owned();
         self.write(move |tx| {
             let n = tx.execute("UPDATE blobs SET complete = 1 WHERE id = ?1", [id])?;
-            if n == 0 { Err(StoreError::NotFound) } else { Ok(()) }
+            if n == 0 {
+                Err(StoreError::NotFound)
+            } else {
+                Ok(())
+            }
         })
         .await
     }
@@ -801,7 +913,12 @@ impl Store for SqliteStore {
     }
 }
 
-fn set_aliases(tx: &Transaction<'_>, workspace_id: &str, agent_id: &str, aliases: &[String]) -> StoreResult<()> {
+fn set_aliases(
+    tx: &Transaction<'_>,
+    workspace_id: &str,
+    agent_id: &str,
+    aliases: &[String],
+) -> StoreResult<()> {
     for alias in aliases {
         let name_clash: bool = tx
             .prepare_cached("SELECT EXISTS (SELECT 1 FROM agents WHERE workspace_id = ?1 AND name = ?2 AND deleted_at IS NULL AND id != ?3)")?
@@ -809,9 +926,11 @@ fn set_aliases(tx: &Transaction<'_>, workspace_id: &str, agent_id: &str, aliases
         if name_clash {
             return Err(StoreError::Conflict(format!("alias {alias}")));
         }
-        tx.prepare_cached("INSERT INTO aliases (workspace_id, alias, agent_id) VALUES (?1, ?2, ?3)")?
-            .execute(params![workspace_id, alias, agent_id])
-            .map_err(conflict(&format!("alias {alias}")))?;
+        tx.prepare_cached(
+            "INSERT INTO aliases (workspace_id, alias, agent_id) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![workspace_id, alias, agent_id])
+        .map_err(conflict(&format!("alias {alias}")))?;
     }
     Ok(())
 }

@@ -15,9 +15,11 @@ use crate::printer::Printer;
 
 /// Arguments of `agentbus gateway`.
 #[derive(Debug, Args)]
-#[command(after_help = "Example:\n  agentbus gateway --listen 127.0.0.1:7700 --data ~/.local/share/agentbus/gateway\n\n\
+#[command(
+    after_help = "Example:\n  agentbus gateway --listen 127.0.0.1:7700 --data ~/.local/share/agentbus/gateway\n\n\
 The first start creates a tenant `default`, a workspace `default` and an admin integration token, \
-and prints the token once. Logs are JSON lines on stderr (RUST_LOG sets the level).")]
+and prints the token once. Logs are JSON lines on stderr (RUST_LOG sets the level)."
+)]
 pub struct GatewayArgs {
     /// The address to listen on.
     #[arg(long, env = "AGENTBUS_LISTEN", default_value = "127.0.0.1:7700")]
@@ -34,7 +36,9 @@ fn default_data_dir() -> PathBuf {
     if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
         return PathBuf::from(x).join("agentbus/gateway");
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
     home.join(".local/share/agentbus/gateway")
 }
 
@@ -43,7 +47,9 @@ pub fn run(args: GatewayArgs, printer: &Printer) -> CliResult {
     let _ = tracing_subscriber::fmt()
         .json()
         .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
         .try_init();
     let data = args.data.unwrap_or_else(default_data_dir);
     let mut config = Config::new(args.listen, data.clone());
@@ -83,7 +89,8 @@ async fn shutdown_signal() {
     };
     #[cfg(unix)]
     let term = async {
-        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
             s.recv().await;
         }
     };
