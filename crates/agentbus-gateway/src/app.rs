@@ -56,6 +56,7 @@ pub struct App<S: Store> {
     wakers: Mutex<HashMap<String, Arc<Notify>>>,
     tokens: Mutex<HashMap<[u8; 32], Principal>>,
     buckets: Mutex<HashMap<String, (f64, i64)>>,
+    seen: Mutex<HashMap<String, i64>>,
     /// The key system notices are signed with (decision 8).
     pub gateway_key: SigningKey,
     /// Its `key_` id, published in the well-known document.
@@ -96,6 +97,7 @@ impl<S: Store> App<S> {
             wakers: Mutex::default(),
             tokens: Mutex::default(),
             buckets: Mutex::default(),
+            seen: Mutex::default(),
             gateway_key,
             gateway_key_id,
         }
@@ -244,6 +246,23 @@ impl<S: Store> App<S> {
         }
         *tokens -= 1.0;
         Ok(())
+    }
+
+    /// Records that an agent is reading its inbox now (presence, §10 `status`).
+    pub fn mark_seen(&self, agent_id: &str) {
+        let now = self.now();
+        if let Ok(mut m) = self.seen.lock() {
+            m.insert(agent_id.to_owned(), now);
+        }
+    }
+
+    /// `online` when the agent read its inbox within the last visibility timeout, else `offline`,
+    /// and when it last did.
+    pub fn presence(&self, agent_id: &str) -> (&'static str, Option<i64>) {
+        let last = self.seen.lock().ok().and_then(|m| m.get(agent_id).copied());
+        let online =
+            last.is_some_and(|t| self.now() - t <= self.config.visibility_timeout_s * 1000);
+        (if online { "online" } else { "offline" }, last)
     }
 
     /// The canonical address of an agent.

@@ -8,8 +8,35 @@ use agentbus_store::Store;
 use crate::app::{App, Principal};
 use crate::error::{ApiError, ApiResult};
 
-/// The principal of the request's `Authorization: Bearer` token.
+/// The header a sidecar announces its version in (§11.4).
+pub const SIDECAR_VERSION_HEADER: &str = "agentbus-sidecar-version";
+
+/// Compares dotted versions numerically (`0.10.0` > `0.9.1`); non-numeric parts count as 0.
+pub fn version_lt(a: &str, b: &str) -> bool {
+    let parse = |v: &str| {
+        v.split('.')
+            .map(|p| p.parse::<u64>().unwrap_or(0))
+            .collect::<Vec<_>>()
+    };
+    parse(a) < parse(b)
+}
+
+/// The principal of the request's `Authorization: Bearer` token. A sidecar that announces a version
+/// below `min_sidecar_version` is refused with AB-6002 before anything else (§11.4).
 pub async fn bearer<S: Store>(app: &App<S>, headers: &HeaderMap) -> ApiResult<Principal> {
+    if let Some(v) = headers
+        .get(SIDECAR_VERSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        && version_lt(v, &app.config.min_sidecar_version)
+    {
+        return Err(ApiError::new(
+            Code::SidecarTooOld,
+            format!(
+                "sidecar {v} is older than this gateway's minimum {}; upgrade agentbus",
+                app.config.min_sidecar_version
+            ),
+        ));
+    }
     let value = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

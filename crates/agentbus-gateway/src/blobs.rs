@@ -8,7 +8,6 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -23,7 +22,7 @@ use agentbus_store::{AgentRow, BlobRow, Store};
 
 use crate::app::App;
 use crate::auth;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, Body};
 
 fn blob_path<S: Store>(app: &App<S>, id: &str) -> std::path::PathBuf {
     app.config.data_dir.join("blobs").join(id)
@@ -52,7 +51,7 @@ async fn blob_json<S: Store>(app: &App<S>, b: &BlobRow) -> ApiResult<Value> {
 pub async fn create<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
-    body: Bytes,
+    Body(body): Body,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let agent = auth::agent(&app, &headers).await?;
     let b: Value = agentbus_protocol::json::parse(&body)
@@ -132,7 +131,7 @@ pub async fn upload<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
     Path(id): Path<String>,
-    body: Bytes,
+    Body(body): Body,
 ) -> ApiResult<Json<Value>> {
     let agent = auth::agent(&app, &headers).await?;
     let b = app

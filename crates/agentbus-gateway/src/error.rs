@@ -98,3 +98,25 @@ impl IntoResponse for ApiError {
 
 /// Handler result.
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// A request body, read in full; a body over the route's limit is AB-3007 and any other read
+/// failure AB-3016, in the one error shape (axum's own rejections are plain text).
+pub struct Body(pub axum::body::Bytes);
+
+impl<S: Send + Sync> axum::extract::FromRequest<S> for Body {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Body, ApiError> {
+        match axum::body::Bytes::from_request(req, state).await {
+            Ok(b) => Ok(Body(b)),
+            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::new(
+                Code::EnvelopeTooLarge,
+                "the body is larger than this endpoint accepts (1 MiB for envelopes, AGENTBUS_BLOB_INLINE_MAX for blob content)",
+            )),
+            Err(e) => Err(ApiError::new(
+                Code::InvalidRequest,
+                format!("the body could not be read: {e}"),
+            )),
+        }
+    }
+}

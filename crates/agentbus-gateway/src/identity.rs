@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Map, Value, json};
@@ -17,7 +16,7 @@ use agentbus_store::*;
 
 use crate::app::{App, Principal, new_token, token_hash};
 use crate::auth::bearer;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, Body};
 
 /// Card fields a PATCH may change (§10); `id`, `name` and `address` never change (§4.1).
 const EDITABLE: &[&str] = &[
@@ -120,7 +119,7 @@ async fn admin_user<S: Store>(app: &App<S>, headers: &HeaderMap) -> ApiResult<Us
 pub async fn create_workspace<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
-    body: Bytes,
+    Body(body): Body,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let admin = admin_user(&app, &headers).await?;
     let b = body_object(&body)?;
@@ -161,7 +160,7 @@ pub async fn set_policy<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
     Path(id): Path<String>,
-    body: Bytes,
+    Body(body): Body,
 ) -> ApiResult<Json<Value>> {
     let admin = admin_user(&app, &headers).await?;
     let ws = app
@@ -190,7 +189,7 @@ pub async fn set_policy<S: Store>(
 pub async fn create_user<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
-    body: Bytes,
+    Body(body): Body,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let admin = admin_user(&app, &headers).await?;
     let b = body_object(&body)?;
@@ -359,8 +358,10 @@ pub async fn card_json<S: Store>(app: &App<S>, a: &AgentRow) -> ApiResult<Value>
     let depth = app.store.pending_count(&a.id).await?;
     let mut status = stored.get("status").cloned().unwrap_or_else(|| json!({}));
     status["queue_depth"] = json!(depth);
-    if status.get("presence").is_none() {
-        status["presence"] = json!("offline");
+    let (presence, last) = app.presence(&a.id);
+    status["presence"] = json!(presence);
+    if let Some(t) = last {
+        status["last_heartbeat_at"] = json!(Timestamp(t).to_string());
     }
     let keys: Vec<Value> = app
         .store
@@ -407,7 +408,7 @@ fn base64url(b: &[u8]) -> String {
 pub async fn register_agent<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
-    body: Bytes,
+    Body(body): Body,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let user = match bearer(&app, &headers).await? {
         Principal::User(u) => u,
@@ -557,7 +558,7 @@ pub async fn patch_agent<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
     Path(id): Path<String>,
-    body: Bytes,
+    Body(body): Body,
 ) -> ApiResult<Json<Value>> {
     let who = bearer(&app, &headers).await?;
     let mut a = visible_agent(&app, &who, &id).await?;
@@ -663,7 +664,7 @@ pub async fn add_key<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
     Path(id): Path<String>,
-    body: Bytes,
+    Body(body): Body,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let who = bearer(&app, &headers).await?;
     let a = visible_agent(&app, &who, &id).await?;

@@ -19,7 +19,7 @@ use agentbus_store::*;
 
 use crate::app::App;
 use crate::auth;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, Body};
 
 /// Query of a long-poll or WebSocket.
 #[derive(Debug, Deserialize)]
@@ -40,6 +40,7 @@ async fn lease<S: Store>(
     after: u64,
     limit: u32,
 ) -> ApiResult<Vec<Value>> {
+    app.mark_seen(&agent.id);
     let now = app.now();
     let leased = app
         .store
@@ -149,7 +150,7 @@ fn outcome_json(sequence: u64, o: AckOutcome) -> Value {
 pub async fn ack_batch<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    Body(body): Body,
 ) -> ApiResult<Json<Value>> {
     let agent = auth::agent(&app, &headers).await?;
     let body: AckBody = serde_json::from_slice(&body)
@@ -188,7 +189,7 @@ pub async fn ack_one<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
     Path(sequence): Path<u64>,
-    body: axum::body::Bytes,
+    Body(body): Body,
 ) -> ApiResult<Json<Value>> {
     let agent = auth::agent(&app, &headers).await?;
     #[derive(Deserialize)]

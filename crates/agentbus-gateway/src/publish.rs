@@ -8,7 +8,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -25,7 +24,7 @@ use agentbus_store::*;
 
 use crate::app::{App, Principal};
 use crate::auth::bearer;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, Body};
 
 /// Where a message goes, once resolved.
 struct Route {
@@ -41,7 +40,7 @@ struct Route {
 pub async fn publish<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
-    body: Bytes,
+    Body(body): Body,
 ) -> Response {
     let started = Instant::now();
     let result = publish_inner(&app, &headers, &body).await;

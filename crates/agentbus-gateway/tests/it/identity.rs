@@ -266,3 +266,80 @@ async fn cross_tenant_reads_and_sends_answer_as_unknown() {
             .all(|c| c["id"] != json!(a.id))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_11_4_2_an_older_sidecar_is_refused_with_an_upgrade_hint() {
+    let h = Harness::start().await;
+    let a = h.agent("alpha").await;
+    let ask = |v: &'static str| {
+        h.http
+            .get(format!("{}/v1/inbox", h.url))
+            .bearer_auth(&a.token)
+            .header("agentbus-sidecar-version", v)
+            .send()
+    };
+    let old = ask("0.0.9").await.unwrap();
+    assert_eq!(old.status().as_u16(), 426);
+    let body: Value = old.json().await.unwrap();
+    assert_eq!(code(&body), "AB-6002");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("upgrade")
+    );
+    assert_eq!(ask("0.1.0").await.unwrap().status().as_u16(), 200);
+    assert_eq!(ask("0.10.0").await.unwrap().status().as_u16(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn presence_follows_inbox_reads() {
+    let h = Harness::start().await;
+    let a = h.agent("alpha").await;
+    let path = format!("/v1/agents/{}", a.id);
+    assert_eq!(
+        h.get(&path, &a.token).await.1["status"]["presence"],
+        "offline"
+    );
+    h.poll(&a, 0, 0).await;
+    let card = h.get(&path, &a.token).await.1;
+    assert_eq!(card["status"]["presence"], "online");
+    assert!(card["status"]["last_heartbeat_at"].is_string());
+    h.clock.advance_secs(31);
+    assert_eq!(
+        h.get(&path, &a.token).await.1["status"]["presence"],
+        "offline"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn size_topic_scope_and_blob_ttl() {
+    let h = Harness::start().await;
+    let a = h.agent("alpha").await;
+    let b = h.agent("bravo").await;
+    // WP-2.3-1: over 1 MiB is AB-3007 (refused before it is parsed).
+    let mut big = message(&h, &a, &b.address, "");
+    big["data"]["text"] = json!("x".repeat(1_048_600));
+    let (s, v, _) = h.publish(&a, &big).await;
+    assert_eq!((s, code(&v)), (413, "AB-3007"));
+    // WP-4.4-2: another workspace's topic is AB-4011.
+    let (s, _) = h
+        .post("/v1/workspaces", &h.admin, json!({"slug": "frontend"}))
+        .await;
+    assert_eq!(s, 201);
+    let topic = "topic://default/frontend/deploys";
+    assert_eq!(
+        code(&h.publish(&a, &signed(&h, &a, topic, "x")).await.1),
+        "AB-4011"
+    );
+    // WP-9-13: blobs expire after 30 days.
+    let blob = h.upload(&a, "n.txt", b"short-lived").await;
+    h.clock.advance_secs(30 * 24 * 3600 + 1);
+    let (s, v) = h
+        .get(
+            &format!("/v1/blobs/{}", blob["id"].as_str().unwrap()),
+            &a.token,
+        )
+        .await;
+    assert_eq!((s, code(&v)), (410, "AB-4009"));
+}

@@ -1,0 +1,204 @@
+//! Signed `message.v1` publishes over HTTP on loopback to one WebSocket subscriber.
+//!
+//! `cargo bench -p agentbus-gateway --bench throughput`. Two phases:
+//! 1. throughput: N pre-signed messages published by C concurrent connections as fast as they go;
+//!    the clock stops when the subscriber has received all N.
+//! 2. latency: messages paced at a fixed rate; each message's publish→delivery time is measured
+//!    (sent instant to the instant its WebSocket frame is read), reported as p50/p99.
+//! Figures go in docs/benchmarks.md. Not a test: nothing here asserts a time.
+
+#![allow(clippy::unwrap_used, clippy::print_stdout)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt as _, StreamExt as _};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest as _};
+
+use agentbus_gateway::{Config, Gateway};
+use agentbus_protocol::ids::{Id, IdKind};
+use agentbus_protocol::signing::{SigningKey, sign_envelope};
+use agentbus_runtime::{SystemClock, mint};
+
+struct Agent {
+    address: String,
+    token: String,
+    key: SigningKey,
+    key_id: Id,
+}
+
+async fn register(http: &reqwest::Client, url: &str, admin: &str, name: &str) -> Agent {
+    let key = SigningKey::from_seed(agentbus_runtime::random_bytes());
+    let v: Value = http
+        .post(format!("{url}/v1/agents"))
+        .bearer_auth(admin)
+        .json(&json!({"name": name, "public_key": key.public().to_base64url()}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    Agent {
+        address: v["agent"]["address"].as_str().unwrap().to_owned(),
+        token: v["token"].as_str().unwrap().to_owned(),
+        key,
+        key_id: v["key"]["id"].as_str().unwrap().parse().unwrap(),
+    }
+}
+
+fn envelope(from: &Agent, to: &str, n: usize) -> (String, Vec<u8>) {
+    let id = mint(IdKind::Message).to_string();
+    let mut env = json!({
+        "specversion": "1.0", "id": id, "source": from.address, "type": "agentbus.message.v1",
+        "time": agentbus_protocol::timestamp::Timestamp(agentbus_runtime::Clock::now(&SystemClock).millis()).to_string(),
+        "datacontenttype": "application/json", "to": to,
+        "conversation_id": mint(IdKind::Conversation).to_string(),
+        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "schema": "https://komsary.agentbus.exchange/schemas/agentbus.message/v1.json",
+        "data": {"text": format!("message {n}: is change 482 clear for the 14:30 deploy?")}
+    })
+    .as_object()
+    .unwrap()
+    .clone();
+    sign_envelope(&mut env, &from.key, from.key_id).unwrap();
+    (id, Value::Object(env).to_string().into_bytes())
+}
+
+type Arrivals = Arc<Mutex<HashMap<String, Instant>>>;
+
+async fn subscribe(url: &str, token: &str, arrivals: Arrivals) -> tokio::task::JoinHandle<()> {
+    let mut req = format!("{}/v1/inbox/ws", url.replacen("http", "ws", 1))
+        .into_client_request()
+        .unwrap();
+    req.headers_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    let (ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    let (mut sink, mut stream) = ws.split();
+    tokio::spawn(async move {
+        while let Some(Ok(msg)) = stream.next().await {
+            let Message::Text(t) = msg else { continue };
+            let v: Value = serde_json::from_str(&t).unwrap();
+            if v["type"] != "delivery" {
+                continue;
+            }
+            let d = &v["delivery"];
+            arrivals.lock().unwrap().insert(
+                d["envelope"]["id"].as_str().unwrap().to_owned(),
+                Instant::now(),
+            );
+            let ack = json!({"type": "ack", "sequence": d["sequence"], "delivery": d["delivery"]});
+            let _ = sink.send(Message::Text(ack.to_string().into())).await;
+        }
+    })
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut config = Config::new(addr, tmp.path().join("gw"));
+        config.inbox_max_depth = 1_000_000;
+        config.rate_per_agent = 1e9;
+        config.rate_burst = 1e9;
+        let gw = Gateway::open(config, Arc::new(SystemClock)).await.unwrap();
+        let admin = gw.bootstrap.as_ref().unwrap().admin_token.clone();
+        tokio::spawn(gw.serve_on(listener, std::future::pending()));
+        let url = format!("http://{addr}");
+        let http = reqwest::Client::builder().pool_max_idle_per_host(256).build().unwrap();
+        let sub = register(&http, &url, &admin, "subscriber").await;
+        let senders: Vec<Agent> = futures_util::future::join_all((0..8).map(|i| register(&http, &url, &admin, Box::leak(format!("sender-{i}").into_boxed_str())))).await;
+        let arrivals: Arrivals = Arc::default();
+        let _ws = subscribe(&url, &sub.token, arrivals.clone()).await;
+
+        // Phase 1: throughput.
+        let n = 40_000usize;
+        let concurrency = 64usize;
+        let mut work: Vec<(String, Vec<u8>, String)> = (0..n)
+            .map(|i| {
+                let s = &senders[i % senders.len()];
+                let (id, body) = envelope(s, &sub.address, i);
+                (id, body, s.token.clone())
+            })
+            .collect();
+        let queue = Arc::new(Mutex::new(std::mem::take(&mut work)));
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        for _ in 0..concurrency {
+            let queue = queue.clone();
+            let http = http.clone();
+            let url = url.clone();
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    let next = queue.lock().unwrap().pop();
+                    let Some((_, body, token)) = next else { break };
+                    let r = http.post(format!("{url}/v1/messages")).bearer_auth(token).header("content-type", "application/json").body(body).send().await.unwrap();
+                    assert_eq!(r.status().as_u16(), 202);
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let published = started.elapsed();
+        while arrivals.lock().unwrap().len() < n {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let delivered = started.elapsed();
+        println!(
+            "throughput: {n} signed messages, {concurrency} connections: published in {:.2} s ({:.0}/s), all delivered in {:.2} s ({:.0}/s)",
+            published.as_secs_f64(),
+            n as f64 / published.as_secs_f64(),
+            delivered.as_secs_f64(),
+            n as f64 / delivered.as_secs_f64()
+        );
+
+        // Phase 2: latency at a fixed rate.
+        for rate in [1000u64, 5000] {
+            arrivals.lock().unwrap().clear();
+            let seconds = 5u64;
+            let total = (rate * seconds) as usize;
+            let msgs: Vec<(String, Vec<u8>, String)> = (0..total)
+                .map(|i| {
+                    let s = &senders[i % senders.len()];
+                    let (id, body) = envelope(s, &sub.address, i);
+                    (id, body, s.token.clone())
+                })
+                .collect();
+            let sent: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+            let start = Instant::now();
+            let mut handles = Vec::with_capacity(total);
+            for (i, (id, body, token)) in msgs.into_iter().enumerate() {
+                let due = start + Duration::from_micros(i as u64 * 1_000_000 / rate);
+                tokio::time::sleep_until(due.into()).await;
+                let http = http.clone();
+                let url = url.clone();
+                let sent = sent.clone();
+                handles.push(tokio::spawn(async move {
+                    sent.lock().unwrap().insert(id, Instant::now());
+                    let r = http.post(format!("{url}/v1/messages")).bearer_auth(token).header("content-type", "application/json").body(body).send().await.unwrap();
+                    assert_eq!(r.status().as_u16(), 202);
+                }));
+            }
+            for h in handles {
+                h.await.unwrap();
+            }
+            while arrivals.lock().unwrap().len() < total {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let sent = sent.lock().unwrap();
+            let arrived = arrivals.lock().unwrap();
+            let mut lat: Vec<f64> = sent.iter().map(|(id, t)| arrived[id].duration_since(*t).as_secs_f64() * 1000.0).collect();
+            lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)];
+            println!("latency at {rate}/s for {seconds} s: publish→delivery p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms", pct(0.50), pct(0.99), lat[lat.len() - 1]);
+        }
+    });
+}
