@@ -5,6 +5,7 @@
 //!    the clock stops when the subscriber has received all N.
 //! 2. latency: messages paced at a fixed rate; each message's publish→delivery time is measured
 //!    (sent instant to the instant its WebSocket frame is read), reported as p50/p99.
+//!
 //! Figures go in docs/benchmarks.md. Not a test: nothing here asserts a time.
 
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
