@@ -57,6 +57,8 @@ pub struct App<S: Store> {
     tokens: Mutex<HashMap<[u8; 32], Principal>>,
     buckets: Mutex<HashMap<String, (f64, i64)>>,
     seen: Mutex<HashMap<String, i64>>,
+    /// Per-task locks for lifecycle messages and timers.
+    pub task_locks: crate::tasks::TaskLocks,
     /// The key system notices are signed with (decision 8).
     pub gateway_key: SigningKey,
     /// Its `key_` id, published in the well-known document.
@@ -98,6 +100,7 @@ impl<S: Store> App<S> {
             tokens: Mutex::default(),
             buckets: Mutex::default(),
             seen: Mutex::default(),
+            task_locks: Default::default(),
             gateway_key,
             gateway_key_id,
         }
@@ -396,6 +399,7 @@ impl<S: Store> App<S> {
             received_at: now,
             expires_at: now + self.config.default_expiry_s * 1000,
             task_id: original.and_then(|m| m.task_id.clone()),
+            task: None,
             recipients: vec![to.id.clone()],
             blob_refs: vec![],
             replay_since: now - self.config.replay_window_s * 1000,
@@ -406,8 +410,10 @@ impl<S: Store> App<S> {
         Ok(())
     }
 
-    /// One reaper pass over inboxes: dead letters and expiries, each with its notice (§5.9, §5.10).
+    /// One reaper pass: task timers (§6.1), then inbox dead letters and expiries, each with its
+    /// notice (§5.9, §5.10).
     pub async fn reap(&self) -> ApiResult<ReapReport> {
+        crate::tasks::reap(self).await?;
         let now = self.now();
         let report = self
             .store

@@ -16,6 +16,7 @@ pub mod inbox;
 pub mod meta;
 pub mod metrics;
 pub mod publish;
+pub mod tasks;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -67,6 +68,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/inbox/acks"),
     ("post", "/v1/inbox/{sequence}/ack"),
     ("get", "/v1/conversations/{id}"),
+    ("get", "/v1/tasks"),
+    ("get", "/v1/tasks/{id}"),
     ("post", "/v1/blobs"),
     ("get", "/v1/blobs/{id}"),
     ("put", "/v1/blobs/{id}/content"),
@@ -117,6 +120,8 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/v1/inbox/acks", post(inbox::ack_batch::<S>))
         .route("/v1/inbox/{sequence}/ack", post(inbox::ack_one::<S>))
         .route("/v1/conversations/{id}", get(id::conversation::<S>))
+        .route("/v1/tasks", get(tasks::list::<S>))
+        .route("/v1/tasks/{id}", get(tasks::get::<S>))
         .route("/v1/blobs", post(blobs::create::<S>))
         .route("/v1/blobs/{id}", get(blobs::get::<S>))
         .route(

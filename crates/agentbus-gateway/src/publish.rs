@@ -230,6 +230,12 @@ async fn publish_inner<S: Store>(
     }
     // 12. Attachments.
     let blob_refs = crate::blobs::check_attachments(app, &agent, env.data()).await?;
+    // 13. Tasks (§6.2): the record a task.request creates, or the transition a lifecycle message
+    // makes; refusals (AB-2004, AB-4020, AB-4012, AB-3017) store nothing.
+    let single = (route.recipients.len() == 1
+        && !env.to().unwrap_or_default().starts_with("topic://"))
+    .then(|| &route.recipients[0]);
+    let task = crate::tasks::effect(app, &agent, &env, single, now).await?;
     // Persist.
     let receipt = app.mint(IdKind::Receipt);
     let expires_at = env
@@ -264,13 +270,16 @@ async fn publish_inner<S: Store>(
         receipt,
         received_at: now,
         expires_at,
-        task_id: None,
+        task_id: task.as_ref().map(|t| t.task_id.clone()),
+        task: task.as_ref().map(|t| t.write.clone()),
         recipients: route.recipients.iter().map(|r| r.id.clone()).collect(),
         blob_refs,
         replay_since,
         idempotency_since,
     };
-    match app.store.publish(msg).await? {
+    let stored = app.store.publish(msg).await;
+    drop(task);
+    match stored? {
         PublishOutcome::Stored { message, .. } => {
             app.wake(route.recipients.iter().map(|r| r.id.as_str()));
             Ok((StatusCode::ACCEPTED, receipt_body(&message)))

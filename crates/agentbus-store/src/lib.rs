@@ -213,6 +213,28 @@ pub trait Store: Send + Sync + 'static {
     /// A message by its storage sequence.
     fn message(&self, seq: i64) -> impl Future<Output = StoreResult<Option<MessageRow>>> + Send;
 
+    // Tasks.
+
+    /// A task.
+    fn task(&self, id: &str) -> impl Future<Output = StoreResult<Option<TaskRow>>> + Send;
+    /// A task's timeline, in order.
+    fn task_events(&self, id: &str) -> impl Future<Output = StoreResult<Vec<TaskEventRow>>> + Send;
+    /// Tasks matching a filter, newest first.
+    fn tasks(&self, f: TaskFilter) -> impl Future<Output = StoreResult<Vec<TaskRow>>> + Send;
+    /// Non-terminal tasks whose earliest deadline is at or before `now`.
+    fn due_tasks(
+        &self,
+        now: i64,
+        limit: u32,
+    ) -> impl Future<Output = StoreResult<Vec<TaskRow>>> + Send;
+    /// Applies a timer's change (no message), if the version still matches.
+    fn update_task(
+        &self,
+        t: TaskRow,
+        expected_version: i64,
+        e: TaskEventRow,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+
     // Blobs.
 
     /// Registers a pending blob.

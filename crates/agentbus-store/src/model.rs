@@ -204,6 +204,8 @@ pub struct NewMessage {
     pub expires_at: i64,
     /// The task this message belongs to.
     pub task_id: Option<String>,
+    /// The task record this message creates or changes, in the same transaction.
+    pub task: Option<TaskWrite>,
     /// Agents whose inboxes get a copy.
     pub recipients: Vec<String>,
     /// Blobs the message references.
@@ -408,4 +410,87 @@ pub(crate) fn state_code(s: EntryState) -> i64 {
 
 pub(crate) fn state_from(c: i64) -> EntryState {
     EntryState::from_code(c)
+}
+
+/// A task record (§6). `machine` is the state machine's fields as JSON, which only the gateway
+/// interprets; the store indexes `state`, `terminal` and `next_deadline`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskRow {
+    /// `tsk_` id.
+    pub id: String,
+    /// Tenant.
+    pub tenant_id: String,
+    /// The requester's workspace.
+    pub workspace_id: String,
+    /// The requesting agent.
+    pub requester_id: String,
+    /// The recipient agent.
+    pub recipient_id: String,
+    /// The task.request's message id.
+    pub request_id: String,
+    /// Its conversation.
+    pub conversation_id: String,
+    /// The capability requested.
+    pub capability: String,
+    /// The state name.
+    pub state: String,
+    /// Whether the state is terminal.
+    pub terminal: bool,
+    /// The state machine's fields, JSON.
+    pub machine: String,
+    /// The earliest timer deadline, for the reaper's index.
+    pub next_deadline: Option<i64>,
+    /// Creation time.
+    pub created_at: i64,
+    /// Last change.
+    pub updated_at: i64,
+    /// Optimistic-concurrency version, bumped by every change.
+    pub version: i64,
+}
+
+/// One timeline entry of a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskEventRow {
+    /// When.
+    pub at: i64,
+    /// `agent:<agt_ id>` or `system`.
+    pub actor: String,
+    /// The envelope that caused it (none for timers).
+    pub envelope_id: Option<String>,
+    /// The message type, or `timer`.
+    pub kind: String,
+    /// State before.
+    pub from_state: String,
+    /// State after.
+    pub to_state: String,
+    /// `late` or `ignored`.
+    pub flag: Option<String>,
+    /// The timer that fired.
+    pub timer: Option<String>,
+}
+
+/// A task change made with a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskWrite {
+    /// A task.request creates its task.
+    Create(TaskRow, TaskEventRow),
+    /// A lifecycle message updates it, if nobody changed it since `expected_version`.
+    Update(TaskRow, i64, TaskEventRow),
+}
+
+/// A filter for listing tasks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskFilter {
+    /// Tenant (required).
+    pub tenant_id: String,
+    /// Only this state.
+    pub state: Option<String>,
+    /// Only tasks this agent requested.
+    pub requester_id: Option<String>,
+    /// Only tasks this agent received.
+    pub recipient_id: Option<String>,
+    /// Only tasks with this agent as either party.
+    pub party_id: Option<String>,
+    /// Most rows.
+    pub limit: u32,
 }

@@ -9,3 +9,4 @@ mod identity;
 mod meta;
 mod publish;
 mod support;
+mod tasks;

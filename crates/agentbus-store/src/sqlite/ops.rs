@@ -209,12 +209,76 @@ fn insert_message(t: &Transaction<'_>, m: &NewMessage) -> StoreResult<PublishOut
         .execute(params![agent, next, seq, m.received_at, m.expires_at])?;
         sequences.push((agent.clone(), next as u64));
     }
+    if let Some(w) = &m.task {
+        write_task(t, w)?;
+    }
     for blob in &m.blob_refs {
         t.prepare_cached("INSERT OR IGNORE INTO blob_refs (blob_id, message_seq) VALUES (?1, ?2)")?
             .execute(params![blob, seq])?;
     }
     let message = message_by_seq(t, seq)?.ok_or(StoreError::NotFound)?;
     Ok(PublishOutcome::Stored { message, sequences })
+}
+
+const TASK_COLS: &str = "id, tenant_id, workspace_id, requester_id, recipient_id, request_id, conversation_id, \
+     capability, state, terminal, machine, next_deadline, created_at, updated_at, version";
+
+fn task_row(r: &Row<'_>) -> rusqlite::Result<TaskRow> {
+    Ok(TaskRow {
+        id: r.get(0)?,
+        tenant_id: r.get(1)?,
+        workspace_id: r.get(2)?,
+        requester_id: r.get(3)?,
+        recipient_id: r.get(4)?,
+        request_id: r.get(5)?,
+        conversation_id: r.get(6)?,
+        capability: r.get(7)?,
+        state: r.get(8)?,
+        terminal: r.get::<_, i64>(9)? != 0,
+        machine: r.get(10)?,
+        next_deadline: r.get(11)?,
+        created_at: r.get(12)?,
+        updated_at: r.get(13)?,
+        version: r.get(14)?,
+    })
+}
+
+fn insert_event(t: &Transaction<'_>, task_id: &str, e: &TaskEventRow) -> rusqlite::Result<()> {
+    t.prepare_cached(
+        "INSERT INTO task_events (task_id, n, at, actor, envelope_id, kind, from_state, to_state, flag, timer) \
+         VALUES (?1, (SELECT coalesce(max(n), 0) + 1 FROM task_events WHERE task_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?
+    .execute(params![task_id, e.at, e.actor, e.envelope_id, e.kind, e.from_state, e.to_state, e.flag, e.timer])?;
+    Ok(())
+}
+
+fn write_task(t: &Transaction<'_>, w: &TaskWrite) -> StoreResult<()> {
+    match w {
+        TaskWrite::Create(k, e) => {
+            t.prepare_cached(&format!("INSERT INTO tasks ({TASK_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"))?
+                .execute(params![
+                    k.id, k.tenant_id, k.workspace_id, k.requester_id, k.recipient_id, k.request_id, k.conversation_id,
+                    k.capability, k.state, k.terminal as i64, k.machine, k.next_deadline, k.created_at, k.updated_at, k.version
+                ])?;
+            insert_event(t, &k.id, e)?;
+        }
+        TaskWrite::Update(k, expected, e) => {
+            let n = t
+                .prepare_cached(
+                    "UPDATE tasks SET state = ?2, terminal = ?3, machine = ?4, next_deadline = ?5, updated_at = ?6, version = version + 1 \
+                     WHERE id = ?1 AND version = ?7",
+                )?
+                .execute(params![k.id, k.state, k.terminal as i64, k.machine, k.next_deadline, k.updated_at, expected])?;
+            if n == 0 {
+                return Err(StoreError::Conflict(format!(
+                    "task {} changed concurrently",
+                    k.id
+                )));
+            }
+            insert_event(t, &k.id, e)?;
+        }
+    }
+    Ok(())
 }
 
 fn entries_where(
@@ -849,6 +913,79 @@ impl Store for SqliteStore {
 
     async fn message(&self, seq: i64) -> StoreResult<Option<MessageRow>> {
         self.read(move |c| Ok(message_by_seq(c, seq)?)).await
+    }
+
+    async fn task(&self, id: &str) -> StoreResult<Option<TaskRow>> {
+        let id = id.to_owned();
+        self.read(move |c| {
+            Ok(
+                c.prepare_cached(&format!("SELECT {TASK_COLS} FROM tasks WHERE id = ?1"))?
+                    .query_row([id], task_row)
+                    .optional()?,
+            )
+        })
+        .await
+    }
+
+    async fn task_events(&self, id: &str) -> StoreResult<Vec<TaskEventRow>> {
+        let id = id.to_owned();
+        self.read(move |c| {
+            let mut s = c.prepare_cached(
+                "SELECT at, actor, envelope_id, kind, from_state, to_state, flag, timer FROM task_events WHERE task_id = ?1 ORDER BY n",
+            )?;
+            let rows = s
+                .query_map([id], |r| {
+                    Ok(TaskEventRow {
+                        at: r.get(0)?,
+                        actor: r.get(1)?,
+                        envelope_id: r.get(2)?,
+                        kind: r.get(3)?,
+                        from_state: r.get(4)?,
+                        to_state: r.get(5)?,
+                        flag: r.get(6)?,
+                        timer: r.get(7)?,
+                    })
+                })?
+                .collect::<Result<_, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn tasks(&self, f: TaskFilter) -> StoreResult<Vec<TaskRow>> {
+        self.read(move |c| {
+            let mut s = c.prepare_cached(&format!(
+                "SELECT {TASK_COLS} FROM tasks WHERE tenant_id = ?1 AND (?2 IS NULL OR state = ?2) \
+                 AND (?3 IS NULL OR requester_id = ?3) AND (?4 IS NULL OR recipient_id = ?4) \
+                 AND (?5 IS NULL OR requester_id = ?5 OR recipient_id = ?5) ORDER BY created_at DESC, id DESC LIMIT ?6"
+            ))?;
+            let rows = s
+                .query_map(params![f.tenant_id, f.state, f.requester_id, f.recipient_id, f.party_id, f.limit.max(1)], task_row)?
+                .collect::<Result<_, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn due_tasks(&self, now: i64, limit: u32) -> StoreResult<Vec<TaskRow>> {
+        self.read(move |c| {
+            let mut s = c.prepare_cached(&format!(
+                "SELECT {TASK_COLS} FROM tasks WHERE terminal = 0 AND next_deadline <= ?1 ORDER BY next_deadline LIMIT ?2"
+            ))?;
+            let rows = s.query_map(params![now, limit], task_row)?.collect::<Result<_, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn update_task(
+        &self,
+        t: TaskRow,
+        expected_version: i64,
+        e: TaskEventRow,
+    ) -> StoreResult<()> {
+        self.write(move |tx| write_task(tx, &TaskWrite::Update(t, expected_version, e)))
+            .await
     }
 
     async fn create_blob(&self, b: BlobRow) -> StoreResult<()> {

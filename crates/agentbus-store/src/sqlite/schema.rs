@@ -2,7 +2,8 @@
 
 use rusqlite::Connection;
 
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE tenants (
     id TEXT PRIMARY KEY, slug TEXT NOT NULL UNIQUE, data_key BLOB NOT NULL, created_at INTEGER NOT NULL
 );
@@ -79,7 +80,25 @@ CREATE TABLE blobs (
 CREATE TABLE blob_refs (
     blob_id TEXT NOT NULL, message_seq INTEGER NOT NULL, PRIMARY KEY (blob_id, message_seq)
 ) WITHOUT ROWID;
-"#];
+"#,
+    r#"
+CREATE TABLE tasks (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, workspace_id TEXT NOT NULL,
+    requester_id TEXT NOT NULL, recipient_id TEXT NOT NULL, request_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL, capability TEXT NOT NULL, state TEXT NOT NULL, terminal INTEGER NOT NULL,
+    machine TEXT NOT NULL, next_deadline INTEGER, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+    version INTEGER NOT NULL
+);
+CREATE INDEX tasks_due ON tasks (next_deadline) WHERE terminal = 0;
+CREATE INDEX tasks_requester ON tasks (tenant_id, requester_id, state);
+CREATE INDEX tasks_recipient ON tasks (tenant_id, recipient_id, state);
+CREATE TABLE task_events (
+    task_id TEXT NOT NULL, n INTEGER NOT NULL, at INTEGER NOT NULL, actor TEXT NOT NULL,
+    envelope_id TEXT, kind TEXT NOT NULL, from_state TEXT NOT NULL, to_state TEXT NOT NULL,
+    flag TEXT, timer TEXT, PRIMARY KEY (task_id, n)
+) WITHOUT ROWID;
+"#,
+];
 
 /// Applies every migration newer than the database's `user_version`.
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {

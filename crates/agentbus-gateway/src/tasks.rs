@@ -1,0 +1,466 @@
+//! Tasks (§6): records created by `task.request`, changed only by persisted lifecycle envelopes
+//! and by the gateway's own timers, through the protocol crate's state machine.
+//!
+//! A lifecycle message is checked and applied while its task's lock is held, and the new task row
+//! is written in the same transaction as the message, so the timeline and the stored envelopes
+//! always agree.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::{Mutex, OwnedMutexGuard};
+
+use agentbus_protocol::Code;
+use agentbus_protocol::envelope::Envelope;
+use agentbus_protocol::ids::IdKind;
+use agentbus_protocol::schema::KnownType;
+use agentbus_protocol::task::{Outcome, Sender, Task, TaskEvent, TaskLimits, TaskState, Timer};
+use agentbus_protocol::timestamp::Timestamp;
+use agentbus_store::*;
+
+use crate::app::{App, Principal};
+use crate::auth::bearer;
+use crate::error::{ApiError, ApiResult};
+
+/// Per-task locks, so two lifecycle messages of one task never race.
+#[derive(Default)]
+pub struct TaskLocks(std::sync::Mutex<HashMap<String, Arc<Mutex<()>>>>);
+
+impl TaskLocks {
+    /// Locks a task.
+    pub async fn lock(&self, id: &str) -> OwnedMutexGuard<()> {
+        let m = {
+            let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            map.entry(id.to_owned()).or_default().clone()
+        };
+        m.lock_owned().await
+    }
+}
+
+fn ts(t: Option<Timestamp>) -> Value {
+    t.map_or(Value::Null, |t| json!(t.millis()))
+}
+
+fn machine_json(t: &Task) -> String {
+    json!({
+        "state": t.state.as_str(),
+        "accept_timeout_s": t.limits.accept_timeout_s,
+        "progress_timeout_s": t.limits.progress_timeout_s,
+        "max_duration_s": t.limits.max_duration_s,
+        "expires_at": t.limits.expires_at.millis(),
+        "received_at": t.received_at.millis(),
+        "accepted_at": ts(t.accepted_at),
+        "last_activity": ts(t.last_activity),
+        "cancel_requested_at": ts(t.cancel_requested_at),
+    })
+    .to_string()
+}
+
+fn machine_of(row: &TaskRow) -> Task {
+    let v: Value = serde_json::from_str(&row.machine).unwrap_or(Value::Null);
+    let t = |k: &str| v[k].as_i64().map(Timestamp);
+    Task {
+        state: row.state.parse().unwrap_or(TaskState::Submitted),
+        limits: TaskLimits {
+            accept_timeout_s: v["accept_timeout_s"].as_i64().unwrap_or(120),
+            progress_timeout_s: v["progress_timeout_s"].as_i64().unwrap_or(900),
+            max_duration_s: v["max_duration_s"].as_i64(),
+            expires_at: t("expires_at").unwrap_or(Timestamp(i64::MAX)),
+        },
+        received_at: t("received_at").unwrap_or(Timestamp(row.created_at)),
+        accepted_at: t("accepted_at"),
+        last_activity: t("last_activity"),
+        cancel_requested_at: t("cancel_requested_at"),
+    }
+}
+
+fn with_machine(mut row: TaskRow, m: &Task, at: i64) -> TaskRow {
+    row.state = m.state.as_str().to_owned();
+    row.terminal = m.state.is_terminal();
+    row.machine = machine_json(m);
+    row.next_deadline = m.next_deadline().map(Timestamp::millis);
+    row.updated_at = at;
+    row
+}
+
+fn event(
+    at: i64,
+    actor: String,
+    envelope_id: Option<String>,
+    kind: &str,
+    o: &Outcome,
+) -> TaskEventRow {
+    TaskEventRow {
+        at,
+        actor,
+        envelope_id,
+        kind: kind.to_owned(),
+        from_state: o.from.as_str().to_owned(),
+        to_state: o.to.as_str().to_owned(),
+        flag: o.flag.map(|f| f.as_str().to_owned()),
+        timer: o.timer.map(|t| t.as_str().to_owned()),
+    }
+}
+
+/// What a task message contributes to its publish: the task id for the receipt, the write for the
+/// store, and the lock to hold until the publish commits.
+pub struct TaskEffect {
+    /// The task the message belongs to.
+    pub task_id: String,
+    /// The change to store with the message.
+    pub write: TaskWrite,
+    /// Held until the message is stored.
+    pub _guard: Option<OwnedMutexGuard<()>>,
+}
+
+/// Checks a task message against its task and computes its effect (§6.2, §6.3). `recipient` is the
+/// resolved recipient of a task.request.
+pub async fn effect<S: Store>(
+    app: &App<S>,
+    sender: &AgentRow,
+    env: &Envelope,
+    recipient: Option<&AgentRow>,
+    now: i64,
+) -> ApiResult<Option<TaskEffect>> {
+    let Some(kind) = env.known_type() else {
+        return Ok(None);
+    };
+    let id = env.id().unwrap_or_default().to_owned();
+    let actor = format!("agent:{}", sender.id);
+    if kind == KnownType::TaskRequest {
+        let recipient = recipient.ok_or_else(|| {
+            ApiError::new(Code::TaskToTopic, "a task.request has one agent recipient")
+        })?;
+        let data = env.data().cloned().unwrap_or(Value::Null);
+        let expires_at = env
+            .expires_at()
+            .unwrap_or(Timestamp(now + app.config.default_expiry_s * 1000));
+        let machine = Task::new(TaskLimits::from_request(&data, expires_at), Timestamp(now));
+        let task_id = app.mint(IdKind::Task);
+        let row = with_machine(
+            TaskRow {
+                id: task_id.clone(),
+                tenant_id: sender.tenant_id.clone(),
+                workspace_id: sender.workspace_id.clone(),
+                requester_id: sender.id.clone(),
+                recipient_id: recipient.id.clone(),
+                request_id: id.clone(),
+                conversation_id: env.conversation_id().unwrap_or_default().to_owned(),
+                capability: env.capability().unwrap_or_default().to_owned(),
+                state: String::new(),
+                terminal: false,
+                machine: String::new(),
+                next_deadline: None,
+                created_at: now,
+                updated_at: now,
+                version: 0,
+            },
+            &machine,
+            now,
+        );
+        let ev = TaskEventRow {
+            at: now,
+            actor,
+            envelope_id: Some(id),
+            kind: kind.as_str().to_owned(),
+            from_state: String::new(),
+            to_state: TaskState::Submitted.as_str().to_owned(),
+            flag: None,
+            timer: None,
+        };
+        return Ok(Some(TaskEffect {
+            task_id,
+            write: TaskWrite::Create(row, ev),
+            _guard: None,
+        }));
+    }
+    if !kind.is_task_followup() {
+        return Ok(None);
+    }
+    let data = env.data().cloned().unwrap_or(Value::Null);
+    let task_id = env.task_id().unwrap_or_default().to_owned();
+    let unknown = || {
+        ApiError::new(
+            Code::UnknownTask,
+            format!("no task {task_id} you are a party of"),
+        )
+    };
+    let guard = app.task_locks.lock(&task_id).await;
+    let row = app
+        .store
+        .task(&task_id)
+        .await?
+        .filter(|t| t.tenant_id == sender.tenant_id)
+        .ok_or_else(unknown)?;
+    let party = Sender {
+        requester: row.requester_id == sender.id,
+        recipient: row.recipient_id == sender.id,
+        admin: false,
+    };
+    if !party.requester && !party.recipient {
+        // Not a party: §6.2's rule, without telling whether the task exists beyond the tenant.
+        return Err(ApiError::new(
+            Code::WrongTaskSender,
+            "§6.2: only the task's parties send its lifecycle messages",
+        ));
+    }
+    if env.correlation_id() != Some(row.request_id.as_str()) {
+        return Err(ApiError::new(
+            Code::TaskMismatch,
+            format!(
+                "correlation_id must be the task.request's id {} (§7)",
+                row.request_id
+            ),
+        ));
+    }
+    let ev = TaskEvent::from_message(kind, &data)
+        .ok_or_else(|| ApiError::new(Code::DataInvalid, "unreadable task message"))?;
+    let mut machine = machine_of(&row);
+    let outcome = machine
+        .apply(ev, party, Timestamp(now))
+        .map_err(|e| ApiError::new(e.code(), e.to_string()))?;
+    let expected = row.version;
+    let new_row = with_machine(row, &machine, now);
+    let ev = event(now, actor, Some(id), kind.as_str(), &outcome);
+    Ok(Some(TaskEffect {
+        task_id,
+        write: TaskWrite::Update(new_row, expected, ev),
+        _guard: Some(guard),
+    }))
+}
+
+/// One reaper pass over due tasks (§6.1): fires each due timer, records it with `actor: system`,
+/// and sends the notices §6.1 names. Returns how many tasks changed.
+pub async fn reap<S: Store>(app: &App<S>) -> ApiResult<usize> {
+    let now = app.now();
+    let mut changed = 0;
+    for due in app.store.due_tasks(now, 1000).await? {
+        let _guard = app.task_locks.lock(&due.id).await;
+        let Some(row) = app.store.task(&due.id).await? else {
+            continue;
+        };
+        let mut machine = machine_of(&row);
+        let Some(outcome) = machine.fire_due(Timestamp(now)) else {
+            continue;
+        };
+        let expected = row.version;
+        let new_row = with_machine(row.clone(), &machine, now);
+        let ev = event(now, "system".into(), None, "timer", &outcome);
+        match app.store.update_task(new_row, expected, ev).await {
+            Ok(()) => {}
+            Err(StoreError::Conflict(_)) => continue,
+            Err(e) => return Err(e.into()),
+        }
+        changed += 1;
+        notify_expiry(app, &row, &outcome).await?;
+    }
+    Ok(changed)
+}
+
+async fn notify_expiry<S: Store>(app: &App<S>, row: &TaskRow, o: &Outcome) -> ApiResult<()> {
+    let Some(timer) = o.timer else { return Ok(()) };
+    if timer == Timer::CancelGrace {
+        return Ok(());
+    }
+    let requester = app.store.agent(&row.requester_id).await?;
+    let recipient = app.store.agent(&row.recipient_id).await?;
+    let original = find_request(app, row).await?;
+    if o.from == TaskState::Submitted {
+        // §6.1: the sender gets system.expired (with G-WP-8's additive `reason` and `delivered`).
+        if let (Some(req), Some(orig)) = (
+            requester.filter(|a| a.deleted_at.is_none()),
+            original.as_ref(),
+        ) {
+            let data = json!({
+                "original_message_id": row.request_id,
+                "expired_at": Timestamp(app.now()).to_string(),
+                "last_state": "persisted",
+                "reason": if timer == Timer::AcceptTimeout { "accept_timeout" } else { "expires_at" },
+                "task_id": row.id,
+            });
+            app.notify_agent(
+                &req,
+                "tasks",
+                "agentbus.system.expired.v1",
+                data,
+                Some(orig),
+            )
+            .await?;
+        }
+        return Ok(());
+    }
+    // §6.1: both parties get a message.v1 from agent://system/gateway/tasks explaining the expiry.
+    let text = format!(
+        "Task {} expired in state {}: the {} passed without the worker's {}.",
+        row.id,
+        o.from,
+        timer.as_str().replace('_', " "),
+        if timer == Timer::ProgressTimeout {
+            "progress"
+        } else {
+            "result"
+        }
+    );
+    let data = json!({"text": text, "format": "text/plain", "context": {"task_id": row.id, "timer": timer.as_str(), "last_state": o.from.as_str()}});
+    for party in [requester, recipient]
+        .into_iter()
+        .flatten()
+        .filter(|a| a.deleted_at.is_none())
+    {
+        app.notify_agent(
+            &party,
+            "tasks",
+            "agentbus.message.v1",
+            data.clone(),
+            original.as_ref(),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+async fn find_request<S: Store>(app: &App<S>, row: &TaskRow) -> ApiResult<Option<MessageRow>> {
+    let Some(requester) = app.store.agent(&row.requester_id).await? else {
+        return Ok(None);
+    };
+    let source = app.address_of(&requester).await?;
+    Ok(app
+        .store
+        .recent_message(&row.tenant_id, &source, &row.request_id, 0)
+        .await?)
+}
+
+async fn task_json<S: Store>(app: &App<S>, row: &TaskRow) -> ApiResult<Value> {
+    let m = machine_of(row);
+    let addr = |id: &str| {
+        let id = id.to_owned();
+        async move {
+            match app.store.agent(&id).await? {
+                Some(a) => app.address_of(&a).await.map(|s| json!(s)),
+                None => Ok(Value::Null),
+            }
+        }
+    };
+    let timeline: Vec<Value> = app
+        .store
+        .task_events(&row.id)
+        .await?
+        .into_iter()
+        .map(|e| {
+            json!({
+                "at": Timestamp(e.at).to_string(),
+                "actor": e.actor,
+                "envelope_id": e.envelope_id,
+                "type": e.kind,
+                "from": e.from_state,
+                "to": e.to_state,
+                "late": e.flag.as_deref() == Some("late"),
+                "ignored": e.flag.as_deref() == Some("ignored"),
+                "timer": e.timer,
+            })
+        })
+        .collect();
+    Ok(json!({
+        "id": row.id,
+        "state": row.state,
+        "capability": row.capability,
+        "request_id": row.request_id,
+        "conversation_id": row.conversation_id,
+        "requester": {"id": row.requester_id, "address": addr(&row.requester_id).await?},
+        "recipient": {"id": row.recipient_id, "address": addr(&row.recipient_id).await?},
+        "constraints": {
+            "accept_timeout_s": m.limits.accept_timeout_s,
+            "progress_timeout_s": m.limits.progress_timeout_s,
+            "max_duration_s": m.limits.max_duration_s,
+            "expires_at": m.limits.expires_at.to_string(),
+        },
+        "next_deadline": row.next_deadline.map(|t| Timestamp(t).to_string()),
+        "created_at": Timestamp(row.created_at).to_string(),
+        "updated_at": Timestamp(row.updated_at).to_string(),
+        "timeline": timeline,
+    }))
+}
+
+fn may_read(who: &Principal, row: &TaskRow) -> bool {
+    match who {
+        Principal::Agent(a) => {
+            a.tenant_id == row.tenant_id && (a.id == row.requester_id || a.id == row.recipient_id)
+        }
+        Principal::User(u) => {
+            u.tenant_id == row.tenant_id
+                && u.role == Role::Admin
+                && u.workspace_id == row.workspace_id
+        }
+    }
+}
+
+/// `GET /v1/tasks/{id}`: state, parties, constraints and the timeline, to the task's parties and
+/// workspace admins; anyone else gets what an unknown id gets.
+pub async fn get<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let who = bearer(&app, &headers).await?;
+    let row = app
+        .store
+        .task(&id)
+        .await?
+        .filter(|r| may_read(&who, r))
+        .ok_or_else(ApiError::not_found)?;
+    Ok(Json(task_json(&app, &row).await?))
+}
+
+/// Filters of `GET /v1/tasks`.
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    /// Only this state.
+    pub state: Option<String>,
+    /// Only tasks requested by this `agt_` id.
+    pub requester: Option<String>,
+    /// Only tasks received by this `agt_` id.
+    pub recipient: Option<String>,
+    /// Most rows (default 100).
+    pub limit: Option<u32>,
+}
+
+/// `GET /v1/tasks?state=&requester=&recipient=`: an agent sees its own tasks, an admin its
+/// workspace's.
+pub async fn list<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    let who = bearer(&app, &headers).await?;
+    if let Some(s) = &q.state
+        && s.parse::<TaskState>().is_err()
+    {
+        return Err(ApiError::new(
+            Code::InvalidRequest,
+            format!("unknown state {s:?}"),
+        ));
+    }
+    let filter = TaskFilter {
+        tenant_id: who.tenant_id().to_owned(),
+        state: q.state,
+        requester_id: q.requester,
+        recipient_id: q.recipient,
+        party_id: match &who {
+            Principal::Agent(a) => Some(a.id.clone()),
+            Principal::User(_) => None,
+        },
+        limit: q.limit.unwrap_or(100).min(1000),
+    };
+    let mut out = Vec::new();
+    for row in app.store.tasks(filter).await? {
+        if may_read(&who, &row) {
+            out.push(task_json(&app, &row).await?);
+        }
+    }
+    Ok(Json(json!({"tasks": out})))
+}
