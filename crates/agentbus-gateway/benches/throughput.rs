@@ -174,6 +174,8 @@ fn main() {
                 })
                 .collect();
             let sent: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+            // Bounded in flight, so a slow moment cannot open thousands of sockets.
+            let permits = Arc::new(tokio::sync::Semaphore::new(256));
             let start = Instant::now();
             let mut handles = Vec::with_capacity(total);
             for (i, (id, body, token)) in msgs.into_iter().enumerate() {
@@ -182,7 +184,9 @@ fn main() {
                 let http = http.clone();
                 let url = url.clone();
                 let sent = sent.clone();
+                let permit = permits.clone().acquire_owned().await.unwrap();
                 handles.push(tokio::spawn(async move {
+                    let _permit = permit;
                     sent.lock().unwrap().insert(id, Instant::now());
                     let r = http.post(format!("{url}/v1/messages")).bearer_auth(token).header("content-type", "application/json").body(body).send().await.unwrap();
                     assert_eq!(r.status().as_u16(), 202);

@@ -43,6 +43,19 @@ impl Principal {
     }
 }
 
+/// Read-mostly identity data, cached so a publish needs no database read to authenticate, resolve
+/// and check policy. Every identity write in this process clears it. (A gateway with several
+/// replicas would clear it on a change notification from the database as well.)
+#[derive(Default)]
+struct Directory {
+    tenants: HashMap<String, Option<TenantRow>>,
+    workspaces: HashMap<String, Option<WorkspaceRow>>,
+    ws_by_slug: HashMap<(String, String), Option<WorkspaceRow>>,
+    agents: HashMap<String, Option<AgentRow>>,
+    by_name: HashMap<(String, String), Option<AgentRow>>,
+    keys: HashMap<String, Vec<KeyRow>>,
+}
+
 /// The gateway.
 pub struct App<S: Store> {
     /// Storage.
@@ -57,6 +70,7 @@ pub struct App<S: Store> {
     tokens: Mutex<HashMap<[u8; 32], Principal>>,
     buckets: Mutex<HashMap<String, (f64, i64)>>,
     seen: Mutex<HashMap<String, i64>>,
+    directory: Mutex<Directory>,
     /// Per-task locks for lifecycle messages and timers.
     pub task_locks: crate::tasks::TaskLocks,
     /// The key system notices are signed with (decision 8).
@@ -100,6 +114,7 @@ impl<S: Store> App<S> {
             tokens: Mutex::default(),
             buckets: Mutex::default(),
             seen: Mutex::default(),
+            directory: Mutex::default(),
             task_locks: Default::default(),
             gateway_key,
             gateway_key_id,
@@ -251,6 +266,88 @@ impl<S: Store> App<S> {
         Ok(())
     }
 
+    fn dir(&self) -> std::sync::MutexGuard<'_, Directory> {
+        self.directory.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Forgets every cached identity row; called after any identity write.
+    pub fn invalidate_directory(&self) {
+        *self.dir() = Directory::default();
+        if let Ok(mut m) = self.tokens.lock() {
+            m.clear();
+        }
+    }
+
+    /// A tenant, cached.
+    pub async fn tenant_row(&self, id: &str) -> ApiResult<Option<TenantRow>> {
+        if let Some(t) = self.dir().tenants.get(id) {
+            return Ok(t.clone());
+        }
+        let t = self.store.tenant(id).await?;
+        self.dir().tenants.insert(id.to_owned(), t.clone());
+        Ok(t)
+    }
+
+    /// A workspace, cached.
+    pub async fn workspace_row(&self, id: &str) -> ApiResult<Option<WorkspaceRow>> {
+        if let Some(w) = self.dir().workspaces.get(id) {
+            return Ok(w.clone());
+        }
+        let w = self.store.workspace(id).await?;
+        self.dir().workspaces.insert(id.to_owned(), w.clone());
+        Ok(w)
+    }
+
+    /// A workspace by tenant and slug, cached.
+    pub async fn workspace_by_slug(
+        &self,
+        tenant_id: &str,
+        slug: &str,
+    ) -> ApiResult<Option<WorkspaceRow>> {
+        let k = (tenant_id.to_owned(), slug.to_owned());
+        if let Some(w) = self.dir().ws_by_slug.get(&k) {
+            return Ok(w.clone());
+        }
+        let w = self.store.workspace_by_slug(tenant_id, slug).await?;
+        self.dir().ws_by_slug.insert(k, w.clone());
+        Ok(w)
+    }
+
+    /// An agent by id, cached.
+    pub async fn agent_row(&self, id: &str) -> ApiResult<Option<AgentRow>> {
+        if let Some(a) = self.dir().agents.get(id) {
+            return Ok(a.clone());
+        }
+        let a = self.store.agent(id).await?;
+        self.dir().agents.insert(id.to_owned(), a.clone());
+        Ok(a)
+    }
+
+    /// An agent by name or alias in a workspace, cached.
+    pub async fn agent_by_name(
+        &self,
+        workspace_id: &str,
+        name: &str,
+    ) -> ApiResult<Option<AgentRow>> {
+        let k = (workspace_id.to_owned(), name.to_owned());
+        if let Some(a) = self.dir().by_name.get(&k) {
+            return Ok(a.clone());
+        }
+        let a = self.store.agent_by_name(workspace_id, name).await?;
+        self.dir().by_name.insert(k, a.clone());
+        Ok(a)
+    }
+
+    /// An agent's keys, revoked ones included, cached.
+    pub async fn agent_keys(&self, agent_id: &str) -> ApiResult<Vec<KeyRow>> {
+        if let Some(k) = self.dir().keys.get(agent_id) {
+            return Ok(k.clone());
+        }
+        let k = self.store.keys(agent_id).await?;
+        self.dir().keys.insert(agent_id.to_owned(), k.clone());
+        Ok(k)
+    }
+
     /// Records that an agent is reading its inbox now (presence, §10 `status`).
     pub fn mark_seen(&self, agent_id: &str) {
         let now = self.now();
@@ -271,13 +368,11 @@ impl<S: Store> App<S> {
     /// The canonical address of an agent.
     pub async fn address_of(&self, agent: &AgentRow) -> ApiResult<String> {
         let t = self
-            .store
-            .tenant(&agent.tenant_id)
+            .tenant_row(&agent.tenant_id)
             .await?
             .ok_or_else(ApiError::not_found)?;
         let w = self
-            .store
-            .workspace(&agent.workspace_id)
+            .workspace_row(&agent.workspace_id)
             .await?
             .ok_or_else(ApiError::not_found)?;
         Ok(AgentAddress {

@@ -81,6 +81,7 @@ pub async fn bootstrap<S: Store>(
         created_at: now,
     };
     app.store.create_workspace(ws.clone()).await?;
+    app.invalidate_directory();
     let user = UserRow {
         id: app.mint(IdKind::User),
         tenant_id: tenant.id.clone(),
@@ -149,6 +150,7 @@ pub async fn create_workspace<S: Store>(
             }
             e => e.into(),
         })?;
+    app.invalidate_directory();
     Ok((
         StatusCode::CREATED,
         Json(json!({"id": ws.id, "slug": ws.slug})),
@@ -182,6 +184,7 @@ pub async fn set_policy<S: Store>(
     app.store
         .set_workspace_policy(&ws.id, Value::Object(policy.clone()).to_string())
         .await?;
+    app.invalidate_directory();
     Ok(Json(Value::Object(policy)))
 }
 
@@ -477,6 +480,7 @@ pub async fn register_agent<S: Store>(
             ),
             e => e.into(),
         })?;
+    app.invalidate_directory();
     let token = new_token("aba_");
     app.store
         .create_token(TokenRow {
@@ -586,6 +590,7 @@ pub async fn patch_agent<S: Store>(
             }
             e => e.into(),
         })?;
+    app.invalidate_directory();
     app.forget_agent(&a.id);
     Ok(Json(card_json(&app, &a).await?))
 }
@@ -606,6 +611,7 @@ pub async fn delete_agent<S: Store>(
         ));
     }
     let pending = app.store.delete_agent(&a.id, app.now()).await?;
+    app.invalidate_directory();
     app.forget_agent(&a.id);
     for e in &pending {
         app.notice_undeliverable(e, "AB-4003", true).await?;
@@ -650,6 +656,7 @@ async fn add_key_inner<S: Store>(
             ),
             e => e.into(),
         })?;
+    app.invalidate_directory();
     Ok(json!({
         "id": key.id,
         "public_key": pk.to_base64url(),
@@ -699,6 +706,7 @@ pub async fn revoke_key<S: Store>(
     }
     let now = app.now();
     app.store.revoke_key(&a.id, &key_id, now).await?;
+    app.invalidate_directory();
     Ok(Json(
         json!({"id": key_id, "revoked_at": Timestamp(now).to_string()}),
     ))

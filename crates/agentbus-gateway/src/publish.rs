@@ -122,11 +122,12 @@ async fn publish_inner<S: Store>(
     let sig =
         signing::envelope_sig(env.attrs()).map_err(|e| ApiError::new(e.code(), e.to_string()))?;
     let now = app.now();
+    let key_id = sig.key_id.to_string();
     let key = app
-        .store
-        .key(&sig.key_id.to_string())
+        .agent_keys(&agent.id)
         .await?
-        .filter(|k| k.agent_id == agent.id && k.is_active(now))
+        .into_iter()
+        .find(|k| k.id == key_id && k.is_active(now))
         .ok_or_else(|| {
             ApiError::new(
                 Code::UnknownKey,
@@ -329,8 +330,7 @@ async fn resolve<S: Store>(app: &App<S>, sender: &AgentRow, to: &str) -> ApiResu
             ApiError::new(Code::InvalidAddress, e.to_string())
         })?;
     let tenant = app
-        .store
-        .tenant(&sender.tenant_id)
+        .tenant_row(&sender.tenant_id)
         .await?
         .ok_or_else(unknown)?;
     let live = |a: AgentRow| -> ApiResult<AgentRow> {
@@ -349,13 +349,11 @@ async fn resolve<S: Store>(app: &App<S>, sender: &AgentRow, to: &str) -> ApiResu
                 return Err(unknown());
             }
             let ws = app
-                .store
                 .workspace_by_slug(&tenant.id, &a.workspace)
                 .await?
                 .ok_or_else(unknown)?;
             let agent = live(
-                app.store
-                    .agent_by_name(&ws.id, &a.name)
+                app.agent_by_name(&ws.id, &a.name)
                     .await?
                     .ok_or_else(unknown)?,
             )?;
@@ -367,8 +365,7 @@ async fn resolve<S: Store>(app: &App<S>, sender: &AgentRow, to: &str) -> ApiResu
         }
         Address::AgentId(id) => {
             let agent = app
-                .store
-                .agent(&id.to_string())
+                .agent_row(&id.to_string())
                 .await?
                 .filter(|a| a.tenant_id == sender.tenant_id)
                 .ok_or_else(unknown)?;
@@ -385,7 +382,6 @@ async fn resolve<S: Store>(app: &App<S>, sender: &AgentRow, to: &str) -> ApiResu
                 return Err(unknown_topic());
             }
             let ws = app
-                .store
                 .workspace_by_slug(&tenant.id, &t.workspace)
                 .await?
                 .ok_or_else(unknown_topic)?;
@@ -406,12 +402,7 @@ async fn resolve<S: Store>(app: &App<S>, sender: &AgentRow, to: &str) -> ApiResu
                 if id == sender.id {
                     continue;
                 }
-                if let Some(a) = app
-                    .store
-                    .agent(&id)
-                    .await?
-                    .filter(|a| a.deleted_at.is_none())
-                {
+                if let Some(a) = app.agent_row(&id).await?.filter(|a| a.deleted_at.is_none()) {
                     recipients.push(a);
                 }
             }
@@ -433,8 +424,7 @@ async fn check_policy<S: Store>(
     route: &Route,
 ) -> ApiResult<()> {
     let ws = app
-        .store
-        .workspace(&route.workspace_id)
+        .workspace_row(&route.workspace_id)
         .await?
         .ok_or_else(ApiError::not_found)?;
     let policy: Value = serde_json::from_str(&ws.policy).unwrap_or(Value::Null);

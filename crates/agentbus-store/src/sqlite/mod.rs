@@ -24,7 +24,13 @@ const MAX_GROUP: usize = 1024;
 /// Read connections.
 const READERS: usize = 4;
 
-type Job = Box<dyn FnOnce(&Transaction<'_>) -> Box<dyn FnOnce(bool) + Send> + Send>;
+type JobFn = Box<dyn FnOnce(&Transaction<'_>) -> Box<dyn FnOnce(bool) + Send> + Send>;
+
+/// A unit of work for the writer, and whether its commit must reach the disk before it answers.
+struct Job {
+    run: JobFn,
+    durable: bool,
+}
 
 /// The SQLite store; cheap to clone.
 #[derive(Clone)]
@@ -111,14 +117,33 @@ impl SqliteStore {
         .await
     }
 
-    /// Runs `f` on the writer thread inside a savepoint; answers after the group's commit.
+    /// Runs `f` on the writer thread inside a savepoint; answers after the group's durable commit.
     pub(crate) async fn write<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> StoreResult<T> + Send + 'static,
     {
+        self.write_with(true, f).await
+    }
+
+    /// Like [`SqliteStore::write`], but a group made only of such jobs commits without an fsync
+    /// (`synchronous=NORMAL`): for leases and acks, whose loss in a power cut only causes a
+    /// redelivery, which at-least-once delivery allows. Publishes always wait for the fsync.
+    pub(crate) async fn write_fast<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> StoreResult<T> + Send + 'static,
+    {
+        self.write_with(false, f).await
+    }
+
+    async fn write_with<T, F>(&self, durable: bool, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> StoreResult<T> + Send + 'static,
+    {
         let (tx, rx) = oneshot::channel::<StoreResult<T>>();
-        let job: Job = Box::new(move |t: &Transaction<'_>| {
+        let run: JobFn = Box::new(move |t: &Transaction<'_>| {
             let result = run_in_savepoint(t, f);
             Box::new(move |committed: bool| {
                 let answer = match (result, committed) {
@@ -129,6 +154,7 @@ impl SqliteStore {
                 let _ = tx.send(answer);
             })
         });
+        let job = Job { run, durable };
         {
             let jobs = self.inner.jobs.lock().map_err(|_| closed())?;
             jobs.as_ref()
@@ -182,6 +208,7 @@ fn run_in_savepoint<T>(
 }
 
 fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>) {
+    let mut full = true;
     while let Ok(first) = rx.recv() {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
@@ -190,11 +217,24 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
+        // FULL whenever the group holds a durable job; NORMAL (no fsync in WAL mode) otherwise.
+        let want_full = group.iter().any(|j| j.durable);
+        if want_full != full {
+            let level = if want_full { "FULL" } else { "NORMAL" };
+            if conn.pragma_update(None, "synchronous", level).is_ok() {
+                full = want_full;
+            }
+        }
+        if want_full && !full {
+            // Could not switch back to FULL: refuse the group rather than answer without an fsync.
+            drop(group);
+            continue;
+        }
         let mut done: Vec<Box<dyn FnOnce(bool) + Send>> = Vec::with_capacity(group.len());
         let committed = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
             Ok(t) => {
                 for job in group {
-                    done.push(job(&t));
+                    done.push((job.run)(&t));
                 }
                 t.commit().is_ok()
             }

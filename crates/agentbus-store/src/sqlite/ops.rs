@@ -799,7 +799,7 @@ impl Store for SqliteStore {
     }
 
     async fn lease(&self, req: LeaseRequest) -> StoreResult<Vec<Delivery>> {
-        self.write(move |tx| {
+        self.write_fast(move |tx| {
             let candidates = entries_where(
                 tx,
                 "i.agent_id = ?1 AND i.state IN (0, 1) AND i.visible_at <= ?2 AND i.expires_at > ?2 \
@@ -830,7 +830,7 @@ impl Store for SqliteStore {
     ) -> StoreResult<Vec<AckOutcome>> {
         let agent = agent_id.to_owned();
         let _ = at;
-        self.write(move |tx| {
+        self.write_fast(move |tx| {
             let mut out = Vec::with_capacity(acks.len());
             for (sequence, token) in acks {
                 let row: Option<(i64, Option<String>)> = tx
