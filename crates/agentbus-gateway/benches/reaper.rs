@@ -19,7 +19,10 @@ use agentbus_store::*;
 const T0: i64 = 1_795_000_000_000;
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let tmp = tempfile::tempdir().unwrap();
         let clock = ManualClock::new(Timestamp(T0));

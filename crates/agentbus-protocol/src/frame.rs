@@ -418,3 +418,48 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod receiver_rules {
+    use super::*;
+
+    fn env(kind: &str, schema: &str) -> Envelope {
+        let v = serde_json::json!({
+            "type": kind, "schema": schema, "subject": "Quarterly numbers",
+            "data": {"text": "secret payload", "x_new_field": 1}, "x_unknown_attr": true
+        });
+        Envelope::from_map(v.as_object().cloned().unwrap_or_default())
+    }
+
+    #[test]
+    fn wp_11_3_1_unknown_types_are_opaque_with_subject_and_schema() {
+        let body = envelope_body(&env(
+            "agentbus.foo.bar.v1",
+            "https://komsary.agentbus.exchange/schemas/agentbus.foo.bar/v1.json",
+        ));
+        assert!(body.starts_with("An opaque message"), "{body}");
+        assert!(body.contains("Quarterly numbers") && body.contains("agentbus.foo.bar/v1.json"));
+        assert!(
+            !body.contains("secret payload"),
+            "data is never inlined for an unknown type"
+        );
+    }
+
+    #[test]
+    fn wp_11_3_4_an_unknown_major_is_an_unknown_type() {
+        let body = envelope_body(&env(
+            "agentbus.message.v9",
+            "https://komsary.agentbus.exchange/schemas/agentbus.message/v9.json",
+        ));
+        assert!(body.starts_with("An opaque message"), "{body}");
+    }
+
+    #[test]
+    fn wp_11_3_2_unknown_attributes_and_fields_are_ignored() {
+        let body = envelope_body(&env(
+            "agentbus.message.v1",
+            "https://komsary.agentbus.exchange/schemas/agentbus.message/v1.json",
+        ));
+        assert_eq!(body, "secret payload");
+    }
+}
