@@ -2,7 +2,9 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{envelope::EnvelopeArgs, explain::ExplainArgs, keys::KeysArgs};
+use crate::commands::{
+    envelope::EnvelopeArgs, explain::ExplainArgs, keys::KeysArgs, local::LocalCommand,
+};
 
 /// AgentBus: messaging for fleets of AI agents, on one machine, across a team through a gateway,
 /// and across organisations through a git share.
@@ -35,4 +37,8 @@ pub enum Command {
     Keys(KeysArgs),
     /// Explain an AB- error code.
     Explain(ExplainArgs),
+    /// Local messaging and delivery: tell, ask, reply, pause, resume, inbox, listen, sessions,
+    /// hook, hooks.
+    #[command(flatten)]
+    Local(LocalCommand),
 }

@@ -2,7 +2,9 @@
 
 pub mod envelope;
 pub mod explain;
+pub mod hook;
 pub mod keys;
+pub mod local;
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -17,6 +19,7 @@ pub fn run(command: Command, printer: &Printer) -> CliResult {
         Command::Envelope(args) => envelope::run(args, printer),
         Command::Keys(args) => keys::run(args, printer),
         Command::Explain(args) => explain::run(args, printer),
+        Command::Local(command) => local::run(command, printer),
     }
 }
 
