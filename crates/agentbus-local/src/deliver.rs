@@ -160,7 +160,10 @@ pub fn show_command(m: &Message) -> String {
 
 /// Renders `m` in the protocol core's §13.1 frame (G-LM-21), whole or as a head of `head` chars.
 pub fn frame_of(m: &Message, answerer: Option<&str>, head: Option<usize>) -> String {
-    let from = sender_address(m);
+    let from = match (&m.name, &m.via) {
+        (Some(name), None) => format!("{name} <{}>", sender_address(m)),
+        _ => sender_address(m),
+    };
     let reply = reply_command(m, answerer);
     let rest = show_command(m);
     let body: String = match head {
@@ -180,7 +183,7 @@ pub fn frame_of(m: &Message, answerer: Option<&str>, head: Option<usize>) -> Str
                 m.kind.as_str(),
                 Verified::Unsigned,
                 m.re.as_deref(),
-                m.name.as_deref(),
+                None,
                 &[],
             ),
         };

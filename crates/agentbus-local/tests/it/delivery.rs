@@ -27,7 +27,7 @@ fn lm_25_lm_26_a_message_shows_at_the_next_prompt_once() {
     f.start("s1");
     let id = f.tell(&engineer(), &f.session("s1"), "hello");
     let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s1");
-    assert_eq!(a.shown_ids, [id.clone()]);
+    assert_eq!(a.shown_ids, std::slice::from_ref(&id));
     assert!(a.context.unwrap().contains("hello"));
     let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s1");
     assert!(a.context.is_none() && a.shown_ids.is_empty());

@@ -1,7 +1,7 @@
 //! Tests of the local store and delivery, named after the checklist ids they prove (`lm_…`).
 //! Cases live under `tests/data/`; time moves only through a `ManualClock`.
 
-#![allow(clippy::unwrap_used, missing_docs)]
+#![allow(clippy::unwrap_used, clippy::new_without_default, missing_docs)]
 
 mod bounds;
 mod delivery;
