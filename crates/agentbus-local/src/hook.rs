@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use crate::address::is_session_id;
 use crate::consts::{SLACK_MS, TTL_MS};
 use crate::deliver::{Recipient, any_early, for_session, paused, render_block, select};
-use crate::line::{Line, is_id};
+use crate::line::{is_id, seen_ids_of};
 use crate::store::{Store, StoreError, io_at, messages, read_small, write_file};
 
 /// A harness the hook serves.
@@ -287,14 +287,7 @@ impl Store {
         let node = self.node()?;
         let lines = self.lines()?;
         let now = self.now();
-        let mine: HashSet<String> = lines
-            .iter()
-            .filter_map(|l| match l {
-                Line::Seen(s) if s.by == sid && s.node == node => Some(s.ids.clone()),
-                _ => None,
-            })
-            .flatten()
-            .collect();
+        let mine = seen_ids_of(&lines, sid, &node);
         let msgs = messages(lines);
         let r = Recipient {
             session: sid.to_owned(),

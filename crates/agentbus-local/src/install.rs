@@ -61,26 +61,24 @@ pub enum Change {
 
 /// The user-level settings file of `harness` under `home` (the user's home directory).
 pub fn default_path(harness: Harness, home: &Path) -> PathBuf {
-    match harness {
-        Harness::Claude => home.join(".claude").join("settings.json"),
-        Harness::Codex => home.join(".codex").join("hooks.json"),
-        Harness::OpenCode => home
-            .join(".config")
-            .join("opencode")
-            .join("plugins")
-            .join("agentbus.js"),
-    }
+    home.join(relative_path(harness, &[".config", "opencode"]))
 }
 
 /// The settings file of `harness` in a project directory.
 pub fn project_path(harness: Harness, project: &Path) -> PathBuf {
+    project.join(relative_path(harness, &[".opencode"]))
+}
+
+/// The settings file under its base: Claude Code and Codex keep the same path in a home and in a
+/// project; OpenCode's plugin folder sits under `opencode_dir`, which differs between the two.
+fn relative_path(harness: Harness, opencode_dir: &[&str]) -> PathBuf {
     match harness {
-        Harness::Claude => project.join(".claude").join("settings.json"),
-        Harness::Codex => project.join(".codex").join("hooks.json"),
-        Harness::OpenCode => project
-            .join(".opencode")
-            .join("plugins")
-            .join("agentbus.js"),
+        Harness::Claude => [".claude", "settings.json"].iter().collect(),
+        Harness::Codex => [".codex", "hooks.json"].iter().collect(),
+        Harness::OpenCode => opencode_dir
+            .iter()
+            .chain(&["plugins", "agentbus.js"])
+            .collect(),
     }
 }
 

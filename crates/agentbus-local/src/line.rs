@@ -194,6 +194,18 @@ impl Line {
     }
 }
 
+/// The ids the Seen lines of `by` on `node` list: what that recipient has been shown.
+pub fn seen_ids_of(lines: &[Line], by: &str, node: &str) -> std::collections::HashSet<String> {
+    lines
+        .iter()
+        .filter_map(|l| match l {
+            Line::Seen(s) if s.by == by && s.node == node => Some(s.ids.iter().cloned()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
 /// Whether `by` is a sender a line can carry: a session id, the engineer, or an agent identity.
 pub fn is_sender(by: &str) -> bool {
     by.chars().count() <= BY_CHARS && (is_session_id(by) || is_engineer(by))

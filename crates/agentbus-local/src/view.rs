@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 
 use crate::deliver::{Recipient, for_engineer, for_session, paused};
-use crate::line::{Kind, Line, Message};
+use crate::line::{Kind, Message, seen_ids_of};
 use crate::session::Presence;
 use crate::store::{Store, StoreError, messages};
 
@@ -51,14 +51,7 @@ impl Store {
         let node = self.node()?;
         let lines = self.lines()?;
         let by = engineer_by(email);
-        let seen: HashSet<String> = lines
-            .iter()
-            .filter_map(|l| match l {
-                Line::Seen(s) if s.by == by && s.node == node => Some(s.ids.clone()),
-                _ => None,
-            })
-            .flatten()
-            .collect();
+        let seen = seen_ids_of(&lines, &by, &node);
         let msgs = messages(lines);
         let answered: HashSet<&str> = msgs.iter().filter_map(|m| m.re.as_deref()).collect();
         let bound: HashSet<String> = self

@@ -255,9 +255,8 @@ fn hooks_install_is_idempotent_and_uninstall_leaves_other_hooks() {
     std::fs::write(&settings, r#"{"model":"x","hooks":{"PreToolUse":[{"matcher":"Bash","hooks":[{"type":"command","command":"lint.sh"}]}]}}"#).unwrap();
     let s = settings.to_str().unwrap();
     for harness in ["claude", "codex"] {
-        let first = run(
-            dir.path(),
-            &[
+        let install = || {
+            let args = [
                 "--json",
                 "hooks",
                 "install",
@@ -266,29 +265,17 @@ fn hooks_install_is_idempotent_and_uninstall_leaves_other_hooks() {
                 s,
                 "--program",
                 "/opt/agentbus",
-            ],
-            b"",
-        );
+            ];
+            run(dir.path(), &args, b"")
+        };
+        let first = install();
         assert!(
             first.status.success(),
             "{}",
             String::from_utf8_lossy(&first.stderr)
         );
         let once = std::fs::read_to_string(&settings).unwrap();
-        let again = run(
-            dir.path(),
-            &[
-                "--json",
-                "hooks",
-                "install",
-                harness,
-                "--settings",
-                s,
-                "--program",
-                "/opt/agentbus",
-            ],
-            b"",
-        );
+        let again = install();
         assert_eq!(json(&again)["change"], "unchanged");
         assert_eq!(std::fs::read_to_string(&settings).unwrap(), once);
         let v: Value = serde_json::from_str(&once).unwrap();
