@@ -133,14 +133,7 @@ pub fn install(harness: Harness, path: &Path, program: &str) -> Result<Change, I
                 }
                 *groups = Value::Array(list);
             }
-            if changed {
-                write_settings(path, &root)?;
-            }
-            Ok(if changed {
-                Change::Changed
-            } else {
-                Change::Unchanged
-            })
+            save_if(changed, path, &root)
         }
     }
 }
@@ -189,14 +182,7 @@ pub fn uninstall(harness: Harness, path: &Path) -> Result<Change, InstallError> 
                     }
                 }
             }
-            if changed {
-                write_settings(path, &root)?;
-            }
-            Ok(if changed {
-                Change::Changed
-            } else {
-                Change::Unchanged
-            })
+            save_if(changed, path, &root)
         }
     }
 }
@@ -261,6 +247,15 @@ fn read_settings(path: &Path) -> Result<Map<String, Value>, InstallError> {
             why: e.to_string(),
         }),
     }
+}
+
+/// Writes the settings when they changed, and says which.
+fn save_if(changed: bool, path: &Path, root: &Map<String, Value>) -> Result<Change, InstallError> {
+    if !changed {
+        return Ok(Change::Unchanged);
+    }
+    write_settings(path, root)?;
+    Ok(Change::Changed)
 }
 
 fn write_settings(path: &Path, root: &Map<String, Value>) -> Result<(), InstallError> {
