@@ -132,3 +132,22 @@ fn lm_50_lm_51_acks_and_ttl_cuts_leave_the_talk_mark_and_talk_moves_it() {
     .unwrap();
     assert_ne!(f.store.talk(), talk);
 }
+
+#[test]
+fn lm_52_a_byte_cut_moves_the_talk_mark_even_when_an_ack_causes_it() {
+    let f = Fixture::new();
+    // Seen lines of this member filling their class to the bound.
+    let ids: Vec<String> = (0..100).map(|i| format!("lm_{i:020x}")).collect();
+    let one = format!(
+        r#"{{"v":1,"kind":"seen","node":"n0de1","by":"s1","ms":{T0},"ids":{}}}"#,
+        serde_json::to_string(&ids).unwrap()
+    );
+    let n = agentbus_local::consts::MEMBER_BYTES / (one.len() + 1);
+    std::fs::write(f.store.log_path(), format!("{one}\n").repeat(n)).unwrap();
+    f.store.ack("s1", &ids[..1]).unwrap(); // records the log as ours
+    let talk = f.store.talk();
+    f.clock.advance_ms(1);
+    f.store.ack("s1", &ids).unwrap(); // this one cannot fit without a cut
+    assert!(f.store.stats().dropped >= 1);
+    assert_ne!(f.store.talk(), talk);
+}

@@ -176,3 +176,72 @@ fn lm_62_the_verdict_is_a_function_of_the_lines_alone() {
         window_for("s", &node, &r, &lb, &node, a.store.now())
     );
 }
+
+#[test]
+fn lm_67_a_send_that_would_push_out_the_sender_s_own_unread_message_is_refused() {
+    use agentbus_local::consts::MEMBER_BYTES;
+    let f = Fixture::new();
+    f.start("r");
+    let r = f.session("r");
+    f.send(&session("s"), &r, Kind::Tell, "first").unwrap();
+    f.hook(Harness::Claude, "claude-prompt.json", "r"); // window 2
+    f.clock.advance_ms(1);
+    let unread = f
+        .send(&session("s"), &r, Kind::Tell, "unread")
+        .unwrap()
+        .message
+        .id;
+    // Newer lines of the same member and class, filling it to just under the bound.
+    let filler = |i: i64, text: &str| {
+        format!(
+            r#"{{"v":1,"id":"lm_{i:020x}","kind":"tell","node":"n0de1","by":"p{i}","to":"q@n0de1","ms":{},"text":"{text}"}}"#,
+            f.store.now() + 10 + i
+        )
+    };
+    let mut lines: Vec<String> = (0..9).map(|i| filler(i, &"x".repeat(100_000))).collect();
+    let used: usize = lines.iter().map(|l| l.len() + 1).sum();
+    let last_overhead = filler(9, "").len() + 1;
+    lines.push(filler(
+        9,
+        &"x".repeat(MEMBER_BYTES - 150 - used - last_overhead),
+    ));
+    let log = f.log() + &lines.join("\n") + "\n";
+    std::fs::write(f.store.log_path(), log).unwrap();
+    f.clock.advance_ms(100);
+    let err = f.send(&session("s"), &r, Kind::Tell, "more").unwrap_err();
+    assert_eq!(err.reason(), "share", "{err}");
+    // Another pair's newer line may still push it out, oldest first; the cut is counted.
+    f.send(&session("p99"), &f.session("q"), Kind::Tell, "to q")
+        .unwrap();
+    assert!(!f.log().contains(&unread));
+    assert!(f.store.stats().dropped >= 1);
+}
+
+#[test]
+fn lm_10_a_reply_goes_to_the_node_and_sender_of_what_it_answers() {
+    let f = Fixture::new();
+    f.start("s1");
+    // A line from node B whose sender has the same id as a local session.
+    let mut m = agentbus_local::Message {
+        v: 1,
+        id: String::new(),
+        kind: Kind::Ask,
+        node: "nodeb".into(),
+        by: "s1".into(),
+        name: None,
+        harness: None,
+        to: "all".into(),
+        ms: f.store.now(),
+        text: "from b".into(),
+        re: None,
+        via: None,
+    };
+    m.id = agentbus_local::line::message_id(&m);
+    std::fs::write(
+        f.store.log_path(),
+        serde_json::to_string(&m).unwrap() + "\n",
+    )
+    .unwrap();
+    let (_, to) = f.store.reply_target(&m.id).unwrap().unwrap();
+    assert_eq!(to.unwrap().to_string(), "s1@nodeb");
+}
