@@ -280,7 +280,7 @@ impl Store {
             }
         };
         if talk.is_none() {
-            self.write_stamp(sid, NO_LOG, None)?;
+            self.write_stamp(sid, NO_LOG, None);
             return Ok(HookAnswer::default());
         }
 
@@ -325,10 +325,11 @@ impl Store {
             pending |= sel.waiting > 0;
             let mut kept = Vec::new();
             for s in sel.shown.drain(..) {
-                if self.claim(sid, &s.message.id)? {
+                // Claimed here: shown here. Claimed by another hook of this session first (LM-39),
+                // or not claimable now: it waits, never shown twice and never lost.
+                if matches!(self.claim(sid, &s.message.id), Ok(true)) {
                     kept.push(s);
                 } else {
-                    // Another hook of this session claimed it first (LM-39).
                     pending = true;
                 }
             }
@@ -349,17 +350,30 @@ impl Store {
         to_ack.extend(owed);
         let acked = to_ack.is_empty() || self.ack(sid, &to_ack).is_ok();
         if acked && !pending {
-            self.write_stamp(sid, talk_now, pause.as_deref())?;
+            self.write_stamp(sid, talk_now, pause.as_deref());
         }
         self.prune_claims(sid, &claimed, &msgs, now);
         Ok(answer)
     }
 
-    fn write_stamp(&self, sid: &str, talk: &str, paused: Option<&str>) -> Result<(), StoreError> {
+    /// Writes the session's stamp. Best effort: without it the next event reads the log again,
+    /// which costs time, never a message; and an answer already claimed must still be printed.
+    fn write_stamp(&self, sid: &str, talk: &str, paused: Option<&str>) {
+        let _ = self.try_write_stamp(sid, talk, paused);
+    }
+
+    fn try_write_stamp(
+        &self,
+        sid: &str,
+        talk: &str,
+        paused: Option<&str>,
+    ) -> Result<(), StoreError> {
         let path = self.scanned_path(sid)?;
         let dir = self.dir().join("scanned");
         fs::create_dir_all(&dir).map_err(io_at(&dir))?;
-        let tmp = dir.join(format!(".{sid}.tmp"));
+        // Hooks of one session may run at once: each writes its own temporary file.
+        let nonce = hex::encode(agentbus_runtime::random_bytes::<6>());
+        let tmp = dir.join(format!(".{sid}.{nonce}.tmp"));
         let stamp = Stamp {
             talk: talk.to_owned(),
             // A reason is one line in the stamp.

@@ -114,7 +114,10 @@ impl Store {
         };
         let mut out: Vec<Presence> = entries
             .filter_map(Result::ok)
-            .filter_map(|e| fs::read(e.path()).ok())
+            .map(|e| e.path())
+            // Skip a binding's temporary file.
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .filter_map(|p| fs::read(p).ok())
             .filter_map(|b| serde_json::from_slice(&b).ok())
             .filter(|p: &Presence| is_session_id(&p.session))
             .collect();
@@ -137,7 +140,8 @@ impl Store {
             .ok_or_else(|| BindError::UnknownSession(session.to_owned()))?;
         record.agent = agent.map(str::to_owned);
         let path = self.presence_path(session)?;
-        let tmp = self.sessions_dir().join(format!(".{session}.tmp"));
+        let nonce = hex::encode(agentbus_runtime::random_bytes::<6>());
+        let tmp = self.sessions_dir().join(format!(".{session}.{nonce}.tmp"));
         write_file(
             &tmp,
             serde_json::to_string(&record)
