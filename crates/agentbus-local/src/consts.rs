@@ -20,7 +20,7 @@ pub const SLACK_MS: i64 = SKEW_MS;
 pub const WIRE_TEXT: usize = 16_000;
 
 /// The bytes of one member's lines of one class the log keeps, newest first (LM: MEMBER_BYTES,
-/// LM-72, LM-77). A week of ordinary traffic (lines of 0.3–1.5 KB, some hundreds a day) fits,
+/// LM-72, LM-77). A week of ordinary traffic (lines of 0.3–1.5 KB, about a hundred a day) fits,
 /// with room for long texts; a flood stops here instead of growing the file every hook reads.
 pub const MEMBER_BYTES: usize = 1024 * 1024;
 

@@ -195,3 +195,29 @@ fn lm_2_every_line_names_its_node_and_two_stores_union() {
         .collect();
     assert_eq!(texts, ["from a", "from b"]);
 }
+
+#[test]
+fn lm_86_derived_constants_move_with_what_they_derive_from() {
+    use agentbus_local::consts::{MEMBER_BYTES, SLACK_MS, WINDOW_CAP};
+    assert_eq!(SLACK_MS, SKEW_MS);
+    assert_eq!(WINDOW_CAP as usize, MEMBER_BYTES / WIRE_TEXT);
+}
+
+#[test]
+fn lm_77_a_week_of_ordinary_traffic_from_one_machine_fits() {
+    let f = Fixture::new();
+    let mut lines = Vec::new();
+    for i in 0..700 {
+        let text = "w".repeat(300 + (i * 37) % 1200);
+        lines.push(crafted(
+            &f,
+            T0 - TTL_MS + 1 + i as i64 * 800_000,
+            "s1",
+            None,
+            &text,
+        ));
+    }
+    let raw: Vec<&[u8]> = lines.iter().map(|l| l.as_bytes()).collect();
+    let b = agentbus_local::bound::bound(&raw, T0);
+    assert_eq!((b.cut, b.expired), (0, 0));
+}
