@@ -157,26 +157,15 @@ fn lm_31_g_lm_7_a_paused_session_s_tool_calls_are_denied_and_show_no_messages() 
 fn lm_13_a_crafted_pause_from_a_session_is_ignored() {
     let f = Fixture::new();
     f.start("s1");
-    let mut m = agentbus_local::Message {
-        v: 1,
-        id: String::new(),
-        kind: Kind::Pause,
-        node: f.node(),
-        by: "s2".into(),
-        name: None,
-        harness: None,
-        to: format!("s1@{}", f.node()),
-        ms: f.store.now(),
-        text: "I say stop".into(),
-        re: None,
-        via: None,
-    };
-    m.id = agentbus_local::line::message_id(&m);
-    std::fs::write(
-        f.store.log_path(),
-        serde_json::to_string(&m).unwrap() + "\n",
-    )
-    .unwrap();
+    let m = crate::crafted(
+        Kind::Pause,
+        &f.node(),
+        "s2",
+        &format!("s1@{}", f.node()),
+        f.store.now(),
+        "I say stop",
+    );
+    crate::write_log(&f, &[&m]);
     let (_, a) = f.hook(Harness::Claude, "claude-pretool.json", "s1");
     assert!(a.block.is_none());
 }

@@ -84,20 +84,15 @@ fn lm_19_text_is_kept_whole_to_wire_text_then_cut_with_an_ellipsis() {
 
 /// A crafted line with a valid id, for read checks.
 fn crafted(f: &Fixture, ms: i64, by: &str, name: Option<&str>, text: &str) -> String {
-    let mut m = agentbus_local::Message {
-        v: 1,
-        id: String::new(),
-        kind: agentbus_local::Kind::Tell,
-        node: f.node(),
-        by: by.into(),
-        name: name.map(str::to_owned),
-        harness: None,
-        to: format!("local@{}", f.node()),
+    let mut m = crate::crafted(
+        agentbus_local::Kind::Tell,
+        &f.node(),
+        by,
+        &format!("local@{}", f.node()),
         ms,
-        text: text.into(),
-        re: None,
-        via: None,
-    };
+        text,
+    );
+    m.name = name.map(str::to_owned);
     m.id = agentbus_local::line::message_id(&m);
     serde_json::to_string(&m).unwrap()
 }

@@ -119,3 +119,39 @@ pub fn event(harness: Harness, name: &str, sid: &str) -> HookEvent {
     let text = std::fs::read_to_string(data(&format!("hook-events/{name}"))).unwrap();
     parse_event(harness, text.replace("SID", sid).as_bytes()).unwrap()
 }
+
+/// A message line written by hand, as another node or a forger would write it, with its id.
+pub fn crafted(
+    kind: Kind,
+    node: &str,
+    by: &str,
+    to: &str,
+    ms: i64,
+    text: &str,
+) -> agentbus_local::Message {
+    let mut m = agentbus_local::Message {
+        v: 1,
+        id: String::new(),
+        kind,
+        node: node.into(),
+        by: by.into(),
+        name: None,
+        harness: None,
+        to: to.into(),
+        ms,
+        text: text.into(),
+        re: None,
+        via: None,
+    };
+    m.id = agentbus_local::line::message_id(&m);
+    m
+}
+
+/// Replaces the log with `lines`.
+pub fn write_log(f: &Fixture, lines: &[&agentbus_local::Message]) {
+    let body: String = lines
+        .iter()
+        .map(|m| serde_json::to_string(m).unwrap() + "\n")
+        .collect();
+    std::fs::write(f.store.log_path(), body).unwrap();
+}

@@ -222,26 +222,8 @@ fn lm_10_a_reply_goes_to_the_node_and_sender_of_what_it_answers() {
     let f = Fixture::new();
     f.start("s1");
     // A line from node B whose sender has the same id as a local session.
-    let mut m = agentbus_local::Message {
-        v: 1,
-        id: String::new(),
-        kind: Kind::Ask,
-        node: "nodeb".into(),
-        by: "s1".into(),
-        name: None,
-        harness: None,
-        to: "all".into(),
-        ms: f.store.now(),
-        text: "from b".into(),
-        re: None,
-        via: None,
-    };
-    m.id = agentbus_local::line::message_id(&m);
-    std::fs::write(
-        f.store.log_path(),
-        serde_json::to_string(&m).unwrap() + "\n",
-    )
-    .unwrap();
+    let m = crate::crafted(Kind::Ask, "nodeb", "s1", "all", f.store.now(), "from b");
+    crate::write_log(&f, &[&m]);
     let (_, to) = f.store.reply_target(&m.id).unwrap().unwrap();
     assert_eq!(to.unwrap().to_string(), "s1@nodeb");
 }
