@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 use crate::commands::{
     envelope::EnvelopeArgs, explain::ExplainArgs, gateway::GatewayArgs, keys::KeysArgs,
+    local::LocalCommand,
 };
 
 /// AgentBus: messaging for fleets of AI agents, on one machine, across a team through a gateway,
@@ -39,4 +40,8 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Run the gateway: verify, persist and route signed envelopes over HTTP (an embedded SQLite store).
     Gateway(GatewayArgs),
+    /// Local messaging and delivery: tell, ask, reply, pause, resume, inbox, listen, sessions,
+    /// hook, hooks.
+    #[command(flatten)]
+    Local(LocalCommand),
 }

@@ -5,6 +5,7 @@ mod cli;
 mod commands;
 mod error;
 mod printer;
+mod route;
 
 use std::process::ExitCode;
 

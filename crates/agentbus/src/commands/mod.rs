@@ -3,7 +3,9 @@
 pub mod envelope;
 pub mod explain;
 pub mod gateway;
+pub mod hook;
 pub mod keys;
+pub mod local;
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -19,6 +21,7 @@ pub fn run(command: Command, printer: &Printer) -> CliResult {
         Command::Keys(args) => keys::run(args, printer),
         Command::Explain(args) => explain::run(args, printer),
         Command::Gateway(args) => gateway::run(args, printer),
+        Command::Local(command) => local::run(command, printer),
     }
 }
 

@@ -1,0 +1,484 @@
+//! Delivery into a harness through its hook (LM: deliver; issue items 5, 6, 9).
+//!
+//! `agentbus hook <harness>` reads the harness's event JSON, and [`Store::hook`] decides what the
+//! event shows: each message for the session once (claimed by exclusively creating
+//! `<store>/messages/seen/<session>/<id>`, acknowledged by a Seen line), newest first within the
+//! harness's budget, framed by the protocol core; nothing for a subagent's event or one whose
+//! context the harness drops; a deny for a paused session's tool call.
+//!
+//! Cheap when idle (LM-48, LM-49): the hook first compares the log's talk mark (a stat of the log
+//! and a read of its generation record) with the session's scanned stamp; when they match, it
+//! answers from the stamp alone and never opens the log. The stamp is written only after a full
+//! look that left nothing waiting and whose acknowledgement was written (LM-55).
+//!
+//! The answer is rendered per harness by [`render_answer`]:
+//! - Claude Code and Codex: `hookSpecificOutput.additionalContext` on `SessionStart`,
+//!   `UserPromptSubmit`, `PreToolUse` and `PostToolUse`; a paused session's `PreToolUse` gets
+//!   `permissionDecision: "deny"` with the engineer's reason.
+//! - OpenCode, which runs plugins rather than commands: the plugin `agentbus hooks install
+//!   opencode` writes calls this command and reads `{"context", "block", "shown_ids"}`.
+
+use std::collections::HashSet;
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write as _};
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use crate::address::is_session_id;
+use crate::consts::{SLACK_MS, TTL_MS};
+use crate::deliver::{Recipient, any_early, for_session, paused, render_block, select};
+use crate::line::{is_id, seen_ids_of};
+use crate::store::{Store, StoreError, io_at, messages, read_small, write_file};
+
+/// A harness the hook serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Harness {
+    /// Claude Code.
+    Claude,
+    /// OpenAI Codex CLI.
+    Codex,
+    /// OpenCode.
+    OpenCode,
+}
+
+impl Harness {
+    /// Every harness.
+    pub const ALL: [Harness; 3] = [Harness::Claude, Harness::Codex, Harness::OpenCode];
+
+    /// Parses `claude`, `codex` or `opencode`.
+    pub fn parse(s: &str) -> Option<Harness> {
+        Harness::ALL.into_iter().find(|h| h.as_str() == s)
+    }
+
+    /// The harness's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Harness::Claude => "claude",
+            Harness::Codex => "codex",
+            Harness::OpenCode => "opencode",
+        }
+    }
+
+    /// The characters one event may add to the session's context (LM: Caps::context_chars,
+    /// G-LM-17). Claude Code takes `additionalContext` whole up to 10,000 characters and
+    /// replaces a longer one with a preview, so we stay under it; Codex and OpenCode document no
+    /// limit, and 8,000 characters (about 2,000 tokens) keeps one event's share of a turn small.
+    pub fn context_chars(self) -> usize {
+        match self {
+            Harness::Claude => 9_000,
+            Harness::Codex | Harness::OpenCode => 8_000,
+        }
+    }
+}
+
+/// What kind of event reached the hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// The session started (Claude/Codex `SessionStart`, OpenCode `session.created`).
+    SessionStart,
+    /// A prompt (`UserPromptSubmit`, OpenCode `chat.message`).
+    Prompt,
+    /// Before a tool call (`PreToolUse`, OpenCode `tool.execute.before`).
+    ToolBefore,
+    /// After a tool call (`PostToolUse`).
+    ToolAfter,
+    /// Anything else: the session becomes known, nothing is shown.
+    Other,
+}
+
+impl EventKind {
+    /// Whether the harness takes context at this event (LM-25).
+    pub fn takes_context(self) -> bool {
+        !matches!(self, EventKind::Other)
+    }
+}
+
+/// One hook event, as the adapters read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookEvent {
+    /// The harness.
+    pub harness: Harness,
+    /// The session id, from the event.
+    pub session: String,
+    /// The event's name as the harness wrote it (echoed in the answer).
+    pub name: String,
+    /// Its kind.
+    pub kind: EventKind,
+    /// A subagent's event (`agent_id` present, LM-33): its messages wait for the session.
+    pub subagent: bool,
+    /// The harness drops what the hook answers (`"context": false`, LM-32).
+    pub context_dropped: bool,
+}
+
+/// Why an event could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum HookError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The input is not the harness's event JSON.
+    #[error("the hook input is not a {harness} event: {why}")]
+    BadEvent {
+        /// The harness.
+        harness: &'static str,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+/// Reads a harness's event JSON (Claude Code and Codex: `session_id`, `hook_event_name`,
+/// optional `agent_id`; OpenCode's plugin: `event`, `session_id`, optional `subagent`).
+pub fn parse_event(harness: Harness, input: &[u8]) -> Result<HookEvent, HookError> {
+    let bad = |why: &str| HookError::BadEvent {
+        harness: harness.as_str(),
+        why: why.to_owned(),
+    };
+    let v: Value = serde_json::from_slice(input).map_err(|e| bad(&e.to_string()))?;
+    let s = |k: &str| v.get(k).and_then(Value::as_str);
+    let session = s("session_id").ok_or_else(|| bad("no session_id"))?;
+    if !is_session_id(session) {
+        return Err(bad("session_id is not a usable session id"));
+    }
+    let (name, kind, subagent) = match harness {
+        Harness::Claude | Harness::Codex => {
+            let name = s("hook_event_name").ok_or_else(|| bad("no hook_event_name"))?;
+            let kind = match name {
+                "SessionStart" => EventKind::SessionStart,
+                "UserPromptSubmit" => EventKind::Prompt,
+                "PreToolUse" => EventKind::ToolBefore,
+                "PostToolUse" => EventKind::ToolAfter,
+                _ => EventKind::Other,
+            };
+            (name, kind, s("agent_id").is_some_and(|a| !a.is_empty()))
+        }
+        Harness::OpenCode => {
+            let name = s("event").ok_or_else(|| bad("no event"))?;
+            let kind = match name {
+                "session.created" => EventKind::SessionStart,
+                "chat.message" => EventKind::Prompt,
+                "tool.execute.before" => EventKind::ToolBefore,
+                _ => EventKind::Other,
+            };
+            let sub = v.get("subagent").and_then(Value::as_bool) == Some(true);
+            (name, kind, sub)
+        }
+    };
+    Ok(HookEvent {
+        harness,
+        session: session.to_owned(),
+        name: name.to_owned(),
+        kind,
+        subagent,
+        context_dropped: v.get("context").and_then(Value::as_bool) == Some(false),
+    })
+}
+
+/// What the hook's environment tells it about the session at its first event.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HookEnv {
+    /// `AGENTBUS_AGENT`: the agent identity to bind the session to.
+    pub agent: Option<String>,
+    /// `AGENTBUS_NAME`: the session's display name.
+    pub name: Option<String>,
+    /// Claude Code's `CLAUDE_ENV_FILE` at `SessionStart`: where to export `AGENTBUS_SESSION` so
+    /// the session's shell commands (`agentbus tell …`) know who sends.
+    pub env_file: Option<PathBuf>,
+}
+
+/// What one event answers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HookAnswer {
+    /// Context to add: the framed messages, and a note when the session is paused.
+    pub context: Option<String>,
+    /// A deny of the tool call, with the reason (a paused session, G-LM-7).
+    pub block: Option<String>,
+    /// The ids shown (LM-36), never a count.
+    pub shown_ids: Vec<String>,
+    /// Whether the answer came from the stamp alone, without reading the log.
+    pub idle: bool,
+}
+
+/// The session's scanned stamp: the talk mark its last full look found, and its pause.
+struct Stamp {
+    talk: String,
+    paused: Option<String>,
+}
+
+impl Stamp {
+    fn parse(text: &str) -> Stamp {
+        let (talk, paused) = match text.split_once('\n') {
+            Some((t, rest)) => (t, rest.strip_suffix('\n').unwrap_or(rest)),
+            None => (text, ""),
+        };
+        Stamp {
+            talk: talk.to_owned(),
+            paused: (!paused.is_empty()).then(|| paused.to_owned()),
+        }
+    }
+
+    fn render(&self) -> String {
+        format!("{}\n{}", self.talk, self.paused.as_deref().unwrap_or(""))
+    }
+}
+
+/// The talk mark of a store with no log.
+const NO_LOG: &str = "none";
+
+fn block_reason(reason: &str) -> String {
+    format!(
+        "The engineer paused this session with AgentBus: {reason}. Tool calls are blocked until \
+they resume it (agentbus resume). Stop and wait; do not try to work around this."
+    )
+}
+
+fn pause_note(reason: &str) -> String {
+    format!(
+        "AgentBus: the engineer paused this session: {reason}. Your tool calls are blocked until \
+they resume it.\n"
+    )
+}
+
+impl Store {
+    /// Answers one hook event (LM: deliver).
+    pub fn hook(&self, ev: &HookEvent, env: &HookEnv) -> Result<HookAnswer, StoreError> {
+        let sid = ev.session.as_str();
+        let stamp_path = self.scanned_path(sid)?;
+        let talk = self.talk();
+        let talk_now = talk.as_deref().unwrap_or(NO_LOG);
+        if let Some(stamp) = read_small(&stamp_path)?.map(|t| Stamp::parse(&t))
+            && stamp.talk == talk_now
+        {
+            // Idle: nothing written since the last look; the stamp says whether it is paused.
+            let mut answer = HookAnswer {
+                idle: true,
+                ..HookAnswer::default()
+            };
+            if let Some(reason) = stamp.paused {
+                if ev.kind == EventKind::ToolBefore {
+                    answer.block = Some(block_reason(&reason));
+                } else if ev.kind == EventKind::Prompt && !ev.subagent && !ev.context_dropped {
+                    answer.context = Some(pause_note(&reason));
+                }
+            }
+            return Ok(answer);
+        }
+
+        let presence = match self.presence(sid)? {
+            Some(p) => p,
+            None => {
+                let p = self.register(
+                    sid,
+                    ev.harness.as_str(),
+                    env.name.as_deref(),
+                    env.agent.as_deref(),
+                )?;
+                if let Some(file) = &env.env_file {
+                    export_session(file, sid);
+                }
+                p
+            }
+        };
+        if talk.is_none() {
+            self.write_stamp(sid, NO_LOG, None);
+            return Ok(HookAnswer::default());
+        }
+
+        let node = self.node()?;
+        let lines = self.lines()?;
+        let now = self.now();
+        let mine = seen_ids_of(&lines, sid, &node);
+        let msgs = messages(lines);
+        let r = Recipient {
+            session: sid.to_owned(),
+            node,
+            started_ms: Some(presence.started_ms),
+            agent: presence.agent.clone(),
+        };
+        let pause = paused(&msgs, &r, now);
+        let claimed = self.claims(sid)?;
+        // A claim no Seen of the session lists is owed: acknowledged now (LM-41).
+        let owed: Vec<String> = claimed
+            .iter()
+            .filter(|id| !mine.contains(*id))
+            .cloned()
+            .collect();
+
+        let mut answer = HookAnswer::default();
+        let mut pending = any_early(&msgs, &r, now);
+        let blocks = ev.kind == EventKind::ToolBefore && pause.is_some();
+        let can_show = !blocks && !ev.subagent && !ev.context_dropped && ev.kind.takes_context();
+        if blocks {
+            answer.block = pause.as_deref().map(block_reason);
+        }
+        let note = pause.as_deref().map(pause_note).filter(|_| can_show);
+        let candidates: Vec<_> = for_session(&msgs, &r, now)
+            .into_iter()
+            .filter(|m| !claimed.contains(&m.id))
+            .collect();
+        if can_show && !candidates.is_empty() {
+            let budget = ev
+                .harness
+                .context_chars()
+                .saturating_sub(note.as_ref().map_or(0, |n| n.chars().count()));
+            let mut sel = select(&candidates, Some(sid), budget);
+            pending |= sel.waiting > 0;
+            let mut kept = Vec::new();
+            for s in sel.shown.drain(..) {
+                // Claimed here: shown here. Claimed by another hook of this session first (LM-39),
+                // or not claimable now: it waits, never shown twice and never lost.
+                if matches!(self.claim(sid, &s.message.id), Ok(true)) {
+                    kept.push(s);
+                } else {
+                    pending = true;
+                }
+            }
+            sel.shown = kept;
+            if !sel.shown.is_empty() {
+                answer.shown_ids = sel.shown.iter().map(|s| s.message.id.clone()).collect();
+                answer.context = Some(render_block(&sel));
+            }
+        } else if !candidates.is_empty() {
+            pending = true;
+        }
+        if let Some(note) = note {
+            let rest = answer.context.take().unwrap_or_default();
+            answer.context = Some(format!("{note}{rest}"));
+        }
+
+        let mut to_ack = answer.shown_ids.clone();
+        to_ack.extend(owed);
+        let acked = to_ack.is_empty() || self.ack(sid, &to_ack).is_ok();
+        if acked && !pending {
+            self.write_stamp(sid, talk_now, pause.as_deref());
+        }
+        self.prune_claims(sid, &claimed, &msgs, now);
+        Ok(answer)
+    }
+
+    /// Writes the session's stamp. Best effort: without it the next event reads the log again,
+    /// which costs time, never a message; and an answer already claimed must still be printed.
+    fn write_stamp(&self, sid: &str, talk: &str, paused: Option<&str>) {
+        let _ = self.try_write_stamp(sid, talk, paused);
+    }
+
+    fn try_write_stamp(
+        &self,
+        sid: &str,
+        talk: &str,
+        paused: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let path = self.scanned_path(sid)?;
+        let dir = self.dir().join("scanned");
+        fs::create_dir_all(&dir).map_err(io_at(&dir))?;
+        // Hooks of one session may run at once: each writes its own temporary file.
+        let nonce = hex::encode(agentbus_runtime::random_bytes::<6>());
+        let tmp = dir.join(format!(".{sid}.{nonce}.tmp"));
+        let stamp = Stamp {
+            talk: talk.to_owned(),
+            // A reason is one line in the stamp.
+            paused: paused.map(|p| p.replace(['\n', '\r'], " ")),
+        };
+        write_file(&tmp, stamp.render().as_bytes())?;
+        fs::rename(&tmp, &path).map_err(io_at(&path))
+    }
+
+    /// The ids `session` has claimed (LM: seen_by, for one session).
+    pub fn claims(&self, session: &str) -> Result<HashSet<String>, StoreError> {
+        if !is_session_id(session) {
+            return Err(StoreError::BadSession(session.to_owned()));
+        }
+        let dir = self.seen_path().join(session);
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(HashSet::new()),
+            Err(e) => return Err(io_at(&dir)(e)),
+        };
+        Ok(entries
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| is_id(n))
+            .collect())
+    }
+
+    /// Claims the delivery of `id` to `session` by creating its claim file exclusively: `true`
+    /// when this call made it, so only one of any number of racing hooks shows it (LM-39).
+    pub fn claim(&self, session: &str, id: &str) -> Result<bool, StoreError> {
+        if !is_session_id(session) {
+            return Err(StoreError::BadSession(session.to_owned()));
+        }
+        let dir = self.seen_path().join(session);
+        fs::create_dir_all(&dir).map_err(io_at(&dir))?;
+        let path = dir.join(id);
+        match OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(io_at(&path)(e)),
+        }
+    }
+
+    /// Removes claims of messages the log no longer holds once they are older than the TTL and
+    /// slack (G-LM-10), so a long session's claims do not grow without end. Best effort.
+    fn prune_claims(
+        &self,
+        session: &str,
+        claimed: &HashSet<String>,
+        msgs: &[crate::line::Message],
+        now: i64,
+    ) {
+        let held: HashSet<&str> = msgs.iter().map(|m| m.id.as_str()).collect();
+        let dir = self.seen_path().join(session);
+        for id in claimed.iter().filter(|id| !held.contains(id.as_str())) {
+            let path = dir.join(id);
+            let old = fs::metadata(&path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .is_some_and(|d| (d.as_millis() as i64) < now - TTL_MS - SLACK_MS);
+            if old {
+                let _ = fs::remove_file(&path);
+            }
+        }
+    }
+}
+
+/// Appends `export AGENTBUS_SESSION=<sid>` to Claude Code's `CLAUDE_ENV_FILE`. Best effort: a
+/// session whose shell lacks it still answers with the `--from` its frames give.
+fn export_session(file: &std::path::Path, sid: &str) {
+    if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(file) {
+        let _ = f.write_all(format!("export AGENTBUS_SESSION={sid}\n").as_bytes());
+    }
+}
+
+/// Renders `answer` in `ev`'s harness's hook output format; `None` prints nothing.
+pub fn render_answer(ev: &HookEvent, answer: &HookAnswer) -> Option<Value> {
+    match ev.harness {
+        Harness::OpenCode => (answer.context.is_some() || answer.block.is_some()).then(|| {
+            json!({
+                "context": answer.context,
+                "block": answer.block,
+                "shown_ids": answer.shown_ids,
+            })
+        }),
+        Harness::Claude | Harness::Codex => {
+            if let Some(reason) = &answer.block {
+                return Some(json!({
+                    "hookSpecificOutput": {
+                        "hookEventName": "PreToolUse",
+                        "permissionDecision": "deny",
+                        "permissionDecisionReason": reason,
+                    }
+                }));
+            }
+            let context = answer.context.as_ref()?;
+            ev.kind.takes_context().then(|| {
+                json!({
+                    "hookSpecificOutput": {
+                        "hookEventName": ev.name,
+                        "additionalContext": context,
+                    }
+                })
+            })
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! Adding the hook to a harness's settings, idempotently, and removing it (issue item 8).
+//!
+//! - Claude Code: `~/.claude/settings.json` (or a project's `.claude/settings.json`), a command
+//!   hook on `SessionStart`, `UserPromptSubmit`, `PreToolUse` and `PostToolUse`.
+//! - Codex: `~/.codex/hooks.json` (or a project's `.codex/hooks.json`), the same four events in
+//!   the same shape.
+//! - OpenCode runs no command hooks; it loads plugins. We write a small plugin,
+//!   `~/.config/opencode/plugins/agentbus.js`, that runs `agentbus hook opencode` on
+//!   `chat.message` (context) and `tool.execute.before` (a paused session's deny).
+//!
+//! The session id always comes from the event, never from the settings.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use crate::hook::Harness;
+use crate::store::{StoreError, io_at, write_file};
+
+/// The events the hook runs on in Claude Code and Codex.
+pub const EVENTS: [&str; 4] = [
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+];
+
+/// The first line of the OpenCode plugin, by which uninstall knows the file is ours.
+pub const PLUGIN_MARKER: &str = "// Installed by `agentbus hooks install opencode`; removed by `agentbus hooks uninstall opencode`.";
+
+/// Why the settings could not be changed.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    /// A file could not be read or written.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The settings file is not a JSON object; it is left alone.
+    #[error("{}: not a JSON object ({why}); fix or move it, then run this again", path.display())]
+    NotJson {
+        /// The file.
+        path: PathBuf,
+        /// The parse error.
+        why: String,
+    },
+    /// A plugin file of that name exists and is not ours.
+    #[error("{}: exists and was not written by agentbus; move it away first", .0.display())]
+    NotOurs(PathBuf),
+}
+
+/// What an install or uninstall changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Change {
+    /// The file was written.
+    Changed,
+    /// It already said what it should.
+    Unchanged,
+}
+
+/// The user-level settings file of `harness` under `home` (the user's home directory).
+pub fn default_path(harness: Harness, home: &Path) -> PathBuf {
+    home.join(relative_path(harness, &[".config", "opencode"]))
+}
+
+/// The settings file of `harness` in a project directory.
+pub fn project_path(harness: Harness, project: &Path) -> PathBuf {
+    project.join(relative_path(harness, &[".opencode"]))
+}
+
+/// The settings file under its base: Claude Code and Codex keep the same path in a home and in a
+/// project; OpenCode's plugin folder sits under `opencode_dir`, which differs between the two.
+fn relative_path(harness: Harness, opencode_dir: &[&str]) -> PathBuf {
+    match harness {
+        Harness::Claude => [".claude", "settings.json"].iter().collect(),
+        Harness::Codex => [".codex", "hooks.json"].iter().collect(),
+        Harness::OpenCode => opencode_dir
+            .iter()
+            .chain(&["plugins", "agentbus.js"])
+            .collect(),
+    }
+}
+
+/// The hook command for `harness`, run by `program` (the agentbus binary's path).
+pub fn command(program: &str, harness: Harness) -> String {
+    format!("{} hook {}", shell_quote(program), harness.as_str())
+}
+
+fn shell_quote(s: &str) -> String {
+    if s.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"/._-+:@".contains(&b))
+    {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// Whether `cmd` is an agentbus hook command for `harness`, whatever path runs it.
+fn is_ours(cmd: &str, harness: Harness) -> bool {
+    let words: Vec<&str> = cmd.split_whitespace().collect();
+    matches!(words.as_slice(), [.., h, name] if *h == "hook" && *name == harness.as_str())
+        && cmd.contains("agentbus")
+}
+
+/// Adds the hook for `harness` to the file at `path`, running `program`.
+pub fn install(harness: Harness, path: &Path, program: &str) -> Result<Change, InstallError> {
+    match harness {
+        Harness::OpenCode => install_plugin(path, program),
+        Harness::Claude | Harness::Codex => {
+            let mut root = read_settings(path)?;
+            let cmd = command(program, harness);
+            let hooks = object_at(&mut root, "hooks");
+            let mut changed = false;
+            for event in EVENTS {
+                let groups = hooks
+                    .entry(event)
+                    .or_insert_with(|| Value::Array(Vec::new()));
+                if !groups.is_array() {
+                    *groups = Value::Array(Vec::new());
+                }
+                let list = groups
+                    .as_array_mut()
+                    .map(std::mem::take)
+                    .unwrap_or_default();
+                let (mut list, found) = replace_ours(list, harness, &cmd, &mut changed);
+                if !found {
+                    list.push(
+                        json!({"hooks": [{"type": "command", "command": cmd, "timeout": 10}]}),
+                    );
+                    changed = true;
+                }
+                *groups = Value::Array(list);
+            }
+            save_if(changed, path, &root)
+        }
+    }
+}
+
+/// Removes the hook for `harness` from the file at `path`; other hooks stay.
+pub fn uninstall(harness: Harness, path: &Path) -> Result<Change, InstallError> {
+    match harness {
+        Harness::OpenCode => match fs::read_to_string(path) {
+            Ok(text) if text.starts_with(PLUGIN_MARKER) => {
+                fs::remove_file(path).map_err(|e| StoreError::from_io(path, e))?;
+                Ok(Change::Changed)
+            }
+            Ok(_) => Err(InstallError::NotOurs(path.to_owned())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Change::Unchanged),
+            Err(e) => Err(StoreError::from_io(path, e).into()),
+        },
+        Harness::Claude | Harness::Codex => {
+            if !path.exists() {
+                return Ok(Change::Unchanged);
+            }
+            let mut root = read_settings(path)?;
+            let mut changed = false;
+            if let Some(hooks) = root.get_mut("hooks").and_then(Value::as_object_mut) {
+                for event in EVENTS {
+                    let Some(groups) = hooks.get_mut(event).and_then(Value::as_array_mut) else {
+                        continue;
+                    };
+                    for group in groups.iter_mut() {
+                        if let Some(list) = group.get_mut("hooks").and_then(Value::as_array_mut) {
+                            let before = list.len();
+                            list.retain(|h| {
+                                !h.get("command")
+                                    .and_then(Value::as_str)
+                                    .is_some_and(|c| is_ours(c, harness))
+                            });
+                            changed |= list.len() != before;
+                        }
+                    }
+                    groups.retain(|g| {
+                        g.get("hooks")
+                            .and_then(Value::as_array)
+                            .is_none_or(|l| !l.is_empty())
+                    });
+                    if groups.is_empty() {
+                        hooks.remove(event);
+                    }
+                }
+            }
+            save_if(changed, path, &root)
+        }
+    }
+}
+
+/// Replaces the command of our hook entries in `groups` with `cmd`; says whether one was found.
+fn replace_ours(
+    mut groups: Vec<Value>,
+    harness: Harness,
+    cmd: &str,
+    changed: &mut bool,
+) -> (Vec<Value>, bool) {
+    let mut found = false;
+    for group in &mut groups {
+        let Some(list) = group.get_mut("hooks").and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for h in list {
+            let ours = h
+                .get("command")
+                .and_then(Value::as_str)
+                .is_some_and(|c| is_ours(c, harness));
+            if ours {
+                found = true;
+                if h.get("command").and_then(Value::as_str) != Some(cmd) {
+                    h["command"] = Value::String(cmd.to_owned());
+                    *changed = true;
+                }
+            }
+        }
+    }
+    (groups, found)
+}
+
+fn object_at<'a>(root: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    let v = root.entry(key).or_insert_with(|| Value::Object(Map::new()));
+    if !v.is_object() {
+        *v = Value::Object(Map::new());
+    }
+    match v {
+        Value::Object(m) => m,
+        _ => unreachable!("just made an object"),
+    }
+}
+
+fn read_settings(path: &Path) -> Result<Map<String, Value>, InstallError> {
+    let text = match fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Map::new()),
+        Err(e) => return Err(StoreError::from_io(path, e).into()),
+    };
+    if text.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(InstallError::NotJson {
+            path: path.to_owned(),
+            why: "not an object".into(),
+        }),
+        Err(e) => Err(InstallError::NotJson {
+            path: path.to_owned(),
+            why: e.to_string(),
+        }),
+    }
+}
+
+/// Writes the settings when they changed, and says which.
+fn save_if(changed: bool, path: &Path, root: &Map<String, Value>) -> Result<Change, InstallError> {
+    if !changed {
+        return Ok(Change::Unchanged);
+    }
+    write_settings(path, root)?;
+    Ok(Change::Changed)
+}
+
+fn write_settings(path: &Path, root: &Map<String, Value>) -> Result<(), InstallError> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(io_at(dir))?;
+    }
+    let mut text = serde_json::to_string_pretty(root).unwrap_or_default();
+    text.push('\n');
+    let tmp = path.with_extension("json.agentbus-tmp");
+    write_file(&tmp, text.as_bytes())?;
+    fs::rename(&tmp, path).map_err(io_at(path))?;
+    Ok(())
+}
+
+fn install_plugin(path: &Path, program: &str) -> Result<Change, InstallError> {
+    let text = plugin_source(program);
+    match fs::read_to_string(path) {
+        Ok(old) if old == text => return Ok(Change::Unchanged),
+        Ok(old) if !old.starts_with(PLUGIN_MARKER) => {
+            return Err(InstallError::NotOurs(path.to_owned()));
+        }
+        _ => {}
+    }
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(io_at(dir))?;
+    }
+    write_file(path, text.as_bytes())?;
+    Ok(Change::Changed)
+}
+
+/// The OpenCode plugin that runs `program hook opencode`. OpenCode's plugin API
+/// (`@opencode-ai/plugin`, `Hooks`): `chat.message` may add parts to the user's message, and
+/// `tool.execute.before` may throw to stop a tool call; `shell.env` exports the session id to the
+/// session's shell commands where the OpenCode version has it.
+pub fn plugin_source(program: &str) -> String {
+    let program_json = serde_json::to_string(program).unwrap_or_default();
+    format!(
+        r#"{PLUGIN_MARKER}
+// It hands OpenCode events to the AgentBus hook, which answers {{"context", "block", "shown_ids"}}.
+import {{ spawnSync }} from "node:child_process"
+
+const AGENTBUS = {program_json}
+
+function hook(event) {{
+  const run = spawnSync(AGENTBUS, ["hook", "opencode"], {{ input: JSON.stringify(event), encoding: "utf8", timeout: 10000 }})
+  if (run.status !== 0 || !run.stdout) return {{}}
+  try {{ return JSON.parse(run.stdout) }} catch {{ return {{}} }}
+}}
+
+export const AgentBus = async ({{ client }}) => {{
+  // A child session (a subagent) has a parentID; its events show nothing, so messages wait.
+  const subagent = async (id) => {{
+    try {{ const s = await client.session.get({{ path: {{ id }} }}); return !!(s && s.data && s.data.parentID) }} catch {{ return false }}
+  }}
+  return {{
+    "chat.message": async (input, output) => {{
+      const answer = hook({{ event: "chat.message", session_id: input.sessionID, subagent: await subagent(input.sessionID) }})
+      if (answer.context) {{
+        output.parts.push({{
+          id: "prt_agentbus" + Date.now().toString(36) + Math.random().toString(36).slice(2, 10),
+          messageID: output.message.id,
+          sessionID: output.message.sessionID,
+          type: "text",
+          text: answer.context,
+          synthetic: true,
+        }})
+      }}
+    }},
+    "tool.execute.before": async (input) => {{
+      const answer = hook({{ event: "tool.execute.before", session_id: input.sessionID, tool: input.tool }})
+      if (answer.block) throw new Error(answer.block)
+    }},
+    "shell.env": async (input, output) => {{
+      if (input && input.sessionID && output && output.env) output.env.AGENTBUS_SESSION = input.sessionID
+    }},
+  }}
+}}
+"#
+    )
+}

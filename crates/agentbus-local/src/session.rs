@@ -1,0 +1,183 @@
+//! Sessions known to this machine: presence records made at a session's first hook event
+//! (G-LM-18, G-LM-20), their binding to an agent identity of another transport, and forgetting
+//! them (LM: forget_session, LM-46).
+//!
+//! A session is bound to an agent identity (`agent://tenant/workspace/name` or
+//! `share:<operator>/<agent>`) in one of two ways: the hook reads `AGENTBUS_AGENT` from its
+//! environment at the session's first event, or `agentbus sessions bind <session> <agent>` sets
+//! it later. An imported message goes to the sessions bound to its recipient, else to the
+//! engineer's inbox ([`crate::deliver::for_engineer`]).
+
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write as _};
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::address::{is_agent_identity, is_session_id};
+use crate::consts::NAME;
+use crate::store::{Store, StoreError, io_at, read_small, write_file};
+
+/// One session's presence record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Presence {
+    /// The session id, from the harness's event.
+    pub session: String,
+    /// The harness (`claude`, `codex`, `opencode`).
+    pub harness: String,
+    /// When its first event reached the hook, in Unix milliseconds (LM-34: a broadcast reaches
+    /// the sessions running when it was sent).
+    pub started_ms: i64,
+    /// A display name (`AGENTBUS_NAME` at the first event), used to address it by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The agent identity it is bound to, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+}
+
+/// Why a session cannot be bound.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// No such session.
+    #[error("no session {0} is known on this machine")]
+    UnknownSession(String),
+    /// Not an agent identity.
+    #[error(
+        "{0:?} is not an agent identity: use agent://<tenant>/<workspace>/<name> or share:<operator>/<agent>"
+    )]
+    BadAgent(String),
+}
+
+impl Store {
+    fn sessions_dir(&self) -> PathBuf {
+        self.dir().join("sessions")
+    }
+
+    fn presence_path(&self, session: &str) -> Result<PathBuf, StoreError> {
+        if !is_session_id(session) {
+            return Err(StoreError::BadSession(session.to_owned()));
+        }
+        Ok(self.sessions_dir().join(format!("{session}.json")))
+    }
+
+    /// The presence record of `session`, if it is known.
+    pub fn presence(&self, session: &str) -> Result<Option<Presence>, StoreError> {
+        let path = self.presence_path(session)?;
+        Ok(read_small(&path)?.and_then(|t| serde_json::from_str(&t).ok()))
+    }
+
+    /// Records `session` at its first event, exclusively, so concurrent first events agree on one
+    /// start. Returns the record that stands.
+    pub fn register(
+        &self,
+        session: &str,
+        harness: &str,
+        name: Option<&str>,
+        agent: Option<&str>,
+    ) -> Result<Presence, StoreError> {
+        let path = self.presence_path(session)?;
+        let dir = self.sessions_dir();
+        fs::create_dir_all(&dir).map_err(io_at(&dir))?;
+        let record = Presence {
+            session: session.to_owned(),
+            harness: harness.to_owned(),
+            started_ms: self.now(),
+            name: name
+                .filter(|n| n.chars().count() <= NAME && !n.chars().any(char::is_control))
+                .map(str::to_owned),
+            agent: agent.filter(|a| is_agent_identity(a)).map(str::to_owned),
+        };
+        match OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(mut f) => {
+                let text = serde_json::to_string(&record).unwrap_or_default();
+                f.write_all(text.as_bytes()).map_err(io_at(&path))?;
+                Ok(record)
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                Ok(self.presence(session)?.unwrap_or(record))
+            }
+            Err(e) => Err(io_at(&path)(e)),
+        }
+    }
+
+    /// Every session known on this machine, by start.
+    pub fn sessions(&self) -> Result<Vec<Presence>, StoreError> {
+        let dir = self.sessions_dir();
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io_at(&dir)(e)),
+        };
+        let mut out: Vec<Presence> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            // Skip a binding's temporary file.
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .filter_map(|p| fs::read(p).ok())
+            .filter_map(|b| serde_json::from_slice(&b).ok())
+            .filter(|p: &Presence| is_session_id(&p.session))
+            .collect();
+        out.sort_by(|a, b| {
+            a.started_ms
+                .cmp(&b.started_ms)
+                .then(a.session.cmp(&b.session))
+        });
+        Ok(out)
+    }
+
+    /// Binds `session` to the agent identity `agent` (or unbinds it with `None`), and moves the
+    /// talk generation so the session's next hook looks at the log again.
+    pub fn bind(&self, session: &str, agent: Option<&str>) -> Result<Presence, BindError> {
+        if let Some(a) = agent.filter(|a| !is_agent_identity(a)) {
+            return Err(BindError::BadAgent(a.to_owned()));
+        }
+        let mut record = self
+            .presence(session)?
+            .ok_or_else(|| BindError::UnknownSession(session.to_owned()))?;
+        record.agent = agent.map(str::to_owned);
+        let path = self.presence_path(session)?;
+        let nonce = hex::encode(agentbus_runtime::random_bytes::<6>());
+        let tmp = self.sessions_dir().join(format!(".{session}.{nonce}.tmp"));
+        write_file(
+            &tmp,
+            serde_json::to_string(&record)
+                .unwrap_or_default()
+                .as_bytes(),
+        )?;
+        fs::rename(&tmp, &path).map_err(io_at(&path))?;
+        self.write_locked(|_| Ok::<_, StoreError>((Vec::new(), true, ())))?;
+        Ok(record)
+    }
+
+    /// Forgets `session`: its presence, scanned stamp and delivery claims (LM-46, G-LM-10).
+    pub fn forget(&self, session: &str) -> Result<bool, StoreError> {
+        let path = self.presence_path(session)?;
+        let existed = path.exists();
+        for p in [path, self.scanned_path(session)?] {
+            match fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_at(&p)(e)),
+            }
+        }
+        let claims = self.seen_path().join(session);
+        match fs::remove_dir_all(&claims) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_at(&claims)(e)),
+        }
+        Ok(existed)
+    }
+
+    /// `<home>/messages/scanned/<session>`.
+    pub(crate) fn scanned_path(&self, session: &str) -> Result<PathBuf, StoreError> {
+        if !is_session_id(session) {
+            return Err(StoreError::BadSession(session.to_owned()));
+        }
+        Ok(self.dir().join("scanned").join(session))
+    }
+}

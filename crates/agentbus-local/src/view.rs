@@ -1,0 +1,133 @@
+//! The engineer's and the terminal's views of the store: the inbox (LM-81, LM-45), a whole
+//! message (`inbox --show`), the sessions with their unread counts (LM-37, LM-47), and the feed
+//! `listen` polls (LM-56).
+
+use std::collections::{HashMap, HashSet};
+
+use serde::Serialize;
+
+use crate::deliver::{Recipient, for_engineer, for_session, paused};
+use crate::line::{Kind, Message, seen_ids_of};
+use crate::session::Presence;
+use crate::store::{Store, StoreError, messages};
+
+/// One message in the engineer's inbox.
+#[derive(Debug, Clone, Serialize)]
+pub struct InboxItem {
+    /// The message.
+    pub message: Message,
+    /// Whether this engineer was shown it before (a Seen of theirs lists it).
+    pub seen: bool,
+    /// An ask nobody answered yet (G-LM-16).
+    pub unanswered: bool,
+}
+
+/// One session as `agentbus sessions` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionView {
+    /// Its presence record.
+    #[serde(flatten)]
+    pub presence: Presence,
+    /// What its next prompts or tool calls would show (LM-37).
+    pub unread: usize,
+    /// The ids it has been shown (its claims, LM-47).
+    pub shown: Vec<String>,
+    /// The engineer's reason, while it is paused.
+    pub paused: Option<String>,
+}
+
+/// The `by` a Seen line of an engineer view writes (G-LM-9).
+pub fn engineer_by(email: Option<&str>) -> String {
+    match email {
+        Some(e) => format!("engineer:{e}"),
+        None => "engineer".to_owned(),
+    }
+}
+
+impl Store {
+    /// The engineer's messages, newest last; with `all` false only those this engineer has not
+    /// been shown (LM-81).
+    pub fn inbox(&self, email: Option<&str>, all: bool) -> Result<Vec<InboxItem>, StoreError> {
+        let node = self.node()?;
+        let lines = self.lines()?;
+        let by = engineer_by(email);
+        let seen = seen_ids_of(&lines, &by, &node);
+        let msgs = messages(lines);
+        let answered: HashSet<&str> = msgs.iter().filter_map(|m| m.re.as_deref()).collect();
+        let bound: HashSet<String> = self
+            .sessions()?
+            .into_iter()
+            .filter_map(|p| p.agent)
+            .collect();
+        Ok(for_engineer(&msgs, email, &bound, self.now())
+            .into_iter()
+            .map(|m| InboxItem {
+                seen: seen.contains(&m.id),
+                unanswered: m.kind == Kind::Ask && !answered.contains(m.id.as_str()),
+                message: m.clone(),
+            })
+            .filter(|i| all || !i.seen)
+            .collect())
+    }
+
+    /// Acknowledges, as this engineer, the items shown that no Seen of theirs lists yet
+    /// (LM: ack_engineer, LM-45).
+    pub fn ack_engineer(
+        &self,
+        email: Option<&str>,
+        shown: &[InboxItem],
+    ) -> Result<usize, StoreError> {
+        let ids: Vec<String> = shown
+            .iter()
+            .filter(|i| !i.seen)
+            .map(|i| i.message.id.clone())
+            .collect();
+        self.ack(&engineer_by(email), &ids)
+    }
+
+    /// The message `id`, whole, whoever it is for (`agentbus inbox --show`).
+    pub fn show(&self, id: &str) -> Result<Option<Message>, StoreError> {
+        Ok(self.read()?.into_iter().find(|m| m.id == id))
+    }
+
+    /// The sessions known here, with what each would be shown next (LM-37) and has been shown.
+    pub fn session_views(&self) -> Result<Vec<SessionView>, StoreError> {
+        let node = self.node()?;
+        let msgs = self.read()?;
+        let now = self.now();
+        let mut out = Vec::new();
+        for p in self.sessions()? {
+            let r = Recipient {
+                session: p.session.clone(),
+                node: node.clone(),
+                started_ms: Some(p.started_ms),
+                agent: p.agent.clone(),
+            };
+            let claims = self.claims(&p.session)?;
+            let unread = for_session(&msgs, &r, now)
+                .iter()
+                .filter(|m| !claims.contains(&m.id))
+                .count();
+            let mut shown: Vec<String> = claims.into_iter().collect();
+            shown.sort();
+            out.push(SessionView {
+                paused: paused(&msgs, &r, now),
+                presence: p,
+                unread,
+                shown,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Every id shown, with the sessions it was shown to (LM: seen_by, LM-47).
+    pub fn seen_by(&self) -> Result<HashMap<String, Vec<String>>, StoreError> {
+        let mut out: HashMap<String, Vec<String>> = HashMap::new();
+        for p in self.sessions()? {
+            for id in self.claims(&p.session)? {
+                out.entry(id).or_default().push(p.session.clone());
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,545 @@
+//! `agentbus tell|ask|reply|pause|resume|inbox|listen|sessions|hook|hooks`: messaging between the
+//! sessions of this machine and delivery into harnesses. The verbs are transport-neutral where it
+//! is cheap: the address picks the transport ([`crate::route`]), and every message shown is
+//! labelled with the transport it came over. The work is in the `agentbus-local` crate.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+use agentbus_local::address::short_node;
+use agentbus_local::deliver::{sender_label, transport_of};
+use agentbus_local::send::{ResolveError, Sent};
+use agentbus_local::view::InboxItem;
+use agentbus_local::{Address, Kind, Message, Outgoing, SendError, Sender, Store, StoreError};
+use agentbus_runtime::SystemClock;
+
+use super::hook::{HookArgs, HooksArgs};
+use crate::error::{CliError, CliResult, ErrorKind};
+use crate::printer::Printer;
+use crate::route::{Route, route, unavailable};
+
+/// The local-messaging verbs, flattened into the top level (`agentbus tell …`).
+#[derive(Debug, Subcommand)]
+pub enum LocalCommand {
+    /// Tell a session, every session, or the engineer something.
+    #[command(
+        after_help = "Examples:\n  agentbus tell local \"the build is green again\"\n  agentbus tell 3f2a \"I am editing src/lib.rs; stay out for ten minutes\"\n  agentbus tell engineer \"done: the migration is written, not run\"\n  agentbus --json tell --dry-run all \"hello\""
+    )]
+    Tell(SendArgs),
+    /// Ask a question that expects a reply (`agentbus reply <id>`).
+    #[command(
+        after_help = "Example:\n  agentbus ask reviewer \"is the API change in #42 safe to merge?\""
+    )]
+    Ask(SendArgs),
+    /// Answer a message: the reply goes to whoever sent it, on the node it came from.
+    #[command(after_help = "Example:\n  agentbus reply lm_0a1b2c3d4e5f60718293 \"yes, merge it\"")]
+    Reply(ReplyArgs),
+    /// Pause a session of this machine: its tool calls are refused with your reason until a resume.
+    #[command(
+        after_help = "Example:\n  agentbus pause 3f2a \"stop touching the database until I look\""
+    )]
+    Pause(SteerArgs),
+    /// Resume a paused session.
+    #[command(after_help = "Example:\n  agentbus resume 3f2a")]
+    Resume(SteerArgs),
+    /// The engineer's inbox: messages to you, from every transport, labelled with where they came from.
+    #[command(
+        after_help = "Examples:\n  agentbus inbox\n  agentbus inbox --all\n  agentbus inbox --show lm_0a1b2c3d4e5f60718293"
+    )]
+    Inbox(InboxArgs),
+    /// Stream messages as they arrive (one line each; one JSON object a line with --json).
+    #[command(after_help = "Examples:\n  agentbus listen\n  agentbus --json listen --count 1")]
+    Listen(ListenArgs),
+    /// The sessions known on this machine: harness, unread counts, pauses, bound agents.
+    #[command(
+        after_help = "Examples:\n  agentbus sessions\n  agentbus sessions bind 3f2a agent://acme/backend/reviewer\n  agentbus sessions forget 3f2a"
+    )]
+    Sessions(SessionsArgs),
+    /// What a harness runs on a prompt or tool call: reads its event JSON on stdin, answers in its hook format.
+    #[command(
+        after_help = "Example:\n  echo '{\"session_id\":\"s1\",\"hook_event_name\":\"UserPromptSubmit\",\"prompt\":\"hi\"}' | agentbus hook claude"
+    )]
+    Hook(HookArgs),
+    /// Add the hook to a harness's settings, or remove it.
+    #[command(subcommand)]
+    Hooks(HooksArgs),
+}
+
+/// Arguments of `tell` and `ask`.
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// local, all (or collective), engineer[:<email>], <session>@<node>, a session id prefix or
+    /// name; agent://… and share:<operator>/<agent> go to their transports.
+    address: String,
+    /// The text; several words are joined with spaces.
+    #[arg(required = true, num_args = 1..)]
+    text: Vec<String>,
+    /// Send as this session (default: $AGENTBUS_SESSION, else the engineer).
+    #[arg(long)]
+    from: Option<String>,
+    /// Decide and report, write nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+/// Arguments of `reply`.
+#[derive(Debug, Args)]
+pub struct ReplyArgs {
+    /// The id of the message to answer.
+    id: String,
+    /// The text.
+    #[arg(required = true, num_args = 1..)]
+    text: Vec<String>,
+    /// Reply as this session (default: $AGENTBUS_SESSION, else the engineer).
+    #[arg(long)]
+    from: Option<String>,
+}
+
+/// Arguments of `pause` and `resume`.
+#[derive(Debug, Args)]
+pub struct SteerArgs {
+    /// The session: an id, id prefix, name, or <session>@<node>.
+    session: String,
+    /// The reason the session is shown.
+    reason: Vec<String>,
+}
+
+/// Arguments of `inbox`.
+#[derive(Debug, Args)]
+pub struct InboxArgs {
+    /// Print one whole message.
+    #[arg(long, value_name = "ID")]
+    show: Option<String>,
+    /// Include messages you have already seen.
+    #[arg(long)]
+    all: bool,
+}
+
+/// Arguments of `listen`.
+#[derive(Debug, Args)]
+pub struct ListenArgs {
+    /// Stop after this many messages.
+    #[arg(long)]
+    count: Option<usize>,
+    /// How often to look, in milliseconds.
+    #[arg(long, default_value_t = 200)]
+    poll_ms: u64,
+}
+
+/// Arguments of `sessions`.
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    #[command(subcommand)]
+    action: Option<SessionsAction>,
+}
+
+/// `sessions bind|unbind|forget`.
+#[derive(Debug, Subcommand)]
+enum SessionsAction {
+    /// Bind a session to an agent identity: messages imported for it are delivered to the session.
+    Bind {
+        /// The session.
+        session: String,
+        /// agent://<tenant>/<workspace>/<name> or share:<operator>/<agent>.
+        agent: String,
+    },
+    /// Remove a session's binding.
+    Unbind {
+        /// The session.
+        session: String,
+    },
+    /// Forget a session: its presence, stamp and delivery claims.
+    Forget {
+        /// The session.
+        session: String,
+    },
+}
+
+/// Runs one local verb.
+pub fn run(command: LocalCommand, printer: &Printer) -> CliResult {
+    match command {
+        LocalCommand::Tell(args) => send(args, Kind::Tell, printer),
+        LocalCommand::Ask(args) => send(args, Kind::Ask, printer),
+        LocalCommand::Reply(args) => reply(args, printer),
+        LocalCommand::Pause(args) => steer(args, Kind::Pause, printer),
+        LocalCommand::Resume(args) => steer(args, Kind::Resume, printer),
+        LocalCommand::Inbox(args) => inbox(args, printer),
+        LocalCommand::Listen(args) => listen(args, printer),
+        LocalCommand::Sessions(args) => sessions(args, printer),
+        LocalCommand::Hook(args) => super::hook::hook(args, printer),
+        LocalCommand::Hooks(args) => super::hook::hooks(args, printer),
+    }
+}
+
+/// The store of this machine (`AGENTBUS_HOME`, else `~/.agentbus`), on the system clock.
+pub fn open_store() -> Result<Store, CliError> {
+    let home = Store::default_home().map_err(store_error)?;
+    Ok(Store::open(home, Arc::new(SystemClock)))
+}
+
+/// A store failure as the user sees it.
+pub fn store_error(e: StoreError) -> CliError {
+    match e {
+        StoreError::NoHome => CliError::new(ErrorKind::Config, e.to_string())
+            .fix("export AGENTBUS_HOME=/path/to/store"),
+        StoreError::BadSession(_) => CliError::input(e.to_string()),
+        StoreError::Io { .. } => CliError::new(ErrorKind::Config, e.to_string())
+            .fix("check that the store directory (AGENTBUS_HOME) is writable"),
+    }
+}
+
+fn send_error(e: SendError) -> CliError {
+    let reason = e.reason();
+    match e {
+        SendError::Store(e) => store_error(e),
+        SendError::Malformed(_) => CliError::input(format!("refused ({reason}): {e}")),
+        _ => CliError::new(ErrorKind::Failed, format!("refused ({reason}): {e}")).fix(match reason {
+            "not_admitted" => "steer only sessions of this machine, from the engineer's terminal",
+            "clock_behind" => "check this machine's clock",
+            _ => "wait until the recipient reads your earlier messages (agentbus sessions shows unread counts)",
+        }),
+    }
+}
+
+fn resolve_error(e: ResolveError) -> CliError {
+    match e {
+        ResolveError::Store(e) => store_error(e),
+        ResolveError::Address(e) => CliError::new(ErrorKind::Usage, e.to_string())
+            .fix("run `agentbus sessions` to list the sessions of this machine"),
+        ResolveError::Unknown(_) | ResolveError::Ambiguous { .. } => {
+            CliError::input(e.to_string()).fix("give more of the session id, or its full id")
+        }
+    }
+}
+
+/// The engineer's email: `AGENTBUS_ENGINEER_EMAIL`, else `git config user.email` of the repo at
+/// the current directory (LM-45, G-LM-9); `None` when neither says.
+pub fn engineer_email() -> Option<String> {
+    if let Some(e) = std::env::var_os("AGENTBUS_ENGINEER_EMAIL") {
+        let e = e.to_string_lossy().trim().to_owned();
+        return (!e.is_empty()).then_some(e);
+    }
+    let out = std::process::Command::new("git")
+        .args(["config", "user.email"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let e = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success()
+        && !e.is_empty()
+        && agentbus_local::address::is_engineer(&format!("engineer:{e}")))
+    .then_some(e)
+}
+
+/// The sender (LM: sender): `--from`, else the calling session (`AGENTBUS_SESSION`), else the
+/// engineer.
+fn sender(store: &Store, from: Option<String>) -> Result<Sender, CliError> {
+    let session = from.or_else(|| {
+        std::env::var("AGENTBUS_SESSION")
+            .ok()
+            .filter(|s| !s.is_empty())
+    });
+    match session {
+        Some(s) => {
+            let presence = store.presence(&s).map_err(store_error)?;
+            Ok(Sender {
+                by: s,
+                name: presence.as_ref().and_then(|p| p.name.clone()),
+                harness: presence.map(|p| p.harness),
+            })
+        }
+        None => Ok(Sender {
+            by: agentbus_local::view::engineer_by(engineer_email().as_deref()),
+            name: None,
+            harness: None,
+        }),
+    }
+}
+
+fn send(args: SendArgs, kind: Kind, printer: &Printer) -> CliResult {
+    let r = route(&args.address)?;
+    let Route::Local(word) = &r else {
+        return Err(unavailable(r.transport()));
+    };
+    let store = open_store()?;
+    let to = store.resolve(word).map_err(resolve_error)?;
+    let out = Outgoing {
+        from: sender(&store, args.from)?,
+        to,
+        kind,
+        text: args.text.join(" "),
+        re: None,
+    };
+    let sent = store.send(&out, args.dry_run).map_err(send_error)?;
+    print_sent(&sent, printer)
+}
+
+fn print_sent(sent: &Sent, printer: &Printer) -> CliResult {
+    let m = &sent.message;
+    let verb = if sent.dry_run { "would send" } else { "sent" };
+    let doc = json!({
+        "id": m.id,
+        "kind": m.kind.as_str(),
+        "to": m.to,
+        "by": m.by,
+        "node": m.node,
+        "transport": "local",
+        "dry_run": sent.dry_run,
+        "window": sent.window,
+    });
+    printer.either(
+        &doc,
+        &format!("{verb} {} {} to {}", m.kind.as_str(), m.id, m.to),
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn reply(args: ReplyArgs, printer: &Printer) -> CliResult {
+    let store = open_store()?;
+    let Some((original, to)) = store.reply_target(&args.id).map_err(store_error)? else {
+        return Err(
+            CliError::input(format!("no message {} is held here", args.id))
+                .fix("run `agentbus inbox --all` for the ids you can answer"),
+        );
+    };
+    let Some(to) = to else {
+        // An imported message is answered over the transport it came by.
+        return Err(unavailable(transport_of(&original).as_str()));
+    };
+    let out = Outgoing {
+        from: sender(&store, args.from)?,
+        to,
+        kind: Kind::Tell,
+        text: args.text.join(" "),
+        re: Some(original.id),
+    };
+    let sent = store.send(&out, false).map_err(send_error)?;
+    print_sent(&sent, printer)
+}
+
+fn steer(args: SteerArgs, kind: Kind, printer: &Printer) -> CliResult {
+    let store = open_store()?;
+    let to = store.resolve(&args.session).map_err(resolve_error)?;
+    if !matches!(to, Address::Session { .. }) {
+        return Err(
+            CliError::new(ErrorKind::Usage, format!("{to} is not one session"))
+                .fix("name one session: its id, an id prefix, or its name"),
+        );
+    }
+    let out = Outgoing {
+        from: sender(&store, None)?,
+        to,
+        kind,
+        text: args.reason.join(" "),
+        re: None,
+    };
+    let sent = store.send(&out, false).map_err(send_error)?;
+    print_sent(&sent, printer)
+}
+
+fn item_json(m: &Message) -> Value {
+    json!({
+        "id": m.id,
+        "transport": transport_of(m).as_str(),
+        "kind": m.via.as_ref().map_or(m.kind.as_str(), |v| v.kind.as_str()),
+        "from": sender_label(m),
+        "by": m.by,
+        "node": m.node,
+        "to": m.to,
+        "ms": m.ms,
+        "subject": m.via.as_ref().and_then(|v| v.subject.clone()),
+        "re": m.re,
+        "text": m.text,
+    })
+}
+
+fn first_line(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or("");
+    let mut out: String = line.chars().filter(|c| !c.is_control()).take(max).collect();
+    if line.chars().count() > max || text.lines().nth(1).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
+    let store = open_store()?;
+    if let Some(id) = args.show {
+        let Some(m) = store.show(&id).map_err(store_error)? else {
+            return Err(CliError::input(format!("no message {id} is held here"))
+                .fix("run `agentbus inbox --all` to list the ids"));
+        };
+        let human = format!(
+            "id:        {}\nfrom:      {}\nto:        {}\nkind:      {}\ntransport: {}\nnode:      {}\n\n{}",
+            m.id,
+            sender_label(&m),
+            m.to,
+            m.kind.as_str(),
+            transport_of(&m).as_str(),
+            short_node(&m.node),
+            m.text
+        );
+        printer.either(&item_json(&m), &human)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let email = engineer_email();
+    let items = store
+        .inbox(email.as_deref(), args.all)
+        .map_err(store_error)?;
+    if printer.is_json() {
+        let list: Vec<Value> = items.iter().map(inbox_item_json).collect();
+        printer.json(&json!({"engineer": agentbus_local::view::engineer_by(email.as_deref()), "items": list}))?;
+    } else if items.is_empty() {
+        printer.line("no new messages")?;
+    } else {
+        for i in &items {
+            let m = &i.message;
+            let ask = if i.unanswered {
+                " (unanswered ask)"
+            } else {
+                ""
+            };
+            printer.line(&format!(
+                "[{}] {}  from {}{ask}\n    {}",
+                transport_of(m).as_str(),
+                m.id,
+                sender_label(m),
+                first_line(&m.text, 100)
+            ))?;
+        }
+    }
+    store
+        .ack_engineer(email.as_deref(), &items)
+        .map_err(store_error)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn inbox_item_json(i: &InboxItem) -> Value {
+    let mut v = item_json(&i.message);
+    v["seen"] = json!(i.seen);
+    v["unanswered"] = json!(i.unanswered);
+    v
+}
+
+fn listen(args: ListenArgs, printer: &Printer) -> CliResult {
+    let store = open_store()?;
+    // What is there when listening starts is not news.
+    let mut known: std::collections::HashSet<String> = store
+        .read()
+        .map_err(store_error)?
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    let mut last = store.talk();
+    let mut printed = 0usize;
+    loop {
+        if args.count.is_some_and(|c| printed >= c) {
+            return Ok(ExitCode::SUCCESS);
+        }
+        std::thread::sleep(Duration::from_millis(args.poll_ms.max(10)));
+        let talk = store.talk();
+        if talk == last {
+            continue;
+        }
+        last = talk;
+        for m in store.read().map_err(store_error)? {
+            if !known.insert(m.id.clone()) {
+                continue;
+            }
+            if printer.is_json() {
+                printer.line(&item_json(&m).to_string())?;
+            } else {
+                printer.line(&format!(
+                    "[{}] {} {} from {} to {}: {}",
+                    transport_of(&m).as_str(),
+                    m.kind.as_str(),
+                    m.id,
+                    sender_label(&m),
+                    m.to,
+                    first_line(&m.text, 100)
+                ))?;
+            }
+            printed += 1;
+            if args.count.is_some_and(|c| printed >= c) {
+                return Ok(ExitCode::SUCCESS);
+            }
+        }
+    }
+}
+
+fn sessions(args: SessionsArgs, printer: &Printer) -> CliResult {
+    let store = open_store()?;
+    match args.action {
+        Some(SessionsAction::Bind { session, agent }) => {
+            let p = store.bind(&session, Some(&agent)).map_err(bind_error)?;
+            printer.either(
+                &json!({"session": p.session, "agent": p.agent}),
+                &format!("{} is bound to {agent}", p.session),
+            )?;
+        }
+        Some(SessionsAction::Unbind { session }) => {
+            let p = store.bind(&session, None).map_err(bind_error)?;
+            printer.either(
+                &json!({"session": p.session, "agent": null}),
+                &format!("{} is bound to no agent", p.session),
+            )?;
+        }
+        Some(SessionsAction::Forget { session }) => {
+            let existed = store.forget(&session).map_err(store_error)?;
+            printer.either(
+                &json!({"session": session, "forgotten": existed}),
+                &if existed {
+                    format!("forgot {session}")
+                } else {
+                    format!("{session} was not known")
+                },
+            )?;
+        }
+        None => {
+            let views = store.session_views().map_err(store_error)?;
+            let node = store.node().map_err(store_error)?;
+            if printer.is_json() {
+                printer.json(&json!({
+                    "node": node,
+                    "generation": store.generation(),
+                    "stats": store.stats(),
+                    "sessions": views,
+                }))?;
+            } else if views.is_empty() {
+                printer.line(&format!("no sessions known on node {}", short_node(&node)))?;
+            } else {
+                for v in &views {
+                    let p = &v.presence;
+                    let mut line =
+                        format!("{}  {:<8} unread {:<3}", p.session, p.harness, v.unread);
+                    if let Some(n) = &p.name {
+                        line.push_str(&format!(" name {n}"));
+                    }
+                    if let Some(a) = &p.agent {
+                        line.push_str(&format!(" agent {a}"));
+                    }
+                    if let Some(r) = &v.paused {
+                        line.push_str(&format!(" PAUSED: {}", first_line(r, 60)));
+                    }
+                    printer.line(&line)?;
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bind_error(e: agentbus_local::session::BindError) -> CliError {
+    use agentbus_local::session::BindError;
+    match e {
+        BindError::Store(e) => store_error(e),
+        BindError::UnknownSession(_) => {
+            CliError::input(e.to_string()).fix("run `agentbus sessions` to list them")
+        }
+        BindError::BadAgent(_) => CliError::new(ErrorKind::Usage, e.to_string()),
+    }
+}
