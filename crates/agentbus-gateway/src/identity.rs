@@ -306,29 +306,16 @@ fn check_card(fields: &Map<String, Value>, registering: bool) -> ApiResult<CardC
                 }
                 card.insert(k.clone(), v.clone());
             }
-            "display_name" | "description" => {
-                if !v.is_string() {
+            "display_name" | "description" | "capabilities" | "tags" | "harness" | "status" => {
+                let (ok, what) = match k.as_str() {
+                    "display_name" | "description" => (v.is_string(), "a string"),
+                    "capabilities" | "tags" => (v.is_array(), "an array"),
+                    _ => (v.is_object(), "an object"),
+                };
+                if !ok {
                     return Err(ApiError::new(
                         Code::InvalidRequest,
-                        format!("`{k}` is a string"),
-                    ));
-                }
-                card.insert(k.clone(), v.clone());
-            }
-            "capabilities" | "tags" => {
-                if !v.is_array() {
-                    return Err(ApiError::new(
-                        Code::InvalidRequest,
-                        format!("`{k}` is an array"),
-                    ));
-                }
-                card.insert(k.clone(), v.clone());
-            }
-            "harness" | "status" => {
-                if !v.is_object() {
-                    return Err(ApiError::new(
-                        Code::InvalidRequest,
-                        format!("`{k}` is an object"),
+                        format!("`{k}` is {what}"),
                     ));
                 }
                 card.insert(k.clone(), v.clone());

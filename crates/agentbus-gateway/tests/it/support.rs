@@ -151,12 +151,17 @@ impl Harness {
     }
 
     pub async fn agent_with(&self, name: &str, extra: Value) -> Agent {
+        self.register(&self.admin, name, extra).await
+    }
+
+    /// Registers an agent with a fresh key, using `admin`'s token, with extra card fields.
+    pub async fn register(&self, admin: &str, name: &str, extra: Value) -> Agent {
         let key = SigningKey::from_seed(agentbus_runtime::random_bytes());
         let mut body = json!({"name": name, "public_key": key.public().to_base64url()});
         for (k, v) in extra.as_object().unwrap() {
             body[k] = v.clone();
         }
-        let (s, v) = self.post("/v1/agents", &self.admin, body).await;
+        let (s, v) = self.post("/v1/agents", admin, body).await;
         assert_eq!(s, 201, "{v}");
         Agent {
             id: v["agent"]["id"].as_str().unwrap().to_owned(),
@@ -297,22 +302,7 @@ impl Harness {
 
     /// Registers an agent using `admin` (another tenant's admin token).
     pub async fn agent_in(&self, admin: &str, name: &str) -> Agent {
-        let key = SigningKey::from_seed(agentbus_runtime::random_bytes());
-        let (s, v) = self
-            .post(
-                "/v1/agents",
-                admin,
-                json!({"name": name, "public_key": key.public().to_base64url()}),
-            )
-            .await;
-        assert_eq!(s, 201, "{v}");
-        Agent {
-            id: v["agent"]["id"].as_str().unwrap().to_owned(),
-            address: v["agent"]["address"].as_str().unwrap().to_owned(),
-            token: v["token"].as_str().unwrap().to_owned(),
-            key,
-            key_id: v["key"]["id"].as_str().unwrap().to_owned(),
-        }
+        self.register(admin, name, json!({})).await
     }
 
     /// Registers and uploads a blob; returns its metadata.
