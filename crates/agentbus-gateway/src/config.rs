@@ -67,7 +67,7 @@ impl Config {
             max_wait_s: 60,
             key_lifetime_days: 365,
             min_sidecar_version: "0.1.0".to_owned(),
-            reaper_interval_ms: 1000,
+            reaper_interval_ms: (agentbus_protocol::task::REAPER_INTERVAL_S * 1000) as u64,
             blob_inline_max: 8 * 1024 * 1024,
             plan_blob_bytes: 64 * 1024 * 1024,
             tenant_blob_quota: 1024 * 1024 * 1024,

@@ -70,6 +70,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/conversations/{id}"),
     ("get", "/v1/tasks"),
     ("get", "/v1/tasks/{id}"),
+    ("post", "/v1/tasks/{id}/cancel"),
     ("post", "/v1/blobs"),
     ("get", "/v1/blobs/{id}"),
     ("put", "/v1/blobs/{id}/content"),
@@ -122,6 +123,7 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/v1/conversations/{id}", get(id::conversation::<S>))
         .route("/v1/tasks", get(tasks::list::<S>))
         .route("/v1/tasks/{id}", get(tasks::get::<S>))
+        .route("/v1/tasks/{id}/cancel", post(tasks::admin_cancel::<S>))
         .route("/v1/blobs", post(blobs::create::<S>))
         .route("/v1/blobs/{id}", get(blobs::get::<S>))
         .route(

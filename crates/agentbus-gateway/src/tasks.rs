@@ -416,6 +416,90 @@ pub async fn get<S: Store>(
     Ok(Json(task_json(&app, &row).await?))
 }
 
+/// `POST /v1/tasks/{id}/cancel` `{reason?}`: a workspace admin cancels a task through the console
+/// (§5.7, §6.2). The gateway records the cancel in the timeline (actor `user:<id>`) and tells both
+/// parties with a `task.cancel` notice from `agent://system/gateway/tasks`; the transition follows
+/// the same rules as the requester's cancel.
+pub async fn admin_cancel<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    crate::error::Body(body): crate::error::Body,
+) -> ApiResult<Json<Value>> {
+    let who = bearer(&app, &headers).await?;
+    let Principal::User(user) = &who else {
+        return Err(ApiError::new(
+            Code::NotPermitted,
+            "agents cancel by sending task.cancel; this endpoint is the console's",
+        ));
+    };
+    let row = app
+        .store
+        .task(&id)
+        .await?
+        .filter(|r| r.tenant_id == user.tenant_id)
+        .ok_or_else(ApiError::not_found)?;
+    if !may_read(&who, &row) {
+        return Err(ApiError::new(
+            Code::WrongTaskSender,
+            "§6.2: only the requester or a workspace admin may cancel a task",
+        ));
+    }
+    let reason = agentbus_protocol::json::parse(&body)
+        .ok()
+        .and_then(|v| v.get("reason").and_then(Value::as_str).map(str::to_owned));
+    let now = app.now();
+    let outcome = {
+        let _guard = app.task_locks.lock(&id).await;
+        let row = app.store.task(&id).await?.ok_or_else(ApiError::not_found)?;
+        let mut machine = machine_of(&row);
+        let outcome = machine
+            .apply(TaskEvent::Cancel, Sender::ADMIN, Timestamp(now))
+            .map_err(|e| ApiError::new(e.code(), e.to_string()))?;
+        let expected = row.version;
+        let ev = event(
+            now,
+            format!("user:{}", user.id),
+            None,
+            "agentbus.task.cancel.v1",
+            &outcome,
+        );
+        app.store
+            .update_task(with_machine(row, &machine, now), expected, ev)
+            .await?;
+        outcome
+    };
+    let original = find_request(&app, &row).await?;
+    let mut data = json!({"task_id": row.id});
+    if let Some(r) = reason {
+        data["reason"] = json!(r);
+    }
+    for party in [&row.requester_id, &row.recipient_id] {
+        if let Some(a) = app
+            .store
+            .agent(party)
+            .await?
+            .filter(|a| a.deleted_at.is_none())
+        {
+            app.notify_agent(
+                &a,
+                "tasks",
+                "agentbus.task.cancel.v1",
+                data.clone(),
+                original.as_ref(),
+            )
+            .await?;
+        }
+    }
+    let mut out = task_json(
+        &app,
+        &app.store.task(&id).await?.ok_or_else(ApiError::not_found)?,
+    )
+    .await?;
+    out["cancel_requested"] = json!(outcome.cancel_requested);
+    Ok(Json(out))
+}
+
 /// Filters of `GET /v1/tasks`.
 #[derive(Debug, Deserialize)]
 pub struct ListQuery {

@@ -480,3 +480,142 @@ async fn wp_5_7_cancel_acknowledged_and_cancel_by_grace() {
     h.app.reap().await.unwrap();
     assert_eq!(state(&h, &bot, &t2).await, "cancelled");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_6_1_3_max_duration_and_wp_6_1_4_expires_at_over_http() {
+    let h = Harness::start().await;
+    let bot = h.agent("release-bot").await;
+    let rev = h.agent("reviewer").await;
+    // Max duration: 60 s from accept, despite steady progress.
+    let req = sign(
+        &bot,
+        request(
+            &h,
+            &bot,
+            &rev,
+            json!({"max_duration_s": 60, "progress_timeout_s": 30}),
+        ),
+    );
+    let t1 = h.publish(&bot, &req).await.1["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    h.publish(
+        &rev,
+        &followup(&h, &rev, &bot, &req, &t1, "accept", json!({})),
+    )
+    .await;
+    for _ in 0..2 {
+        h.clock.advance_secs(25);
+        h.publish(
+            &rev,
+            &followup(&h, &rev, &bot, &req, &t1, "progress", json!({})),
+        )
+        .await;
+        h.app.reap().await.unwrap();
+        assert_eq!(state(&h, &bot, &t1).await, "in_progress");
+    }
+    h.clock.advance_secs(10);
+    h.app.reap().await.unwrap();
+    let (_, t) = h.get(&format!("/v1/tasks/{t1}"), &bot.token).await;
+    assert_eq!(
+        (
+            t["state"].as_str(),
+            t["timeline"].as_array().unwrap().last().unwrap()["timer"].as_str()
+        ),
+        (Some("expired"), Some("max_duration"))
+    );
+    // expires_at while needs_input (G-WP-7: it bounds every non-terminal state).
+    let mut req = request(&h, &bot, &rev, json!({}));
+    req.insert(
+        "expires_at".into(),
+        json!(h.now().plus_secs(300).to_string()),
+    );
+    let req = sign(&bot, req);
+    let t2 = h.publish(&bot, &req).await.1["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    h.publish(
+        &rev,
+        &followup(&h, &rev, &bot, &req, &t2, "accept", json!({})),
+    )
+    .await;
+    h.publish(
+        &rev,
+        &followup(
+            &h,
+            &rev,
+            &bot,
+            &req,
+            &t2,
+            "needs_input",
+            json!({"question": "which branch?"}),
+        ),
+    )
+    .await;
+    h.clock.advance_secs(301);
+    h.app.reap().await.unwrap();
+    let (_, t) = h.get(&format!("/v1/tasks/{t2}"), &bot.token).await;
+    assert_eq!(
+        (
+            t["state"].as_str(),
+            t["timeline"].as_array().unwrap().last().unwrap()["timer"].as_str()
+        ),
+        (Some("expired"), Some("expires_at"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_5_7_1_a_workspace_admin_cancels_through_the_console() {
+    let h = Harness::start().await;
+    let bot = h.agent("release-bot").await;
+    let rev = h.agent("reviewer").await;
+    let req = sign(&bot, request(&h, &bot, &rev, json!({})));
+    let task = h.publish(&bot, &req).await.1["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // An agent cannot use the console endpoint; a member user who is not admin cannot either.
+    assert_eq!(
+        h.post(&format!("/v1/tasks/{task}/cancel"), &bot.token, json!({}))
+            .await
+            .0,
+        403
+    );
+    let (_, member) = h
+        .post(
+            "/v1/users",
+            &h.admin,
+            json!({"name": "member", "role": "member"}),
+        )
+        .await;
+    let (s, v) = h
+        .post(
+            &format!("/v1/tasks/{task}/cancel"),
+            member["token"].as_str().unwrap(),
+            json!({}),
+        )
+        .await;
+    assert_eq!((s, code(&v)), (403, "AB-2004"));
+    let (s, t) = h
+        .post(
+            &format!("/v1/tasks/{task}/cancel"),
+            &h.admin,
+            json!({"reason": "freeze"}),
+        )
+        .await;
+    assert_eq!((s, t["state"].as_str()), (200, Some("cancelled")));
+    let last = t["timeline"].as_array().unwrap().last().unwrap().clone();
+    assert!(last["actor"].as_str().unwrap().starts_with("user:usr_"));
+    // Both parties are told.
+    for party in [&bot, &rev] {
+        assert!(
+            h.poll(party, 0, 0)
+                .await
+                .iter()
+                .any(|d| d["envelope"]["type"] == "agentbus.task.cancel.v1"
+                    && d["envelope"]["data"]["reason"] == "freeze")
+        );
+    }
+}
