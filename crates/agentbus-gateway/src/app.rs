@@ -71,6 +71,9 @@ pub struct App<S: Store> {
     buckets: Mutex<HashMap<String, (f64, i64)>>,
     seen: Mutex<HashMap<String, i64>>,
     directory: Mutex<Directory>,
+    /// Set when shutdown begins: long-polls and WebSockets return at once, so a graceful shutdown
+    /// waits only for requests that are doing work.
+    pub shutting_down: tokio::sync::watch::Sender<bool>,
     /// Per-task locks for lifecycle messages and timers.
     pub task_locks: crate::tasks::TaskLocks,
     /// The key system notices are signed with (decision 8).
@@ -116,6 +119,7 @@ impl<S: Store> App<S> {
             seen: Mutex::default(),
             directory: Mutex::default(),
             task_locks: Default::default(),
+            shutting_down: tokio::sync::watch::Sender::new(false),
             gateway_key,
             gateway_key_id,
         }

@@ -92,9 +92,14 @@ async fn wait_for<S: Store>(
             let ms = (at - app.now()).max(0) as u64;
             until = until.min(tokio::time::Instant::now() + Duration::from_millis(ms));
         }
+        let mut stop = app.shutting_down.subscribe();
+        if *stop.borrow() {
+            return Ok(Vec::new());
+        }
         tokio::select! {
             _ = &mut notified => {}
             _ = tokio::time::sleep_until(until) => {}
+            _ = stop.changed() => return Ok(Vec::new()),
         }
     }
 }
@@ -255,7 +260,7 @@ async fn serve_socket<S: Store>(
         })
     };
     loop {
-        if reader.is_finished() {
+        if reader.is_finished() || *app.shutting_down.borrow() {
             break;
         }
         while let Ok(answer) = reply_rx.try_recv() {

@@ -284,6 +284,11 @@ impl Gateway {
             .map(|a| a.to_string())
             .unwrap_or_default();
         let reaper = spawn_reaper(self.app.clone());
+        let app = self.app.clone();
+        let shutdown = async move {
+            shutdown.await;
+            app.shutting_down.send_replace(true);
+        };
         let result = axum::serve(listener, router(self.app.clone()))
             .with_graceful_shutdown(shutdown)
             .await

@@ -225,3 +225,51 @@ async fn wp_13_6_inbox_depth_and_rate_limits() {
         202
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_answers_in_flight_requests_and_ends_long_polls() {
+    let h = Harness::start().await;
+    let a = h.agent("alpha").await;
+    let b = h.agent("bravo").await;
+    // A long-poll waiting for up to 60 s, and a burst of publishes in flight, when shutdown begins.
+    let poll = {
+        let url = format!("{}/v1/inbox?wait=60&after=1000", h.url);
+        let req = h.http.get(url).bearer_auth(&b.token);
+        tokio::spawn(async move { req.send().await.map(|r| r.status().as_u16()) })
+    };
+    let mut publishes = Vec::new();
+    for i in 0..20 {
+        let body =
+            serde_json::Value::Object(signed(&h, &a, &b.address, &format!("{i}"))).to_string();
+        let req = h
+            .http
+            .post(format!("{}/v1/messages", h.url))
+            .bearer_auth(&a.token)
+            .body(body);
+        publishes.push(tokio::spawn(async move {
+            req.send().await.map(|r| r.status().as_u16())
+        }));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let started = std::time::Instant::now();
+    let (dir, clock, tmp) = h.stop().await;
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "the long-poll did not hold the shutdown"
+    );
+    assert_eq!(poll.await.unwrap().unwrap(), 200);
+    let mut accepted = 0;
+    for p in publishes {
+        // Every publish the server took is answered; none is cut off mid-request.
+        if let Ok(status) = p.await.unwrap() {
+            assert_eq!(status, 202);
+            accepted += 1;
+        }
+    }
+    // What was acknowledged with 202 is there after a restart.
+    let h = Harness::start_in(dir, Some(clock)).await;
+    let mut b2 = b.clone();
+    b2.token = b.token.clone();
+    assert_eq!(h.poll(&b2, 0, 0).await.len(), accepted);
+    drop(tmp);
+}
