@@ -239,27 +239,38 @@ pub async fn effect<S: Store>(
 pub async fn reap<S: Store>(app: &App<S>) -> ApiResult<usize> {
     let now = app.now();
     let mut changed = 0;
-    for due in app.store.due_tasks(now, 1000).await? {
-        let _guard = app.task_locks.lock(&due.id).await;
-        let Some(row) = app.store.task(&due.id).await? else {
-            continue;
-        };
-        let mut machine = machine_of(&row);
-        let Some(outcome) = machine.fire_due(Timestamp(now)) else {
-            continue;
-        };
-        let expected = row.version;
-        let new_row = with_machine(row.clone(), &machine, now);
-        let ev = event(now, "system".into(), None, "timer", &outcome);
-        match app.store.update_task(new_row, expected, ev).await {
-            Ok(()) => {}
-            Err(StoreError::Conflict(_)) => continue,
-            Err(e) => return Err(e.into()),
+    let due = app.store.due_tasks(now, 1000).await?;
+    // Tasks are independent: handled together, their commits share the writer's group commits.
+    for chunk in due.chunks(128) {
+        let results =
+            futures_util::future::join_all(chunk.iter().map(|t| fire(app, &t.id, now))).await;
+        for r in results {
+            changed += usize::from(r?);
         }
-        changed += 1;
-        notify_expiry(app, &row, &outcome).await?;
     }
     Ok(changed)
+}
+
+/// Fires the due timer of one task, if it is still due; returns whether it changed.
+async fn fire<S: Store>(app: &App<S>, id: &str, now: i64) -> ApiResult<bool> {
+    let _guard = app.task_locks.lock(id).await;
+    let Some(row) = app.store.task(id).await? else {
+        return Ok(false);
+    };
+    let mut machine = machine_of(&row);
+    let Some(outcome) = machine.fire_due(Timestamp(now)) else {
+        return Ok(false);
+    };
+    let expected = row.version;
+    let new_row = with_machine(row.clone(), &machine, now);
+    let ev = event(now, "system".into(), None, "timer", &outcome);
+    match app.store.update_task(new_row, expected, ev).await {
+        Ok(()) => {}
+        Err(StoreError::Conflict(_)) => return Ok(false),
+        Err(e) => return Err(e.into()),
+    }
+    notify_expiry(app, &row, &outcome).await?;
+    Ok(true)
 }
 
 async fn notify_expiry<S: Store>(app: &App<S>, row: &TaskRow, o: &Outcome) -> ApiResult<()> {
