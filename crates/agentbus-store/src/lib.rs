@@ -200,7 +200,8 @@ pub trait Store: Send + Sync + 'static {
         now: i64,
         max_attempts: u32,
     ) -> impl Future<Output = StoreResult<ReapReport>> + Send;
-    /// The earliest instant at which an entry of this inbox becomes deliverable again, if any.
+    /// The earliest instant at which a leased entry of this inbox becomes deliverable again (its
+    /// lease runs out), if any. Ready entries are deliverable already.
     fn next_visible(&self, agent_id: &str)
     -> impl Future<Output = StoreResult<Option<i64>>> + Send;
     /// Every message of a conversation in `received_at` order, if `party` sent or received one.

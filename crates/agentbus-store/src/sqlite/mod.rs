@@ -63,6 +63,9 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.set_prepared_statement_cache_capacity(128);
+    // A larger page cache and memory-mapped reads keep hot inbox and message pages out of read().
+    conn.pragma_update(None, "cache_size", -32_768)?;
+    conn.pragma_update(None, "mmap_size", 268_435_456)?;
     Ok(())
 }
 

@@ -877,7 +877,7 @@ impl Store for SqliteStore {
         let agent = agent_id.to_owned();
         self.read(move |c| {
             Ok(c.prepare_cached(
-                "SELECT min(visible_at) FROM inbox WHERE agent_id = ?1 AND state IN (0, 1)",
+                "SELECT min(visible_at) FROM inbox WHERE agent_id = ?1 AND state = 1",
             )?
             .query_row([agent], |r| r.get(0))?)
         })
