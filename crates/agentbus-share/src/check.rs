@@ -141,7 +141,10 @@ pub fn check(dir: &Path) -> Result<Report, ShareError> {
             std::process::id(),
             u64::from_le_bytes(agentbus_runtime::random_bytes())
         ));
-        let src = dir.to_string_lossy().into_owned();
+        let src = std::fs::canonicalize(dir)
+            .map_err(ShareError::io(dir))?
+            .to_string_lossy()
+            .into_owned();
         let dst = tmp.to_string_lossy().into_owned();
         probe.ok(&["clone", "--quiet", &src, &dst])?;
         let report = check(&tmp);
@@ -661,13 +664,12 @@ fn check_history(git: &Git, out: &mut Out) -> Result<(usize, bool), ShareError> 
         let entries: Vec<(&str, &str)> =
             reflog.lines().filter_map(|l| l.split_once('\t')).collect();
         reflog_seen = !entries.is_empty();
-        for pair in entries.windows(2) {
-            let (new, subject) = pair[0];
-            let (old, _) = pair[1];
-            let rewritten = subject.contains("forced-update")
-                || (git.rev(old).is_some()
-                    && !git.succeeds(&["merge-base", "--is-ancestor", old, new]));
-            if rewritten {
+        for (i, (new, subject)) in entries.iter().enumerate() {
+            let old = entries.get(i + 1).map(|(h, _)| *h);
+            let not_ancestor = old.is_some_and(|old| {
+                git.rev(old).is_some() && !git.succeeds(&["merge-base", "--is-ancestor", old, new])
+            });
+            if subject.contains("forced-update") || not_ancestor {
                 out.push(
                     Severity::Violation,
                     "§1",
@@ -675,8 +677,7 @@ fn check_history(git: &Git, out: &mut Out) -> Result<(usize, bool), ShareError> 
                     None,
                     Some(new),
                     format!(
-                        "the shared branch was rewritten (force-pushed): {} is no longer an ancestor of {}",
-                        &old[..old.len().min(12)],
+                        "the shared branch was rewritten (force-pushed): a fetch moved {up} to {} without a fast-forward",
                         &new[..new.len().min(12)]
                     ),
                 );

@@ -18,7 +18,6 @@ use agentbus_protocol::timestamp::Timestamp;
 use serde_json::{Map, Value};
 
 use crate::hash::HashCheck;
-use crate::ident::ident_problem;
 
 /// The one version this implementation emits (§9, AS-9-6).
 pub const PROTOCOL: &str = "0.1.0";
@@ -478,10 +477,26 @@ pub fn read_publication(text_: &str) -> Result<Publication, FormatError> {
     })
 }
 
-/// A YAML scalar: plain when it is a kebab identifier YAML cannot type, double-quoted otherwise
+/// Whether YAML (1.1 or 1.2) reads `s` written plain as the same string: letters, digits, `-` and
+/// `_` only, at least one letter, and nothing a loader would type as a number, boolean, null,
+/// infinity or date (G-AS-14).
+pub fn plain_is_safe(s: &str) -> bool {
+    const WORDS: &[&str] = &["y", "n", "yes", "no", "on", "off", "true", "false", "null"];
+    let lower = s.to_ascii_lowercase();
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        && s.as_bytes()[0].is_ascii_alphanumeric()
+        && s.bytes().any(|b| b.is_ascii_alphabetic())
+        && !WORDS.contains(&lower.as_str())
+        && lower.parse::<f64>().is_err()
+        && !["0x", "0o", "0b"].iter().any(|p| lower.starts_with(p))
+}
+
+/// A YAML scalar: plain when YAML cannot type it ([`plain_is_safe`]), double-quoted otherwise
 /// (JSON string syntax is valid YAML double-quoted syntax).
 pub fn scalar(s: &str) -> String {
-    if ident_problem(s).is_none() {
+    if plain_is_safe(s) {
         s.to_owned()
     } else {
         serde_json::to_string(s).unwrap_or_default()

@@ -12,6 +12,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, OnceLock};
 
 use crate::error::ShareError;
 
@@ -22,6 +23,11 @@ pub const REMOTE: &str = "origin";
 #[derive(Debug, Clone)]
 pub struct Git {
     root: PathBuf,
+    /// The current branch, read once: every sync round needs it, and a process per read adds up
+    /// when many writers race.
+    branch: Arc<OnceLock<String>>,
+    /// The git directory, read once (the lock lives there).
+    git_dir: Arc<OnceLock<PathBuf>>,
 }
 
 /// The held lock of one checkout; released on drop.
@@ -38,8 +44,20 @@ pub enum Push {
     LostRace,
 }
 
+static BASE_ENV: OnceLock<Vec<(String, String)>> = OnceLock::new();
+
+/// Sets extra environment variables for every git child of this process, once. Tests use it to pin
+/// `HOME`, `GIT_AUTHOR_*` and `GIT_COMMITTER_*` so they never depend on the machine's git config;
+/// the binary never calls it. Returns false when it was already set.
+pub fn set_base_env(vars: Vec<(String, String)>) -> bool {
+    BASE_ENV.set(vars).is_ok()
+}
+
 fn command(dir: &Path) -> Command {
     let mut cmd = Command::new("git");
+    if let Some(vars) = BASE_ENV.get() {
+        cmd.envs(vars.iter().map(|(k, v)| (k, v)));
+    }
     cmd.current_dir(dir)
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("LC_ALL", "C")
@@ -75,15 +93,15 @@ impl Git {
             return Err(ShareError::NotAShare(dir.to_owned()));
         }
         let top = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-        Ok(Git {
-            root: PathBuf::from(top),
-        })
+        Ok(Git::at(Path::new(&top)))
     }
 
     /// A handle on `dir` without checking it is a checkout (for `init` and `clone`).
     pub fn at(dir: &Path) -> Git {
         Git {
             root: dir.to_owned(),
+            branch: Arc::default(),
+            git_dir: Arc::default(),
         }
     }
 
@@ -100,10 +118,16 @@ impl Git {
                 args.join(" ")
             )));
         }
-        command(&self.root)
-            .args(args)
-            .output()
-            .map_err(ShareError::GitMissing)
+        let mut cmd = command(&self.root);
+        if matches!(
+            args.first(),
+            Some(&("fetch" | "commit" | "merge" | "rebase" | "push"))
+        ) {
+            // These would each start `git maintenance run --auto`; many writes in a row pay for
+            // it many times. `agentbus share sync` runs it once instead (see `maintain`).
+            cmd.args(["-c", "maintenance.auto=false"]);
+        }
+        cmd.args(args).output().map_err(ShareError::GitMissing)
     }
 
     /// Runs git, failing unless it exits 0; returns stdout with trailing whitespace trimmed.
@@ -140,8 +164,7 @@ impl Git {
     /// Takes this checkout's one lock, waiting for another agentbus process to finish. The lock
     /// file lives in the git directory, so it is never committed.
     pub fn lock(&self) -> Result<Lock, ShareError> {
-        let git_dir = self.ok(&["rev-parse", "--absolute-git-dir"])?;
-        let path = Path::new(&git_dir).join("agentbus-share.lock");
+        let path = self.git_dir()?.join("agentbus-share.lock");
         let f = File::options()
             .create(true)
             .truncate(false)
@@ -152,10 +175,40 @@ impl Git {
         Ok(Lock(f))
     }
 
+    /// The git directory (`.git` of a checkout).
+    pub fn git_dir(&self) -> Result<PathBuf, ShareError> {
+        if let Some(d) = self.git_dir.get() {
+            return Ok(d.clone());
+        }
+        let d = PathBuf::from(self.ok(&["rev-parse", "--absolute-git-dir"])?);
+        Ok(self.git_dir.get_or_init(|| d).clone())
+    }
+
     /// The current branch (`main` when HEAD is unborn and unnamed).
     pub fn branch(&self) -> String {
-        self.ok(&["symbolic-ref", "--short", "HEAD"])
-            .unwrap_or_else(|_| "main".to_owned())
+        self.branch
+            .get_or_init(|| {
+                self.ok(&["symbolic-ref", "--short", "HEAD"])
+                    .unwrap_or_else(|_| "main".to_owned())
+            })
+            .clone()
+    }
+
+    /// This checkout's config entries under `section.`, as (key, value) pairs in file order, read
+    /// in one process.
+    pub fn config_section(&self, section: &str) -> Vec<(String, String)> {
+        let pattern = format!("^{}\\.", section.replace('.', "\\."));
+        self.ok(&["config", "--get-regexp", &pattern])
+            .map(|out| {
+                out.lines()
+                    .filter_map(|l| {
+                        let (k, v) = l.split_once(' ').unwrap_or((l, ""));
+                        let k = k.strip_prefix(section)?.strip_prefix('.')?;
+                        Some((k.to_owned(), v.to_owned()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Whether the checkout has the share remote.
@@ -184,6 +237,12 @@ impl Git {
             &format!("{rev}^{{commit}}"),
         ])
         .ok()
+    }
+
+    /// Lets git tidy the checkout if it has grown enough (`git maintenance run --auto`), which the
+    /// write commands skip.
+    pub fn maintain(&self) {
+        let _ = self.run(&["maintenance", "run", "--auto", "--quiet"]);
     }
 
     /// Fetches the current branch from the remote.

@@ -13,6 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 
 use crate::audit::{self, LogLine};
 use crate::error::ShareError;
@@ -24,7 +25,7 @@ use crate::registry::{self, Registry};
 use crate::share::{Identity, Share, Snapshot};
 
 /// How many times `sync` fetches and retries a push that lost the race before giving up.
-pub const MAX_ATTEMPTS: u32 = 64;
+pub const MAX_ATTEMPTS: u32 = 200;
 
 /// Options every write shares.
 #[derive(Debug, Clone, Default)]
@@ -59,16 +60,20 @@ pub struct SyncReport {
     pub renamed_paths: Vec<Renamed>,
     /// Files the remote brought in (share-relative paths), for inbound delivery.
     pub arrived: Vec<String>,
+    /// How many times local changes had to be replayed on top of the remote (G-AS-3).
+    pub replays: u32,
 }
 
 impl SyncReport {
     fn absorb(&mut self, later: SyncReport) {
         self.pushed = later.pushed;
-        self.attempts += later.attempts;
+        // The push that counts is the later one; a catch-up pull before writing is not a race.
+        self.attempts = later.attempts;
         self.offline = later.offline.or(self.offline.take());
         self.renamed_ids.extend(later.renamed_ids);
         self.renamed_paths.extend(later.renamed_paths);
         self.arrived.extend(later.arrived);
+        self.replays += later.replays;
     }
 }
 
@@ -288,7 +293,7 @@ impl Share {
                 "the checkout has no remote".to_owned()
             });
         } else {
-            match self.sync_locked(sign) {
+            match self.sync_locked(sign, false) {
                 Ok(r) => report.absorb(r),
                 Err(ShareError::RemoteUnavailable(why)) => report.offline = Some(why),
                 Err(e) => return Err(e),
@@ -316,7 +321,7 @@ impl Share {
             sync: SyncReport::default(),
         };
         if report.offline.is_none() {
-            match self.sync_locked(sign) {
+            match self.sync_locked(sign, true) {
                 Ok(r) => report.absorb(r),
                 Err(ShareError::RemoteUnavailable(why)) => report.offline = Some(why),
                 Err(e @ (ShareError::RetriesExhausted(_) | ShareError::PushRefused(_))) => {
@@ -646,33 +651,45 @@ impl Share {
             });
         }
         let sign = opts.sign || self.identity().is_ok_and(|i| i.sign);
-        self.sync_locked(sign)
+        let report = self.sync_locked(sign, false)?;
+        self.git().maintain();
+        Ok(report)
     }
 
-    /// `sync` for a caller that holds the lock.
-    fn sync_locked(&self, sign: bool) -> Result<SyncReport, ShareError> {
+    /// `sync` for a caller that holds the lock; `push_first` tries the push before fetching (right
+    /// after a write on a checkout that was just brought up to date).
+    fn sync_locked(&self, sign: bool, push_first: bool) -> Result<SyncReport, ShareError> {
         let git = self.git();
         let mut report = SyncReport::default();
         if !git.has_remote() {
             report.offline = Some("the checkout has no remote".into());
             return Ok(report);
         }
-        let git_dir = git.ok(&["rev-parse", "--absolute-git-dir"])?;
+        let git_dir = git.git_dir()?;
         if ["rebase-merge", "rebase-apply", "MERGE_HEAD"]
             .iter()
-            .any(|p| Path::new(&git_dir).join(p).exists())
+            .any(|p| git_dir.join(p).exists())
         {
             return Err(ShareError::Conflict(
                 "the checkout (a rebase or merge is in progress)".into(),
             ));
         }
-        let before = git.upstream().and_then(|u| git.rev(&u));
+        let up_ref = format!("refs/remotes/{REMOTE}/{}", git.branch());
+        let before = git.rev(&up_ref);
         let mut done = false;
         for attempt in 1..=MAX_ATTEMPTS {
             report.attempts = attempt;
-            git.fetch()?;
-            let up = git.upstream();
-            let head = git.rev("HEAD");
+            if attempt == 1 {
+                self.pause_if_contended();
+            }
+            // Right after a write on an up-to-date checkout, the push usually goes through as it
+            // is; only a lost race needs the fetch.
+            if !(push_first && attempt == 1) {
+                git.fetch()?;
+            }
+            // One process for both tips and one for their relation: every process widens the
+            // window in which another writer can push first.
+            let (head, up) = tips(git, &up_ref);
             match (&up, &head) {
                 (None, None) => {
                     done = true;
@@ -684,13 +701,16 @@ impl Share {
                     break;
                 }
                 (Some(up), Some(head)) => {
-                    let up_rev = git.rev(up).unwrap_or_default();
-                    if *head == up_rev || git.succeeds(&["merge-base", "--is-ancestor", head, up]) {
-                        git.ok(&["merge", "--ff-only", "--quiet", up])?;
+                    let base = git.ok(&["merge-base", head, up]).unwrap_or_default();
+                    if head == up || base == *head {
+                        // Nothing of ours to push: catch up.
+                        if head != up {
+                            git.ok(&["merge", "--ff-only", "--quiet", up])?;
+                        }
                         done = true;
                         break;
                     }
-                    if !git.succeeds(&["merge-base", "--is-ancestor", up, head]) {
+                    if base != *up {
                         let rebased = git.run(&["rebase", "--quiet", up])?;
                         if !rebased.status.success() {
                             let _ = git.run(&["rebase", "--abort"]);
@@ -704,17 +724,30 @@ impl Share {
             }
             match git.push()? {
                 Push::Pushed => {
+                    self.contention
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                            Some(c.saturating_sub(1))
+                        })
+                        .ok();
                     done = true;
                     break;
                 }
-                Push::LostRace => backoff(attempt),
+                Push::LostRace => {
+                    let c = self
+                        .contention
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                            Some((c + 1).min(MAX_CONTENTION))
+                        })
+                        .unwrap_or(0);
+                    pause(c + 1);
+                }
             }
         }
         if !done {
             return Err(ShareError::RetriesExhausted(MAX_ATTEMPTS));
         }
         report.pushed = true;
-        if let Some(after) = git.upstream().and_then(|u| git.rev(&u)) {
+        if let Some(after) = git.rev(&up_ref) {
             let listing = match &before {
                 Some(b) if *b != after => git.ok(&[
                     "diff",
@@ -772,7 +805,14 @@ impl Share {
     /// Re-applies this clone's unpushed changes on top of `up` after a rebase could not (G-AS-3):
     /// artifacts keep their bytes but take a free name (and id) when theirs is taken, audit lines
     /// are appended again, our own registry block is spliced into the remote's file.
+    ///
+    /// The first replay takes the first free suffix, as §3 asks. Each further replay within one
+    /// sync skips that many more: a twin clone that keeps writing under the same name (the same
+    /// agent of another instance, in the same second) takes the first free name for its next
+    /// message, so racing it for that name again and again would lose every time.
     fn replay(&self, up: &str, sign: bool, report: &mut SyncReport) -> Result<(), ShareError> {
+        let skip = report.replays;
+        report.replays += 1;
         let git = self.git();
         let root = self.root();
         let base = git.ok(&["merge-base", "HEAD", up])?;
@@ -848,9 +888,13 @@ impl Share {
                 || dirs.iter().any(|d| d.join(format!("{stem}.md")).exists());
             let new_stem = if taken {
                 let base = unsuffixed(&stem);
-                (2..)
+                let free = |s: &String| !dirs.iter().any(|d| d.join(format!("{s}.md")).exists());
+                let first = (2..)
+                    .find(|&n| free(&naming::suffixed(base, n)))
+                    .unwrap_or(2);
+                (first + skip..)
                     .map(|n| naming::suffixed(base, n))
-                    .find(|s| !dirs.iter().any(|d| d.join(format!("{s}.md")).exists()))
+                    .find(free)
                     .unwrap_or_else(|| stem.clone())
             } else {
                 stem.clone()
@@ -963,7 +1007,7 @@ impl Share {
         let mut report = SyncReport::default();
         let online = !opts.offline && self.git().has_remote();
         if online {
-            match self.sync_locked(req.sign) {
+            match self.sync_locked(req.sign, false) {
                 Ok(r) => report.absorb(r),
                 Err(ShareError::RemoteUnavailable(why)) => report.offline = Some(why),
                 Err(e) => return Err(e),
@@ -1013,7 +1057,7 @@ impl Share {
             paths.push(rel);
         }
         if online && report.offline.is_none() {
-            match self.sync_locked(req.sign) {
+            match self.sync_locked(req.sign, true) {
                 Ok(r) => report.absorb(r),
                 Err(ShareError::RemoteUnavailable(why)) => report.offline = Some(why),
                 Err(e) => return Err(e),
@@ -1047,12 +1091,45 @@ fn raw_show(git: &Git, rev: &str, path: &str) -> Result<String, ShareError> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// A short random pause before retrying a lost race, growing with the attempt, so that writers
-/// racing in lockstep fall out of step.
-fn backoff(attempt: u32) {
-    let r: [u8; 1] = agentbus_runtime::random_bytes();
-    let ms = u64::from(r[0] % 16) * u64::from(attempt.min(8));
+/// The ceiling of a handle's contention estimate: pauses stay under 10 ms × 2⁶ = 640 ms.
+const MAX_CONTENTION: u32 = 6;
+
+/// A random pause in [0, 10 ms × 2^level): writers that keep losing to each other spread out, so
+/// one round has fewer contenders and most rounds end in a push instead of a wasted fetch.
+fn pause(level: u32) {
+    if level == 0 {
+        return;
+    }
+    let r: [u8; 2] = agentbus_runtime::random_bytes();
+    let bound = 10u64 << level.min(MAX_CONTENTION);
+    let ms = u64::from(u16::from_le_bytes(r)) % bound;
     std::thread::sleep(std::time::Duration::from_millis(ms));
+}
+
+impl Share {
+    /// Before a first push: a handle that has been losing races lately waits a random while too,
+    /// or a writer fresh from a win (whose first round is as short as anyone's) would keep
+    /// capturing the branch from those retrying.
+    fn pause_if_contended(&self) {
+        pause(self.contention.load(Ordering::Relaxed));
+    }
+}
+
+/// The commits HEAD and `up_ref` name, each `None` when absent: one process in the common case
+/// where both exist.
+fn tips(git: &Git, up_ref: &str) -> (Option<String>, Option<String>) {
+    if let Ok(out) = git.run(&[
+        "rev-parse",
+        "HEAD^{commit}",
+        &format!("{up_ref}^{{commit}}"),
+    ]) {
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = text.lines().collect();
+        if out.status.success() && lines.len() == 2 {
+            return (Some(lines[0].to_owned()), Some(lines[1].to_owned()));
+        }
+    }
+    (git.rev("HEAD"), git.rev(up_ref))
 }
 
 fn validate_common(

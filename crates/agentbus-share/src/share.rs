@@ -31,19 +31,26 @@ pub struct Identity {
 impl Identity {
     /// Reads the identity from a checkout's git config.
     pub fn load(git: &Git) -> Result<Identity, ShareError> {
-        let operator = git
-            .config(&format!("{CONFIG_SECTION}.operator"))
-            .ok_or(ShareError::NotJoined)?;
-        let instance = git
-            .config(&format!("{CONFIG_SECTION}.instance"))
-            .ok_or(ShareError::NotJoined)?;
-        let agents = git.config_all(&format!("{CONFIG_SECTION}.agent"));
+        let entries = git.config_section(CONFIG_SECTION);
+        let one = |k: &str| {
+            entries
+                .iter()
+                .rev()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.clone())
+                .filter(|v| !v.is_empty())
+        };
+        let operator = one("operator").ok_or(ShareError::NotJoined)?;
+        let instance = one("instance").ok_or(ShareError::NotJoined)?;
+        let agents: Vec<String> = entries
+            .iter()
+            .filter(|(k, _)| k == "agent")
+            .map(|(_, v)| v.clone())
+            .collect();
         if agents.is_empty() {
             return Err(ShareError::NotJoined);
         }
-        let sign = git
-            .config(&format!("{CONFIG_SECTION}.sign"))
-            .is_some_and(|v| v == "true");
+        let sign = one("sign").is_some_and(|v| v == "true");
         Ok(Identity {
             operator,
             instance,
@@ -139,6 +146,9 @@ impl Snapshot {
 pub struct Share {
     git: Git,
     clock: Arc<dyn Clock>,
+    /// How contended pushes have lately been from this handle (0 = not at all); it sizes the
+    /// random pause before retrying, and before a first push while it is high (see `ops`).
+    pub(crate) contention: Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl std::fmt::Debug for Share {
@@ -160,6 +170,7 @@ impl Share {
         Ok(Share {
             git: Git::open(dir)?,
             clock,
+            contention: Arc::default(),
         })
     }
 

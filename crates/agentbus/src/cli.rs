@@ -2,7 +2,9 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{envelope::EnvelopeArgs, explain::ExplainArgs, keys::KeysArgs};
+use crate::commands::{
+    envelope::EnvelopeArgs, explain::ExplainArgs, keys::KeysArgs, share::ShareArgs,
+};
 
 /// AgentBus: messaging for fleets of AI agents, on one machine, across a team through a gateway,
 /// and across organisations through a git share.
@@ -35,4 +37,6 @@ pub enum Command {
     Keys(KeysArgs),
     /// Explain an AB- error code.
     Explain(ExplainArgs),
+    /// Exchange messages with other organisations through a git repository (conforms to agentshare 0.1 Core).
+    Share(ShareArgs),
 }

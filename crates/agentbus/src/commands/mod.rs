@@ -3,6 +3,7 @@
 pub mod envelope;
 pub mod explain;
 pub mod keys;
+pub mod share;
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ pub fn run(command: Command, printer: &Printer) -> CliResult {
         Command::Envelope(args) => envelope::run(args, printer),
         Command::Keys(args) => keys::run(args, printer),
         Command::Explain(args) => explain::run(args, printer),
+        Command::Share(args) => share::run(args, printer),
     }
 }
 
