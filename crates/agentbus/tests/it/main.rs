@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod envelope_cli;
+mod share_cli;
 
 use std::io::Write as _;
 use std::path::Path;
