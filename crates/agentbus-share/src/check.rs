@@ -245,6 +245,50 @@ fn check_withdrawn(git: &Git, out: &mut Out, path: &str, created: Option<&str>) 
     }
 }
 
+/// The rules messages and publications share: §3.2's hash, §9's version and keys, §2's registry.
+struct Common<'a> {
+    hash_check: HashCheck,
+    version: &'a Version,
+    protocol: &'a str,
+    created: Option<&'a str>,
+    keys: &'a [String],
+    defined: &'a [&'a str],
+    writer: (&'static str, &'a crate::frontmatter::Party),
+}
+
+impl Common<'_> {
+    fn check(&self, git: &Git, registry: &Registry, out: &mut Out, path: &str) {
+        if self.hash_check == HashCheck::Mismatch {
+            out.v(
+                "§3.2",
+                "AS-3.2-3",
+                path,
+                "content_hash does not verify against the body".into(),
+            );
+        }
+        if *self.version == Version::Withdrawn {
+            check_withdrawn(git, out, path, self.created);
+        }
+        check_keys(
+            out,
+            path,
+            self.keys,
+            self.defined,
+            self.version,
+            self.protocol,
+        );
+        let (role, p) = self.writer;
+        if !registry.declares(&p.operator, p.instance.as_deref(), &p.agent) {
+            out.v(
+                "§2",
+                "AS-2-4",
+                path,
+                format!("{role} {} is not declared in operators.yaml", p.long()),
+            );
+        }
+    }
+}
+
 fn check_files(git: &Git, snap: &Snapshot, registry: &Registry, out: &mut Out) {
     for m in &snap.malformed {
         let section = if m.path.starts_with(naming::KNOWLEDGE) {
@@ -382,26 +426,16 @@ fn check_files(git: &Git, snap: &Snapshot, registry: &Registry, out: &mut Out) {
                 ),
             );
         }
-        if d.hash_check == HashCheck::Mismatch {
-            out.v(
-                "§3.2",
-                "AS-3.2-3",
-                path,
-                "content_hash does not verify against the body".into(),
-            );
-        }
-        if d.version == Version::Withdrawn {
-            check_withdrawn(git, out, path, d.created.as_ref().map(|c| c.raw.as_str()));
-        }
-        check_keys(out, path, &d.keys, MESSAGE_KEYS, &d.version, &d.protocol);
-        if !registry.declares(&d.from.operator, d.from.instance.as_deref(), &d.from.agent) {
-            out.v(
-                "§2",
-                "AS-2-4",
-                path,
-                format!("sender {} is not declared in operators.yaml", d.from.long()),
-            );
-        }
+        let common = Common {
+            hash_check: d.hash_check,
+            version: &d.version,
+            protocol: &d.protocol,
+            created: d.created.as_ref().map(|c| c.raw.as_str()),
+            keys: &d.keys,
+            defined: MESSAGE_KEYS,
+            writer: ("sender", &d.from),
+        };
+        common.check(git, registry, out, path);
         ids.entry(&d.id)
             .or_default()
             .push((path, crate::hash::content_hash(&d.body)));
@@ -481,40 +515,16 @@ fn check_files(git: &Git, snap: &Snapshot, registry: &Registry, out: &mut Out) {
                 );
             }
         }
-        if d.hash_check == HashCheck::Mismatch {
-            out.v(
-                "§3.2",
-                "AS-3.2-3",
-                path,
-                "content_hash does not verify against the body".into(),
-            );
-        }
-        if d.version == Version::Withdrawn {
-            check_withdrawn(git, out, path, d.created.as_ref().map(|c| c.raw.as_str()));
-        }
-        check_keys(
-            out,
-            path,
-            &d.keys,
-            PUBLICATION_KEYS,
-            &d.version,
-            &d.protocol,
-        );
-        if !registry.declares(
-            &d.publisher.operator,
-            d.publisher.instance.as_deref(),
-            &d.publisher.agent,
-        ) {
-            out.v(
-                "§2",
-                "AS-2-4",
-                path,
-                format!(
-                    "publisher {} is not declared in operators.yaml",
-                    d.publisher.long()
-                ),
-            );
-        }
+        let common = Common {
+            hash_check: d.hash_check,
+            version: &d.version,
+            protocol: &d.protocol,
+            created: d.created.as_ref().map(|c| c.raw.as_str()),
+            keys: &d.keys,
+            defined: PUBLICATION_KEYS,
+            writer: ("publisher", &d.publisher),
+        };
+        common.check(git, registry, out, path);
         if let Some(other) = pub_ids.insert(&d.id, path) {
             out.v(
                 "§6",
