@@ -4,7 +4,8 @@
 //! them, every file written by the crate's own writer so hashes and names are valid: 20 operators,
 //! 2,500 threads of a question, an answer, an fyi and an ack.
 //!
-//! Run: `cargo bench -p agentbus-share --bench share`; figures go in `docs/benchmarks.md`.
+//! Run: `cargo bench -p agentbus-share --bench share`; figures go in `docs/benchmarks.md`. With
+//! `BENCH_BREAKDOWN=1` it prints the cost of the parts instead (the history walk, the file scan).
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -150,6 +151,30 @@ fn bench(c: &mut Criterion) {
         MESSAGES / 4
     );
 
+    if std::env::var_os("BENCH_BREAKDOWN").is_some() {
+        for args in [
+            &["rev-list", "--count", "HEAD"][..],
+            &[
+                "log",
+                "--format=%x00%H",
+                "--name-status",
+                "--no-renames",
+                "--diff-filter=MDT",
+                "HEAD",
+            ],
+        ] {
+            let t = std::time::Instant::now();
+            git(root, args);
+            eprintln!("git {args:?}: {:?}", t.elapsed());
+        }
+        let t = std::time::Instant::now();
+        let snap = share::snapshot(root).unwrap();
+        eprintln!("snapshot: {:?}", t.elapsed());
+        let t = std::time::Instant::now();
+        let _ = agentbus_share::registry::Registry::load(root).unwrap();
+        eprintln!("registry: {:?} {}", t.elapsed(), snap.messages.len());
+        std::process::exit(0);
+    }
     let mut g = c.benchmark_group("share_10000_messages");
     g.sample_size(10);
     g.bench_function("threads", |b| {

@@ -775,3 +775,22 @@ fn offline_writes_are_committed_and_pushed_by_a_later_sync() {
     let arrived = b.sync(&WriteOptions::default()).unwrap().arrived;
     assert!(arrived.contains(&w.paths[0]), "{arrived:?}");
 }
+
+#[test]
+fn as_11_3_a_secret_looking_body_is_sent_with_a_warning() {
+    let fx = Fx::new();
+    let a = fx.member("a", "acme", "fleet", &["reviewer"]);
+    let w = send(
+        &a,
+        &["acme/reviewer"],
+        MessageType::Fyi,
+        "the key is -----BEGIN OPENSSH PRIVATE KEY-----",
+    );
+    assert!(
+        w.warnings.iter().any(|w| w.contains("§11")),
+        "{:?}",
+        w.warnings
+    );
+    let w = send(&a, &["acme/reviewer"], MessageType::Fyi, "nothing to see");
+    assert!(w.warnings.is_empty());
+}
