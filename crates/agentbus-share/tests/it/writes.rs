@@ -794,3 +794,79 @@ fn as_11_3_a_secret_looking_body_is_sent_with_a_warning() {
     let w = send(&a, &["acme/reviewer"], MessageType::Fyi, "nothing to see");
     assert!(w.warnings.is_empty());
 }
+
+#[test]
+fn as_1_1_to_as_1_3_every_command_adds_new_files_and_never_edits_or_deletes_one() {
+    let fx = Fx::new();
+    let a = fx.member("a", "acme", "fleet", &["reviewer"]);
+    let b = fx.member("b", "globex", "bots", &["architect"]);
+    let q = send(
+        &a,
+        &["globex/architect", "acme/any"],
+        MessageType::Question,
+        "Q",
+    );
+    b.sync(&WriteOptions::default()).unwrap();
+    let ans = b
+        .reply(
+            &q.id,
+            MessageType::Answer,
+            None,
+            "A",
+            &WriteOptions::default(),
+        )
+        .unwrap();
+    a.sync(&WriteOptions::default()).unwrap();
+    a.reply(
+        &ans.id,
+        MessageType::Ack,
+        None,
+        "thanks",
+        &WriteOptions::default(),
+    )
+    .unwrap();
+    a.broadcast(
+        MessageType::Fyi,
+        None,
+        None,
+        None,
+        "news",
+        &WriteOptions::default(),
+    )
+    .unwrap();
+    let mut req = PublishRequest {
+        from_agent: None,
+        topic: "specs".into(),
+        slug: Some("spec".into()),
+        supersedes: None,
+        source: None,
+        last_verified: None,
+        body: "v1".into(),
+    };
+    let v1 = a.publish(&req, &WriteOptions::default()).unwrap();
+    req.supersedes = Some(v1.id);
+    a.publish(&req, &WriteOptions::default()).unwrap();
+    b.sync(&WriteOptions::default()).unwrap();
+    // Every artifact path was added exactly once, and nothing was modified, deleted or renamed.
+    let added: Vec<String> = changes(b.root(), "A")
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let unique: std::collections::BTreeSet<&String> = added.iter().collect();
+    assert_eq!(added.len(), 7, "{added:?}");
+    assert_eq!(unique.len(), added.len());
+    assert_eq!(changes(b.root(), "MDRT"), "");
+    // The name encodes the writer and the time (§1).
+    for l in &added {
+        let name = l.rsplit('/').next().unwrap();
+        assert!(
+            name.starts_with("20261130T120000Z-") || name.starts_with("2026-11-30-"),
+            "{name}"
+        );
+        assert!(
+            name.contains("-acme-") || name.contains("-globex-"),
+            "{name}"
+        );
+    }
+}
