@@ -493,7 +493,12 @@ impl Share {
         opts: &WriteOptions,
     ) -> Result<Written, ShareError> {
         let me = self.identity()?;
-        let snap = self.snapshot()?;
+        let mut snap = self.snapshot()?;
+        if snap.message_copies(id).is_empty() && !opts.offline && self.git().has_remote() {
+            // The message may have arrived since the last sync: fetch before giving up on the id.
+            self.sync(opts)?;
+            snap = self.snapshot()?;
+        }
         let copies = snap.message_copies(id);
         let first = copies
             .first()
