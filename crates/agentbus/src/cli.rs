@@ -4,7 +4,7 @@ use clap::{Parser, Subcommand};
 
 use crate::commands::{
     envelope::EnvelopeArgs, explain::ExplainArgs, gateway::GatewayArgs, keys::KeysArgs,
-    local::LocalCommand,
+    local::LocalCommand, share::ShareArgs,
 };
 
 /// AgentBus: messaging for fleets of AI agents, on one machine, across a team through a gateway,
@@ -44,4 +44,6 @@ pub enum Command {
     /// hook, hooks.
     #[command(flatten)]
     Local(LocalCommand),
+    /// Exchange messages with other organisations through a git repository (conforms to agentshare 0.1 Core).
+    Share(ShareArgs),
 }

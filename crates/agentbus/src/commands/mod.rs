@@ -6,6 +6,7 @@ pub mod gateway;
 pub mod hook;
 pub mod keys;
 pub mod local;
+pub mod share;
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ pub fn run(command: Command, printer: &Printer) -> CliResult {
         Command::Explain(args) => explain::run(args, printer),
         Command::Gateway(args) => gateway::run(args, printer),
         Command::Local(command) => local::run(command, printer),
+        Command::Share(args) => share::run(args, printer),
     }
 }
 

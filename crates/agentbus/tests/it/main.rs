@@ -4,6 +4,7 @@
 
 mod envelope_cli;
 mod local_cli;
+mod share_cli;
 
 use std::io::Write as _;
 use std::path::Path;

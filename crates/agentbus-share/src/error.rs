@@ -1,0 +1,85 @@
+//! Why a share operation failed. One enum for the crate, each variant documented, so the binary can
+//! sort failures into its exit-code kinds without parsing text.
+
+use std::path::PathBuf;
+
+/// A failure of a share operation.
+#[derive(Debug, thiserror::Error)]
+pub enum ShareError {
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// The `git` binary could not be started at all.
+    #[error("cannot run git: {0}")]
+    GitMissing(std::io::Error),
+    /// A git command failed; `stderr` is its own explanation.
+    #[error("git {args} failed: {stderr}")]
+    Git {
+        /// The arguments, space-separated.
+        args: String,
+        /// What git printed on standard error (trimmed).
+        stderr: String,
+    },
+    /// The remote could not be reached (network, permissions, a missing path).
+    #[error("the share's remote could not be reached: {0}")]
+    RemoteUnavailable(String),
+    /// The remote refused a push for a reason other than a lost race (a hook, a protected branch).
+    #[error("the remote refused the push: {0}")]
+    PushRefused(String),
+    /// Every retry of a push lost the race to another writer (§1, G-AS-3).
+    #[error("gave up after {0} attempts: other writers kept pushing first")]
+    RetriesExhausted(u32),
+    /// Local unpushed changes conflict with the remote in a way `sync` cannot resolve without
+    /// editing somebody's file (it never does).
+    #[error("local changes to {0} conflict with the remote; resolve them by hand")]
+    Conflict(String),
+    /// The folder is not a git checkout of a share.
+    #[error("{0} is not a share checkout (no git repository there)")]
+    NotAShare(PathBuf),
+    /// This checkout has no operator identity yet.
+    #[error("this checkout has not joined the share yet (no operator identity in its git config)")]
+    NotJoined,
+    /// An identifier (operator, instance, agent, topic, thread, slug) has the wrong form (§2).
+    #[error("{what} {value:?} is not valid: {why}")]
+    BadIdent {
+        /// Which identifier.
+        what: &'static str,
+        /// The value given.
+        value: String,
+        /// The rule it breaks.
+        why: &'static str,
+    },
+    /// A share address is not `share:<operator>/<agent>`.
+    #[error("{0:?} is not a share address (share:<operator>/<agent>, agent may be any)")]
+    BadAddress(String),
+    /// A command's arguments break a rule of the protocol (type, `re:`, status, keys).
+    #[error("{0}")]
+    Invalid(String),
+    /// The sending participant is not declared in `operators.yaml` (§2).
+    #[error("{0} is not declared in operators.yaml (§2); run `agentbus share join` first")]
+    Undeclared(String),
+    /// A message or publication id was not found in the share.
+    #[error("no message or publication with id {0:?} in this share")]
+    UnknownId(String),
+    /// `operators.yaml` could not be read.
+    #[error("operators.yaml: {0}")]
+    Registry(String),
+    /// `init` was pointed at a folder that already holds a share or other files.
+    #[error("{0} already holds a share or other files; `init` makes a new share only")]
+    NotEmpty(PathBuf),
+}
+
+impl ShareError {
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> ShareError {
+        let path = path.into();
+        move |source| ShareError::Io { path, source }
+    }
+}
+
+/// The result of a share operation.
+pub type Result<T, E = ShareError> = std::result::Result<T, E>;

@@ -1,0 +1,809 @@
+//! `agentbus share …`: the git share transport (agentshare 0.1 Core) from the command line.
+//!
+//! The share checkout is `--share <path>`, else `$AGENTBUS_SHARE`, else the current directory (any
+//! folder inside a checkout works). This clone's identity lives in the checkout's own git config
+//! (section `agentbus-share`), written by `join`. The work is in `agentbus_share`; this module
+//! parses, calls and prints.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use agentbus_share::check::Severity;
+use agentbus_share::doctor::Level;
+use agentbus_share::frontmatter::{MessageType, Source};
+use agentbus_share::{
+    JoinRequest, PublishRequest, SendRequest, Share, ShareAddress, ShareError, SyncReport,
+    WriteOptions, Written,
+};
+
+use super::read_input;
+use crate::error::{CliError, CliResult, ErrorKind};
+use crate::printer::Printer;
+
+/// `agentbus share …`.
+#[derive(Debug, Args)]
+pub struct ShareArgs {
+    /// The share checkout; default: $AGENTBUS_SHARE, else the current directory.
+    #[arg(long, global = true, env = "AGENTBUS_SHARE", value_name = "PATH")]
+    share: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: ShareCommand,
+}
+
+/// Options of every command that writes.
+#[derive(Debug, Args)]
+struct WriteArgs {
+    /// Commit locally only; `agentbus share sync` pushes later (offline or air-gapped clones).
+    #[arg(long)]
+    offline: bool,
+    /// Sign the commit with your git signing setup (§11).
+    #[arg(long)]
+    sign: bool,
+}
+
+impl WriteArgs {
+    fn options(&self) -> WriteOptions {
+        WriteOptions {
+            offline: self.offline,
+            sign: self.sign,
+        }
+    }
+}
+
+/// The body of a message: inline text or a file.
+#[derive(Debug, Args)]
+struct BodyArgs {
+    /// The markdown text.
+    text: Option<String>,
+    /// Read the markdown body from a file; - for standard input.
+    #[arg(long, value_name = "PATH", conflicts_with = "text")]
+    body_file: Option<PathBuf>,
+}
+
+impl BodyArgs {
+    fn read(&self) -> Result<String, CliError> {
+        match (&self.text, &self.body_file) {
+            (Some(t), _) => Ok(t.clone()),
+            (None, Some(p)) => String::from_utf8(read_input(p)?)
+                .map_err(|_| CliError::input(format!("{}: not UTF-8 text", p.display()))),
+            (None, None) => Err(CliError::new(ErrorKind::Usage, "no message text")
+                .fix("give the text as an argument, or --body-file <path> (- for standard input)")),
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum ShareCommand {
+    /// Create a new share: the layout, `.gitattributes` and an empty `operators.yaml`.
+    #[command(
+        after_help = "Examples:\n  git init --bare /srv/share.git\n  agentbus share init ~/share --remote /srv/share.git"
+    )]
+    Init {
+        /// The folder for the new checkout (created if missing; default: the current directory).
+        path: Option<PathBuf>,
+        /// The remote every participant pulls from and pushes to.
+        #[arg(long, value_name = "URL")]
+        remote: Option<String>,
+    },
+    /// Join the share: record this clone's identity and add your block to `operators.yaml`.
+    #[command(
+        after_help = "Example:\n  git clone /srv/share.git ~/share && cd ~/share\n  agentbus share join --operator acme --instance claude-fleet --agent reviewer --agent writer --email ops@acme.example"
+    )]
+    Join {
+        /// Your operator name (a person or organisation; lowercase).
+        #[arg(long)]
+        operator: String,
+        /// This clone's instance (one fleet deployment).
+        #[arg(long)]
+        instance: String,
+        /// An agent of this instance (repeat for several; the first is the default sender).
+        #[arg(long = "agent", required = true)]
+        agents: Vec<String>,
+        /// A git author e-mail of yours, for `doctor`'s registry check (repeatable).
+        #[arg(long = "email")]
+        emails: Vec<String>,
+        #[command(flatten)]
+        write: WriteArgs,
+    },
+    /// Send a direct message; several --to write one copy per recipient folder.
+    #[command(
+        after_help = "Examples:\n  agentbus share send --to patrik/architect \"Please review the schema change\"\n  agentbus share send --to share:patrik/any --to balazs/research --type question --body-file q.md"
+    )]
+    Send {
+        /// A recipient, `operator/agent` or `share:operator/agent` (agent may be `any`).
+        #[arg(long = "to", required = true)]
+        to: Vec<String>,
+        /// handoff, question, answer, fyi or ack.
+        #[arg(long = "type", default_value = "fyi")]
+        kind: String,
+        /// The thread to continue (default: a new thread, or the original's with --re).
+        #[arg(long)]
+        thread: Option<String>,
+        /// The id this answers or acknowledges (required for answer and ack).
+        #[arg(long)]
+        re: Option<String>,
+        /// The informative file-name slug (default: from the first line).
+        #[arg(long)]
+        slug: Option<String>,
+        /// The initial status: open or done.
+        #[arg(long, default_value = "open")]
+        status: String,
+        /// Send as this agent of yours (default: your first).
+        #[arg(long = "from")]
+        from_agent: Option<String>,
+        /// Append the `_Dispatched by agentbus …_` line (after hashing, §3.2).
+        #[arg(long)]
+        footer: bool,
+        #[command(flatten)]
+        body: BodyArgs,
+        #[command(flatten)]
+        write: WriteArgs,
+    },
+    /// Answer a message: an `answer` with re: set, written in the asker's folder.
+    #[command(
+        after_help = "Example:\n  agentbus share reply 20261130T120000Z-patrik-architect-review \"Looks good; one nit inline.\""
+    )]
+    Reply {
+        /// The id of the message to answer.
+        id: String,
+        /// Answer as this agent of yours (default: the one it reached).
+        #[arg(long = "from")]
+        from_agent: Option<String>,
+        #[command(flatten)]
+        body: BodyArgs,
+        #[command(flatten)]
+        write: WriteArgs,
+    },
+    /// Close a thread: an `ack` with re: set, written in the asker's folder.
+    #[command(
+        after_help = "Example:\n  agentbus share ack 20261130T120000Z-patrik-architect-review \"Done.\""
+    )]
+    Ack {
+        /// The id of the message to acknowledge.
+        id: String,
+        /// Acknowledge as this agent of yours.
+        #[arg(long = "from")]
+        from_agent: Option<String>,
+        /// The text (default: "Received.").
+        text: Option<String>,
+        #[command(flatten)]
+        write: WriteArgs,
+    },
+    /// Announce something to everyone in the share.
+    #[command(
+        after_help = "Example:\n  agentbus share broadcast \"Maintenance window Friday 18:00 UTC\""
+    )]
+    Broadcast {
+        /// handoff, question or fyi.
+        #[arg(long = "type", default_value = "fyi")]
+        kind: String,
+        /// The thread (default: a new one).
+        #[arg(long)]
+        thread: Option<String>,
+        /// The informative file-name slug.
+        #[arg(long)]
+        slug: Option<String>,
+        /// Send as this agent of yours.
+        #[arg(long = "from")]
+        from_agent: Option<String>,
+        #[command(flatten)]
+        body: BodyArgs,
+        #[command(flatten)]
+        write: WriteArgs,
+    },
+    /// Publish to knowledge/<topic>/; --supersedes replaces an older publication.
+    #[command(
+        after_help = "Examples:\n  agentbus share publish --topic payments-api --body-file survey.md\n  agentbus share publish --topic payments-api --supersedes 2026-11-30-acme-survey --body-file survey-v2.md"
+    )]
+    Publish {
+        /// The topic folder (domain-named, never an operator's name).
+        #[arg(long)]
+        topic: String,
+        /// The id of the publication this one replaces.
+        #[arg(long)]
+        supersedes: Option<String>,
+        /// The informative file-name slug.
+        #[arg(long)]
+        slug: Option<String>,
+        /// Provenance: the repository the text comes from.
+        #[arg(long)]
+        source_repo: Option<String>,
+        /// Provenance: the commit.
+        #[arg(long)]
+        source_commit: Option<String>,
+        /// Provenance: the path.
+        #[arg(long)]
+        source_path: Option<String>,
+        /// The date (YYYY-MM-DD) the content was last verified.
+        #[arg(long)]
+        last_verified: Option<String>,
+        /// Publish as this agent of yours.
+        #[arg(long = "from")]
+        from_agent: Option<String>,
+        #[command(flatten)]
+        body: BodyArgs,
+        #[command(flatten)]
+        write: WriteArgs,
+    },
+    /// Messages for your agents (`any` and broadcasts included), oldest first.
+    #[command(
+        after_help = "Examples:\n  agentbus share inbox\n  agentbus share inbox --agent reviewer --frames"
+    )]
+    Inbox {
+        /// Only this agent's messages (and `any`).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Print each message as the framed block a session receives.
+        #[arg(long)]
+        frames: bool,
+    },
+    /// The live state of every thread, derived from all its files.
+    #[command(after_help = "Example:\n  agentbus share threads --open")]
+    Threads {
+        /// Only open threads.
+        #[arg(long)]
+        open: bool,
+    },
+    /// The live version of every topic item.
+    #[command(after_help = "Example:\n  agentbus share knowledge --topic payments-api")]
+    Knowledge {
+        /// Only this topic.
+        #[arg(long)]
+        topic: Option<String>,
+    },
+    /// Pull with rebase and push, retrying a lost race; never force-pushes.
+    #[command(after_help = "Example:\n  agentbus share sync")]
+    Sync {
+        /// Sign commits sync has to make (a replay after a lost race).
+        #[arg(long)]
+        sign: bool,
+    },
+    /// Your operator's audit lines (log/<operator>-<date>.jsonl).
+    #[command(after_help = "Example:\n  agentbus share log --date 2026-11-30")]
+    Log {
+        /// Only this UTC date (YYYY-MM-DD).
+        #[arg(long)]
+        date: Option<String>,
+    },
+    /// Check a share and its history for conformance; exit 0 only when it is clean.
+    #[command(
+        after_help = "Examples:\n  agentbus share check\n  agentbus share check /srv/share.git --json"
+    )]
+    Check {
+        /// The share checkout or bare repository (default: the share).
+        path: Option<PathBuf>,
+    },
+    /// Warn about §11 risks: force-push allowed, unsigned commits, unregistered authors.
+    #[command(after_help = "Example:\n  agentbus share doctor")]
+    Doctor,
+}
+
+fn share_error(e: ShareError) -> CliError {
+    let (kind, fix) = match &e {
+        ShareError::Io { .. } | ShareError::Registry(_) => {
+            (ErrorKind::Input, "check the file named above")
+        }
+        ShareError::GitMissing(_) => (ErrorKind::Config, "install git and make sure it is on PATH"),
+        ShareError::Git { .. } => (
+            ErrorKind::Config,
+            "run the git command shown by hand in the checkout to see why",
+        ),
+        ShareError::RemoteUnavailable(_) => (
+            ErrorKind::Unavailable,
+            "check the network and credentials, or work with --offline and run `agentbus share sync` later",
+        ),
+        ShareError::RetriesExhausted(_) => (
+            ErrorKind::Unavailable,
+            "run `agentbus share sync` again; your commit is kept locally",
+        ),
+        ShareError::PushRefused(_) => (
+            ErrorKind::Refused,
+            "ask the share's operator why the remote refuses pushes",
+        ),
+        ShareError::Conflict(_) => (
+            ErrorKind::Config,
+            "finish or abort the rebase or merge in the checkout, then `agentbus share sync`",
+        ),
+        ShareError::NotAShare(_) => (
+            ErrorKind::Config,
+            "pass --share <checkout>, set AGENTBUS_SHARE, or cd into a share checkout",
+        ),
+        ShareError::NotJoined => (
+            ErrorKind::Config,
+            "agentbus share join --operator <you> --instance <fleet> --agent <name>",
+        ),
+        ShareError::Undeclared(_) => (
+            ErrorKind::Config,
+            "agentbus share join --operator <you> --instance <fleet> --agent <name>",
+        ),
+        ShareError::BadIdent { .. } | ShareError::BadAddress(_) | ShareError::Invalid(_) => {
+            (ErrorKind::Usage, "see agentbus share <command> --help")
+        }
+        ShareError::UnknownId(_) => (
+            ErrorKind::Input,
+            "run `agentbus share sync`, then find the id with `agentbus share inbox` or `threads`",
+        ),
+        ShareError::NotEmpty(_) => (
+            ErrorKind::Input,
+            "choose a new folder, or clone the existing share and `join` it",
+        ),
+    };
+    CliError::new(kind, e.to_string()).fix(fix)
+}
+
+fn open(share: &Option<PathBuf>) -> Result<Share, CliError> {
+    let dir = share.clone().unwrap_or_else(|| PathBuf::from("."));
+    Share::open(&dir).map_err(share_error)
+}
+
+fn kind(s: &str) -> Result<MessageType, CliError> {
+    MessageType::parse_known(s).ok_or_else(|| {
+        CliError::new(
+            ErrorKind::Usage,
+            format!("type {s:?} is not one of handoff, question, answer, fyi, ack"),
+        )
+        .fix("agentshare 0.1 defines exactly these five types (§3)")
+    })
+}
+
+fn sync_line(s: &SyncReport) -> String {
+    match (&s.offline, s.pushed) {
+        (Some(why), _) => format!(
+            "committed locally, not pushed ({why}); run `agentbus share sync` when the remote is reachable"
+        ),
+        (None, true) if s.attempts > 1 => format!(
+            "pushed (after {} attempts: other writers pushed first)",
+            s.attempts
+        ),
+        (None, true) => "pushed".to_owned(),
+        (None, false) => "not pushed".to_owned(),
+    }
+}
+
+fn print_written(printer: &Printer, verb: &str, w: &Written) -> CliResult {
+    if printer.is_json() {
+        printer.json(&serde_json::to_value(w).unwrap_or_default())?;
+    } else {
+        let mut text = format!("{verb} {}\n", w.id);
+        for p in &w.paths {
+            text.push_str(&format!("  {p}\n"));
+        }
+        for r in &w.sync.renamed_ids {
+            text.push_str(&format!(
+                "  renamed {} -> {} (another clone took the name first)\n",
+                r.from, r.to
+            ));
+        }
+        text.push_str(&sync_line(&w.sync));
+        for warning in &w.warnings {
+            text.push_str(&format!("\nwarning: {warning}"));
+        }
+        printer.line(&text)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `agentbus share`.
+pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
+    let at = &args.share;
+    match args.command {
+        ShareCommand::Init { path, remote } => {
+            let dir = path
+                .or_else(|| at.clone())
+                .unwrap_or_else(|| PathBuf::from("."));
+            let r = agentbus_share::ops::init(&dir, remote.as_deref()).map_err(share_error)?;
+            printer.either(
+                &serde_json::to_value(&r).unwrap_or_default(),
+                &format!(
+                    "a new share in {}{}\nnext: agentbus share join --operator <you> --instance <fleet> --agent <name>",
+                    r.path.display(),
+                    match (&r.remote, r.pushed) {
+                        (Some(url), true) => format!(", pushed to {url}"),
+                        (Some(url), false) => format!(", not yet pushed to {url}"),
+                        (None, _) => String::new(),
+                    }
+                ),
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
+        ShareCommand::Join {
+            operator,
+            instance,
+            agents,
+            emails,
+            write,
+        } => {
+            let share = open(at)?;
+            let w = share
+                .join(
+                    &JoinRequest {
+                        operator,
+                        instance,
+                        agents,
+                        emails,
+                        sign: write.sign,
+                    },
+                    &write.options(),
+                )
+                .map_err(share_error)?;
+            print_written(printer, "joined as", &w)
+        }
+        ShareCommand::Send {
+            to,
+            kind: k,
+            thread,
+            re,
+            slug,
+            status,
+            from_agent,
+            footer,
+            body,
+            write,
+        } => {
+            let share = open(at)?;
+            let to = to
+                .iter()
+                .map(|t| ShareAddress::parse_with(t, true))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(share_error)?;
+            let mut req = SendRequest::new(to, kind(&k)?, body.read()?);
+            req.thread = thread;
+            req.re = re;
+            req.slug = slug;
+            req.status = status;
+            req.from_agent = from_agent;
+            req.footer = footer;
+            let w = share.send(&req, &write.options()).map_err(share_error)?;
+            print_written(printer, "sent", &w)
+        }
+        ShareCommand::Reply {
+            id,
+            from_agent,
+            body,
+            write,
+        } => {
+            let share = open(at)?;
+            let w = share
+                .reply(
+                    &id,
+                    MessageType::Answer,
+                    from_agent.as_deref(),
+                    &body.read()?,
+                    &write.options(),
+                )
+                .map_err(share_error)?;
+            print_written(printer, "answered with", &w)
+        }
+        ShareCommand::Ack {
+            id,
+            from_agent,
+            text,
+            write,
+        } => {
+            let share = open(at)?;
+            let body = text.unwrap_or_else(|| "Received.".to_owned());
+            let w = share
+                .reply(
+                    &id,
+                    MessageType::Ack,
+                    from_agent.as_deref(),
+                    &body,
+                    &write.options(),
+                )
+                .map_err(share_error)?;
+            print_written(printer, "acknowledged with", &w)
+        }
+        ShareCommand::Broadcast {
+            kind: k,
+            thread,
+            slug,
+            from_agent,
+            body,
+            write,
+        } => {
+            let share = open(at)?;
+            let w = share
+                .broadcast(
+                    kind(&k)?,
+                    thread.as_deref(),
+                    slug.as_deref(),
+                    from_agent.as_deref(),
+                    &body.read()?,
+                    &write.options(),
+                )
+                .map_err(share_error)?;
+            print_written(printer, "broadcast", &w)
+        }
+        ShareCommand::Publish {
+            topic,
+            supersedes,
+            slug,
+            source_repo,
+            source_commit,
+            source_path,
+            last_verified,
+            from_agent,
+            body,
+            write,
+        } => {
+            let share = open(at)?;
+            let source =
+                (source_repo.is_some() || source_commit.is_some() || source_path.is_some())
+                    .then_some(Source {
+                        repo: source_repo,
+                        commit: source_commit,
+                        path: source_path,
+                    });
+            let req = PublishRequest {
+                from_agent,
+                topic,
+                slug,
+                supersedes,
+                source,
+                last_verified,
+                body: body.read()?,
+            };
+            let w = share.publish(&req, &write.options()).map_err(share_error)?;
+            print_written(printer, "published", &w)
+        }
+        ShareCommand::Inbox { agent, frames } => {
+            inbox(&open(at)?, agent.as_deref(), frames, None, printer)
+        }
+        ShareCommand::Threads { open: only_open } => {
+            let share = open(at)?;
+            let snap = share.snapshot().map_err(share_error)?;
+            let threads: Vec<_> = agentbus_share::views::threads(&snap)
+                .into_iter()
+                .filter(|t| !only_open || t.state == agentbus_share::views::ThreadState::Open)
+                .collect();
+            if printer.is_json() {
+                printer.json(&json!({"threads": threads, "malformed": snap.malformed}))?;
+            } else {
+                for t in &threads {
+                    printer.line(&format!(
+                        "{:<4}  {}  {} message(s)  {}  {}",
+                        if t.state == agentbus_share::views::ThreadState::Open {
+                            "open"
+                        } else {
+                            "done"
+                        },
+                        t.thread,
+                        t.messages,
+                        t.participants.join(", "),
+                        t.subject.as_deref().unwrap_or("")
+                    ))?;
+                }
+                skipped(printer, &snap.malformed)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ShareCommand::Knowledge { topic } => {
+            let share = open(at)?;
+            let snap = share.snapshot().map_err(share_error)?;
+            let topics: Vec<_> = agentbus_share::views::knowledge(&snap)
+                .into_iter()
+                .filter(|t| topic.as_deref().is_none_or(|x| x == t.topic))
+                .collect();
+            if printer.is_json() {
+                printer.json(&json!({"topics": topics, "malformed": snap.malformed}))?;
+            } else {
+                for t in &topics {
+                    printer.line(&format!(
+                        "{} ({} live, {} superseded)",
+                        t.topic,
+                        t.live.len(),
+                        t.superseded
+                    ))?;
+                    for p in &t.live {
+                        printer.line(&format!(
+                            "  {}  {}  {}",
+                            p.id,
+                            p.publisher,
+                            p.title.as_deref().unwrap_or("")
+                        ))?;
+                    }
+                    for c in &t.cycles {
+                        printer.line(&format!("  warning: {c} is on a supersedes cycle"))?;
+                    }
+                }
+                skipped(printer, &snap.malformed)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ShareCommand::Sync { sign } => {
+            let share = open(at)?;
+            let report = share
+                .sync(&WriteOptions {
+                    offline: false,
+                    sign,
+                })
+                .map_err(share_error)?;
+            if printer.is_json() {
+                let inbound = arrived_inbound(&share, &report)?;
+                printer.json(&json!({"sync": report, "inbound": inbound}))?;
+                Ok(ExitCode::SUCCESS)
+            } else {
+                printer.line(&format!(
+                    "{}; {} file(s) arrived",
+                    sync_line(&report),
+                    report.arrived.len()
+                ))?;
+                inbox(&share, None, false, Some(&report), printer)
+            }
+        }
+        ShareCommand::Log { date } => {
+            let share = open(at)?;
+            let me = share.identity().map_err(share_error)?;
+            let mut lines = Vec::new();
+            for rel in agentbus_share::audit::files_of(share.root(), &me.operator) {
+                if date
+                    .as_deref()
+                    .is_some_and(|d| !rel.ends_with(&format!("-{d}.jsonl")))
+                {
+                    continue;
+                }
+                let text = std::fs::read_to_string(share.root().join(&rel))?;
+                lines.extend(
+                    text.lines()
+                        .filter(|l| !l.trim().is_empty())
+                        .map(str::to_owned),
+                );
+            }
+            if printer.is_json() {
+                let values: Vec<serde_json::Value> = lines
+                    .iter()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .collect();
+                printer.json(&json!({"operator": me.operator, "lines": values}))?;
+            } else {
+                for l in &lines {
+                    printer.line(l)?;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ShareCommand::Check { path } => {
+            let dir = path
+                .or_else(|| at.clone())
+                .unwrap_or_else(|| PathBuf::from("."));
+            let report = agentbus_share::check::check(&dir).map_err(share_error)?;
+            if printer.is_json() {
+                let mut v = serde_json::to_value(&report).unwrap_or_default();
+                v["clean"] = json!(report.is_clean());
+                printer.json(&v)?;
+            } else {
+                for f in &report.findings {
+                    let level = if f.severity == Severity::Violation {
+                        "violation"
+                    } else {
+                        "warning"
+                    };
+                    let place = f
+                        .path
+                        .clone()
+                        .or_else(|| f.commit.clone())
+                        .unwrap_or_default();
+                    printer.line(&format!(
+                        "{level} {} {} {place}: {}",
+                        f.section, f.rule, f.message
+                    ))?;
+                }
+                printer.line(&format!(
+                    "{}: {} message(s), {} publication(s), {} commit(s) read; {} violation(s), {} warning(s){}",
+                    if report.is_clean() { "clean" } else { "not conformant" },
+                    report.messages,
+                    report.publications,
+                    report.commits,
+                    report.violations(),
+                    report.findings.len() - report.violations(),
+                    if report.reflog_seen { "" } else { "; no remote-tracking reflog, so force-pushes before this clone cannot be seen" }
+                ))?;
+            }
+            Ok(if report.is_clean() {
+                ExitCode::SUCCESS
+            } else {
+                ErrorKind::Failed.exit_code()
+            })
+        }
+        ShareCommand::Doctor => {
+            let share = open(at)?;
+            let notes = agentbus_share::doctor::doctor(&share).map_err(share_error)?;
+            if printer.is_json() {
+                printer.json(&json!({"notes": notes}))?;
+            } else {
+                for n in &notes {
+                    let level = match n.level {
+                        Level::Ok => "ok",
+                        Level::Warn => "warning",
+                        Level::Unknown => "unknown",
+                    };
+                    printer.line(&format!("{level:<7} {} {}", n.rule, n.message))?;
+                    if let Some(fix) = &n.fix {
+                        printer.line(&format!("        fix: {fix}"))?;
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn skipped(
+    printer: &Printer,
+    malformed: &[agentbus_share::share::Malformed],
+) -> Result<(), CliError> {
+    for m in malformed {
+        printer.line(&format!("skipped {}: {}", m.path, m.error))?;
+    }
+    Ok(())
+}
+
+fn arrived_inbound(
+    share: &Share,
+    report: &SyncReport,
+) -> Result<Vec<agentbus_share::InboundMessage>, CliError> {
+    let inbound = match agentbus_share::inbound_messages(share) {
+        Ok(i) => i,
+        Err(ShareError::NotJoined) => return Ok(Vec::new()),
+        Err(e) => return Err(share_error(e)),
+    };
+    let root = share.root();
+    Ok(inbound
+        .messages
+        .into_iter()
+        .filter(|m| report.arrived.iter().any(|a| root.join(a) == m.path))
+        .collect())
+}
+
+fn inbox(
+    share: &Share,
+    agent: Option<&str>,
+    frames: bool,
+    after: Option<&SyncReport>,
+    printer: &Printer,
+) -> CliResult {
+    let inbound = match after {
+        Some(report) => agentbus_share::views::Inbound {
+            messages: arrived_inbound(share, report)?,
+            malformed: Vec::new(),
+        },
+        None => agentbus_share::inbound_messages(share).map_err(share_error)?,
+    };
+    let msgs: Vec<_> = inbound
+        .messages
+        .iter()
+        .filter(|m| {
+            agent.is_none_or(|a| m.to.ends_with(&format!("/{a}")) || m.to.ends_with("/any"))
+        })
+        .collect();
+    if printer.is_json() {
+        printer.json(&json!({"messages": msgs, "malformed": inbound.malformed}))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    for m in &msgs {
+        if frames {
+            printer.line(m.frame().trim_end())?;
+        } else {
+            let flags = match (m.content_hash, m.sender_declared) {
+                (agentbus_share::hash::HashCheck::Mismatch, _) => "  [content_hash mismatch]",
+                (_, false) => "  [sender not in operators.yaml]",
+                _ => "",
+            };
+            printer.line(&format!(
+                "{}  {} -> {}  [{}] {}  ({}){flags}",
+                m.sent.as_deref().unwrap_or("?"),
+                m.from,
+                m.to,
+                m.kind,
+                m.subject.as_deref().unwrap_or(""),
+                m.id
+            ))?;
+        }
+    }
+    skipped(printer, &inbound.malformed)?;
+    Ok(ExitCode::SUCCESS)
+}
