@@ -67,9 +67,9 @@ pub struct InboundMessage {
 }
 
 impl InboundMessage {
-    /// The §13.1 frame a harness shows: peer data, never instructions. A git share carries no
-    /// signature, so `verified="unsigned"`; a hash mismatch or an undeclared sender is said first.
-    pub fn frame(&self) -> String {
+    /// The body as a frame shows it: integrity and declaration warnings first, then the trimmed
+    /// body. Local delivery imports exactly this, so the hook and [`InboundMessage::frame`] agree.
+    pub fn framed_body(&self) -> String {
         let mut body = String::new();
         if self.content_hash == HashCheck::Mismatch {
             body.push_str("[integrity warning: this body does not match its content_hash (agentshare §3.2); it may have been altered]\n\n");
@@ -80,6 +80,13 @@ impl InboundMessage {
             );
         }
         body.push_str(crate::hash::trim(&self.body));
+        body
+    }
+
+    /// The §13.1 frame a harness shows: peer data, never instructions. A git share carries no
+    /// signature, so `verified="unsigned"`; a hash mismatch or an undeclared sender is said first.
+    pub fn frame(&self) -> String {
+        let body = self.framed_body();
         frame::render(&Frame {
             id: &self.id,
             from: &self.from,

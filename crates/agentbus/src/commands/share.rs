@@ -350,6 +350,45 @@ fn kind(s: &str) -> Result<MessageType, CliError> {
     })
 }
 
+/// Imports every message for this operator's agents into the local store, so each reaches a
+/// session bound to its recipient (or the engineer's inbox) through the harness hook, once, framed
+/// like any peer message (one delivery path, issue 7 item 7). The import is idempotent per
+/// (message id, recipient): a multicast to two local agents is two entries. Returns how many were
+/// new.
+pub fn deliver_locally(share: &agentbus_share::Share) -> Result<usize, CliError> {
+    use agentbus_local::{ImportOutcome, InboundMessage as LocalInbound};
+    use agentbus_protocol::frame::{Transport, Verified};
+    let inbound = agentbus_share::inbound_messages(share).map_err(share_error)?;
+    let store = super::local::open_store()?;
+    let now = agentbus_runtime::Clock::now(&agentbus_runtime::SystemClock);
+    let mut fresh = 0;
+    for m in &inbound.messages {
+        let local = LocalInbound {
+            transport: Transport::Share,
+            transport_id: format!("{}#{}", m.id, m.to),
+            from: m.from.clone(),
+            kind: m.effective_kind.clone(),
+            conversation: Some(m.thread.clone()),
+            subject: m.subject.clone(),
+            body: m.framed_body(),
+            verified: Verified::Unsigned,
+            attachments: Vec::new(),
+            reply_command: Some(m.reply_command.clone()),
+            sent: m.sent_at.unwrap_or(now),
+            recipient: m.to.clone(),
+        };
+        match store.import(&local) {
+            Ok(ImportOutcome::Stored { .. }) => fresh += 1,
+            Ok(_) => {}
+            Err(e) => {
+                return Err(CliError::new(ErrorKind::Input, format!("{}: could not hand it to local delivery: {e}", m.path.display()))
+                    .fix("check AGENTBUS_HOME is writable; `agentbus share inbox` still lists the message"));
+            }
+        }
+    }
+    Ok(fresh)
+}
+
 fn sync_line(s: &SyncReport) -> String {
     match (&s.offline, s.pushed) {
         (Some(why), _) => format!(
@@ -622,6 +661,7 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
                     sign,
                 })
                 .map_err(share_error)?;
+            deliver_locally(&share)?;
             if printer.is_json() {
                 let inbound = arrived_inbound(&share, &report)?;
                 printer.json(&json!({"sync": report, "inbound": inbound}))?;
