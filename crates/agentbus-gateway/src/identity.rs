@@ -45,6 +45,19 @@ fn body_object(body: &[u8]) -> ApiResult<Map<String, Value>> {
     }
 }
 
+/// The workspace a user names by slug in its tenant, or else the user's own.
+async fn chosen_workspace<S: Store>(
+    app: &App<S>,
+    user: &UserRow,
+    slug: Option<&str>,
+) -> ApiResult<WorkspaceRow> {
+    let ws = match slug {
+        Some(slug) => app.store.workspace_by_slug(&user.tenant_id, slug).await?,
+        None => app.store.workspace(&user.workspace_id).await?,
+    };
+    ws.ok_or_else(ApiError::not_found)
+}
+
 /// Result of the first start.
 #[derive(Debug, Clone)]
 pub struct Bootstrap {
@@ -211,18 +224,7 @@ pub async fn create_user<S: Store>(
             ));
         }
     };
-    let ws = match b.get("workspace").and_then(Value::as_str) {
-        Some(slug) => app
-            .store
-            .workspace_by_slug(&admin.tenant_id, slug)
-            .await?
-            .ok_or_else(ApiError::not_found)?,
-        None => app
-            .store
-            .workspace(&admin.workspace_id)
-            .await?
-            .ok_or_else(ApiError::not_found)?,
-    };
+    let ws = chosen_workspace(&app, &admin, b.get("workspace").and_then(Value::as_str)).await?;
     let now = app.now();
     let user = UserRow {
         id: app.mint(IdKind::User),
@@ -420,18 +422,7 @@ pub async fn register_agent<S: Store>(
             format!("name {name:?} must be 3-40 characters of a-z, 0-9 and '-' (§4.1)"),
         ));
     }
-    let ws = match b.get("workspace").and_then(Value::as_str) {
-        Some(slug) => app
-            .store
-            .workspace_by_slug(&user.tenant_id, slug)
-            .await?
-            .ok_or_else(ApiError::not_found)?,
-        None => app
-            .store
-            .workspace(&user.workspace_id)
-            .await?
-            .ok_or_else(ApiError::not_found)?,
-    };
+    let ws = chosen_workspace(&app, &user, b.get("workspace").and_then(Value::as_str)).await?;
     let tenant = app
         .store
         .tenant(&user.tenant_id)
