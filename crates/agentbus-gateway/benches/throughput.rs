@@ -120,7 +120,7 @@ fn main() {
         let _ws = subscribe(&url, &sub.token, arrivals.clone()).await;
 
         // Phase 1: throughput.
-        let n = 40_000usize;
+        let n: usize = std::env::var("BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(40_000);
         let concurrency = 64usize;
         let mut work: Vec<(String, Vec<u8>, String)> = (0..n)
             .map(|i| {
@@ -162,7 +162,10 @@ fn main() {
         );
 
         // Phase 2: latency at a fixed rate.
-        for rate in [1000u64, 5000] {
+        let rates: Vec<u64> = std::env::var("BENCH_RATES")
+            .map(|v| v.split(',').filter_map(|r| r.parse().ok()).collect())
+            .unwrap_or_else(|_| vec![1000, 5000]);
+        for rate in rates {
             arrivals.lock().unwrap().clear();
             let seconds = 5u64;
             let total = (rate * seconds) as usize;

@@ -66,6 +66,8 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     // A larger page cache and memory-mapped reads keep hot inbox and message pages out of read().
     conn.pragma_update(None, "cache_size", -32_768)?;
     conn.pragma_update(None, "mmap_size", 268_435_456)?;
+    // Each job's savepoint journals the pages it changes; in memory that costs no write() calls.
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
     Ok(())
 }
 

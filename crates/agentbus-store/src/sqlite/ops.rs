@@ -286,9 +286,25 @@ fn entries_where(
     filter: &str,
     args: impl rusqlite::Params,
 ) -> rusqlite::Result<Vec<InboxEntry>> {
+    entries_using(c, "", filter, args)
+}
+
+/// Like [`entries_where`], reading the inbox through `index` when it is not empty (`INDEXED BY`
+/// fails loudly rather than letting the planner fall back to a scan of the whole inbox).
+fn entries_using(
+    c: &Connection,
+    index: &str,
+    filter: &str,
+    args: impl rusqlite::Params,
+) -> rusqlite::Result<Vec<InboxEntry>> {
+    let indexed = if index.is_empty() {
+        String::new()
+    } else {
+        format!(" INDEXED BY {index}")
+    };
     let sql = format!(
         "SELECT i.agent_id, i.sequence, i.state, i.attempts, i.last_attempt_at, {MESSAGE_COLS} \
-         FROM inbox i JOIN messages m ON m.seq = i.message_seq WHERE {filter}"
+         FROM inbox i{indexed} JOIN messages m ON m.seq = i.message_seq WHERE {filter}"
     );
     let mut stmt = c.prepare_cached(&sql)?;
     let rows = stmt.query_map(args, |r| {
@@ -800,12 +816,24 @@ impl Store for SqliteStore {
 
     async fn lease(&self, req: LeaseRequest) -> StoreResult<Vec<Delivery>> {
         self.write_fast(move |tx| {
-            let candidates = entries_where(
+            // Leases that ran out first, then never-delivered entries above `after`; each query
+            // walks its own partial index (see migration 3), so settled entries cost nothing.
+            let mut candidates = entries_using(
                 tx,
-                "i.agent_id = ?1 AND i.state IN (0, 1) AND i.visible_at <= ?2 AND i.expires_at > ?2 \
-                 AND i.attempts < ?3 AND (i.sequence > ?4 OR i.attempts > 0) ORDER BY i.sequence LIMIT ?5",
-                params![req.agent_id, req.now, req.max_attempts, req.after as i64, req.limit],
+                "inbox_due",
+                "i.agent_id = ?1 AND i.state = 1 AND i.visible_at <= ?2 AND i.expires_at > ?2 \
+                 AND i.attempts < ?3 ORDER BY i.sequence LIMIT ?4",
+                params![req.agent_id, req.now, req.max_attempts, req.limit],
             )?;
+            candidates.extend(entries_using(
+                tx,
+                "inbox_new",
+                "i.agent_id = ?1 AND i.state = 0 AND i.sequence > ?3 AND i.visible_at <= ?2 \
+                 AND i.expires_at > ?2 ORDER BY i.sequence LIMIT ?4",
+                params![req.agent_id, req.now, req.after as i64, req.limit],
+            )?);
+            candidates.sort_by_key(|e| e.sequence);
+            candidates.truncate(req.limit as usize);
             let mut out = Vec::with_capacity(candidates.len());
             for e in candidates {
                 let attempt = e.attempts + 1;

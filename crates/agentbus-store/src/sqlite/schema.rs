@@ -98,6 +98,15 @@ CREATE TABLE task_events (
     flag TEXT, timer TEXT, PRIMARY KEY (task_id, n)
 ) WITHOUT ROWID;
 "#,
+    // Leasing reads one inbox's deliverable entries: never-delivered ones above a sequence, and
+    // leases that ran out. One index for each keeps a lease's cost independent of how many
+    // settled entries the inbox holds (the single index over both states was not chosen by the
+    // planner, which then scanned the whole inbox on every lease).
+    r#"
+DROP INDEX inbox_pending;
+CREATE INDEX inbox_new ON inbox (agent_id, sequence) WHERE state = 0;
+CREATE INDEX inbox_due ON inbox (agent_id, visible_at) WHERE state = 1;
+"#,
 ];
 
 /// Applies every migration newer than the database's `user_version`.
