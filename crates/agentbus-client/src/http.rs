@@ -381,6 +381,12 @@ impl Gateway {
         self.get(&format!("/v1/conversations/{}", seg(id)?)).await
     }
 
+    /// `GET /v1/tasks?limit=`: this agent's tasks, as requester or recipient.
+    pub async fn tasks(&self) -> Result<Vec<Value>> {
+        let v = self.get("/v1/tasks?limit=1000").await?;
+        Ok(v["tasks"].as_array().cloned().unwrap_or_default())
+    }
+
     /// `GET /v1/tasks/{id}`.
     pub async fn task(&self, id: &str) -> Result<Value> {
         self.get(&format!("/v1/tasks/{}", seg(id)?)).await

@@ -3,8 +3,8 @@
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    envelope::EnvelopeArgs, explain::ExplainArgs, gateway::GatewayArgs, keys::KeysArgs,
-    local::LocalCommand, share::ShareArgs,
+    agent::AgentCommand, envelope::EnvelopeArgs, explain::ExplainArgs, gateway::GatewayArgs,
+    keys::KeysArgs, local::LocalCommand, share::ShareArgs, sidecar::SidecarArgs, trace::TraceArgs,
 };
 
 /// AgentBus: messaging for fleets of AI agents, on one machine, across a team through a gateway,
@@ -22,6 +22,10 @@ pub struct Cli {
     /// Print one machine-readable JSON document instead of human output.
     #[arg(long, global = true)]
     pub json: bool,
+
+    /// The agent profile to act as (see `agentbus connect`); default: the only one saved.
+    #[arg(long, global = true, env = "AGENTBUS_PROFILE")]
+    pub profile: Option<String>,
 
     #[command(subcommand)]
     pub command: Command,
@@ -44,6 +48,15 @@ pub enum Command {
     /// hook, hooks.
     #[command(flatten)]
     Local(LocalCommand),
+    /// Gateway messaging and tasks: connect, send, ack, delegate, accept, progress, needs-input,
+    /// complete, fail, reject, answer, cancel.
+    #[command(flatten)]
+    Agent(AgentCommand),
+    /// Receive for an agent: hold the gateway connection, persist every envelope, import it into
+    /// local delivery, ack (one sidecar per agent).
+    Sidecar(SidecarArgs),
+    /// The timeline of a task, conversation or message.
+    Trace(TraceArgs),
     /// Exchange messages with other organisations through a git repository (conforms to agentshare 0.1 Core).
     Share(ShareArgs),
 }

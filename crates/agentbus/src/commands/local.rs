@@ -15,6 +15,7 @@ use agentbus_local::deliver::{sender_label, transport_of};
 use agentbus_local::send::{ResolveError, Sent};
 use agentbus_local::view::InboxItem;
 use agentbus_local::{Address, Kind, Message, Outgoing, SendError, Sender, Store, StoreError};
+use agentbus_protocol::frame::Transport;
 use agentbus_runtime::SystemClock;
 
 use super::hook::{HookArgs, HooksArgs};
@@ -262,6 +263,9 @@ fn sender(store: &Store, from: Option<String>) -> Result<Sender, CliError> {
 
 fn send(args: SendArgs, kind: Kind, printer: &Printer) -> CliResult {
     let r = route(&args.address)?;
+    if let Route::Gateway(to) = &r {
+        return super::agent::tell(to, &args.text.join(" "), kind == Kind::Ask, printer);
+    }
     let Route::Local(word) = &r else {
         return Err(unavailable(r.transport()));
     };
@@ -299,6 +303,9 @@ fn print_sent(sent: &Sent, printer: &Printer) -> CliResult {
 }
 
 fn reply(args: ReplyArgs, printer: &Printer) -> CliResult {
+    if args.id.starts_with("msg_") {
+        return super::agent::reply(&args.id, &args.text.join(" "), printer);
+    }
     let store = open_store()?;
     let Some((original, to)) = store.reply_target(&args.id).map_err(store_error)? else {
         return Err(
@@ -308,6 +315,13 @@ fn reply(args: ReplyArgs, printer: &Printer) -> CliResult {
     };
     let Some(to) = to else {
         // An imported message is answered over the transport it came by.
+        if let Some(via) = original
+            .via
+            .as_ref()
+            .filter(|v| v.transport == Transport::Gateway)
+        {
+            return super::agent::reply(&via.ext_id, &args.text.join(" "), printer);
+        }
         return Err(unavailable(transport_of(&original).as_str()));
     };
     let out = Outgoing {
@@ -367,6 +381,9 @@ fn first_line(text: &str, max: usize) -> String {
 }
 
 fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
+    if let Some(id) = args.show.as_deref().filter(|id| id.starts_with("msg_")) {
+        return super::agent::show(id, printer);
+    }
     let store = open_store()?;
     if let Some(id) = args.show {
         let Some(m) = store.show(&id).map_err(store_error)? else {
@@ -387,9 +404,11 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
         return Ok(ExitCode::SUCCESS);
     }
     let email = engineer_email();
-    let items = store
+    let mut items = store
         .inbox(email.as_deref(), args.all)
         .map_err(store_error)?;
+    // Unread first, each group in arrival order.
+    items.sort_by_key(|i| i.seen);
     if printer.is_json() {
         let list: Vec<Value> = items.iter().map(inbox_item_json).collect();
         printer.json(&json!({"engineer": agentbus_local::view::engineer_by(email.as_deref()), "items": list}))?;
@@ -403,10 +422,23 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
             } else {
                 ""
             };
+            // A gateway message is named by its envelope id, which `reply`, `ack` and `trace`
+            // take, and marked when its signature did not re-verify (AB-1303).
+            let (id, mark) = match &m.via {
+                Some(v) if v.transport == Transport::Gateway => (
+                    v.ext_id.as_str(),
+                    if v.verified == agentbus_protocol::frame::Verified::False {
+                        " UNVERIFIED (AB-1303)"
+                    } else {
+                        ""
+                    },
+                ),
+                _ => (m.id.as_str(), ""),
+            };
+            let seen = if i.seen { " (seen)" } else { "" };
             printer.line(&format!(
-                "[{}] {}  from {}{ask}\n    {}",
+                "[{}] {id}  from {}{ask}{mark}{seen}\n    {}",
                 transport_of(m).as_str(),
-                m.id,
                 sender_label(m),
                 first_line(&m.text, 100)
             ))?;

@@ -1,12 +1,17 @@
 //! One module per area of subcommands.
 
+pub mod agent;
 pub mod envelope;
 pub mod explain;
 pub mod gateway;
+pub mod gw;
 pub mod hook;
 pub mod keys;
 pub mod local;
+pub mod progress;
 pub mod share;
+pub mod sidecar;
+pub mod trace;
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -24,6 +29,9 @@ pub fn run(command: Command, printer: &Printer) -> CliResult {
         Command::Gateway(args) => gateway::run(args, printer),
         Command::Local(command) => local::run(command, printer),
         Command::Share(args) => share::run(args, printer),
+        Command::Agent(command) => agent::run(command, printer),
+        Command::Sidecar(args) => sidecar::run(args, printer),
+        Command::Trace(args) => trace::run(args, printer),
     }
 }
 

@@ -1,0 +1,596 @@
+//! The gateway verbs and the sidecar end to end: the real `agentbus` binary, as two agents on two
+//! "machines" (two AGENTBUS_HOME folders), against a real gateway on loopback (issue 5).
+//!
+//! The gateway runs in this process (as the gateway crate's own tests run it) so that its lease
+//! can be short: a copy leased to a sidecar killed before its ack comes back within a second, and
+//! the restart test needs no 60 s wait. Every wait polls with a deadline; nothing sleeps on a timer.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use agentbus_gateway::{Config, Gateway};
+use agentbus_runtime::SystemClock;
+
+/// A gateway on a free loopback port, stopped on drop.
+pub struct Gw {
+    pub url: String,
+    pub admin: String,
+    pub dir: PathBuf,
+    _tmp: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Gw {
+    pub fn start() -> Gw {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("gw");
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let data = dir.clone();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let addr = listener.local_addr().unwrap();
+                let mut config = Config::new(addr, data);
+                config.visibility_timeout_s = 1;
+                let gw = Gateway::open(config, Arc::new(SystemClock)).await.unwrap();
+                let admin = gw.bootstrap.as_ref().unwrap().admin_token.clone();
+                ready_tx.send((addr, admin)).unwrap();
+                gw.serve_on(listener, async move {
+                    let _ = stop_rx.await;
+                })
+                .await
+                .unwrap();
+            });
+        });
+        let (addr, admin) = ready_rx.recv().unwrap();
+        Gw {
+            url: format!("http://{addr}"),
+            admin,
+            dir,
+            _tmp: tmp,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Gw {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One agent's machine: its own AGENTBUS_HOME.
+pub struct Machine {
+    pub home: tempfile::TempDir,
+    pub name: String,
+}
+
+impl Machine {
+    pub fn new(name: &str) -> Machine {
+        Machine {
+            home: tempfile::tempdir().unwrap(),
+            name: name.to_owned(),
+        }
+    }
+
+    pub fn home(&self) -> &Path {
+        self.home.path()
+    }
+
+    pub fn address(&self) -> String {
+        format!("agent://default/default/{}", self.name)
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_agentbus"));
+        c.args(args)
+            .env("AGENTBUS_HOME", self.home())
+            .env("AGENTBUS_ENGINEER_EMAIL", "ada@example.com")
+            .env_remove("AGENTBUS_PROFILE")
+            .env_remove("AGENTBUS_SESSION")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        let mut child = self.cmd(args).spawn().unwrap();
+        child.stdin.take().unwrap().write_all(b"").unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// Runs and expects success; returns the `--json` document.
+    pub fn ok(&self, args: &[&str]) -> Value {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "agentbus {args:?} failed ({:?}):\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    }
+
+    pub fn connect(&self, gw: &Gw) -> Value {
+        self.ok(&[
+            "--json",
+            "connect",
+            "--gateway",
+            &gw.url,
+            "--token",
+            &gw.admin,
+            "--name",
+            &self.name,
+        ])
+    }
+
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.cmd(args).spawn().unwrap()
+    }
+
+    pub fn agent_dir(&self) -> PathBuf {
+        let p: Value = serde_json::from_slice(
+            &std::fs::read(
+                self.home()
+                    .join("profiles")
+                    .join(format!("{}.json", self.name)),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        self.home()
+            .join("agents")
+            .join(p["agent_id"].as_str().unwrap())
+    }
+
+    /// The envelopes in this agent's local inbox.
+    pub fn stored(&self) -> Vec<Value> {
+        let dir = self.agent_dir().join("inbox");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        let mut out: Vec<Value> = entries
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                let n = e.file_name();
+                let n = n.to_string_lossy();
+                !n.starts_with('.') && n.ends_with(".json")
+            })
+            .filter_map(|e| serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok())
+            .collect();
+        out.sort_by_key(|r: &Value| r["sequence"].as_u64());
+        out
+    }
+}
+
+/// Polls `f` until it returns something, failing after `secs`.
+pub fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(x) = f() {
+            return x;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn finish(child: Child) -> Output {
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{:?}\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+struct Killer(Child);
+
+impl Drop for Killer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn wp_12_1_request_reply_with_send_wait() {
+    let gw = Gw::start();
+    let bot = Machine::new("release-bot");
+    let reviewer = Machine::new("reviewer");
+    let c = bot.connect(&gw);
+    assert_eq!(c["address"], bot.address());
+    assert_eq!(c["status"], "connected");
+    reviewer.connect(&gw);
+    // A second connect resumes the same agent and key.
+    let again = reviewer.connect(&gw);
+    assert_eq!(again["status"], "resumed");
+
+    let _sidecar = Killer(reviewer.spawn(&["--json", "sidecar", "--poll-wait", "5"]));
+    // release-bot runs no sidecar: `send --wait` receives for itself.
+    let waiting = bot.spawn(&[
+        "--json",
+        "send",
+        &reviewer.address(),
+        "Is change 482 clear for the 14:30 deploy?",
+        "--subject",
+        "Deploy readiness check",
+        "--wait",
+        "30s",
+    ]);
+    let question = eventually(20, "the question in the reviewer's inbox", || {
+        reviewer.stored().into_iter().next()
+    });
+    let env = &question["envelope"];
+    assert_eq!(question["verified"], "true");
+    assert_eq!(env["subject"], "Deploy readiness check");
+    assert_eq!(env["data"]["expects_reply"], true);
+    let qid = env["id"].as_str().unwrap().to_owned();
+    reviewer.ok(&[
+        "--json",
+        "reply",
+        &qid,
+        "Yes. Two nits already fixed in revision 7. Clear to deploy.",
+    ]);
+    let out = finish(waiting);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reply = &doc["reply"]["envelope"];
+    assert_eq!(doc["sent"]["id"], qid);
+    assert_eq!(
+        reply["correlation_id"], qid,
+        "§7: the reply answers the sent id"
+    );
+    assert_eq!(reply["conversation_id"], env["conversation_id"]);
+    assert_eq!(reply["source"], reviewer.address());
+    assert_eq!(doc["reply"]["verified"], "true");
+    assert!(
+        reply["data"]["text"].as_str().unwrap().starts_with("Yes."),
+        "{reply}"
+    );
+    // The reviewer acknowledges having read the question (ack.v1 to the sender).
+    let ack = reviewer.ok(&["--json", "ack", &qid, "--level", "processed"]);
+    assert_eq!(ack["type"], "agentbus.ack.v1");
+}
+
+#[test]
+fn wp_12_2_full_task_lifecycle_with_attachments() {
+    let gw = Gw::start();
+    let bot = Machine::new("release-bot");
+    let reviewer = Machine::new("reviewer");
+    bot.connect(&gw);
+    reviewer.connect(&gw);
+    let diff = bot.home().join("change-482-r7.diff");
+    std::fs::write(
+        &diff,
+        "--- a/worker.go\n+++ b/worker.go\n@@ -140 +140 @@\n-mu.Unlock()\n",
+    )
+    .unwrap();
+    let report = reviewer.home().join("report.md");
+    std::fs::write(&report, "# Findings\n\n- worker.go:142 double unlock\n").unwrap();
+
+    let _sidecar = Killer(reviewer.spawn(&["--json", "sidecar", "--poll-wait", "5"]));
+    let delegating = bot.spawn(&[
+        "--json",
+        "delegate",
+        &reviewer.address(),
+        "--capability",
+        "code.review",
+        "--input",
+        r#"{"artifact_id": "change-482", "revision": 7}"#,
+        "--attach",
+        diff.to_str().unwrap(),
+        "--idempotency-key",
+        "review-change-482-revision-7",
+        "--accept-timeout",
+        "120",
+        "--progress-timeout",
+        "600",
+        "--subject",
+        "Review change 482 revision 7",
+        "--wait",
+        "60s",
+        "Review this change for concurrency bugs. Return findings with file, line, severity.",
+    ]);
+    let request = eventually(20, "the task request at the reviewer", || {
+        reviewer
+            .stored()
+            .into_iter()
+            .find(|r| r["envelope"]["type"] == "agentbus.task.request.v1")
+    });
+    let env = &request["envelope"];
+    assert_eq!(request["verified"], "true");
+    assert_eq!(env["capability"], "code.review");
+    assert_eq!(env["idempotency_key"], "review-change-482-revision-7");
+    // The attachment was downloaded into the message's folder, byte for byte.
+    let rid = env["id"].as_str().unwrap().to_owned();
+    let saved = reviewer
+        .agent_dir()
+        .join("attachments")
+        .join(&rid)
+        .join("change-482-r7.diff");
+    assert_eq!(
+        std::fs::read(&saved).unwrap(),
+        std::fs::read(&diff).unwrap()
+    );
+    assert_eq!(
+        request["attachments"][0]["path"]
+            .as_str()
+            .map(PathBuf::from),
+        Some(saved)
+    );
+
+    // The worker addresses the task by its request id first, then by its task id.
+    let accepted = reviewer.ok(&["--json", "accept", &rid, "--estimate", "240"]);
+    assert_eq!(accepted["type"], "agentbus.task.accept.v1");
+    let tasks = reviewer.ok(&["--json", "trace", &rid]);
+    let task_id = tasks["conversation"]["envelopes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "agentbus.task.accept.v1")
+        .map(|e| e["data"]["task_id"].as_str().unwrap().to_owned())
+        .unwrap();
+    reviewer.ok(&[
+        "--json",
+        "progress",
+        &task_id,
+        "--percent",
+        "40",
+        "--stage",
+        "static-analysis",
+        "--note",
+        "Found one suspicious unlock ordering in worker.go",
+    ]);
+    reviewer.ok(&[
+        "--json",
+        "complete",
+        &task_id,
+        "--summary",
+        "One high-severity double-unlock in worker.go:142. Two low-severity nits.",
+        "--output",
+        r#"{"findings": [{"file": "worker.go", "line": 142, "severity": "high", "title": "mutex unlocked twice on error path"}]}"#,
+        "--attach",
+        report.to_str().unwrap(),
+    ]);
+    let out = finish(delegating);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["task"]["state"], "succeeded");
+    assert_eq!(doc["sent"]["task_id"], task_id);
+    let result = &doc["result"];
+    assert_eq!(result["verified"], "true");
+    assert_eq!(result["envelope"]["correlation_id"], rid);
+    assert_eq!(
+        result["envelope"]["data"]["output"]["findings"][0]["line"],
+        142
+    );
+    let got = PathBuf::from(result["attachments"][0]["path"].as_str().unwrap());
+    assert_eq!(std::fs::read(got).unwrap(), std::fs::read(&report).unwrap());
+    // Every transition is on the timeline, in order.
+    let trace = bot.ok(&["--json", "trace", &task_id]);
+    let states: Vec<&str> = trace["task"]["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["to"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        states,
+        ["submitted", "accepted", "in_progress", "succeeded"]
+    );
+    // The human timeline, with ids and times redacted.
+    let human = bot.run(&["trace", &task_id]);
+    assert!(human.status.success());
+    insta::assert_snapshot!(
+        "trace_task_12_2",
+        redact(&String::from_utf8_lossy(&human.stdout))
+    );
+    // A retried request with the same idempotency key returns the original task (§8).
+    let again = bot.ok(&[
+        "--json",
+        "delegate",
+        &reviewer.address(),
+        "--capability",
+        "code.review",
+        "--idempotency-key",
+        "review-change-482-revision-7",
+        "again",
+    ]);
+    assert_eq!(again["task_id"], task_id);
+    assert_eq!(again["replay"], true);
+}
+
+/// Ids, times and temporary paths replaced by stable placeholders.
+pub fn redact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let bytes: Vec<char> = text.chars().collect();
+    let mut i = 0;
+    while i < bytes.len() {
+        let rest: String = bytes[i..bytes.len().min(i + 5)].iter().collect();
+        let prefix = [
+            "msg_", "cnv_", "tsk_", "agt_", "key_", "rcp_", "blb_", "lm_",
+        ]
+        .into_iter()
+        .find(|p| rest.starts_with(p));
+        if let Some(p) = prefix {
+            let mut j = i + p.len();
+            while j < bytes.len() && bytes[j].is_ascii_alphanumeric() {
+                j += 1;
+            }
+            out.push_str(&format!("{}[id]", p));
+            i = j;
+            continue;
+        }
+        // RFC 3339 instants: 2026-11-30T21:19:34.123Z
+        if i + 24 <= bytes.len() {
+            let cand: String = bytes[i..i + 24].iter().collect();
+            let b = cand.as_bytes();
+            if b[4] == b'-'
+                && b[10] == b'T'
+                && b[23] == b'Z'
+                && b[..4].iter().all(u8::is_ascii_digit)
+            {
+                out.push_str("[time]");
+                i += 24;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    out
+}
+
+#[test]
+fn a_sidecar_killed_mid_stream_and_restarted_loses_and_duplicates_nothing() {
+    let gw = Gw::start();
+    let bot = Machine::new("sender");
+    let reviewer = Machine::new("receiver");
+    bot.connect(&gw);
+    reviewer.connect(&gw);
+    const N: usize = 24;
+    let sidecar = reviewer.spawn(&["--json", "sidecar", "--poll-wait", "1"]);
+    let mut sidecar = Killer(sidecar);
+    for i in 0..N {
+        if i == N / 3 {
+            // Kill it hard once some have arrived, while more are on their way.
+            eventually(20, "the first messages", || {
+                (reviewer.stored().len() >= 2).then_some(())
+            });
+            sidecar.0.kill().unwrap();
+            sidecar.0.wait().unwrap();
+        }
+        if i == 2 * N / 3 {
+            sidecar = Killer(reviewer.spawn(&["--json", "sidecar", "--poll-wait", "1"]));
+        }
+        bot.ok(&[
+            "--json",
+            "send",
+            &reviewer.address(),
+            &format!("message {i}"),
+        ]);
+    }
+    let cursor = || -> u64 {
+        std::fs::read_to_string(reviewer.agent_dir().join("cursor"))
+            .ok()
+            .and_then(|c| c.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let delivered_locally = || -> usize {
+        let inbox = reviewer.ok(&["--json", "inbox", "--all"]);
+        inbox["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["transport"] == "gateway")
+            .count()
+    };
+    // A copy leased to the killed sidecar comes back when its lease runs out (1 s here), after
+    // later ones: wait until all N are in the agent's inbox and in local delivery.
+    eventually(30, "every message", || {
+        (reviewer.stored().len() >= N && delivered_locally() >= N).then_some(())
+    });
+    drop(sidecar);
+    let stored = reviewer.stored();
+    let mut texts: Vec<String> = stored
+        .iter()
+        .map(|r| r["envelope"]["data"]["text"].as_str().unwrap().to_owned())
+        .collect();
+    texts.sort();
+    texts.dedup();
+    assert_eq!(texts.len(), N, "no message lost or stored twice");
+    assert_eq!(stored.len(), N);
+    // Local delivery got each exactly once too.
+    assert_eq!(delivered_locally(), N);
+    assert_eq!(cursor(), N as u64);
+}
+
+#[test]
+fn ab_1303_a_tampered_envelope_is_stored_unverified_never_dropped() {
+    let gw = Gw::start();
+    let bot = Machine::new("sender");
+    let reviewer = Machine::new("receiver");
+    bot.connect(&gw);
+    reviewer.connect(&gw);
+    bot.ok(&[
+        "--json",
+        "send",
+        &reviewer.address(),
+        "the original text",
+        "--subject",
+        "honest",
+    ]);
+    bot.ok(&[
+        "--json",
+        "send",
+        &reviewer.address(),
+        "an untouched message",
+    ]);
+    // Someone with access to the gateway's disk changes a stored envelope after it was verified.
+    let db = rusqlite::Connection::open(gw.dir.join("agentbus.db")).unwrap();
+    db.busy_timeout(Duration::from_secs(5)).unwrap();
+    let changed = db
+        .execute(
+            "UPDATE messages SET attrs = json_set(attrs, '$.subject', 'tampered') \
+             WHERE json_extract(attrs, '$.subject') = 'honest'",
+            [],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(db);
+    let out = reviewer.run(&["sidecar", "--once"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stored = reviewer.stored();
+    assert_eq!(stored.len(), 2, "the tampered envelope is kept");
+    let bad = stored
+        .iter()
+        .find(|r| r["envelope"]["subject"] == "tampered")
+        .unwrap();
+    assert_eq!(bad["verified"], "false");
+    assert_eq!(bad["diagnostics"][0]["code"], "AB-1303");
+    let good = stored
+        .iter()
+        .find(|r| r["envelope"]["subject"] != "tampered")
+        .unwrap();
+    assert_eq!(good["verified"], "true");
+    // The sidecar said so, and the message reaches local delivery marked unverified.
+    assert!(String::from_utf8_lossy(&out.stdout).contains("UNVERIFIED (AB-1303)"));
+    let human = reviewer.run(&["inbox"]);
+    insta::assert_snapshot!(
+        "inbox_gateway_unverified",
+        redact(&String::from_utf8_lossy(&human.stdout))
+    );
+    let show = reviewer.ok(&[
+        "--json",
+        "inbox",
+        "--show",
+        bad["envelope"]["id"].as_str().unwrap(),
+    ]);
+    assert_eq!(show["verified"], "false");
+}
