@@ -3,7 +3,8 @@
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    agent::AgentCommand, envelope::EnvelopeArgs, explain::ExplainArgs, gateway::GatewayArgs,
+    agent::AgentCommand, directory::AgentsArgs, directory::CardArgs, directory::TopicArgs,
+    doctor::DoctorArgs, envelope::EnvelopeArgs, explain::ExplainArgs, gateway::GatewayArgs,
     keys::KeysArgs, local::LocalCommand, share::ShareArgs, sidecar::SidecarArgs, trace::TraceArgs,
 };
 
@@ -37,7 +38,7 @@ pub enum Command {
     /// Canonicalise, sign, verify and validate envelopes (wire protocol §2–§3).
     #[command(subcommand)]
     Envelope(EnvelopeArgs),
-    /// Generate Ed25519 keys and print their public halves.
+    /// Ed25519 keys: generate key files; list, rotate and revoke the connected agent's keys.
     #[command(subcommand)]
     Keys(KeysArgs),
     /// Explain an AB- error code.
@@ -57,6 +58,16 @@ pub enum Command {
     Sidecar(SidecarArgs),
     /// The timeline of a task, conversation or message.
     Trace(TraceArgs),
+    /// The gateway's directory: list agents, show a card.
+    Agents(AgentsArgs),
+    /// This agent's card: show it, edit it.
+    #[command(subcommand)]
+    Card(CardArgs),
+    /// Topic subscriptions of this agent.
+    #[command(subcommand)]
+    Topic(TopicArgs),
+    /// Check this agent's connection: gateway, versions, clock, credential, key, sidecar.
+    Doctor(DoctorArgs),
     /// Exchange messages with other organisations through a git repository (conforms to agentshare 0.1 Core).
     Share(ShareArgs),
 }

@@ -1,12 +1,15 @@
 //! One module per area of subcommands.
 
 pub mod agent;
+pub mod directory;
+pub mod doctor;
 pub mod envelope;
 pub mod explain;
 pub mod gateway;
 pub mod gw;
 pub mod hook;
 pub mod keys;
+pub mod keys_gw;
 pub mod local;
 pub mod progress;
 pub mod share;
@@ -32,6 +35,10 @@ pub fn run(command: Command, printer: &Printer) -> CliResult {
         Command::Agent(command) => agent::run(command, printer),
         Command::Sidecar(args) => sidecar::run(args, printer),
         Command::Trace(args) => trace::run(args, printer),
+        Command::Agents(args) => directory::agents(args, printer),
+        Command::Card(args) => directory::card(args, printer),
+        Command::Topic(args) => directory::topic(args, printer),
+        Command::Doctor(args) => doctor::run(args, printer),
     }
 }
 

@@ -28,6 +28,11 @@ pub struct Gw {
 
 impl Gw {
     pub fn start() -> Gw {
+        Gw::start_with(|_| {})
+    }
+
+    /// A gateway with changed settings.
+    pub fn start_with(change: impl FnOnce(&mut Config) + Send + 'static) -> Gw {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("gw");
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -44,6 +49,7 @@ impl Gw {
                 let addr = listener.local_addr().unwrap();
                 let mut config = Config::new(addr, data);
                 config.visibility_timeout_s = 1;
+                change(&mut config);
                 let gw = Gateway::open(config, Arc::new(SystemClock)).await.unwrap();
                 let admin = gw.bootstrap.as_ref().unwrap().admin_token.clone();
                 ready_tx.send((addr, admin)).unwrap();
@@ -593,4 +599,182 @@ fn ab_1303_a_tampered_envelope_is_stored_unverified_never_dropped() {
         bad["envelope"]["id"].as_str().unwrap(),
     ]);
     assert_eq!(show["verified"], "false");
+}
+
+#[test]
+fn directory_cards_topics_and_key_rotation_without_breaking_verification() {
+    let gw = Gw::start();
+    let a = Machine::new("reviewer");
+    let b = Machine::new("release-bot");
+    a.connect(&gw);
+    b.connect(&gw);
+    let card = a.ok(&[
+        "--json",
+        "card",
+        "edit",
+        "--display-name",
+        "Backend Code Reviewer",
+        "--capability",
+        "code.review@1",
+        "--tag",
+        "go",
+    ]);
+    assert_eq!(card["capabilities"][0]["name"], "code.review");
+    let list = b.ok(&["--json", "agents"]);
+    assert_eq!(list["agents"].as_array().unwrap().len(), 2);
+    let shown = b.ok(&["--json", "agents", "show", "reviewer"]);
+    assert_eq!(shown["display_name"], "Backend Code Reviewer");
+    let missing = b.run(&["agents", "show", "nobody"]);
+    assert_eq!(missing.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("fix: run `agentbus agents`"));
+
+    // Topics: a subscribes, b publishes to the topic, a receives.
+    a.ok(&["--json", "topic", "subscribe", "builds"]);
+    let topics = a.ok(&["--json", "topic", "list"]);
+    assert_eq!(topics["topics"][0]["name"], "builds");
+    b.ok(&[
+        "--json",
+        "send",
+        "topic://default/default/builds",
+        "build 42 is green",
+    ]);
+
+    // §3.3 rotation: a message signed with the old key, a rotation, one signed with the new key,
+    // the old key revoked; both verify at the receiver, which fetches keys only now.
+    let old_key = b.ok(&["--json", "keys", "list"])["keys"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    b.ok(&["--json", "send", &a.address(), "signed with the old key"]);
+    let rotated = b.ok(&["--json", "keys", "rotate"]);
+    assert_eq!(rotated["previous_key_id"], old_key);
+    b.ok(&["--json", "send", &a.address(), "signed with the new key"]);
+    let refused = b.run(&["keys", "revoke", rotated["key_id"].as_str().unwrap()]);
+    assert_eq!(
+        refused.status.code(),
+        Some(2),
+        "the signing key is not revoked by accident"
+    );
+    b.ok(&["--json", "keys", "revoke", &old_key]);
+    let keys = b.ok(&["--json", "keys", "list"]);
+    let revoked: Vec<bool> = keys["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| !k["revoked_at"].is_null())
+        .collect();
+    assert_eq!(revoked, [true, false]);
+    a.ok(&["sidecar", "--once"]);
+    let stored = a.stored();
+    assert_eq!(stored.len(), 3);
+    for r in &stored {
+        assert_eq!(r["verified"], "true", "{}", r["envelope"]["data"]["text"]);
+    }
+    let sigs: std::collections::HashSet<String> = stored[1..]
+        .iter()
+        .map(|r| {
+            r["envelope"]["sig"]
+                .as_str()
+                .unwrap()
+                .split(':')
+                .nth(1)
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(sigs.len(), 2, "two different keys signed");
+    // After revocation, the old key publishes nothing new (the profile now signs with the new one).
+    b.ok(&["--json", "send", &a.address(), "still fine"]);
+}
+
+/// Doctor output with the port, home, skew and ids made stable.
+fn redact_doctor(text: &str, m: &Machine, gw: &Gw) -> String {
+    let mut t = text.replace(&gw.url, "[gateway]");
+    t = t.replace(m.home().to_str().unwrap(), "[home]");
+    let mut out = String::new();
+    for line in t.lines() {
+        let line = match line.find(" s against the gateway") {
+            Some(i) => {
+                let start = line[..i].rfind(' ').map_or(0, |j| j + 1);
+                format!("{}[skew]{}", &line[..start], &line[i..])
+            }
+            None => line.to_owned(),
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    redact(&out)
+}
+
+#[test]
+fn doctor_reports_each_check_with_its_fix() {
+    let gw = Gw::start();
+    let m = Machine::new("reviewer");
+    m.connect(&gw);
+    let out = m.run(&["doctor"]);
+    assert_eq!(out.status.code(), Some(0), "only warnings");
+    insta::assert_snapshot!(
+        "doctor_healthy_without_sidecar",
+        redact_doctor(&String::from_utf8_lossy(&out.stdout), &m, &gw)
+    );
+    // A key file others can read is refused, by doctor and by every command that signs.
+    let key = m.home().join("keys").join(format!(
+        "{}.key",
+        m.agent_dir().file_name().unwrap().to_str().unwrap()
+    ));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let out = m.run(&["--json", "doctor"]);
+        assert_eq!(out.status.code(), Some(1));
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let f = doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["check"] == "key file")
+            .unwrap()
+            .clone();
+        assert_eq!(f["status"], "fail");
+        assert!(f["fix"].as_str().unwrap().starts_with("chmod 600"));
+        let send = m.run(&["send", &m.address(), "hi"]);
+        assert_eq!(send.status.code(), Some(4));
+        assert!(String::from_utf8_lossy(&send.stderr).contains("fix: chmod 600"));
+    }
+}
+
+#[test]
+fn ab_6002_doctor_names_a_gateway_that_needs_a_newer_agentbus() {
+    let gw = Gw::start();
+    let m = Machine::new("reviewer");
+    m.connect(&gw);
+    drop(gw);
+    // The same data directory is not reused; a new gateway with a high minimum is enough to see
+    // what doctor says about the version and the refused credential.
+    let gw = Gw::start_with(|c| c.min_sidecar_version = "99.0.0".into());
+    let profile = m.home().join("profiles").join("reviewer.json");
+    let mut p: Value = serde_json::from_slice(&std::fs::read(&profile).unwrap()).unwrap();
+    p["gateway"] = Value::String(gw.url.clone());
+    std::fs::write(&profile, serde_json::to_vec(&p).unwrap()).unwrap();
+    let out = m.run(&["--json", "doctor"]);
+    assert_eq!(out.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let version = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["check"] == "version")
+        .unwrap()
+        .clone();
+    assert_eq!(version["status"], "fail");
+    assert!(
+        version["detail"].as_str().unwrap().contains("AB-6002"),
+        "{version}"
+    );
+    // Every other command is refused with the code and its fix.
+    let send = m.run(&["--json", "send", &m.address(), "hi"]);
+    assert_eq!(send.status.code(), Some(6));
+    let err: Value = serde_json::from_slice(&send.stdout).unwrap();
+    assert_eq!(err["error"]["code"], "AB-6002");
 }
