@@ -43,6 +43,25 @@ pub struct Delivery {
     pub envelope: Map<String, Value>,
 }
 
+impl Delivery {
+    /// Reads one `{sequence, delivery, attempt, envelope}` object.
+    pub fn from_json(d: &Value) -> Result<Delivery> {
+        let (Some(sequence), Some(delivery), Some(envelope)) = (
+            d["sequence"].as_u64(),
+            d["delivery"].as_str(),
+            d["envelope"].as_object(),
+        ) else {
+            return Err(ClientError::Protocol(format!("a malformed delivery: {d}")));
+        };
+        Ok(Delivery {
+            sequence,
+            delivery: delivery.to_owned(),
+            attempt: d["attempt"].as_u64().unwrap_or(1),
+            envelope: envelope.clone(),
+        })
+    }
+}
+
 /// A response's body with its status and the gateway's `date` header.
 #[derive(Debug, Clone)]
 pub struct Answer {
@@ -80,6 +99,11 @@ impl Gateway {
     /// The base URL.
     pub fn base(&self) -> &str {
         &self.base
+    }
+
+    /// The token requests carry.
+    pub fn token(&self) -> &str {
+        &self.token
     }
 
     /// The same gateway under another token.
@@ -287,23 +311,7 @@ impl Gateway {
         let list = a.body["deliveries"]
             .as_array()
             .ok_or_else(|| ClientError::Protocol("the inbox answer has no deliveries".into()))?;
-        let mut out = Vec::with_capacity(list.len());
-        for d in list {
-            let (Some(sequence), Some(delivery), Some(envelope)) = (
-                d["sequence"].as_u64(),
-                d["delivery"].as_str(),
-                d["envelope"].as_object(),
-            ) else {
-                return Err(ClientError::Protocol(format!("a malformed delivery: {d}")));
-            };
-            out.push(Delivery {
-                sequence,
-                delivery: delivery.to_owned(),
-                attempt: d["attempt"].as_u64().unwrap_or(1),
-                envelope: envelope.clone(),
-            });
-        }
-        Ok(out)
+        list.iter().map(Delivery::from_json).collect()
     }
 
     /// `POST /v1/inbox/acks`: transport acks, after the copies are persisted locally.

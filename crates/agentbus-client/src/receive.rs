@@ -128,6 +128,7 @@ pub struct Receiver {
     keys: KeyCache,
     local: Store,
     clock: Arc<dyn Clock>,
+    fault_after_persist: bool,
 }
 
 impl Receiver {
@@ -146,7 +147,14 @@ impl Receiver {
             keys: KeyCache::default(),
             local,
             clock,
+            fault_after_persist: false,
         }
+    }
+
+    /// Fault injection for crash tests: fail right after the first new envelope is persisted
+    /// and imported, before anything is acked, as a crash at that point would.
+    pub fn inject_fault_after_persist(&mut self) {
+        self.fault_after_persist = true;
     }
 
     /// The inbox this receiver writes.
@@ -180,6 +188,89 @@ impl Receiver {
         }
         report.cursor = self.inbox.cursor();
         Ok(report)
+    }
+
+    /// Holds the WebSocket (`/v1/inbox/ws?after=<cursor>`) and processes every pushed delivery
+    /// like [`Self::pull`] does, acking each over the socket after the local write. Returns when
+    /// the socket closes or fails (always an error: the caller reconnects or falls back to
+    /// long-poll). `on_pass` is called after every delivery.
+    pub async fn stream(&mut self, mut on_pass: impl FnMut(&PullReport)) -> Result<()> {
+        use futures_util::{SinkExt as _, StreamExt as _};
+        use tokio_tungstenite::tungstenite::Message;
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+
+        let base = self.gw.base();
+        let ws_base = if let Some(rest) = base.strip_prefix("https://") {
+            format!("wss://{rest}")
+        } else if let Some(rest) = base.strip_prefix("http://") {
+            format!("ws://{rest}")
+        } else {
+            return Err(ClientError::Invalid(format!(
+                "{base} is not an http(s) URL"
+            )));
+        };
+        let url = format!("{ws_base}/v1/inbox/ws?after={}", self.inbox.cursor());
+        let unreachable = |detail: String| ClientError::Unreachable {
+            url: url.clone(),
+            detail,
+        };
+        let mut req = url
+            .as_str()
+            .into_client_request()
+            .map_err(|e| unreachable(e.to_string()))?;
+        let headers = req.headers_mut();
+        for (name, value) in [
+            ("authorization", format!("Bearer {}", self.gw.token())),
+            (
+                crate::http::SIDECAR_VERSION_HEADER,
+                crate::VERSION.to_owned(),
+            ),
+        ] {
+            if let Ok(v) = value.parse() {
+                headers.insert(name, v);
+            }
+        }
+        let (socket, _) = match tokio_tungstenite::connect_async(req).await {
+            Ok(s) => s,
+            Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+                let status = reqwest::StatusCode::from_u16(resp.status().as_u16())
+                    .unwrap_or(reqwest::StatusCode::BAD_GATEWAY);
+                let body = resp
+                    .body()
+                    .as_deref()
+                    .and_then(|b| serde_json::from_slice(b).ok())
+                    .unwrap_or(Value::Null);
+                return Err(crate::http::api_error(status, &body));
+            }
+            Err(e) => return Err(unreachable(e.to_string())),
+        };
+        let (mut sink, mut frames) = socket.split();
+        while let Some(frame) = frames.next().await {
+            let text = match frame.map_err(|e| unreachable(e.to_string()))? {
+                Message::Text(t) => t,
+                Message::Close(_) => break,
+                _ => continue,
+            };
+            let v: Value = serde_json::from_str(text.as_str()).unwrap_or(Value::Null);
+            if v["type"] != "delivery" {
+                continue;
+            }
+            let d = Delivery::from_json(&v["delivery"])?;
+            let (sequence, token) = (d.sequence, d.delivery.clone());
+            let mut report = PullReport::default();
+            match self.process(d).await? {
+                Some(id) => report.stored.push(id),
+                None => report.duplicates += 1,
+            }
+            self.inbox.advance_cursor(sequence)?;
+            let ack = json!({"type": "ack", "sequence": sequence, "delivery": token});
+            sink.send(Message::Text(ack.to_string().into()))
+                .await
+                .map_err(|e| unreachable(e.to_string()))?;
+            report.cursor = self.inbox.cursor();
+            on_pass(&report);
+        }
+        Err(unreachable("the gateway closed the WebSocket".into()))
     }
 
     /// Persists and imports one delivery. `Some(id)` when it was new, `None` for a duplicate.
@@ -217,6 +308,11 @@ impl Receiver {
         };
         let fresh = self.inbox.persist(&r)?;
         self.import(&r)?;
+        if self.fault_after_persist {
+            return Err(ClientError::Invalid(
+                "fault injected after the local write, before the ack".into(),
+            ));
+        }
         Ok(fresh.then_some(id))
     }
 
@@ -327,8 +423,9 @@ impl Receiver {
 }
 
 /// The sidecar's status, written after every pass for `doctor` and `sidecar --status`.
-pub fn status_json(profile: &Profile, report: &PullReport, now: Timestamp) -> Value {
+pub fn status_json(profile: &Profile, report: &PullReport, now: Timestamp, mode: &str) -> Value {
     json!({
+        "mode": mode,
         "pid": std::process::id(),
         "profile": profile.name,
         "agent_id": profile.agent_id,

@@ -297,7 +297,9 @@ fn wp_12_2_full_task_lifecycle_with_attachments() {
     let report = reviewer.home().join("report.md");
     std::fs::write(&report, "# Findings\n\n- worker.go:142 double unlock\n").unwrap();
 
-    let _sidecar = Killer(reviewer.spawn(&["--json", "sidecar", "--poll-wait", "5"]));
+    // Long-poll here; the other tests use the WebSocket.
+    let _sidecar =
+        Killer(reviewer.spawn(&["--json", "sidecar", "--poll-wait", "5", "--no-websocket"]));
     let delegating = bot.spawn(&[
         "--json",
         "delegate",
@@ -530,6 +532,10 @@ fn a_sidecar_killed_mid_stream_and_restarted_loses_and_duplicates_nothing() {
     assert_eq!(stored.len(), N);
     // Local delivery got each exactly once too.
     assert_eq!(delivered_locally(), N);
+    let status: Value =
+        serde_json::from_slice(&std::fs::read(reviewer.agent_dir().join("sidecar.json")).unwrap())
+            .unwrap();
+    assert_eq!(status["mode"], "websocket");
     assert_eq!(cursor(), N as u64);
 }
 
@@ -777,4 +783,42 @@ fn ab_6002_doctor_names_a_gateway_that_needs_a_newer_agentbus() {
     assert_eq!(send.status.code(), Some(6));
     let err: Value = serde_json::from_slice(&send.stdout).unwrap();
     assert_eq!(err["error"]["code"], "AB-6002");
+}
+
+#[test]
+fn wp_8_a_redelivery_after_a_crash_between_write_and_ack_is_acked_silently() {
+    let gw = Gw::start();
+    let bot = Machine::new("sender");
+    let reviewer = Machine::new("receiver");
+    bot.connect(&gw);
+    reviewer.connect(&gw);
+    bot.ok(&["--json", "send", &reviewer.address(), "exactly once"]);
+    // The sidecar stops after the local write, before its ack.
+    let mut crash = reviewer.cmd(&["--json", "sidecar", "--once"]);
+    crash.env("AGENTBUS_FAULT", "after-persist");
+    let out = crash.output().unwrap();
+    assert!(!out.status.success());
+    assert_eq!(reviewer.stored().len(), 1);
+    // The gateway delivers the copy again once its lease runs out (1 s here): it is recognised
+    // by its id and acked without a second copy.
+    let dup = eventually(20, "the redelivery", || {
+        let out = reviewer.run(&["--json", "sidecar", "--once"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.contains("\"duplicates\"").then_some(text)
+    });
+    assert!(!dup.contains("\"stored\""), "{dup}");
+    assert_eq!(reviewer.stored().len(), 1);
+    let inbox = reviewer.ok(&["--json", "inbox", "--all"]);
+    assert_eq!(inbox["items"].as_array().unwrap().len(), 1);
+    // It was acked: nothing comes back after another lease period.
+    let deadline = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < deadline {
+        let out = reviewer.run(&["--json", "sidecar", "--once"]);
+        assert!(String::from_utf8_lossy(&out.stdout).trim().is_empty());
+    }
 }
