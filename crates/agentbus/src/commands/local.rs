@@ -52,7 +52,8 @@ pub enum LocalCommand {
         after_help = "Examples:\n  agentbus inbox\n  agentbus inbox --all\n  agentbus inbox --show lm_0a1b2c3d4e5f60718293"
     )]
     Inbox(InboxArgs),
-    /// Stream messages as they arrive (one line each; one JSON object a line with --json).
+    /// Stream messages as they arrive, from every transport (one line each; one JSON object a line
+    /// with --json). With a connected agent and no sidecar, it receives from the gateway itself.
     #[command(after_help = "Examples:\n  agentbus listen\n  agentbus --json listen --count 1")]
     Listen(ListenArgs),
     /// The sessions known on this machine: harness, unread counts, pauses, bound agents.
@@ -142,6 +143,7 @@ pub struct SessionsArgs {
 #[derive(Debug, Subcommand)]
 enum SessionsAction {
     /// Bind a session to an agent identity: messages imported for it are delivered to the session.
+    #[command(after_help = "Example:\n  agentbus sessions bind 3f2a agent://acme/backend/reviewer")]
     Bind {
         /// The session.
         session: String,
@@ -149,11 +151,13 @@ enum SessionsAction {
         agent: String,
     },
     /// Remove a session's binding.
+    #[command(after_help = "Example:\n  agentbus sessions unbind 3f2a")]
     Unbind {
         /// The session.
         session: String,
     },
     /// Forget a session: its presence, stamp and delivery claims.
+    #[command(after_help = "Example:\n  agentbus sessions forget 3f2a")]
     Forget {
         /// The session.
         session: String,
@@ -468,11 +472,29 @@ fn listen(args: ListenArgs, printer: &Printer) -> CliResult {
         .collect();
     let mut last = store.talk();
     let mut printed = 0usize;
+    // With a connected agent and no sidecar running for it, listen receives from the gateway
+    // itself (the sidecar's path: persist, import, ack); otherwise it watches what arrives.
+    let gateway = super::gw::Ctx::open().ok().and_then(|ctx| {
+        let lock = ctx.inbox().try_lock().ok()??;
+        let receiver = ctx.receiver().ok()?;
+        Some((ctx, lock, receiver))
+    });
+    let mut gateway = gateway;
     loop {
         if args.count.is_some_and(|c| printed >= c) {
             return Ok(ExitCode::SUCCESS);
         }
-        std::thread::sleep(Duration::from_millis(args.poll_ms.max(10)));
+        match gateway.as_mut() {
+            Some((ctx, _lock, receiver)) => match ctx.rt.block_on(receiver.pull(1)) {
+                Ok(_) => {}
+                // A gateway that is away for a moment is waited for, like local news.
+                Err(agentbus_client::ClientError::Unreachable { .. }) => {
+                    std::thread::sleep(Duration::from_millis(args.poll_ms.max(10)));
+                }
+                Err(e) => return Err(super::gw::client_error(e)),
+            },
+            None => std::thread::sleep(Duration::from_millis(args.poll_ms.max(10))),
+        }
         let talk = store.talk();
         if talk == last {
             continue;

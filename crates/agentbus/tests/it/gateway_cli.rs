@@ -822,3 +822,138 @@ fn wp_8_a_redelivery_after_a_crash_between_write_and_ack_is_acked_silently() {
         assert!(String::from_utf8_lossy(&out.stdout).trim().is_empty());
     }
 }
+
+#[test]
+fn two_agents_on_one_machine_are_two_profiles_chosen_by_flag_or_environment() {
+    let gw = Gw::start();
+    let m = Machine::new("alpha");
+    m.connect(&gw);
+    m.ok(&[
+        "--json",
+        "connect",
+        "--gateway",
+        &gw.url,
+        "--token",
+        &gw.admin,
+        "--name",
+        "beta",
+    ]);
+    // Two profiles and no choice: the error says how to choose.
+    let out = m.run(&["send", "agent://default/default/beta", "hi"]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--profile"));
+    // Both agents run a sidecar; alpha's send --wait then watches the inbox its sidecar writes.
+    let _alpha = Killer(m.spawn(&["--profile", "alpha", "sidecar"]));
+    let mut beta_cmd = m.cmd(&["sidecar"]);
+    beta_cmd.env("AGENTBUS_PROFILE", "beta");
+    let _beta = Killer(beta_cmd.spawn().unwrap());
+    let waiting = m.spawn(&[
+        "--profile",
+        "alpha",
+        "--json",
+        "send",
+        "agent://default/default/beta",
+        "ping",
+        "--wait",
+        "30s",
+    ]);
+    let beta_dir = {
+        let p: Value = serde_json::from_slice(
+            &std::fs::read(m.home().join("profiles").join("beta.json")).unwrap(),
+        )
+        .unwrap();
+        m.home()
+            .join("agents")
+            .join(p["agent_id"].as_str().unwrap())
+    };
+    let ping_id = eventually(20, "the ping at beta", || {
+        let dir = beta_dir.join("inbox");
+        let entry = std::fs::read_dir(dir)
+            .ok()?
+            .filter_map(|e| e.ok())
+            .find(|e| {
+                let n = e.file_name();
+                let n = n.to_string_lossy();
+                n.starts_with("msg_") && n.ends_with(".json")
+            })?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        Some(name.trim_end_matches(".json").to_owned())
+    });
+    let mut reply = m.cmd(&["--json", "reply", &ping_id, "pong"]);
+    reply.env("AGENTBUS_PROFILE", "beta");
+    let out = reply.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = finish(waiting);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["reply"]["envelope"]["data"]["text"], "pong");
+    assert_eq!(doc["reply"]["envelope"]["correlation_id"], ping_id.as_str());
+}
+
+#[test]
+fn listen_streams_gateway_messages_without_a_sidecar() {
+    let gw = Gw::start();
+    let bot = Machine::new("sender");
+    let reviewer = Machine::new("receiver");
+    bot.connect(&gw);
+    reviewer.connect(&gw);
+    let listening = reviewer.spawn(&["--json", "listen", "--count", "1"]);
+    bot.ok(&["--json", "send", &reviewer.address(), "live news"]);
+    let out = finish(listening);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 1, "one JSON object a line: {text}");
+    let item: Value = serde_json::from_str(text.trim()).unwrap();
+    assert_eq!(item["transport"], "gateway");
+    assert!(item["text"].as_str().unwrap().contains("live news"));
+}
+
+#[test]
+fn every_command_s_help_has_an_example() {
+    let out = Machine::new("x").run(&["--help"]);
+    let top = String::from_utf8_lossy(&out.stdout).into_owned();
+    let commands: Vec<String> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter(|l| !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .filter(|c| c != "help")
+        .collect();
+    assert!(commands.len() > 20, "{commands:?}");
+    let mut missing = Vec::new();
+    let mut check = |args: Vec<String>| {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = Machine::new("x").run(&a);
+        let help = String::from_utf8_lossy(&out.stdout).into_owned();
+        let has_sub = help.contains("\nCommands:");
+        if !has_sub && !help.contains("Example") {
+            missing.push(args.join(" "));
+        }
+        help
+    };
+    for c in &commands {
+        let help = check(vec![c.clone(), "--help".into()]);
+        if help.contains("\nCommands:") {
+            let subs: Vec<String> = help
+                .lines()
+                .skip_while(|l| !l.starts_with("Commands:"))
+                .skip(1)
+                .take_while(|l| l.starts_with("  "))
+                .filter(|l| !l.starts_with("   "))
+                .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+                .filter(|s| s != "help")
+                .collect();
+            for s in subs {
+                check(vec![c.clone(), s, "--help".into()]);
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "commands without an example: {missing:?}"
+    );
+}
