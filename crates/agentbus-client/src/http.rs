@@ -260,26 +260,17 @@ impl Gateway {
 
     /// `PUT /v1/topics/{name}/subscription`.
     pub async fn subscribe(&self, topic: &str) -> Result<Value> {
-        Ok(self
-            .request(
-                Method::PUT,
-                &format!("/v1/topics/{}/subscription", seg(topic)?),
-                None,
-            )
-            .await?
-            .body)
+        self.subscription(Method::PUT, topic).await
     }
 
     /// `DELETE /v1/topics/{name}/subscription`.
     pub async fn unsubscribe(&self, topic: &str) -> Result<Value> {
-        Ok(self
-            .request(
-                Method::DELETE,
-                &format!("/v1/topics/{}/subscription", seg(topic)?),
-                None,
-            )
-            .await?
-            .body)
+        self.subscription(Method::DELETE, topic).await
+    }
+
+    async fn subscription(&self, method: Method, topic: &str) -> Result<Value> {
+        let path = format!("/v1/topics/{}/subscription", seg(topic)?);
+        Ok(self.request(method, &path, None).await?.body)
     }
 
     /// `GET /v1/topics`.

@@ -41,36 +41,26 @@ pub struct KeyCache {
 impl KeyCache {
     async fn refresh(&mut self, gw: &Gateway) -> Result<()> {
         for card in gw.agents().await? {
-            let owner = card["address"].as_str().unwrap_or_default().to_owned();
+            let owner = card["address"].as_str().unwrap_or_default();
             for k in card["keys"].as_array().into_iter().flatten() {
-                if let (Some(id), Some(pk)) = (k["id"].as_str(), k["public_key"].as_str())
-                    && let Ok(public) = PublicKey::from_base64url(pk)
-                {
-                    self.keys.insert(
-                        id.to_owned(),
-                        KnownKey {
-                            owner: owner.clone(),
-                            public,
-                        },
-                    );
-                }
+                self.insert(owner, k);
             }
         }
         let wk = gw.well_known().await?.body;
         for k in wk["gateway_keys"].as_array().into_iter().flatten() {
-            if let (Some(id), Some(pk)) = (k["id"].as_str(), k["public_key"].as_str())
-                && let Ok(public) = PublicKey::from_base64url(pk)
-            {
-                self.keys.insert(
-                    id.to_owned(),
-                    KnownKey {
-                        owner: "agent://system/gateway/*".to_owned(),
-                        public,
-                    },
-                );
-            }
+            self.insert("agent://system/gateway/*", k);
         }
         Ok(())
+    }
+
+    /// Caches one `{id, public_key}` entry as `owner`'s.
+    fn insert(&mut self, owner: &str, k: &Value) {
+        if let (Some(id), Some(pk)) = (k["id"].as_str(), k["public_key"].as_str())
+            && let Ok(public) = PublicKey::from_base64url(pk)
+        {
+            let owner = owner.to_owned();
+            self.keys.insert(id.to_owned(), KnownKey { owner, public });
+        }
     }
 
     /// Re-verifies `env` against its sender's registered keys (refreshing once on an unknown key).

@@ -529,7 +529,15 @@ fn send(args: SendArgs, printer: &Printer) -> CliResult {
                 &json!({"sent": sent, "reply": received_json(&r)}),
                 &format!("sent {id} to {}\n{}", args.to, reply_text(&r)),
             )?;
-            Ok(ExitCode::SUCCESS)
+            // The gateway answering instead of the recipient (undeliverable, expired) is a "no".
+            let system = r
+                .attr("type")
+                .is_some_and(|t| t.starts_with("agentbus.system."));
+            Ok(if system {
+                ErrorKind::Failed.exit_code()
+            } else {
+                ExitCode::SUCCESS
+            })
         }
         None => Err(CliError::new(
             ErrorKind::Failed,

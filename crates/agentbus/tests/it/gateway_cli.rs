@@ -35,9 +35,48 @@ impl Gw {
     pub fn start_with(change: impl FnOnce(&mut Config) + Send + 'static) -> Gw {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("gw");
+        let (url, admin, stop, thread) = Gw::launch(dir.clone(), None, change);
+        Gw {
+            url,
+            admin,
+            dir,
+            _tmp: tmp,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops the gateway and starts it again on the same address and data.
+    pub fn restart(&mut self) {
+        self.shut_down();
+        let addr = self.url.trim_start_matches("http://").parse().unwrap();
+        let (_, _, stop, thread) = Gw::launch(self.dir.clone(), Some(addr), |_| {});
+        self.stop = Some(stop);
+        self.thread = Some(thread);
+    }
+
+    fn shut_down(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn launch(
+        data: PathBuf,
+        addr: Option<std::net::SocketAddr>,
+        change: impl FnOnce(&mut Config) + Send + 'static,
+    ) -> (
+        String,
+        String,
+        tokio::sync::oneshot::Sender<()>,
+        std::thread::JoinHandle<()>,
+    ) {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let data = dir.clone();
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -45,13 +84,20 @@ impl Gw {
                 .build()
                 .unwrap();
             rt.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let listener =
+                    tokio::net::TcpListener::bind(addr.unwrap_or(([127, 0, 0, 1], 0).into()))
+                        .await
+                        .unwrap();
                 let addr = listener.local_addr().unwrap();
                 let mut config = Config::new(addr, data);
                 config.visibility_timeout_s = 1;
                 change(&mut config);
                 let gw = Gateway::open(config, Arc::new(SystemClock)).await.unwrap();
-                let admin = gw.bootstrap.as_ref().unwrap().admin_token.clone();
+                let admin = gw
+                    .bootstrap
+                    .as_ref()
+                    .map(|b| b.admin_token.clone())
+                    .unwrap_or_default();
                 ready_tx.send((addr, admin)).unwrap();
                 gw.serve_on(listener, async move {
                     let _ = stop_rx.await;
@@ -61,25 +107,13 @@ impl Gw {
             });
         });
         let (addr, admin) = ready_rx.recv().unwrap();
-        Gw {
-            url: format!("http://{addr}"),
-            admin,
-            dir,
-            _tmp: tmp,
-            stop: Some(stop_tx),
-            thread: Some(thread),
-        }
+        (format!("http://{addr}"), admin, stop_tx, thread)
     }
 }
 
 impl Drop for Gw {
     fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        self.shut_down();
     }
 }
 
@@ -189,6 +223,14 @@ impl Machine {
     }
 }
 
+/// Two agents, each on its own machine, connected to `gw`.
+pub fn pair(gw: &Gw, a: &str, b: &str) -> (Machine, Machine) {
+    let (a, b) = (Machine::new(a), Machine::new(b));
+    a.connect(gw);
+    b.connect(gw);
+    (a, b)
+}
+
 /// Polls `f` until it returns something, failing after `secs`.
 pub fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(secs);
@@ -284,10 +326,7 @@ fn wp_12_1_request_reply_with_send_wait() {
 #[test]
 fn wp_12_2_full_task_lifecycle_with_attachments() {
     let gw = Gw::start();
-    let bot = Machine::new("release-bot");
-    let reviewer = Machine::new("reviewer");
-    bot.connect(&gw);
-    reviewer.connect(&gw);
+    let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
     let diff = bot.home().join("change-482-r7.diff");
     std::fs::write(
         &diff,
@@ -474,10 +513,7 @@ pub fn redact(text: &str) -> String {
 #[test]
 fn a_sidecar_killed_mid_stream_and_restarted_loses_and_duplicates_nothing() {
     let gw = Gw::start();
-    let bot = Machine::new("sender");
-    let reviewer = Machine::new("receiver");
-    bot.connect(&gw);
-    reviewer.connect(&gw);
+    let (bot, reviewer) = pair(&gw, "sender", "receiver");
     const N: usize = 24;
     let sidecar = reviewer.spawn(&["--json", "sidecar", "--poll-wait", "1"]);
     let mut sidecar = Killer(sidecar);
@@ -542,10 +578,7 @@ fn a_sidecar_killed_mid_stream_and_restarted_loses_and_duplicates_nothing() {
 #[test]
 fn ab_1303_a_tampered_envelope_is_stored_unverified_never_dropped() {
     let gw = Gw::start();
-    let bot = Machine::new("sender");
-    let reviewer = Machine::new("receiver");
-    bot.connect(&gw);
-    reviewer.connect(&gw);
+    let (bot, reviewer) = pair(&gw, "sender", "receiver");
     bot.ok(&[
         "--json",
         "send",
@@ -693,6 +726,18 @@ fn directory_cards_topics_and_key_rotation_without_breaking_verification() {
     b.ok(&["--json", "send", &a.address(), "still fine"]);
 }
 
+/// The `doctor --json` finding of `check`.
+fn finding(out: &Output, check: &str) -> Value {
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["check"] == check)
+        .unwrap()
+        .clone()
+}
+
 /// Doctor output with the port, home, skew and ids made stable.
 fn redact_doctor(text: &str, m: &Machine, gw: &Gw) -> String {
     let mut t = text.replace(&gw.url, "[gateway]");
@@ -734,14 +779,7 @@ fn doctor_reports_each_check_with_its_fix() {
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
         let out = m.run(&["--json", "doctor"]);
         assert_eq!(out.status.code(), Some(1));
-        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-        let f = doc["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["check"] == "key file")
-            .unwrap()
-            .clone();
+        let f = finding(&out, "key file");
         assert_eq!(f["status"], "fail");
         assert!(f["fix"].as_str().unwrap().starts_with("chmod 600"));
         let send = m.run(&["send", &m.address(), "hi"]);
@@ -765,14 +803,7 @@ fn ab_6002_doctor_names_a_gateway_that_needs_a_newer_agentbus() {
     std::fs::write(&profile, serde_json::to_vec(&p).unwrap()).unwrap();
     let out = m.run(&["--json", "doctor"]);
     assert_eq!(out.status.code(), Some(1));
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let version = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["check"] == "version")
-        .unwrap()
-        .clone();
+    let version = finding(&out, "version");
     assert_eq!(version["status"], "fail");
     assert!(
         version["detail"].as_str().unwrap().contains("AB-6002"),
@@ -788,10 +819,7 @@ fn ab_6002_doctor_names_a_gateway_that_needs_a_newer_agentbus() {
 #[test]
 fn wp_8_a_redelivery_after_a_crash_between_write_and_ack_is_acked_silently() {
     let gw = Gw::start();
-    let bot = Machine::new("sender");
-    let reviewer = Machine::new("receiver");
-    bot.connect(&gw);
-    reviewer.connect(&gw);
+    let (bot, reviewer) = pair(&gw, "sender", "receiver");
     bot.ok(&["--json", "send", &reviewer.address(), "exactly once"]);
     // The sidecar stops after the local write, before its ack.
     let mut crash = reviewer.cmd(&["--json", "sidecar", "--once"]);
@@ -896,10 +924,7 @@ fn two_agents_on_one_machine_are_two_profiles_chosen_by_flag_or_environment() {
 #[test]
 fn listen_streams_gateway_messages_without_a_sidecar() {
     let gw = Gw::start();
-    let bot = Machine::new("sender");
-    let reviewer = Machine::new("receiver");
-    bot.connect(&gw);
-    reviewer.connect(&gw);
+    let (bot, reviewer) = pair(&gw, "sender", "receiver");
     let listening = reviewer.spawn(&["--json", "listen", "--count", "1"]);
     bot.ok(&["--json", "send", &reviewer.address(), "live news"]);
     let out = finish(listening);
@@ -910,45 +935,36 @@ fn listen_streams_gateway_messages_without_a_sidecar() {
     assert!(item["text"].as_str().unwrap().contains("live news"));
 }
 
-#[test]
-fn every_command_s_help_has_an_example() {
-    let out = Machine::new("x").run(&["--help"]);
-    let top = String::from_utf8_lossy(&out.stdout).into_owned();
-    let commands: Vec<String> = top
-        .lines()
+/// The subcommand names a `--help` text lists.
+fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
         .skip_while(|l| !l.starts_with("Commands:"))
         .skip(1)
         .take_while(|l| l.starts_with("  "))
         .filter(|l| !l.starts_with("   "))
         .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
         .filter(|c| c != "help")
-        .collect();
+        .collect()
+}
+
+#[test]
+fn every_command_s_help_has_an_example() {
+    let help = |args: &[&str]| {
+        let out = Machine::new("x").run(args);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let commands = subcommands(&help(&["--help"]));
     assert!(commands.len() > 20, "{commands:?}");
     let mut missing = Vec::new();
-    let mut check = |args: Vec<String>| {
-        let a: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = Machine::new("x").run(&a);
-        let help = String::from_utf8_lossy(&out.stdout).into_owned();
-        let has_sub = help.contains("\nCommands:");
-        if !has_sub && !help.contains("Example") {
-            missing.push(args.join(" "));
-        }
-        help
-    };
     for c in &commands {
-        let help = check(vec![c.clone(), "--help".into()]);
-        if help.contains("\nCommands:") {
-            let subs: Vec<String> = help
-                .lines()
-                .skip_while(|l| !l.starts_with("Commands:"))
-                .skip(1)
-                .take_while(|l| l.starts_with("  "))
-                .filter(|l| !l.starts_with("   "))
-                .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
-                .filter(|s| s != "help")
-                .collect();
-            for s in subs {
-                check(vec![c.clone(), s, "--help".into()]);
+        let text = help(&[c, "--help"]);
+        let subs = subcommands(&text);
+        if subs.is_empty() && !text.contains("Example") {
+            missing.push(c.clone());
+        }
+        for s in subs {
+            if !help(&[c, &s, "--help"]).contains("Example") {
+                missing.push(format!("{c} {s}"));
             }
         }
     }
@@ -956,4 +972,22 @@ fn every_command_s_help_has_an_example() {
         missing.is_empty(),
         "commands without an example: {missing:?}"
     );
+}
+
+#[test]
+fn the_sidecar_reconnects_after_the_gateway_restarts() {
+    let mut gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "sender", "receiver");
+    let _sidecar = Killer(reviewer.spawn(&["--json", "sidecar", "--poll-wait", "1"]));
+    bot.ok(&["--json", "send", &reviewer.address(), "before the restart"]);
+    eventually(20, "the first message", || {
+        (reviewer.stored().len() == 1).then_some(())
+    });
+    gw.restart();
+    bot.ok(&["--json", "send", &reviewer.address(), "after the restart"]);
+    let stored = eventually(30, "the second message", || {
+        let s = reviewer.stored();
+        (s.len() == 2).then_some(s)
+    });
+    assert_eq!(stored[1]["envelope"]["data"]["text"], "after the restart");
 }
