@@ -75,6 +75,62 @@ fn http_date_ms(s: &str) -> Option<i64> {
     Some((t.unix_timestamp_nanos() / 1_000_000) as i64)
 }
 
+/// The signing key's finding: registered, not revoked, not expired, not expiring within 30 days
+/// (§3.3: doctor warns 30 days ahead).
+pub fn key_finding(card: &Value, key_id: &str, now: Timestamp) -> Finding {
+    let key = card["keys"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|k| k["id"] == json!(key_id));
+    let Some(k) = key else {
+        return bad(
+            "key",
+            "fail",
+            format!("{key_id} is not registered"),
+            "reconnect, or register a new key with the owner's token",
+        );
+    };
+    if !k["revoked_at"].is_null() {
+        return bad(
+            "key",
+            "fail",
+            format!("{key_id} is revoked"),
+            "reconnect to register a new key",
+        );
+    }
+    match k["expires_at"]
+        .as_str()
+        .and_then(|t| t.parse::<Timestamp>().ok())
+    {
+        Some(t) if t.millis() <= now.millis() => bad(
+            "key",
+            "fail",
+            format!("{key_id} expired at {t}"),
+            "reconnect to register a new key",
+        ),
+        Some(t) if t.millis() - now.millis() < 30 * 86_400_000 => bad(
+            "key",
+            "warn",
+            format!("{key_id} expires at {t}, within 30 days"),
+            "run `agentbus keys rotate`, then revoke the old key after 24 h",
+        ),
+        Some(t) => ok("key", format!("{key_id} is registered, expires {t}")),
+        None => ok("key", format!("{key_id} is registered")),
+    }
+}
+
+/// The clock's finding for a skew in seconds: the gateway refuses envelopes more than 300 s off.
+pub fn clock_finding(skew_s: i64) -> Finding {
+    let detail = format!("{skew_s:+} s against the gateway");
+    let fix = "sync this machine's clock (NTP): the gateway refuses envelopes more than 300 s off (AB-3005)";
+    match skew_s.abs() {
+        0..=30 => ok("clock", detail),
+        31..=300 => bad("clock", "warn", detail, fix),
+        _ => bad("clock", "fail", detail, fix),
+    }
+}
+
 /// Runs `doctor`.
 pub fn run(_args: DoctorArgs, printer: &Printer) -> CliResult {
     let ctx = Ctx::open()?;
@@ -133,12 +189,7 @@ pub fn run(_args: DoctorArgs, printer: &Printer) -> CliResult {
                 Some(gw_ms) => {
                     // The Date header has one-second resolution.
                     let skew_s = (now.millis() - gw_ms) / 1000;
-                    let detail = format!("{skew_s:+} s against the gateway");
-                    f.push(match skew_s.abs() {
-                        0..=30 => ok("clock", detail),
-                        31..=300 => bad("clock", "warn", detail, "sync this machine's clock (NTP): the gateway refuses envelopes more than 300 s off"),
-                        _ => bad("clock", "fail", detail, "sync this machine's clock (NTP): the gateway refuses envelopes more than 300 s off (AB-3005)"),
-                    });
+                    f.push(clock_finding(skew_s));
                 }
                 None => f.push(bad(
                     "clock",
@@ -181,46 +232,7 @@ pub fn run(_args: DoctorArgs, printer: &Printer) -> CliResult {
         }
     };
     if let Some(card) = &card {
-        let key = card["keys"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|k| k["id"] == json!(p.key_id));
-        f.push(match key {
-            None => bad(
-                "key",
-                "fail",
-                format!("{} is not registered", p.key_id),
-                "run `agentbus keys rotate` with the owner's help, or reconnect",
-            ),
-            Some(k) if !k["revoked_at"].is_null() => bad(
-                "key",
-                "fail",
-                format!("{} is revoked", p.key_id),
-                "reconnect to register a new key",
-            ),
-            Some(k) => {
-                let exp = k["expires_at"]
-                    .as_str()
-                    .and_then(|t| t.parse::<Timestamp>().ok());
-                match exp {
-                    Some(t) if t.millis() <= now.millis() => bad(
-                        "key",
-                        "fail",
-                        format!("{} expired at {t}", p.key_id),
-                        "run `agentbus keys rotate`",
-                    ),
-                    Some(t) if t.millis() - now.millis() < 30 * 86_400_000 => bad(
-                        "key",
-                        "warn",
-                        format!("{} expires at {t}, within 30 days", p.key_id),
-                        "run `agentbus keys rotate`, then revoke the old key after 24 h",
-                    ),
-                    Some(t) => ok("key", format!("{} is registered, expires {t}", p.key_id)),
-                    None => ok("key", format!("{} is registered", p.key_id)),
-                }
-            }
-        });
+        f.push(key_finding(card, &p.key_id, now));
     }
     // The key file: present and mode 0600.
     let path = ctx.profiles.key_path(&p.agent_id);
@@ -301,6 +313,41 @@ pub fn run(_args: DoctorArgs, printer: &Printer) -> CliResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn card(expires: &str, revoked: Option<&str>) -> Value {
+        json!({"keys": [{"id": "key_A", "expires_at": expires, "revoked_at": revoked}]})
+    }
+
+    #[test]
+    fn wp_3_3_8_doctor_warns_30_days_before_a_key_expires() {
+        let now: Timestamp = "2026-11-30T00:00:00Z".parse().unwrap();
+        let status = |c: &Value| key_finding(c, "key_A", now).status;
+        assert_eq!(
+            status(&card("2026-12-29T00:00:00Z", None)),
+            "warn",
+            "29 days"
+        );
+        assert_eq!(status(&card("2026-12-31T00:00:00Z", None)), "ok", "31 days");
+        assert_eq!(
+            status(&card("2026-11-29T00:00:00Z", None)),
+            "fail",
+            "expired"
+        );
+        let revoked = card("2027-11-30T00:00:00Z", Some("2026-11-01T00:00:00Z"));
+        assert_eq!(status(&revoked), "fail");
+        assert_eq!(
+            key_finding(&card("2027-01-01T00:00:00Z", None), "key_B", now).status,
+            "fail"
+        );
+    }
+
+    #[test]
+    fn clock_skew_bounds() {
+        assert_eq!(clock_finding(-30).status, "ok");
+        assert_eq!(clock_finding(31).status, "warn");
+        assert_eq!(clock_finding(-300).status, "warn");
+        assert_eq!(clock_finding(301).status, "fail");
+    }
 
     #[test]
     fn http_dates_and_versions() {

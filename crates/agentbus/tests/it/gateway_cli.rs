@@ -265,7 +265,7 @@ impl Drop for Killer {
 }
 
 #[test]
-fn wp_12_1_request_reply_with_send_wait() {
+fn wp_12_1_wp_7_1_wp_7_2_request_reply_with_send_wait() {
     let gw = Gw::start();
     let bot = Machine::new("release-bot");
     let reviewer = Machine::new("reviewer");
@@ -273,9 +273,11 @@ fn wp_12_1_request_reply_with_send_wait() {
     assert_eq!(c["address"], bot.address());
     assert_eq!(c["status"], "connected");
     reviewer.connect(&gw);
-    // A second connect resumes the same agent and key.
+    // WP-3.3-1: a second connect resumes the same agent and key; no new key is registered.
     let again = reviewer.connect(&gw);
     assert_eq!(again["status"], "resumed");
+    let keys = reviewer.ok(&["--json", "keys", "list"]);
+    assert_eq!(keys["keys"].as_array().unwrap().len(), 1);
 
     let _sidecar = Killer(reviewer.spawn(&["--json", "sidecar", "--poll-wait", "5"]));
     // release-bot runs no sidecar: `send --wait` receives for itself.
@@ -297,6 +299,13 @@ fn wp_12_1_request_reply_with_send_wait() {
     assert_eq!(env["subject"], "Deploy readiness check");
     assert_eq!(env["data"]["expects_reply"], true);
     let qid = env["id"].as_str().unwrap().to_owned();
+    // WP-7-2: an unrelated message in between is not taken for the reply.
+    reviewer.ok(&[
+        "--json",
+        "send",
+        &bot.address(),
+        "unrelated: lunch at noon?",
+    ]);
     reviewer.ok(&[
         "--json",
         "reply",
@@ -321,10 +330,14 @@ fn wp_12_1_request_reply_with_send_wait() {
     // The reviewer acknowledges having read the question (ack.v1 to the sender).
     let ack = reviewer.ok(&["--json", "ack", &qid, "--level", "processed"]);
     assert_eq!(ack["type"], "agentbus.ack.v1");
+    // A wait that nothing answers exits 1 and says what to do.
+    let out = bot.run(&["send", &reviewer.address(), "anyone?", "--wait", "1s"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fix: wait longer"));
 }
 
 #[test]
-fn wp_12_2_full_task_lifecycle_with_attachments() {
+fn wp_12_2_wp_7_3_wp_9_14_full_task_lifecycle_with_attachments() {
     let gw = Gw::start();
     let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
     let diff = bot.home().join("change-482-r7.diff");
@@ -423,6 +436,12 @@ fn wp_12_2_full_task_lifecycle_with_attachments() {
         report.to_str().unwrap(),
     ]);
     let out = finish(delegating);
+    // The upload's progress is for terminals: piped, stderr stays empty.
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["task"]["state"], "succeeded");
     assert_eq!(doc["sent"]["task_id"], task_id);
@@ -511,7 +530,7 @@ pub fn redact(text: &str) -> String {
 }
 
 #[test]
-fn a_sidecar_killed_mid_stream_and_restarted_loses_and_duplicates_nothing() {
+fn wp_8_7_a_sidecar_killed_mid_stream_and_restarted_loses_and_duplicates_nothing() {
     let gw = Gw::start();
     let (bot, reviewer) = pair(&gw, "sender", "receiver");
     const N: usize = 24;
@@ -576,7 +595,7 @@ fn a_sidecar_killed_mid_stream_and_restarted_loses_and_duplicates_nothing() {
 }
 
 #[test]
-fn ab_1303_a_tampered_envelope_is_stored_unverified_never_dropped() {
+fn wp_3_2_11_wp_13_1_5_a_tampered_envelope_is_stored_unverified_never_dropped() {
     let gw = Gw::start();
     let (bot, reviewer) = pair(&gw, "sender", "receiver");
     bot.ok(&[
@@ -638,10 +657,23 @@ fn ab_1303_a_tampered_envelope_is_stored_unverified_never_dropped() {
         bad["envelope"]["id"].as_str().unwrap(),
     ]);
     assert_eq!(show["verified"], "false");
+    // WP-13.1-5: a session bound to the agent is shown the message framed verified="false".
+    let prompt = br#"{"session_id":"s1","hook_event_name":"UserPromptSubmit","prompt":"go"}"#;
+    let hook = |m: &Machine| {
+        let mut child = m.cmd(&["hook", "claude"]).spawn().unwrap();
+        child.stdin.take().unwrap().write_all(prompt).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    hook(&reviewer);
+    reviewer.ok(&["--json", "sessions", "bind", "s1", &reviewer.address()]);
+    let out = hook(&reviewer);
+    let framed = String::from_utf8_lossy(&out.stdout);
+    assert!(framed.contains("verified=\\\"false\\\""), "{framed}");
+    assert!(framed.contains("verified=\\\"true\\\""), "{framed}");
 }
 
 #[test]
-fn directory_cards_topics_and_key_rotation_without_breaking_verification() {
+fn wp_3_3_5_wp_3_3_6_key_rotation_keeps_verifying_and_the_directory_cards_topics() {
     let gw = Gw::start();
     let a = Machine::new("reviewer");
     let b = Machine::new("release-bot");
@@ -758,7 +790,7 @@ fn redact_doctor(text: &str, m: &Machine, gw: &Gw) -> String {
 }
 
 #[test]
-fn doctor_reports_each_check_with_its_fix() {
+fn wp_3_3_2_doctor_reports_each_check_with_its_fix_and_key_files_stay_0600() {
     let gw = Gw::start();
     let m = Machine::new("reviewer");
     m.connect(&gw);
@@ -776,6 +808,8 @@ fn doctor_reports_each_check_with_its_fix() {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "WP-3.3-2: the key file is 0600");
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
         let out = m.run(&["--json", "doctor"]);
         assert_eq!(out.status.code(), Some(1));
@@ -789,7 +823,7 @@ fn doctor_reports_each_check_with_its_fix() {
 }
 
 #[test]
-fn ab_6002_doctor_names_a_gateway_that_needs_a_newer_agentbus() {
+fn wp_11_4_2_ab_6002_doctor_names_a_gateway_that_needs_a_newer_agentbus() {
     let gw = Gw::start();
     let m = Machine::new("reviewer");
     m.connect(&gw);
@@ -817,7 +851,7 @@ fn ab_6002_doctor_names_a_gateway_that_needs_a_newer_agentbus() {
 }
 
 #[test]
-fn wp_8_a_redelivery_after_a_crash_between_write_and_ack_is_acked_silently() {
+fn wp_8_5_wp_8_6_a_redelivery_after_a_crash_between_write_and_ack_is_acked_silently() {
     let gw = Gw::start();
     let (bot, reviewer) = pair(&gw, "sender", "receiver");
     bot.ok(&["--json", "send", &reviewer.address(), "exactly once"]);
