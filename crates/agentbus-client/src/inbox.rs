@@ -212,6 +212,28 @@ impl AgentInbox {
         Ok(out)
     }
 
+    /// Records an envelope this agent sent (`sent/<id>.json`), so `trace <msg id>` finds its
+    /// conversation. Not part of the inbox and its unique index.
+    pub fn record_sent(&self, envelope: &Map<String, Value>) -> Result<()> {
+        let dir = self.dir.join("sent");
+        create_private_dir(&dir)?;
+        let id = envelope
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let path = dir.join(format!("{}.json", file_key(id)));
+        write_private_atomic(
+            &path,
+            &serde_json::to_vec_pretty(envelope).unwrap_or_default(),
+        )
+    }
+
+    /// An envelope this agent sent, when recorded.
+    pub fn sent(&self, id: &str) -> Option<Map<String, Value>> {
+        let path = self.dir.join("sent").join(format!("{}.json", file_key(id)));
+        serde_json::from_slice(&fs::read(path).ok()?).ok()
+    }
+
     /// The last persisted sequence (0 when none).
     pub fn cursor(&self) -> u64 {
         fs::read_to_string(self.dir.join("cursor"))

@@ -129,6 +129,8 @@ impl Ctx {
         let key = self.key()?;
         let env = seal(draft, &self.profile, &key, SystemClock.now()).map_err(client_error)?;
         let receipt = self.block(self.gw.publish(&env))?;
+        // Only for `trace <msg id>` of one's own messages: losing it loses nothing else.
+        let _ = self.inbox().record_sent(&env);
         Ok((env, receipt))
     }
 
@@ -154,12 +156,17 @@ impl Ctx {
     ) -> Result<Option<T>, CliError> {
         let deadline = Instant::now() + timeout;
         let inbox = self.inbox();
-        let lock = inbox.try_lock().map_err(client_error)?;
-        let mut receiver = match lock {
-            Some(_) => Some(self.receiver()?),
-            None => None,
-        };
+        let mut lock = None;
+        let mut receiver = None;
         loop {
+            // Whoever held the receive lock (a sidecar, another waiting command) may be gone:
+            // then this process receives, so the wait never depends on a process that ended.
+            if lock.is_none() {
+                lock = inbox.try_lock().map_err(client_error)?;
+                if lock.is_some() {
+                    receiver = Some(self.receiver()?);
+                }
+            }
             if let Some(x) = found(self)? {
                 return Ok(Some(x));
             }

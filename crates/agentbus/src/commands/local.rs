@@ -474,18 +474,21 @@ fn listen(args: ListenArgs, printer: &Printer) -> CliResult {
     let mut printed = 0usize;
     // With a connected agent and no sidecar running for it, listen receives from the gateway
     // itself (the sidecar's path: persist, import, ack); otherwise it watches what arrives.
-    let gateway = super::gw::Ctx::open().ok().and_then(|ctx| {
-        let lock = ctx.inbox().try_lock().ok()??;
-        let receiver = ctx.receiver().ok()?;
-        Some((ctx, lock, receiver))
-    });
-    let mut gateway = gateway;
+    // The lock is tried again on every turn: when the sidecar stops, listen takes over.
+    let ctx = super::gw::Ctx::open().ok();
+    let mut gateway = None;
     loop {
         if args.count.is_some_and(|c| printed >= c) {
             return Ok(ExitCode::SUCCESS);
         }
-        match gateway.as_mut() {
-            Some((ctx, _lock, receiver)) => match ctx.rt.block_on(receiver.pull(1)) {
+        if gateway.is_none()
+            && let Some(ctx) = &ctx
+            && let Ok(Some(lock)) = ctx.inbox().try_lock()
+        {
+            gateway = Some((lock, ctx.receiver()?));
+        }
+        match (ctx.as_ref(), gateway.as_mut()) {
+            (Some(ctx), Some((_lock, receiver))) => match ctx.rt.block_on(receiver.pull(1)) {
                 Ok(_) => {}
                 // A gateway that is away for a moment is waited for, like local news.
                 Err(agentbus_client::ClientError::Unreachable { .. }) => {
@@ -493,7 +496,7 @@ fn listen(args: ListenArgs, printer: &Printer) -> CliResult {
                 }
                 Err(e) => return Err(super::gw::client_error(e)),
             },
-            None => std::thread::sleep(Duration::from_millis(args.poll_ms.max(10))),
+            _ => std::thread::sleep(Duration::from_millis(args.poll_ms.max(10))),
         }
         let talk = store.talk();
         if talk == last {

@@ -13,10 +13,10 @@ use crate::printer::Printer;
 /// Arguments of `trace`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  agentbus trace tsk_01J9ZK8A0000000000000000T1\n  agentbus trace cnv_01J9ZK7A0000000000000000C1\n  agentbus trace msg_01J9ZK7A0000000000000000A1   # the conversation of a received message"
+    after_help = "Examples:\n  agentbus trace tsk_01J9ZK8A0000000000000000T1\n  agentbus trace cnv_01J9ZK7A0000000000000000C1\n  agentbus trace msg_01J9ZK7A0000000000000000A1   # the conversation of a message sent or received here"
 )]
 pub struct TraceArgs {
-    /// A task (tsk_), a conversation (cnv_) or a received message (msg_).
+    /// A task (tsk_), a conversation (cnv_) or a message sent or received here (msg_).
     id: String,
 }
 
@@ -45,11 +45,19 @@ pub fn run(args: TraceArgs, printer: &Printer) -> CliResult {
     let cnv = if id.starts_with("cnv_") {
         id.to_owned()
     } else if id.starts_with("msg_") {
-        let r = ctx.inbox().get(id).map_err(client_error)?.ok_or_else(|| {
-            CliError::input(format!("no message {id} has been received here"))
-                .fix("trace its conversation (cnv_…) or task (tsk_…) instead")
-        })?;
-        r.attr("conversation_id").unwrap_or_default().to_owned()
+        let inbox = ctx.inbox();
+        let envelope = match inbox.get(id).map_err(client_error)? {
+            Some(r) => r.envelope,
+            None => inbox.sent(id).ok_or_else(|| {
+                CliError::input(format!("no message {id} was sent or received here"))
+                    .fix("trace its conversation (cnv_…) or task (tsk_…) instead")
+            })?,
+        };
+        envelope
+            .get("conversation_id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
     } else {
         return Err(CliError::new(
             ErrorKind::Usage,

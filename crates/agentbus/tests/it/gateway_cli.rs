@@ -330,6 +330,16 @@ fn wp_12_1_wp_7_1_wp_7_2_request_reply_with_send_wait() {
     // The reviewer acknowledges having read the question (ack.v1 to the sender).
     let ack = reviewer.ok(&["--json", "ack", &qid, "--level", "processed"]);
     assert_eq!(ack["type"], "agentbus.ack.v1");
+    // WP-7-6: the sender traces its own message: the conversation in received_at order.
+    let trace = bot.ok(&["--json", "trace", &qid]);
+    let kinds: Vec<&str> = trace["conversation"]["envelopes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.first().copied(), Some(qid.as_str()));
+    assert_eq!(kinds.len(), 3, "question, reply, ack: {kinds:?}");
     // A wait that nothing answers exits 1 and says what to do.
     let out = bot.run(&["send", &reviewer.address(), "anyone?", "--wait", "1s"]);
     assert_eq!(out.status.code(), Some(1));
@@ -1024,4 +1034,35 @@ fn the_sidecar_reconnects_after_the_gateway_restarts() {
         (s.len() == 2).then_some(s)
     });
     assert_eq!(stored[1]["envelope"]["data"]["text"], "after the restart");
+}
+
+#[test]
+fn send_wait_takes_over_receiving_when_the_sidecar_stops() {
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "sender", "receiver");
+    let mut bot_sidecar = Killer(bot.spawn(&["sidecar", "--poll-wait", "1"]));
+    // Its first line is printed once it holds the receive lock.
+    let mut banner = std::io::BufReader::new(bot_sidecar.0.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut banner, &mut line).unwrap();
+    assert!(line.starts_with("sidecar for"), "{line}");
+    let waiting = bot.spawn(&[
+        "--json",
+        "send",
+        &reviewer.address(),
+        "ping",
+        "--wait",
+        "30s",
+    ]);
+    reviewer.ok(&["sidecar", "--once"]);
+    let ping = eventually(20, "the ping", || {
+        reviewer.ok(&["sidecar", "--once"]);
+        reviewer.stored().into_iter().next()
+    });
+    // The bot's sidecar stops before the reply comes: the waiting send receives it itself.
+    drop(bot_sidecar);
+    reviewer.ok(&["reply", ping["envelope"]["id"].as_str().unwrap(), "pong"]);
+    let out = finish(waiting);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["reply"]["envelope"]["data"]["text"], "pong");
 }
