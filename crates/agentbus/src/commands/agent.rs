@@ -372,6 +372,16 @@ fn connect(args: ConnectArgs, printer: &Printer) -> CliResult {
     let gateway = args.gateway.trim_end_matches('/').to_owned();
     // Resume: the profile exists, its key file is usable and its key is registered.
     if let Ok(p) = profiles.load(&name) {
+        if p.gateway != gateway {
+            return Err(CliError::new(
+                ErrorKind::Config,
+                format!(
+                    "profile {name} is connected to {}, not {gateway}",
+                    p.gateway
+                ),
+            )
+            .fix("choose another profile name with --profile, or use that gateway"));
+        }
         let gw = Gateway::new(&p.gateway, &p.token).map_err(client_error)?;
         let card = rt.block_on(gw.agent(&p.agent_id)).map_err(client_error)?;
         profiles.read_key(&p.agent_id).map_err(client_error)?;
@@ -412,7 +422,17 @@ fn connect(args: ConnectArgs, printer: &Printer) -> CliResult {
     } else {
         let out = rt
             .block_on(gw.register_agent(&args.name, &public))
-            .map_err(client_error)?;
+            .map_err(|e| {
+                let taken = e.code() == Some(agentbus_protocol::Code::NameTaken);
+                let err = client_error(e);
+                if taken {
+                    // The credential is only ever returned at registration: resuming an agent on a
+                    // new machine takes the credential it was given then.
+                    err.fix("connect with the agent's credential: --token aba_… --agent agt_…, or pick another --name")
+                } else {
+                    err
+                }
+            })?;
         (
             out["agent"].clone(),
             out["token"].as_str().unwrap_or_default().to_owned(),

@@ -1066,3 +1066,68 @@ fn send_wait_takes_over_receiving_when_the_sidecar_stops() {
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["reply"]["envelope"]["data"]["text"], "pong");
 }
+
+#[test]
+fn a_second_machine_joins_an_existing_agent_with_its_credential() {
+    let gw = Gw::start();
+    let first = Machine::new("reviewer");
+    let c = first.connect(&gw);
+    // The name is taken: the fix names the way in.
+    let second = Machine::new("reviewer");
+    let out = second.run(&[
+        "connect",
+        "--gateway",
+        &gw.url,
+        "--token",
+        &gw.admin,
+        "--name",
+        "reviewer",
+    ]);
+    assert_eq!(out.status.code(), Some(6));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("AB-4005") && err.contains("--agent agt_"),
+        "{err}"
+    );
+    let p: Value = serde_json::from_slice(
+        &std::fs::read(first.home().join("profiles").join("reviewer.json")).unwrap(),
+    )
+    .unwrap();
+    let joined = second.ok(&[
+        "--json",
+        "connect",
+        "--gateway",
+        &gw.url,
+        "--token",
+        p["token"].as_str().unwrap(),
+        "--agent",
+        c["agent_id"].as_str().unwrap(),
+        "--name",
+        "reviewer",
+    ]);
+    assert_eq!(joined["agent_id"], c["agent_id"]);
+    assert_ne!(
+        joined["key_id"], c["key_id"],
+        "each machine has its own key"
+    );
+    // Both machines' keys are registered; either can send.
+    let keys = second.ok(&["--json", "keys", "list"]);
+    assert_eq!(keys["keys"].as_array().unwrap().len(), 2);
+    second.ok(&[
+        "--json",
+        "send",
+        &first.address(),
+        "from the second machine",
+    ]);
+    // Connecting the profile to another gateway is refused, not silently resumed.
+    let out = second.run(&[
+        "connect",
+        "--gateway",
+        "http://127.0.0.1:9",
+        "--token",
+        &gw.admin,
+        "--name",
+        "reviewer",
+    ]);
+    assert_eq!(out.status.code(), Some(4));
+}
