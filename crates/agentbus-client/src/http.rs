@@ -143,6 +143,19 @@ impl Gateway {
                     .header("content-type", "application/octet-stream")
                     .body(b);
             }
+            Some(Body::Upload(bytes, progress)) => {
+                // Handed over in 64 KiB chunks, each counted as the HTTP stack takes it.
+                let len = bytes.len();
+                let chunks: Vec<Vec<u8>> = bytes.chunks(64 * 1024).map(<[u8]>::to_vec).collect();
+                let stream = futures_util::stream::iter(chunks.into_iter().map(move |c| {
+                    progress(c.len() as u64);
+                    Ok::<_, std::convert::Infallible>(c)
+                }));
+                req = req
+                    .header("content-type", "application/octet-stream")
+                    .header("content-length", len)
+                    .body(reqwest::Body::wrap_stream(stream));
+            }
             None => {}
         }
         let resp = req.send().await.map_err(|e| ClientError::Unreachable {
@@ -316,7 +329,13 @@ impl Gateway {
 
     /// `POST /v1/blobs` then `PUT /v1/blobs/{id}/content`: uploads an attachment and returns its
     /// `data.attachments` entry.
-    pub async fn upload_blob(&self, name: &str, media_type: &str, bytes: Vec<u8>) -> Result<Value> {
+    pub async fn upload_blob(
+        &self,
+        name: &str,
+        media_type: &str,
+        bytes: Vec<u8>,
+        progress: Option<Progress>,
+    ) -> Result<Value> {
         use sha2::Digest as _;
         let sha = hex::encode(sha2::Sha256::digest(&bytes));
         let size = bytes.len();
@@ -338,13 +357,12 @@ impl Gateway {
                 "the gateway offered an external upload target ({upload}); this client only uploads inline"
             )));
         }
-        self.request_timeout(
-            Method::PUT,
-            &upload,
-            Some(Body::Bytes(bytes)),
-            Duration::from_secs(600),
-        )
-        .await?;
+        let body = match progress {
+            Some(p) => Body::Upload(bytes, p),
+            None => Body::Bytes(bytes),
+        };
+        self.request_timeout(Method::PUT, &upload, Some(body), Duration::from_secs(600))
+            .await?;
         Ok(json!({"ref": r, "name": name, "media_type": media_type, "size": size, "sha256": sha}))
     }
 
@@ -393,13 +411,18 @@ impl Gateway {
 }
 
 /// A request body.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum Body {
     /// A JSON document.
     Json(Value),
     /// Raw bytes.
     Bytes(Vec<u8>),
+    /// Raw bytes whose transfer is reported to a progress callback.
+    Upload(Vec<u8>, Progress),
 }
+
+/// Called with the number of bytes just handed to the network.
+pub type Progress = std::sync::Arc<dyn Fn(u64) + Send + Sync>;
 
 /// A path segment: ids and names only, so nothing a user types can change the path.
 fn seg(s: &str) -> Result<&str> {

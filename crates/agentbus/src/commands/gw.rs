@@ -226,7 +226,11 @@ pub fn upload(ctx: &Ctx, files: &[PathBuf]) -> Result<Vec<Value>, CliError> {
             .ok_or_else(|| CliError::input(format!("{} has no file name", f.display())))?
             .to_owned();
         progress.start(i, &name, bytes.len() as u64);
-        let entry = ctx.block(ctx.gw.upload_blob(&name, media_type(&name), bytes))?;
+        let entry =
+            ctx.block(
+                ctx.gw
+                    .upload_blob(&name, media_type(&name), bytes, progress.counter()),
+            )?;
         progress.done();
         out.push(entry);
     }

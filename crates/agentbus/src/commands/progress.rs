@@ -36,6 +36,12 @@ impl Transfer {
         }
     }
 
+    /// A callback that advances the bar by the bytes sent; `None` when nothing is drawn.
+    pub fn counter(&self) -> Option<agentbus_client::http::Progress> {
+        let bar = self.bar.clone()?;
+        Some(std::sync::Arc::new(move |n| bar.inc(n)))
+    }
+
     /// The current transfer is done.
     pub fn done(&self) {
         if let Some(b) = &self.bar {
