@@ -1170,3 +1170,115 @@ fn uploads_show_progress_on_a_terminal_only() {
     assert!(out.status.success());
     assert!(out.stderr.is_empty());
 }
+
+/// The state of `task` as `trace --json` reports it to `m`.
+fn task_state(m: &Machine, task: &str) -> String {
+    m.ok(&["--json", "trace", task])["task"]["state"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn wp_6_2_questions_answers_failures_rejections_and_cancels() {
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
+    let delegate = |text: &str| {
+        let r = bot.ok(&[
+            "--json",
+            "delegate",
+            &reviewer.address(),
+            "--capability",
+            "code.review",
+            text,
+        ]);
+        r["task_id"].as_str().unwrap().to_owned()
+    };
+    // A question and its answer, then a failure.
+    let t1 = delegate("review something");
+    reviewer.ok(&["--json", "accept", &t1]);
+    reviewer.ok(&[
+        "--json",
+        "needs-input",
+        &t1,
+        "Which repository?",
+        "--option",
+        "muxr",
+        "--option",
+        "agentbus",
+    ]);
+    assert_eq!(task_state(&bot, &t1), "needs_input");
+    // The requester receives the question, then answers it.
+    bot.ok(&["sidecar", "--once"]);
+    let question = bot
+        .stored()
+        .into_iter()
+        .find(|r| r["envelope"]["type"] == "agentbus.task.needs_input.v1")
+        .unwrap();
+    assert_eq!(question["envelope"]["data"]["options"][1], "agentbus");
+    let answer = bot.ok(&["--json", "answer", &t1, "muxr"]);
+    assert_eq!(answer["type"], "agentbus.task.input.v1");
+    assert_eq!(task_state(&bot, &t1), "in_progress");
+    reviewer.ok(&["sidecar", "--once"]);
+    let input = reviewer
+        .stored()
+        .into_iter()
+        .find(|r| r["envelope"]["type"] == "agentbus.task.input.v1")
+        .unwrap();
+    assert_eq!(input["envelope"]["data"]["answer"], "muxr");
+    assert_eq!(
+        input["envelope"]["data"]["in_reply_to"],
+        question["envelope"]["id"]
+    );
+    reviewer.ok(&["--json", "fail", &t1, "--message", "the repository is gone"]);
+    assert_eq!(task_state(&bot, &t1), "failed");
+    // A rejection, and a task sent after it is terminal is refused with its code (§6.2).
+    let t2 = delegate("review more");
+    reviewer.ok(&["--json", "reject", &t2, "--reason", "busy"]);
+    assert_eq!(task_state(&reviewer, &t2), "rejected");
+    let late = reviewer.run(&["--json", "accept", &t2]);
+    let answered: Value = serde_json::from_slice(&late.stdout).unwrap();
+    assert!(
+        late.status.success() || answered["error"]["code"].is_string(),
+        "{answered}"
+    );
+    // The requester cancels; the worker may not cancel.
+    let t3 = delegate("review even more");
+    let refused = reviewer.run(&["--json", "cancel", &t3]);
+    assert_eq!(refused.status.code(), Some(6));
+    let err: Value = serde_json::from_slice(&refused.stdout).unwrap();
+    assert_eq!(err["error"]["code"], "AB-2004");
+    bot.ok(&["--json", "cancel", &t3, "--reason", "not needed"]);
+    assert_eq!(task_state(&bot, &t3), "cancelled");
+    // --wait on a task that ends badly exits 1 with the state.
+    let t4 = bot.spawn(&[
+        "--json",
+        "delegate",
+        &reviewer.address(),
+        "--capability",
+        "code.review",
+        "--wait",
+        "30s",
+        "doomed",
+    ]);
+    let t4_id = eventually(20, "the fourth task", || {
+        let tasks = reviewer.ok(&["--json", "sidecar", "--once"]);
+        let _ = tasks;
+        reviewer
+            .stored()
+            .into_iter()
+            .find(|r| r["envelope"]["data"]["instructions"] == "doomed")
+            .map(|r| r["envelope"]["id"].as_str().unwrap().to_owned())
+    });
+    reviewer.ok(&[
+        "--json",
+        "reject",
+        &t4_id,
+        "--reason",
+        "capability_unsupported",
+    ]);
+    let out = t4.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["task"]["state"], "rejected");
+}
