@@ -1275,3 +1275,60 @@ fn wp_6_2_questions_answers_failures_rejections_and_cancels() {
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["task"]["state"], "rejected");
 }
+
+/// A bare HTTP/1.1 POST with a bearer token; returns the status code.
+fn post(gw: &Gw, path: &str, token: &str, body: &str) -> u16 {
+    use std::io::Read as _;
+    let addr = gw.url.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn system_notices_verify_against_the_gateway_key() {
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
+    let r = bot.ok(&[
+        "--json",
+        "delegate",
+        &reviewer.address(),
+        "--capability",
+        "code.review",
+        "work",
+    ]);
+    let task = r["task_id"].as_str().unwrap();
+    // The console's cancel: both parties get a task.cancel notice signed by the gateway.
+    let status = post(
+        &gw,
+        &format!("/v1/tasks/{task}/cancel"),
+        &gw.admin,
+        r#"{"reason": "maintenance"}"#,
+    );
+    assert_eq!(status, 200);
+    reviewer.ok(&["sidecar", "--once"]);
+    let notice = reviewer
+        .stored()
+        .into_iter()
+        .find(|r| {
+            r["envelope"]["source"]
+                .as_str()
+                .unwrap()
+                .starts_with("agent://system/")
+        })
+        .unwrap();
+    assert_eq!(notice["envelope"]["type"], "agentbus.task.cancel.v1");
+    assert_eq!(notice["verified"], "true", "{notice}");
+}
