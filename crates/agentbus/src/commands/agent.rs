@@ -620,7 +620,7 @@ fn received(ctx: &Ctx, id: &str) -> Result<Received, CliError> {
             "no message {id} has been received by {}",
             ctx.profile.address
         ))
-        .fix("run `agentbus sidecar` (or `agentbus inbox`) so it arrives; check the id")
+        .fix("check the id; `agentbus sidecar --once` receives what is waiting")
     })
 }
 

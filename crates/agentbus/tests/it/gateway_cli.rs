@@ -719,6 +719,15 @@ fn wp_3_3_5_wp_3_3_6_key_rotation_keeps_verifying_and_the_directory_cards_topics
         "topic://default/default/builds",
         "build 42 is green",
     ]);
+    a.ok(&["--json", "topic", "unsubscribe", "builds"]);
+    let topics = a.ok(&["--json", "topic", "list"]);
+    assert_eq!(topics["topics"][0]["subscribers"], 0);
+    b.ok(&[
+        "--json",
+        "send",
+        "topic://default/default/builds",
+        "nobody hears this",
+    ]);
 
     // §3.3 rotation: a message signed with the old key, a rotation, one signed with the new key,
     // the old key revoked; both verify at the receiver, which fetches keys only now.
