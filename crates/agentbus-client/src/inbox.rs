@@ -187,6 +187,24 @@ impl AgentInbox {
         }
     }
 
+    /// The file keys of every stored envelope (cheap: no file is read).
+    pub fn keys(&self) -> Result<Vec<String>> {
+        let dir = self.inbox_dir();
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io(&dir)(e)),
+        };
+        Ok(entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().to_str()?.to_owned();
+                let key = name.strip_suffix(".json")?;
+                (!name.starts_with('.')).then(|| key.to_owned())
+            })
+            .collect())
+    }
+
     /// Every stored envelope, in sequence order.
     pub fn list(&self) -> Result<Vec<Received>> {
         let dir = self.inbox_dir();

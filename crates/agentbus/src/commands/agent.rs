@@ -542,7 +542,8 @@ fn send(args: SendArgs, printer: &Printer) -> CliResult {
         printer.either(&sent, &format!("sent {id} to {}", args.to))?;
         return Ok(ExitCode::SUCCESS);
     };
-    let reply = ctx.wait_for(wait, |c| correlated(c, &id, |_| true))?;
+    let mut seen = std::collections::HashSet::new();
+    let reply = ctx.wait_for(wait, |c| correlated(c, &id, &mut seen, |_| true))?;
     match reply {
         Some(r) => {
             printer.either(
@@ -570,18 +571,30 @@ fn send(args: SendArgs, printer: &Printer) -> CliResult {
     }
 }
 
-/// The first stored envelope whose correlation_id is `id` and that `accept` takes.
+/// Finds, among stored envelopes not looked at before, the first whose correlation_id is `id`
+/// and that `accept` takes. `seen` remembers what was looked at, so a long wait reads each file
+/// once however large the inbox.
 fn correlated(
     ctx: &Ctx,
     id: &str,
+    seen: &mut std::collections::HashSet<String>,
     accept: impl Fn(&Received) -> bool,
 ) -> Result<Option<Received>, CliError> {
-    Ok(ctx
-        .inbox()
-        .list()
-        .map_err(client_error)?
-        .into_iter()
-        .find(|r| r.attr("correlation_id") == Some(id) && accept(r)))
+    let inbox = ctx.inbox();
+    for key in inbox.keys().map_err(client_error)? {
+        if seen.contains(&key) {
+            continue;
+        }
+        let Some(r) = inbox.get(&key).map_err(client_error)? else {
+            seen.insert(key);
+            continue;
+        };
+        if r.attr("correlation_id") == Some(id) && accept(&r) {
+            return Ok(Some(r));
+        }
+        seen.insert(key);
+    }
+    Ok(None)
 }
 
 /// A received envelope as `--json` prints it.
@@ -727,8 +740,9 @@ fn delegate(args: DelegateArgs, printer: &Printer) -> CliResult {
         return Ok(ExitCode::SUCCESS);
     };
     let mut last_check = Instant::now() - Duration::from_secs(2);
+    let mut seen = std::collections::HashSet::new();
     let done = ctx.wait_for(wait, |c| {
-        let result = correlated(c, &request_id, |r| {
+        let result = correlated(c, &request_id, &mut seen, |r| {
             r.attr("type") == Some(KnownType::TaskResult.as_str())
         })?;
         // Timers and console cancels end a task without a result from the worker: ask the
