@@ -1028,10 +1028,10 @@ fn every_command_s_help_has_an_example() {
 }
 
 #[test]
-fn the_sidecar_reconnects_after_the_gateway_restarts() {
+fn the_sidecar_reconnects_after_the_gateway_restarts_falling_back_to_long_poll() {
     let mut gw = Gw::start();
     let (bot, reviewer) = pair(&gw, "sender", "receiver");
-    let _sidecar = Killer(reviewer.spawn(&["--json", "sidecar", "--poll-wait", "1"]));
+    let mut sidecar = Killer(reviewer.spawn(&["--json", "sidecar", "--poll-wait", "1"]));
     bot.ok(&["--json", "send", &reviewer.address(), "before the restart"]);
     eventually(20, "the first message", || {
         (reviewer.stored().len() == 1).then_some(())
@@ -1043,6 +1043,18 @@ fn the_sidecar_reconnects_after_the_gateway_restarts() {
         (s.len() == 2).then_some(s)
     });
     assert_eq!(stored[1]["envelope"]["data"]["text"], "after the restart");
+    // The first came over the WebSocket; when it broke, the sidecar long-polled (for 30 s before
+    // trying the socket again) and got the second that way.
+    sidecar.0.kill().unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut sidecar.0.stdout.take().unwrap(), &mut out).unwrap();
+    let via: Vec<String> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["stored"].is_string())
+        .map(|v| v["via"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(via, ["websocket", "long-poll"]);
 }
 
 #[test]
