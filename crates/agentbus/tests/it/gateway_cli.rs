@@ -1032,29 +1032,33 @@ fn the_sidecar_reconnects_after_the_gateway_restarts_falling_back_to_long_poll()
     let mut gw = Gw::start();
     let (bot, reviewer) = pair(&gw, "sender", "receiver");
     let mut sidecar = Killer(reviewer.spawn(&["--json", "sidecar", "--poll-wait", "1"]));
+    // Its lines, as they come: how each envelope arrived.
+    let (tx, via) = std::sync::mpsc::channel::<String>();
+    let stdout = sidecar.0.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<Value>(&line)
+                && v["stored"].is_string()
+            {
+                let _ = tx.send(v["via"].as_str().unwrap_or("").to_owned());
+            }
+        }
+    });
+    let next_via = || via.recv_timeout(Duration::from_secs(30)).unwrap();
     bot.ok(&["--json", "send", &reviewer.address(), "before the restart"]);
     eventually(20, "the first message", || {
         (reviewer.stored().len() == 1).then_some(())
     });
+    // The first comes over the WebSocket.
+    assert_eq!(next_via(), "websocket");
     gw.restart();
     bot.ok(&["--json", "send", &reviewer.address(), "after the restart"]);
-    let stored = eventually(30, "the second message", || {
-        let s = reviewer.stored();
-        (s.len() == 2).then_some(s)
-    });
+    // The socket broke with the restart: the sidecar long-polls (for 30 s before trying the
+    // socket again) and gets the second that way.
+    assert_eq!(next_via(), "long-poll");
+    let stored = reviewer.stored();
+    assert_eq!(stored.len(), 2);
     assert_eq!(stored[1]["envelope"]["data"]["text"], "after the restart");
-    // The first came over the WebSocket; when it broke, the sidecar long-polled (for 30 s before
-    // trying the socket again) and got the second that way.
-    sidecar.0.kill().unwrap();
-    let mut out = String::new();
-    std::io::Read::read_to_string(&mut sidecar.0.stdout.take().unwrap(), &mut out).unwrap();
-    let via: Vec<String> = out
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["stored"].is_string())
-        .map(|v| v["via"].as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(via, ["websocket", "long-poll"]);
 }
 
 #[test]
