@@ -26,7 +26,11 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::new(ErrorKind::Internal, e.to_string()))
+        .map_err(|e| {
+            CliError::new(ErrorKind::Internal, e.to_string()).fix(
+                "this is a bug in agentbus (or the machine is out of threads); please report it",
+            )
+        })
 }
 
 /// A client failure as the user sees it: one line of cause, one of fix, and the exit code.
@@ -64,7 +68,8 @@ pub fn client_error(e: ClientError) -> CliError {
             .fix("check that the agentbus state directory (AGENTBUS_HOME) is writable"),
         ClientError::Key(_) => CliError::new(ErrorKind::Config, msg)
             .fix("chmod 600 the key file, or reconnect to register a new key"),
-        ClientError::Invalid(_) => CliError::input(msg),
+        ClientError::Invalid(_) => CliError::input(msg)
+            .fix("check the value; `agentbus <command> --help` shows the expected form"),
         ClientError::Import(_) => CliError::new(ErrorKind::Config, msg)
             .fix("check that the local store (AGENTBUS_HOME) is writable"),
     }
@@ -223,7 +228,10 @@ pub fn upload(ctx: &Ctx, files: &[PathBuf]) -> Result<Vec<Value>, CliError> {
             .file_name()
             .and_then(|n| n.to_str())
             .filter(|n| !n.is_empty())
-            .ok_or_else(|| CliError::input(format!("{} has no file name", f.display())))?
+            .ok_or_else(|| {
+                CliError::input(format!("{} has no file name", f.display()))
+                    .fix("attach a file, not a folder or `..`")
+            })?
             .to_owned();
         progress.start(i, &name, bytes.len() as u64);
         let entry =

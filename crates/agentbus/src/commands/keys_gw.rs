@@ -52,6 +52,8 @@ pub fn list(printer: &Printer) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
+const UNSAVED_FIX: &str = "the new key is registered but not saved: make $AGENTBUS_HOME/keys writable, run `agentbus keys rotate` again, and revoke the unsaved key (agentbus keys list)";
+
 /// `keys rotate`.
 pub fn rotate(printer: &Printer) -> CliResult {
     let mut ctx = Ctx::open()?;
@@ -67,14 +69,13 @@ pub fn rotate(printer: &Printer) -> CliResult {
     let retired = ctx.profiles.retired_key_path(&agent_id, &old_id);
     let staged = current.with_extension("key.new");
     let _ = std::fs::remove_file(&staged);
-    keyfile::write_new(&staged, &new)
-        .map_err(|e| CliError::new(ErrorKind::Config, e.to_string()))?;
+    let unsaved = |e: String| CliError::new(ErrorKind::Config, e).fix(UNSAVED_FIX);
+    keyfile::write_new(&staged, &new).map_err(|e| unsaved(e.to_string()))?;
     if !retired.exists() {
-        keyfile::write_new(&retired, &old)
-            .map_err(|e| CliError::new(ErrorKind::Config, e.to_string()))?;
+        keyfile::write_new(&retired, &old).map_err(|e| unsaved(e.to_string()))?;
     }
     std::fs::rename(&staged, &current)
-        .map_err(|e| CliError::new(ErrorKind::Config, format!("{}: {e}", current.display())))?;
+        .map_err(|e| unsaved(format!("{}: {e}", current.display())))?;
     ctx.profile.key_id = new_id.clone();
     ctx.profiles.save(&ctx.profile).map_err(client_error)?;
     printer.either(
