@@ -78,7 +78,7 @@ with --profile or AGENTBUS_PROFILE."
     #[command(after_help = "Example:\n  agentbus reject tsk_01J… --reason busy")]
     Reject(RejectArgs),
     /// As a task's requester: answer the worker's question (`task.input`).
-    #[command(after_help = "Example:\n  agentbus answer tsk_01J… \"muxr\"")]
+    #[command(after_help = "Example:\n  agentbus answer tsk_01J… \"muxr\" --attach notes.md")]
     Answer(AnswerArgs),
     /// As a task's requester: cancel it.
     #[command(after_help = "Example:\n  agentbus cancel tsk_01J… --reason \"no longer needed\"")]
@@ -277,6 +277,9 @@ pub struct AnswerArgs {
     /// The answer.
     #[arg(required = true, num_args = 1..)]
     answer: Vec<String>,
+    /// A file to upload and attach (repeatable).
+    #[arg(long, value_name = "FILE")]
+    attach: Vec<PathBuf>,
 }
 
 /// Arguments of `cancel`.
@@ -349,7 +352,7 @@ pub fn run(command: AgentCommand, printer: &Printer) -> CliResult {
         }
         AgentCommand::Answer(a) => {
             let data = json!({"answer": a.answer.join(" ")});
-            lifecycle(&a.task, KnownType::TaskInput, data, &[], printer)
+            lifecycle(&a.task, KnownType::TaskInput, data, &a.attach, printer)
         }
         AgentCommand::Cancel(a) => {
             let mut data = json!({});

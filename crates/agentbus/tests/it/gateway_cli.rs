@@ -1241,7 +1241,16 @@ fn wp_6_2_questions_answers_failures_rejections_and_cancels() {
         .find(|r| r["envelope"]["type"] == "agentbus.task.needs_input.v1")
         .unwrap();
     assert_eq!(question["envelope"]["data"]["options"][1], "agentbus");
-    let answer = bot.ok(&["--json", "answer", &t1, "muxr"]);
+    let notes = bot.home().join("notes.md");
+    std::fs::write(&notes, "use the main branch").unwrap();
+    let answer = bot.ok(&[
+        "--json",
+        "answer",
+        &t1,
+        "muxr",
+        "--attach",
+        notes.to_str().unwrap(),
+    ]);
     assert_eq!(answer["type"], "agentbus.task.input.v1");
     assert_eq!(task_state(&bot, &t1), "in_progress");
     reviewer.ok(&["sidecar", "--once"]);
@@ -1251,6 +1260,11 @@ fn wp_6_2_questions_answers_failures_rejections_and_cancels() {
         .find(|r| r["envelope"]["type"] == "agentbus.task.input.v1")
         .unwrap();
     assert_eq!(input["envelope"]["data"]["answer"], "muxr");
+    let saved = PathBuf::from(input["attachments"][0]["path"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(saved).unwrap(),
+        "use the main branch"
+    );
     assert_eq!(
         input["envelope"]["data"]["in_reply_to"],
         question["envelope"]["id"]
