@@ -3,8 +3,9 @@
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    envelope::EnvelopeArgs, explain::ExplainArgs, gateway::GatewayArgs, keys::KeysArgs,
-    local::LocalCommand, share::ShareArgs,
+    agent::AgentCommand, directory::AgentsArgs, directory::CardArgs, directory::TopicArgs,
+    doctor::DoctorArgs, envelope::EnvelopeArgs, explain::ExplainArgs, gateway::GatewayArgs,
+    keys::KeysArgs, local::LocalCommand, share::ShareArgs, sidecar::SidecarArgs, trace::TraceArgs,
 };
 
 /// AgentBus: messaging for fleets of AI agents, on one machine, across a team through a gateway,
@@ -23,6 +24,10 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// The agent profile to act as (see `agentbus connect`); default: the only one saved.
+    #[arg(long, global = true, env = "AGENTBUS_PROFILE")]
+    pub profile: Option<String>,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -33,7 +38,7 @@ pub enum Command {
     /// Canonicalise, sign, verify and validate envelopes (wire protocol §2–§3).
     #[command(subcommand)]
     Envelope(EnvelopeArgs),
-    /// Generate Ed25519 keys and print their public halves.
+    /// Ed25519 keys: generate key files; list, rotate and revoke the connected agent's keys.
     #[command(subcommand)]
     Keys(KeysArgs),
     /// Explain an AB- error code.
@@ -44,6 +49,25 @@ pub enum Command {
     /// hook, hooks.
     #[command(flatten)]
     Local(LocalCommand),
+    /// Gateway messaging and tasks: connect, send, ack, delegate, accept, progress, needs-input,
+    /// complete, fail, reject, answer, cancel.
+    #[command(flatten)]
+    Agent(AgentCommand),
+    /// Receive for an agent: hold the gateway connection, persist every envelope, import it into
+    /// local delivery, ack (one sidecar per agent).
+    Sidecar(SidecarArgs),
+    /// The timeline of a task, conversation or message.
+    Trace(TraceArgs),
+    /// The gateway's directory: list agents, show a card.
+    Agents(AgentsArgs),
+    /// This agent's card: show it, edit it.
+    #[command(subcommand)]
+    Card(CardArgs),
+    /// Topic subscriptions of this agent.
+    #[command(subcommand)]
+    Topic(TopicArgs),
+    /// Check this agent's connection: gateway, versions, clock, credential, key, sidecar.
+    Doctor(DoctorArgs),
     /// Exchange messages with other organisations through a git repository (conforms to agentshare 0.1 Core).
     Share(ShareArgs),
 }

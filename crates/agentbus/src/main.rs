@@ -17,6 +17,7 @@ use crate::printer::Printer;
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     let printer = Printer::new(cli.json);
+    let _ = commands::gw::PROFILE.set(cli.profile.clone());
     match commands::run(cli.command, &printer) {
         Ok(code) => code,
         Err(e) => {

@@ -1,4 +1,5 @@
-//! `agentbus keys generate|public`: Ed25519 key files (§3.3).
+//! `agentbus keys generate|public|list|rotate|revoke`: Ed25519 key files and the connected agent's
+//! registered keys (§3.3).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,6 +29,24 @@ pub enum KeysArgs {
         /// The key file.
         file: PathBuf,
     },
+    /// The connected agent's registered keys (current, active, revoked, expiry).
+    #[command(after_help = "Example:\n  agentbus keys list")]
+    List,
+    /// Register a new key for the connected agent and sign with it from now on (§3.3); the old
+    /// key stays active until you revoke it.
+    #[command(
+        after_help = "Example:\n  agentbus keys rotate && sleep 86400 && agentbus keys revoke key_01J…"
+    )]
+    Rotate,
+    /// Revoke one of the connected agent's keys: it signs nothing new; history still verifies.
+    #[command(after_help = "Example:\n  agentbus keys revoke key_01J9ZK6Q8R2M3N4P5Q6R7S8T9V")]
+    Revoke {
+        /// The key's id.
+        key_id: String,
+        /// Also when it is the key this agent signs with.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 /// Runs `agentbus keys`.
@@ -52,6 +71,11 @@ pub fn run(args: KeysArgs, printer: &Printer) -> CliResult {
             })?;
             let public = key.public().to_base64url();
             printer.either(&json!({"public_key": public}), &public)?;
+        }
+        KeysArgs::List => return super::keys_gw::list(printer),
+        KeysArgs::Rotate => return super::keys_gw::rotate(printer),
+        KeysArgs::Revoke { key_id, force } => {
+            return super::keys_gw::revoke(&key_id, force, printer);
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -15,6 +15,7 @@ use agentbus_local::deliver::{sender_label, transport_of};
 use agentbus_local::send::{ResolveError, Sent};
 use agentbus_local::view::InboxItem;
 use agentbus_local::{Address, Kind, Message, Outgoing, SendError, Sender, Store, StoreError};
+use agentbus_protocol::frame::Transport;
 use agentbus_runtime::SystemClock;
 
 use super::hook::{HookArgs, HooksArgs};
@@ -51,7 +52,8 @@ pub enum LocalCommand {
         after_help = "Examples:\n  agentbus inbox\n  agentbus inbox --all\n  agentbus inbox --show lm_0a1b2c3d4e5f60718293"
     )]
     Inbox(InboxArgs),
-    /// Stream messages as they arrive (one line each; one JSON object a line with --json).
+    /// Stream messages as they arrive, from every transport (one line each; one JSON object a line
+    /// with --json). With a connected agent and no sidecar, it receives from the gateway itself.
     #[command(after_help = "Examples:\n  agentbus listen\n  agentbus --json listen --count 1")]
     Listen(ListenArgs),
     /// The sessions known on this machine: harness, unread counts, pauses, bound agents.
@@ -141,6 +143,7 @@ pub struct SessionsArgs {
 #[derive(Debug, Subcommand)]
 enum SessionsAction {
     /// Bind a session to an agent identity: messages imported for it are delivered to the session.
+    #[command(after_help = "Example:\n  agentbus sessions bind 3f2a agent://acme/backend/reviewer")]
     Bind {
         /// The session.
         session: String,
@@ -148,11 +151,13 @@ enum SessionsAction {
         agent: String,
     },
     /// Remove a session's binding.
+    #[command(after_help = "Example:\n  agentbus sessions unbind 3f2a")]
     Unbind {
         /// The session.
         session: String,
     },
     /// Forget a session: its presence, stamp and delivery claims.
+    #[command(after_help = "Example:\n  agentbus sessions forget 3f2a")]
     Forget {
         /// The session.
         session: String,
@@ -262,6 +267,9 @@ fn sender(store: &Store, from: Option<String>) -> Result<Sender, CliError> {
 
 fn send(args: SendArgs, kind: Kind, printer: &Printer) -> CliResult {
     let r = route(&args.address)?;
+    if let Route::Gateway(to) = &r {
+        return super::agent::tell(to, &args.text.join(" "), kind == Kind::Ask, printer);
+    }
     let Route::Local(word) = &r else {
         return Err(unavailable(r.transport()));
     };
@@ -299,6 +307,9 @@ fn print_sent(sent: &Sent, printer: &Printer) -> CliResult {
 }
 
 fn reply(args: ReplyArgs, printer: &Printer) -> CliResult {
+    if args.id.starts_with("msg_") {
+        return super::agent::reply(&args.id, &args.text.join(" "), printer);
+    }
     let store = open_store()?;
     let Some((original, to)) = store.reply_target(&args.id).map_err(store_error)? else {
         return Err(
@@ -308,6 +319,13 @@ fn reply(args: ReplyArgs, printer: &Printer) -> CliResult {
     };
     let Some(to) = to else {
         // An imported message is answered over the transport it came by.
+        if let Some(via) = original
+            .via
+            .as_ref()
+            .filter(|v| v.transport == Transport::Gateway)
+        {
+            return super::agent::reply(&via.ext_id, &args.text.join(" "), printer);
+        }
         return Err(unavailable(transport_of(&original).as_str()));
     };
     let out = Outgoing {
@@ -367,6 +385,9 @@ fn first_line(text: &str, max: usize) -> String {
 }
 
 fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
+    if let Some(id) = args.show.as_deref().filter(|id| id.starts_with("msg_")) {
+        return super::agent::show(id, printer);
+    }
     let store = open_store()?;
     if let Some(id) = args.show {
         let Some(m) = store.show(&id).map_err(store_error)? else {
@@ -387,9 +408,11 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
         return Ok(ExitCode::SUCCESS);
     }
     let email = engineer_email();
-    let items = store
+    let mut items = store
         .inbox(email.as_deref(), args.all)
         .map_err(store_error)?;
+    // Unread first, each group in arrival order.
+    items.sort_by_key(|i| i.seen);
     if printer.is_json() {
         let list: Vec<Value> = items.iter().map(inbox_item_json).collect();
         printer.json(&json!({"engineer": agentbus_local::view::engineer_by(email.as_deref()), "items": list}))?;
@@ -403,10 +426,23 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
             } else {
                 ""
             };
+            // A gateway message is named by its envelope id, which `reply`, `ack` and `trace`
+            // take, and marked when its signature did not re-verify (AB-1303).
+            let (id, mark) = match &m.via {
+                Some(v) if v.transport == Transport::Gateway => (
+                    v.ext_id.as_str(),
+                    if v.verified == agentbus_protocol::frame::Verified::False {
+                        " UNVERIFIED (AB-1303)"
+                    } else {
+                        ""
+                    },
+                ),
+                _ => (m.id.as_str(), ""),
+            };
+            let seen = if i.seen { " (seen)" } else { "" };
             printer.line(&format!(
-                "[{}] {}  from {}{ask}\n    {}",
+                "[{}] {id}  from {}{ask}{mark}{seen}\n    {}",
                 transport_of(m).as_str(),
-                m.id,
                 sender_label(m),
                 first_line(&m.text, 100)
             ))?;
@@ -436,11 +472,32 @@ fn listen(args: ListenArgs, printer: &Printer) -> CliResult {
         .collect();
     let mut last = store.talk();
     let mut printed = 0usize;
+    // With a connected agent and no sidecar running for it, listen receives from the gateway
+    // itself (the sidecar's path: persist, import, ack); otherwise it watches what arrives.
+    // The lock is tried again on every turn: when the sidecar stops, listen takes over.
+    let ctx = super::gw::Ctx::open().ok();
+    let mut gateway = None;
     loop {
         if args.count.is_some_and(|c| printed >= c) {
             return Ok(ExitCode::SUCCESS);
         }
-        std::thread::sleep(Duration::from_millis(args.poll_ms.max(10)));
+        if gateway.is_none()
+            && let Some(ctx) = &ctx
+            && let Ok(Some(lock)) = ctx.inbox().try_lock()
+        {
+            gateway = Some((lock, ctx.receiver()?));
+        }
+        match (ctx.as_ref(), gateway.as_mut()) {
+            (Some(ctx), Some((_lock, receiver))) => match ctx.rt.block_on(receiver.pull(1)) {
+                Ok(_) => {}
+                // A gateway that is away for a moment is waited for, like local news.
+                Err(agentbus_client::ClientError::Unreachable { .. }) => {
+                    std::thread::sleep(Duration::from_millis(args.poll_ms.max(10)));
+                }
+                Err(e) => return Err(super::gw::client_error(e)),
+            },
+            _ => std::thread::sleep(Duration::from_millis(args.poll_ms.max(10))),
+        }
         let talk = store.talk();
         if talk == last {
             continue;

@@ -1,12 +1,20 @@
 //! One module per area of subcommands.
 
+pub mod agent;
+pub mod directory;
+pub mod doctor;
 pub mod envelope;
 pub mod explain;
 pub mod gateway;
+pub mod gw;
 pub mod hook;
 pub mod keys;
+pub mod keys_gw;
 pub mod local;
+pub mod progress;
 pub mod share;
+pub mod sidecar;
+pub mod trace;
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -24,6 +32,13 @@ pub fn run(command: Command, printer: &Printer) -> CliResult {
         Command::Gateway(args) => gateway::run(args, printer),
         Command::Local(command) => local::run(command, printer),
         Command::Share(args) => share::run(args, printer),
+        Command::Agent(command) => agent::run(command, printer),
+        Command::Sidecar(args) => sidecar::run(args, printer),
+        Command::Trace(args) => trace::run(args, printer),
+        Command::Agents(args) => directory::agents(args, printer),
+        Command::Card(args) => directory::card(args, printer),
+        Command::Topic(args) => directory::topic(args, printer),
+        Command::Doctor(args) => doctor::run(args, printer),
     }
 }
 

@@ -184,21 +184,36 @@ fn lm_68_a_refused_send_names_its_reason() {
 }
 
 #[test]
-fn other_transports_are_refused_clearly_until_they_exist() {
+fn other_transports_are_refused_clearly_until_they_are_set_up() {
     let home = tempfile::tempdir().unwrap();
-    for address in [
-        "agent://acme/backend/reviewer",
-        "topic://acme/builds",
-        "share:acme/reviewer",
-    ] {
+    // Gateway addresses need a connected agent: the fix says how to connect.
+    for address in ["agent://acme/backend/reviewer", "topic://acme/builds"] {
         let out = run(home.path(), &["--json", "tell", address, "hi"], b"");
         assert_eq!(out.status.code(), Some(4), "{address}");
-        let msg = json(&out)["error"]["message"].as_str().unwrap().to_owned();
+        let err = &json(&out)["error"];
         assert!(
-            msg.contains("transport is not available in this build yet"),
-            "{msg}"
+            err["message"]
+                .as_str()
+                .unwrap()
+                .contains("no agent is connected"),
+            "{err}"
+        );
+        assert!(
+            err["fix"].as_str().unwrap().contains("agentbus connect"),
+            "{err}"
         );
     }
+    let out = run(
+        home.path(),
+        &["--json", "tell", "share:acme/reviewer", "hi"],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(4));
+    let msg = json(&out)["error"]["message"].as_str().unwrap().to_owned();
+    assert!(
+        msg.contains("transport is not available in this build yet"),
+        "{msg}"
+    );
 }
 
 #[test]

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod envelope_cli;
+mod gateway_cli;
 mod local_cli;
 mod share_cli;
 

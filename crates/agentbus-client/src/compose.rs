@@ -1,0 +1,186 @@
+//! Building the envelopes the CLI sends: every §2.1 attribute a sender sets, then the signature.
+
+use serde_json::{Map, Value, json};
+
+use agentbus_protocol::ids::IdKind;
+use agentbus_protocol::schema::KnownType;
+use agentbus_protocol::signing::{SigningKey, sign_envelope};
+use agentbus_protocol::timestamp::Timestamp;
+
+use crate::error::{ClientError, Result};
+use crate::profile::Profile;
+
+/// What to send, before the sender's attributes and signature are added.
+#[derive(Debug, Clone)]
+pub struct Draft {
+    /// The message type.
+    pub kind: KnownType,
+    /// The destination: an address, `agt_` id or topic.
+    pub to: String,
+    /// The `data` payload.
+    pub data: Value,
+    /// `subject`.
+    pub subject: Option<String>,
+    /// `conversation_id`; a new one is minted when absent (§7).
+    pub conversation_id: Option<String>,
+    /// `correlation_id`: the message this one answers.
+    pub correlation_id: Option<String>,
+    /// `traceparent`, to continue a trace; a new trace when absent.
+    pub traceparent: Option<String>,
+    /// `idempotency_key` (§8).
+    pub idempotency_key: Option<String>,
+    /// `expires_at`.
+    pub expires_at: Option<Timestamp>,
+    /// `capability` and `capability_version` (task requests).
+    pub capability: Option<(String, String)>,
+}
+
+impl Draft {
+    /// A draft of `kind` to `to` carrying `data`.
+    pub fn new(kind: KnownType, to: impl Into<String>, data: Value) -> Draft {
+        Draft {
+            kind,
+            to: to.into(),
+            data,
+            subject: None,
+            conversation_id: None,
+            correlation_id: None,
+            traceparent: None,
+            idempotency_key: None,
+            expires_at: None,
+            capability: None,
+        }
+    }
+
+    /// Makes this draft answer `original` (a received envelope): same conversation and trace,
+    /// `correlation_id` = its id (§7).
+    pub fn answering(mut self, original: &Map<String, Value>) -> Draft {
+        let s = |k: &str| original.get(k).and_then(Value::as_str).map(str::to_owned);
+        self.conversation_id = s("conversation_id");
+        self.correlation_id = s("id");
+        self.traceparent = s("traceparent").map(|t| child_span(&t));
+        self
+    }
+}
+
+/// A traceparent with the same trace id and a new span id.
+fn child_span(parent: &str) -> String {
+    let parts: Vec<&str> = parent.split('-').collect();
+    if parts.len() == 4 && parts[1].len() == 32 {
+        let span: [u8; 8] = agentbus_runtime::random_bytes();
+        format!("00-{}-{}-{}", parts[1], hex::encode(span), parts[3])
+    } else {
+        new_traceparent()
+    }
+}
+
+/// A new W3C traceparent (sampled).
+pub fn new_traceparent() -> String {
+    let trace: [u8; 16] = agentbus_runtime::random_bytes();
+    let span: [u8; 8] = agentbus_runtime::random_bytes();
+    format!("00-{}-{}-01", hex::encode(trace), hex::encode(span))
+}
+
+/// Completes and signs `draft` as `profile`'s agent, at `now`.
+pub fn seal(
+    draft: Draft,
+    profile: &Profile,
+    key: &SigningKey,
+    now: Timestamp,
+) -> Result<Map<String, Value>> {
+    let key_id = profile
+        .key_id
+        .parse()
+        .map_err(|e| ClientError::Invalid(format!("the profile's key id: {e}")))?;
+    let id = agentbus_runtime::mint_at(IdKind::Message, now.millis());
+    let conversation = draft.conversation_id.unwrap_or_else(|| {
+        agentbus_runtime::mint_at(IdKind::Conversation, now.millis()).to_string()
+    });
+    let mut env = Map::new();
+    env.insert("specversion".into(), json!("1.0"));
+    env.insert("id".into(), json!(id.to_string()));
+    env.insert("source".into(), json!(profile.address));
+    env.insert("type".into(), json!(draft.kind.as_str()));
+    env.insert("time".into(), json!(now.to_string()));
+    env.insert("datacontenttype".into(), json!("application/json"));
+    if let Some(s) = draft.subject {
+        env.insert("subject".into(), json!(s));
+    }
+    env.insert("to".into(), json!(draft.to));
+    env.insert("conversation_id".into(), json!(conversation));
+    if let Some(c) = draft.correlation_id {
+        env.insert("correlation_id".into(), json!(c));
+    }
+    env.insert(
+        "traceparent".into(),
+        json!(draft.traceparent.unwrap_or_else(new_traceparent)),
+    );
+    env.insert("schema".into(), json!(draft.kind.schema_url()));
+    if let Some(k) = draft.idempotency_key {
+        env.insert("idempotency_key".into(), json!(k));
+    }
+    if let Some(t) = draft.expires_at {
+        env.insert("expires_at".into(), json!(t.to_string()));
+    }
+    if let Some((cap, version)) = draft.capability {
+        env.insert("capability".into(), json!(cap));
+        env.insert("capability_version".into(), json!(version));
+    }
+    env.insert("data".into(), draft.data);
+    sign_envelope(&mut env, key, key_id)
+        .map_err(|e| ClientError::Invalid(format!("cannot sign the envelope: {e}")))?;
+    Ok(env)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentbus_protocol::envelope::{Envelope, ValidateOptions};
+
+    #[test]
+    fn a_sealed_reply_is_valid_and_correlated() {
+        let key = SigningKey::from_seed([7; 32]);
+        let profile = Profile {
+            name: "bot".into(),
+            gateway: "http://x".into(),
+            agent_id: "agt_01J9ZK6Q8R2M3N4P5Q6R7S8T9V".into(),
+            address: "agent://acme/backend/bot".into(),
+            token: "aba_x".into(),
+            key_id: "key_01J9ZK6Q8R2M3N4P5Q6R7S8T9V".into(),
+        };
+        let now = Timestamp(1_795_000_000_000);
+        let first = seal(
+            Draft::new(
+                KnownType::Message,
+                "agent://acme/backend/peer",
+                json!({"text": "hi"}),
+            ),
+            &profile,
+            &key,
+            now,
+        )
+        .unwrap();
+        let reply = seal(
+            Draft::new(
+                KnownType::Message,
+                "agent://acme/backend/peer",
+                json!({"text": "yo"}),
+            )
+            .answering(&first),
+            &profile,
+            &key,
+            now,
+        )
+        .unwrap();
+        assert_eq!(reply["correlation_id"], first["id"]);
+        assert_eq!(reply["conversation_id"], first["conversation_id"]);
+        assert_eq!(
+            reply["traceparent"].as_str().unwrap()[3..35],
+            first["traceparent"].as_str().unwrap()[3..35]
+        );
+        let env = Envelope::from_map(reply.clone());
+        let problems = env.validate(ValidateOptions::default());
+        assert!(problems.is_empty(), "{problems:?}");
+        agentbus_protocol::signing::verify_envelope(&reply, &key.public()).unwrap();
+    }
+}

@@ -1,0 +1,79 @@
+//! What can go wrong talking to a gateway or keeping an agent's local state.
+
+use std::path::PathBuf;
+
+use agentbus_protocol::Code;
+use agentbus_runtime::keyfile::KeyFileError;
+
+/// A failure of the client.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The gateway could not be reached (connection refused, DNS, TLS, timeout).
+    #[error("cannot reach the gateway at {url}: {detail}")]
+    Unreachable {
+        /// The URL called.
+        url: String,
+        /// What the HTTP stack said.
+        detail: String,
+    },
+    /// The gateway refused the request with its one error shape.
+    #[error("{code_str}: {message}")]
+    Api {
+        /// The HTTP status.
+        status: u16,
+        /// The catalogue code, when this build knows it.
+        code: Option<Code>,
+        /// The code as the gateway wrote it.
+        code_str: String,
+        /// The gateway's message.
+        message: String,
+    },
+    /// The gateway answered, but not with what the API promises.
+    #[error("the gateway answered unexpectedly: {0}")]
+    Protocol(String),
+    /// No profile of that name (or none at all).
+    #[error("no profile {0:?} is saved here")]
+    NoProfile(String),
+    /// Several profiles and no choice made.
+    #[error("several profiles are saved ({0}) and none was chosen")]
+    AmbiguousProfile(String),
+    /// No state directory can be found.
+    #[error("no home directory for agentbus state")]
+    NoHome,
+    /// Reading or writing local state failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// The private key file cannot be used.
+    #[error(transparent)]
+    Key(#[from] KeyFileError),
+    /// An argument or input cannot be used.
+    #[error("{0}")]
+    Invalid(String),
+    /// Handing a message to local delivery failed.
+    #[error("local delivery refused the message: {0}")]
+    Import(String),
+}
+
+impl ClientError {
+    /// The catalogue code the gateway gave, if any.
+    pub fn code(&self) -> Option<Code> {
+        match self {
+            ClientError::Api { code, .. } => *code,
+            _ => None,
+        }
+    }
+}
+
+/// An IO error with the path it concerns.
+pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> ClientError {
+    let path = path.into();
+    move |source| ClientError::Io { path, source }
+}
+
+/// The result of a client call.
+pub type Result<T, E = ClientError> = std::result::Result<T, E>;

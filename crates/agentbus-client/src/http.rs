@@ -1,0 +1,457 @@
+//! The gateway's HTTP API (`docs/api.md`) as typed calls. Every request carries the bearer token
+//! and `agentbus-sidecar-version`, so a gateway that needs a newer client says so (AB-6002).
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Map, Value, json};
+
+use agentbus_protocol::Code;
+
+use crate::error::{ClientError, Result};
+
+/// The header that carries this client's version (§11.4).
+pub const SIDECAR_VERSION_HEADER: &str = "agentbus-sidecar-version";
+
+/// A connection to one gateway under one token.
+#[derive(Debug, Clone)]
+pub struct Gateway {
+    base: String,
+    token: String,
+    http: reqwest::Client,
+}
+
+/// What a publish answered.
+#[derive(Debug, Clone)]
+pub struct Receipt {
+    /// The receipt body (`receipt`, `id`, `state`, `trace_id`, and `task_id` for a task request).
+    pub body: Value,
+    /// Whether the gateway answered with an idempotent replay of an earlier publish.
+    pub replay: bool,
+}
+
+/// One leased copy from the inbox.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    /// The inbox sequence.
+    pub sequence: u64,
+    /// The lease token to ack with.
+    pub delivery: String,
+    /// The delivery attempt (1 for the first).
+    pub attempt: u64,
+    /// The delivered envelope.
+    pub envelope: Map<String, Value>,
+}
+
+impl Delivery {
+    /// Reads one `{sequence, delivery, attempt, envelope}` object.
+    pub fn from_json(d: &Value) -> Result<Delivery> {
+        let (Some(sequence), Some(delivery), Some(envelope)) = (
+            d["sequence"].as_u64(),
+            d["delivery"].as_str(),
+            d["envelope"].as_object(),
+        ) else {
+            return Err(ClientError::Protocol(format!("a malformed delivery: {d}")));
+        };
+        Ok(Delivery {
+            sequence,
+            delivery: delivery.to_owned(),
+            attempt: d["attempt"].as_u64().unwrap_or(1),
+            envelope: envelope.clone(),
+        })
+    }
+}
+
+/// A response's body with its status and the gateway's `date` header.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// The body, `Null` when empty or not JSON.
+    pub body: Value,
+    /// The `date` header, when sent.
+    pub date: Option<String>,
+    /// Whether `AgentBus-Idempotent-Replay: true` was set.
+    pub replay: bool,
+}
+
+fn install_crypto_provider() {
+    // reqwest is built without a rustls provider so that aws-lc-sys is not pulled in; `ring` is
+    // installed process-wide once (a second install is a harmless error).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+impl Gateway {
+    /// A client of the gateway at `base` (e.g. `http://127.0.0.1:7700`) with `token`.
+    pub fn new(base: &str, token: &str) -> Result<Gateway> {
+        install_crypto_provider();
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| ClientError::Invalid(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Gateway {
+            base: base.trim_end_matches('/').to_owned(),
+            token: token.to_owned(),
+            http,
+        })
+    }
+
+    /// The base URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The token requests carry.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The same gateway under another token.
+    pub fn with_token(&self, token: &str) -> Gateway {
+        Gateway {
+            base: self.base.clone(),
+            token: token.to_owned(),
+            http: self.http.clone(),
+        }
+    }
+
+    /// Sends a request and returns whatever the gateway answered, error statuses included.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Body>,
+        timeout: Duration,
+    ) -> Result<Answer> {
+        let url = format!("{}{path}", self.base);
+        let mut req = self
+            .http
+            .request(method, &url)
+            .timeout(timeout)
+            .header(SIDECAR_VERSION_HEADER, crate::VERSION);
+        if !self.token.is_empty() {
+            req = req.bearer_auth(&self.token);
+        }
+        match body {
+            Some(Body::Json(v)) => {
+                req = req
+                    .header("content-type", "application/json")
+                    .body(serde_json::to_vec(&v).unwrap_or_default());
+            }
+            Some(Body::Bytes(b)) => {
+                req = req
+                    .header("content-type", "application/octet-stream")
+                    .body(b);
+            }
+            Some(Body::Upload(bytes, progress)) => {
+                // Handed over in 64 KiB chunks, each counted as the HTTP stack takes it.
+                let len = bytes.len();
+                let chunks: Vec<Vec<u8>> = bytes.chunks(64 * 1024).map(<[u8]>::to_vec).collect();
+                let stream = futures_util::stream::iter(chunks.into_iter().map(move |c| {
+                    progress(c.len() as u64);
+                    Ok::<_, std::convert::Infallible>(c)
+                }));
+                req = req
+                    .header("content-type", "application/octet-stream")
+                    .header("content-length", len)
+                    .body(reqwest::Body::wrap_stream(stream));
+            }
+            None => {}
+        }
+        let resp = req.send().await.map_err(|e| ClientError::Unreachable {
+            url: url.clone(),
+            detail: e.to_string(),
+        })?;
+        let status = resp.status();
+        let header = |name: &str| {
+            resp.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let date = header("date");
+        let replay = header("agentbus-idempotent-replay").as_deref() == Some("true");
+        let bytes = resp.bytes().await.map_err(|e| ClientError::Unreachable {
+            url: url.clone(),
+            detail: e.to_string(),
+        })?;
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Ok(Answer {
+            status,
+            body,
+            date,
+            replay,
+        })
+    }
+
+    /// Sends a request and turns an error status into [`ClientError::Api`].
+    pub async fn request(&self, method: Method, path: &str, body: Option<Body>) -> Result<Answer> {
+        self.request_timeout(method, path, body, Duration::from_secs(60))
+            .await
+    }
+
+    async fn request_timeout(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Body>,
+        timeout: Duration,
+    ) -> Result<Answer> {
+        let a = self.call(method, path, body, timeout).await?;
+        if a.status.is_success() {
+            return Ok(a);
+        }
+        Err(api_error(a.status, &a.body))
+    }
+
+    async fn get(&self, path: &str) -> Result<Value> {
+        Ok(self.request(Method::GET, path, None).await?.body)
+    }
+
+    async fn post(&self, path: &str, body: Value) -> Result<Value> {
+        Ok(self
+            .request(Method::POST, path, Some(Body::Json(body)))
+            .await?
+            .body)
+    }
+
+    /// `GET /.well-known/agentbus.json` (no token needed).
+    pub async fn well_known(&self) -> Result<Answer> {
+        self.request(Method::GET, "/.well-known/agentbus.json", None)
+            .await
+    }
+
+    /// `POST /v1/agents` with a user token: registers `name` with `public_key`.
+    pub async fn register_agent(&self, name: &str, public_key: &str) -> Result<Value> {
+        self.post(
+            "/v1/agents",
+            json!({"name": name, "public_key": public_key}),
+        )
+        .await
+    }
+
+    /// `GET /v1/agents/{id}`: a card with its keys.
+    pub async fn agent(&self, id: &str) -> Result<Value> {
+        self.get(&format!("/v1/agents/{}", seg(id)?)).await
+    }
+
+    /// `GET /v1/agents`: the directory.
+    pub async fn agents(&self) -> Result<Vec<Value>> {
+        let v = self.get("/v1/agents").await?;
+        Ok(v["agents"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// `PATCH /v1/agents/{id}`: changes card fields.
+    pub async fn patch_agent(&self, id: &str, patch: Value) -> Result<Value> {
+        Ok(self
+            .request(
+                Method::PATCH,
+                &format!("/v1/agents/{}", seg(id)?),
+                Some(Body::Json(patch)),
+            )
+            .await?
+            .body)
+    }
+
+    /// `POST /v1/agents/{id}/keys`: registers a public key.
+    pub async fn add_key(&self, id: &str, public_key: &str) -> Result<Value> {
+        self.post(
+            &format!("/v1/agents/{}/keys", seg(id)?),
+            json!({"public_key": public_key}),
+        )
+        .await
+    }
+
+    /// `POST /v1/agents/{id}/keys/{key}/revoke`.
+    pub async fn revoke_key(&self, id: &str, key_id: &str) -> Result<Value> {
+        self.post(
+            &format!("/v1/agents/{}/keys/{}/revoke", seg(id)?, seg(key_id)?),
+            json!({}),
+        )
+        .await
+    }
+
+    /// `PUT /v1/topics/{name}/subscription`.
+    pub async fn subscribe(&self, topic: &str) -> Result<Value> {
+        self.subscription(Method::PUT, topic).await
+    }
+
+    /// `DELETE /v1/topics/{name}/subscription`.
+    pub async fn unsubscribe(&self, topic: &str) -> Result<Value> {
+        self.subscription(Method::DELETE, topic).await
+    }
+
+    async fn subscription(&self, method: Method, topic: &str) -> Result<Value> {
+        let path = format!("/v1/topics/{}/subscription", seg(topic)?);
+        Ok(self.request(method, &path, None).await?.body)
+    }
+
+    /// `GET /v1/topics`.
+    pub async fn topics(&self) -> Result<Value> {
+        self.get("/v1/topics").await
+    }
+
+    /// `POST /v1/messages`: publishes a signed envelope.
+    pub async fn publish(&self, envelope: &Map<String, Value>) -> Result<Receipt> {
+        let a = self
+            .request(
+                Method::POST,
+                "/v1/messages",
+                Some(Body::Json(Value::Object(envelope.clone()))),
+            )
+            .await?;
+        Ok(Receipt {
+            body: a.body,
+            replay: a.replay,
+        })
+    }
+
+    /// `GET /v1/inbox?after=&wait=&limit=`: leases deliverable copies, waiting up to `wait_s`.
+    pub async fn poll(&self, after: u64, wait_s: u64, limit: u32) -> Result<Vec<Delivery>> {
+        let path = format!("/v1/inbox?after={after}&wait={wait_s}&limit={limit}");
+        let a = self
+            .request_timeout(Method::GET, &path, None, Duration::from_secs(wait_s + 30))
+            .await?;
+        let list = a.body["deliveries"]
+            .as_array()
+            .ok_or_else(|| ClientError::Protocol("the inbox answer has no deliveries".into()))?;
+        list.iter().map(Delivery::from_json).collect()
+    }
+
+    /// `POST /v1/inbox/acks`: transport acks, after the copies are persisted locally.
+    pub async fn ack(&self, acks: &[(u64, String)]) -> Result<Value> {
+        let list: Vec<Value> = acks
+            .iter()
+            .map(|(s, d)| json!({"sequence": s, "delivery": d}))
+            .collect();
+        self.post("/v1/inbox/acks", json!({"acks": list})).await
+    }
+
+    /// `POST /v1/blobs` then `PUT /v1/blobs/{id}/content`: uploads an attachment and returns its
+    /// `data.attachments` entry.
+    pub async fn upload_blob(
+        &self,
+        name: &str,
+        media_type: &str,
+        bytes: Vec<u8>,
+        progress: Option<Progress>,
+    ) -> Result<Value> {
+        use sha2::Digest as _;
+        let sha = hex::encode(sha2::Sha256::digest(&bytes));
+        let size = bytes.len();
+        let blob = self
+            .post(
+                "/v1/blobs",
+                json!({"name": name, "media_type": media_type, "size": size, "sha256": sha}),
+            )
+            .await?;
+        let (Some(id), Some(r)) = (blob["id"].as_str(), blob["ref"].as_str()) else {
+            return Err(ClientError::Protocol(format!("a blob without id: {blob}")));
+        };
+        let upload = blob["upload"]["url"]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("/v1/blobs/{id}/content"));
+        if !upload.starts_with("/v1/") {
+            return Err(ClientError::Protocol(format!(
+                "the gateway offered an external upload target ({upload}); this client only uploads inline"
+            )));
+        }
+        let body = match progress {
+            Some(p) => Body::Upload(bytes, p),
+            None => Body::Bytes(bytes),
+        };
+        self.request_timeout(Method::PUT, &upload, Some(body), Duration::from_secs(600))
+            .await?;
+        Ok(json!({"ref": r, "name": name, "media_type": media_type, "size": size, "sha256": sha}))
+    }
+
+    /// `GET /v1/blobs/{id}/content`: an attachment's bytes.
+    pub async fn download_blob(&self, id: &str) -> Result<Vec<u8>> {
+        let url = format!("{}/v1/blobs/{}/content", self.base, seg(id)?);
+        let resp = self
+            .http
+            .get(&url)
+            .bearer_auth(&self.token)
+            .header(SIDECAR_VERSION_HEADER, crate::VERSION)
+            .timeout(Duration::from_secs(600))
+            .send()
+            .await
+            .map_err(|e| ClientError::Unreachable {
+                url: url.clone(),
+                detail: e.to_string(),
+            })?;
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(|e| ClientError::Unreachable {
+            url: url.clone(),
+            detail: e.to_string(),
+        })?;
+        if !status.is_success() {
+            let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            return Err(api_error(status, &body));
+        }
+        Ok(bytes.to_vec())
+    }
+
+    /// `GET /v1/conversations/{id}`.
+    pub async fn conversation(&self, id: &str) -> Result<Value> {
+        self.get(&format!("/v1/conversations/{}", seg(id)?)).await
+    }
+
+    /// `GET /v1/tasks?limit=`: this agent's tasks, as requester or recipient.
+    pub async fn tasks(&self) -> Result<Vec<Value>> {
+        let v = self.get("/v1/tasks?limit=1000").await?;
+        Ok(v["tasks"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// `GET /v1/tasks/{id}`.
+    pub async fn task(&self, id: &str) -> Result<Value> {
+        self.get(&format!("/v1/tasks/{}", seg(id)?)).await
+    }
+}
+
+/// A request body.
+#[derive(Clone)]
+pub enum Body {
+    /// A JSON document.
+    Json(Value),
+    /// Raw bytes.
+    Bytes(Vec<u8>),
+    /// Raw bytes whose transfer is reported to a progress callback.
+    Upload(Vec<u8>, Progress),
+}
+
+/// Called with the number of bytes just handed to the network.
+pub type Progress = std::sync::Arc<dyn Fn(u64) + Send + Sync>;
+
+/// A path segment: ids and names only, so nothing a user types can change the path.
+fn seg(s: &str) -> Result<&str> {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+    {
+        Ok(s)
+    } else {
+        Err(ClientError::Invalid(format!("{s:?} is not an id")))
+    }
+}
+
+/// The gateway's error body as a [`ClientError::Api`].
+pub fn api_error(status: StatusCode, body: &Value) -> ClientError {
+    let e = &body["error"];
+    let code_str = e["code"].as_str().unwrap_or("").to_owned();
+    let message = e["message"]
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("HTTP {status}"));
+    ClientError::Api {
+        status: status.as_u16(),
+        code: code_str.parse::<Code>().ok(),
+        code_str: if code_str.is_empty() {
+            format!("HTTP {}", status.as_u16())
+        } else {
+            code_str
+        },
+        message,
+    }
+}

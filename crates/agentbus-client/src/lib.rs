@@ -1,0 +1,26 @@
+//! The typed client of an AgentBus gateway, and the agent's state on this machine.
+//!
+//! - [`profile`]: saved connections (one per agent), the state directory, key files;
+//! - [`http`]: the gateway's HTTP API as typed calls ([`http::Gateway`]);
+//! - [`compose`]: building and signing the envelopes the CLI sends;
+//! - [`inbox`]: the agent's local inbox of received envelopes (unique on `id`), its cursor and
+//!   attachments folder;
+//! - [`receive`]: the one receive path (long-poll, verify, download, persist, import into local
+//!   delivery, then ack) that the sidecar and `send --wait` share.
+//!
+//! The binary does the talking to people; this crate returns [`ClientError`] values.
+
+pub mod compose;
+pub mod error;
+pub mod http;
+pub mod inbox;
+pub mod profile;
+pub mod receive;
+
+pub use error::{ClientError, Result};
+pub use http::Gateway;
+pub use inbox::AgentInbox;
+pub use profile::Profile;
+
+/// This client's version, sent as `agentbus-sidecar-version` on every request (§11.4).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,426 @@
+//! The one receive path: lease from the gateway, re-verify, download attachments, persist into
+//! the agent's local inbox, hand to local delivery (`agentbus_local::Store::import`), and only
+//! then ack. The sidecar runs it in a loop; `send --wait` runs it while no sidecar does.
+//!
+//! A crash anywhere before the ack loses nothing: the gateway redelivers the copy after its lease,
+//! and a copy already persisted is recognised by its `id`, imported again (import is idempotent)
+//! and acked silently (§8).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use agentbus_local::{ImportError, ImportOutcome, InboundMessage, Store};
+use agentbus_protocol::envelope::Envelope;
+use agentbus_protocol::frame::{Transport, Verified};
+use agentbus_protocol::signing::{PublicKey, envelope_sig, verify_envelope};
+use agentbus_protocol::timestamp::Timestamp;
+use agentbus_runtime::Clock;
+
+use crate::error::{ClientError, Result};
+use crate::http::{Delivery, Gateway};
+use crate::inbox::{AgentInbox, Diagnostic, Received, SavedAttachment};
+use crate::profile::{Profile, create_private_dir};
+
+/// A sender key as the directory lists it.
+#[derive(Debug, Clone)]
+struct KnownKey {
+    /// The address the key belongs to (`agent://system/gateway/*` for the gateway's key).
+    owner: String,
+    public: PublicKey,
+}
+
+/// Sender keys, fetched from the gateway and cached. Revoked keys stay: they still verify the
+/// envelopes they signed before revocation (§3.3).
+#[derive(Debug, Default)]
+pub struct KeyCache {
+    keys: HashMap<String, KnownKey>,
+}
+
+impl KeyCache {
+    async fn refresh(&mut self, gw: &Gateway) -> Result<()> {
+        for card in gw.agents().await? {
+            let owner = card["address"].as_str().unwrap_or_default();
+            for k in card["keys"].as_array().into_iter().flatten() {
+                self.insert(owner, k);
+            }
+        }
+        let wk = gw.well_known().await?.body;
+        for k in wk["gateway_keys"].as_array().into_iter().flatten() {
+            self.insert("agent://system/gateway/*", k);
+        }
+        Ok(())
+    }
+
+    /// Caches one `{id, public_key}` entry as `owner`'s.
+    fn insert(&mut self, owner: &str, k: &Value) {
+        if let (Some(id), Some(pk)) = (k["id"].as_str(), k["public_key"].as_str())
+            && let Ok(public) = PublicKey::from_base64url(pk)
+        {
+            let owner = owner.to_owned();
+            self.keys.insert(id.to_owned(), KnownKey { owner, public });
+        }
+    }
+
+    /// Re-verifies `env` against its sender's registered keys (refreshing once on an unknown key).
+    /// `Ok(None)` means verified; `Ok(Some(why))` is a failure to record as AB-1303.
+    pub async fn verify(
+        &mut self,
+        gw: &Gateway,
+        env: &Map<String, Value>,
+    ) -> Result<Option<String>> {
+        let sig = match envelope_sig(env) {
+            Ok(s) => s,
+            Err(e) => return Ok(Some(format!("the signature cannot be read: {e}"))),
+        };
+        let key_id = sig.key_id.to_string();
+        if !self.keys.contains_key(&key_id) {
+            self.refresh(gw).await?;
+        }
+        let Some(known) = self.keys.get(&key_id) else {
+            return Ok(Some(format!("key {key_id} is not registered to any agent")));
+        };
+        let source = env.get("source").and_then(Value::as_str).unwrap_or("");
+        let owner_matches = match known.owner.strip_suffix('*') {
+            Some(prefix) => source.starts_with(prefix),
+            None => known.owner == source,
+        };
+        if !owner_matches {
+            return Ok(Some(format!(
+                "key {key_id} belongs to {}, not to the source {source}",
+                known.owner
+            )));
+        }
+        Ok(match verify_envelope(env, &known.public) {
+            Ok(()) => None,
+            Err(e) => Some(format!("the signature does not verify: {e}")),
+        })
+    }
+}
+
+/// What one pass of [`Receiver::pull`] did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct PullReport {
+    /// Envelopes stored for the first time (ids).
+    pub stored: Vec<String>,
+    /// Redeliveries of envelopes already stored, acked silently.
+    pub duplicates: usize,
+    /// The cursor after the pass.
+    pub cursor: u64,
+}
+
+/// Receives for one agent.
+pub struct Receiver {
+    gw: Gateway,
+    profile: Profile,
+    inbox: AgentInbox,
+    keys: KeyCache,
+    local: Store,
+    clock: Arc<dyn Clock>,
+    fault_after_persist: bool,
+}
+
+impl Receiver {
+    /// A receiver for `profile`, storing into `inbox` and importing into `local`.
+    pub fn new(
+        gw: Gateway,
+        profile: Profile,
+        inbox: AgentInbox,
+        local: Store,
+        clock: Arc<dyn Clock>,
+    ) -> Receiver {
+        Receiver {
+            gw,
+            profile,
+            inbox,
+            keys: KeyCache::default(),
+            local,
+            clock,
+            fault_after_persist: false,
+        }
+    }
+
+    /// Fault injection for crash tests: fail right after the first new envelope is persisted
+    /// and imported, before anything is acked, as a crash at that point would.
+    pub fn inject_fault_after_persist(&mut self) {
+        self.fault_after_persist = true;
+    }
+
+    /// The inbox this receiver writes.
+    pub fn inbox(&self) -> &AgentInbox {
+        &self.inbox
+    }
+
+    /// One long-poll of up to `wait_s` seconds, and everything it delivered processed and acked.
+    pub async fn pull(&mut self, wait_s: u64) -> Result<PullReport> {
+        let after = self.inbox.cursor();
+        let deliveries = self.gw.poll(after, wait_s, 100).await?;
+        let mut report = PullReport::default();
+        let mut acks = Vec::with_capacity(deliveries.len());
+        for d in deliveries {
+            let (sequence, token) = (d.sequence, d.delivery.clone());
+            match self.process(d).await? {
+                Some(id) => report.stored.push(id),
+                None => report.duplicates += 1,
+            }
+            // The cursor moves only over what is on disk, so a restart resumes after it.
+            self.inbox.advance_cursor(sequence)?;
+            acks.push((sequence, token));
+        }
+        if !acks.is_empty() {
+            // A stale token (the copy was leased again meanwhile) is refused by the gateway; the
+            // newer lease will be acked as a duplicate, so a refusal here is not an error.
+            match self.gw.ack(&acks).await {
+                Ok(_) | Err(ClientError::Api { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        report.cursor = self.inbox.cursor();
+        Ok(report)
+    }
+
+    /// Holds the WebSocket (`/v1/inbox/ws?after=<cursor>`) and processes every pushed delivery
+    /// like [`Self::pull`] does, acking each over the socket after the local write. Returns when
+    /// the socket closes or fails (always an error: the caller reconnects or falls back to
+    /// long-poll). `on_pass` is called after every delivery.
+    pub async fn stream(&mut self, mut on_pass: impl FnMut(&PullReport)) -> Result<()> {
+        use futures_util::{SinkExt as _, StreamExt as _};
+        use tokio_tungstenite::tungstenite::Message;
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+
+        let base = self.gw.base();
+        let ws_base = if let Some(rest) = base.strip_prefix("https://") {
+            format!("wss://{rest}")
+        } else if let Some(rest) = base.strip_prefix("http://") {
+            format!("ws://{rest}")
+        } else {
+            return Err(ClientError::Invalid(format!(
+                "{base} is not an http(s) URL"
+            )));
+        };
+        let url = format!("{ws_base}/v1/inbox/ws?after={}", self.inbox.cursor());
+        let unreachable = |detail: String| ClientError::Unreachable {
+            url: url.clone(),
+            detail,
+        };
+        let mut req = url
+            .as_str()
+            .into_client_request()
+            .map_err(|e| unreachable(e.to_string()))?;
+        let headers = req.headers_mut();
+        for (name, value) in [
+            ("authorization", format!("Bearer {}", self.gw.token())),
+            (
+                crate::http::SIDECAR_VERSION_HEADER,
+                crate::VERSION.to_owned(),
+            ),
+        ] {
+            if let Ok(v) = value.parse() {
+                headers.insert(name, v);
+            }
+        }
+        let (socket, _) = match tokio_tungstenite::connect_async(req).await {
+            Ok(s) => s,
+            Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+                let status = reqwest::StatusCode::from_u16(resp.status().as_u16())
+                    .unwrap_or(reqwest::StatusCode::BAD_GATEWAY);
+                let body = resp
+                    .body()
+                    .as_deref()
+                    .and_then(|b| serde_json::from_slice(b).ok())
+                    .unwrap_or(Value::Null);
+                return Err(crate::http::api_error(status, &body));
+            }
+            Err(e) => return Err(unreachable(e.to_string())),
+        };
+        let (mut sink, mut frames) = socket.split();
+        while let Some(frame) = frames.next().await {
+            let text = match frame.map_err(|e| unreachable(e.to_string()))? {
+                Message::Text(t) => t,
+                Message::Close(_) => break,
+                _ => continue,
+            };
+            let v: Value = serde_json::from_str(text.as_str()).unwrap_or(Value::Null);
+            if v["type"] != "delivery" {
+                continue;
+            }
+            let d = Delivery::from_json(&v["delivery"])?;
+            let (sequence, token) = (d.sequence, d.delivery.clone());
+            let mut report = PullReport::default();
+            match self.process(d).await? {
+                Some(id) => report.stored.push(id),
+                None => report.duplicates += 1,
+            }
+            self.inbox.advance_cursor(sequence)?;
+            let ack = json!({"type": "ack", "sequence": sequence, "delivery": token});
+            sink.send(Message::Text(ack.to_string().into()))
+                .await
+                .map_err(|e| unreachable(e.to_string()))?;
+            report.cursor = self.inbox.cursor();
+            on_pass(&report);
+        }
+        Err(unreachable("the gateway closed the WebSocket".into()))
+    }
+
+    /// Persists and imports one delivery. `Some(id)` when it was new, `None` for a duplicate.
+    async fn process(&mut self, d: Delivery) -> Result<Option<String>> {
+        let id = d
+            .envelope
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if let Some(existing) = self.inbox.get(&id)? {
+            // Persisted before a crash that came before the ack: import again (idempotent), ack.
+            self.import(&existing)?;
+            return Ok(None);
+        }
+        let mut diagnostics = Vec::new();
+        let verified = match self.keys.verify(&self.gw, &d.envelope).await? {
+            None => "true",
+            Some(why) => {
+                diagnostics.push(Diagnostic {
+                    code: "AB-1303".into(),
+                    message: why,
+                });
+                "false"
+            }
+        };
+        let attachments = self.download(&id, &d.envelope, &mut diagnostics).await?;
+        let r = Received {
+            sequence: d.sequence,
+            verified: verified.to_owned(),
+            diagnostics,
+            attachments,
+            stored_at: self.clock.now().to_string(),
+            envelope: d.envelope,
+        };
+        let fresh = self.inbox.persist(&r)?;
+        self.import(&r)?;
+        if self.fault_after_persist {
+            return Err(ClientError::Invalid(
+                "fault injected after the local write, before the ack".into(),
+            ));
+        }
+        Ok(fresh.then_some(id))
+    }
+
+    async fn download(
+        &self,
+        id: &str,
+        env: &Map<String, Value>,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Result<Vec<SavedAttachment>> {
+        let list = env
+            .get("data")
+            .and_then(|d| d.get("attachments"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let mut out = Vec::new();
+        let mut used = std::collections::HashSet::new();
+        for a in list {
+            let name = a["name"].as_str().unwrap_or("attachment").to_owned();
+            let blob_ref = a["ref"].as_str().unwrap_or_default().to_owned();
+            let blob_id = blob_ref.rsplit('/').next().unwrap_or_default().to_owned();
+            let mut path = self.inbox.attachment_path(id, &name);
+            let mut n = 2;
+            while !used.insert(path.clone()) {
+                path = self.inbox.attachment_path(id, &format!("{n}-{name}"));
+                n += 1;
+            }
+            let saved = match self.gw.download_blob(&blob_id).await {
+                Ok(bytes) => {
+                    use sha2::Digest as _;
+                    let sha = hex::encode(sha2::Sha256::digest(&bytes));
+                    if a["sha256"].as_str() != Some(sha.as_str()) {
+                        diagnostics.push(Diagnostic {
+                            code: "AB-1303".into(),
+                            message: format!("attachment {name:?} does not match its sha256"),
+                        });
+                    }
+                    let dir = self.inbox.attachments_dir(id);
+                    create_private_dir(&dir)?;
+                    std::fs::write(&path, &bytes).map_err(crate::error::io(&path))?;
+                    Some(path)
+                }
+                Err(ClientError::Api {
+                    code_str, message, ..
+                }) => {
+                    diagnostics.push(Diagnostic {
+                        code: code_str,
+                        message: format!("attachment {name:?} could not be fetched: {message}"),
+                    });
+                    None
+                }
+                Err(e) => return Err(e),
+            };
+            out.push(SavedAttachment {
+                name,
+                path: saved,
+                blob_ref,
+            });
+        }
+        Ok(out)
+    }
+
+    fn import(&self, r: &Received) -> Result<()> {
+        let env = Envelope::from_map(r.envelope.clone());
+        let mut body = agentbus_protocol::frame::envelope_body(&env);
+        if !r.diagnostics.is_empty() {
+            for d in &r.diagnostics {
+                body.push_str(&format!("\n[{}] {}", d.code, d.message));
+            }
+        }
+        let msg = InboundMessage {
+            transport: Transport::Gateway,
+            transport_id: r.id().to_owned(),
+            from: r.attr("source").unwrap_or_default().to_owned(),
+            kind: r.attr("type").unwrap_or_default().to_owned(),
+            conversation: r.attr("conversation_id").map(str::to_owned),
+            subject: r.attr("subject").map(str::to_owned),
+            body,
+            verified: if r.verified == "true" {
+                Verified::True
+            } else {
+                Verified::False
+            },
+            attachments: r
+                .attachments
+                .iter()
+                .filter_map(|a| a.path.as_ref().map(|p| p.display().to_string()))
+                .collect(),
+            reply_command: Some(format!(
+                "agentbus --profile {} reply {} \"…\"",
+                self.profile.name,
+                r.id()
+            )),
+            sent: r
+                .attr("time")
+                .and_then(|t| t.parse::<Timestamp>().ok())
+                .unwrap_or_else(|| self.clock.now()),
+            recipient: self.profile.address.clone(),
+        };
+        match self.local.import(&msg) {
+            Ok(ImportOutcome::Stored { .. } | ImportOutcome::Duplicate { .. }) => Ok(()),
+            // The local store failing is retried (no ack); a message local delivery cannot hold
+            // stays in the agent's inbox, where `inbox --show` reads it.
+            Err(ImportError::Store(e)) => Err(ClientError::Import(e.to_string())),
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+/// The sidecar's status, written after every pass for `doctor` and `sidecar --status`.
+pub fn status_json(profile: &Profile, report: &PullReport, now: Timestamp, mode: &str) -> Value {
+    json!({
+        "mode": mode,
+        "pid": std::process::id(),
+        "profile": profile.name,
+        "agent_id": profile.agent_id,
+        "gateway": profile.gateway,
+        "cursor": report.cursor,
+        "last_pass_at": now.to_string(),
+    })
+}

@@ -1,0 +1,918 @@
+//! The gateway verbs of an agent: `connect`, `send`, `ack`, `delegate`, the worker's `accept`,
+//! `progress`, `needs-input`, `complete`, `fail`, `reject`, the requester's `answer` and
+//! `cancel`, and the gateway half of `tell`, `ask` and `reply`. The work is in `agentbus-client`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+use serde_json::{Map, Value, json};
+
+use agentbus_client::compose::Draft;
+use agentbus_client::inbox::Received;
+use agentbus_client::profile::Profiles;
+use agentbus_client::{ClientError, Gateway, Profile};
+use agentbus_protocol::schema::KnownType;
+use agentbus_protocol::signing::SigningKey;
+use agentbus_runtime::{Clock, SystemClock, keyfile, random_bytes};
+
+use super::gw::{Ctx, client_error, json_object, parse_duration, runtime, upload};
+use crate::error::{CliError, CliResult, ErrorKind};
+use crate::printer::Printer;
+
+/// The gateway verbs, flattened into the top level (`agentbus send …`).
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Connect this machine to a gateway as an agent: register it (or resume it), generate its key
+    /// on first connect, register the public key, save a profile.
+    #[command(
+        after_help = "Examples:\n  agentbus connect --gateway http://127.0.0.1:7700 --token abu_… --name release-bot\n  agentbus connect --gateway https://bus.example --token aba_… --agent agt_01J… --name reviewer\n\n\
+The private key goes to $AGENTBUS_HOME/keys/<agent_id>.key (mode 0600); the profile (with the agent \
+credential) to $AGENTBUS_HOME/profiles/<name>.json. Several agents are several profiles: pick one \
+with --profile or AGENTBUS_PROFILE."
+    )]
+    Connect(ConnectArgs),
+    /// Send a message (`agentbus.message.v1`) to an agent or topic through the gateway.
+    #[command(
+        after_help = "Examples:\n  agentbus send agent://acme/backend/reviewer \"Is change 482 clear for the 14:30 deploy?\" --wait 120s\n  agentbus send agent://acme/backend/reviewer \"logs attached\" --attach build.log --subject \"CI run 42\""
+    )]
+    Send(SendArgs),
+    /// Acknowledge a message you received (`agentbus.ack.v1`: read or processed).
+    #[command(
+        after_help = "Example:\n  agentbus ack msg_01J9ZK7A0000000000000000A1 --level processed"
+    )]
+    Ack(AckArgs),
+    /// Hand a task to an agent (`agentbus.task.request.v1`) and, with --wait, wait for its result.
+    #[command(
+        after_help = "Example:\n  agentbus delegate agent://acme/backend/reviewer --capability code.review \\\n    --input '{\"artifact_id\": \"change-482\"}' --attach change.diff --wait 10m \\\n    \"Review this change for concurrency bugs.\""
+    )]
+    Delegate(DelegateArgs),
+    /// As a task's worker: accept it.
+    #[command(
+        after_help = "Example:\n  agentbus accept tsk_01J9ZK8A0000000000000000T1 --estimate 240"
+    )]
+    Accept(AcceptArgs),
+    /// As a task's worker: report progress (and reset its progress timer).
+    #[command(
+        after_help = "Example:\n  agentbus progress tsk_01J… --percent 40 --stage static-analysis --note \"one suspicious unlock\""
+    )]
+    Progress(ProgressArgs),
+    /// As a task's worker: ask the requester a question the work cannot go on without.
+    #[command(
+        name = "needs-input",
+        after_help = "Example:\n  agentbus needs-input tsk_01J… \"Which repository?\" --option muxr --option agentbus"
+    )]
+    NeedsInput(NeedsInputArgs),
+    /// As a task's worker: finish it successfully, with a summary, output and attachments.
+    #[command(
+        after_help = "Example:\n  agentbus complete tsk_01J… --summary \"one high-severity bug\" --output '{\"findings\": []}' --attach report.md"
+    )]
+    Complete(CompleteArgs),
+    /// As a task's worker: finish it as failed.
+    #[command(
+        after_help = "Example:\n  agentbus fail tsk_01J… --message \"the repository is gone\" --code repo_missing"
+    )]
+    Fail(FailArgs),
+    /// As a task's worker: refuse it.
+    #[command(after_help = "Example:\n  agentbus reject tsk_01J… --reason busy")]
+    Reject(RejectArgs),
+    /// As a task's requester: answer the worker's question (`task.input`).
+    #[command(after_help = "Example:\n  agentbus answer tsk_01J… \"muxr\" --attach notes.md")]
+    Answer(AnswerArgs),
+    /// As a task's requester: cancel it.
+    #[command(after_help = "Example:\n  agentbus cancel tsk_01J… --reason \"no longer needed\"")]
+    Cancel(CancelArgs),
+}
+
+/// Arguments of `connect`.
+#[derive(Debug, Args)]
+pub struct ConnectArgs {
+    /// The gateway's URL.
+    #[arg(long, env = "AGENTBUS_GATEWAY")]
+    gateway: String,
+    /// A user integration token (abu_…) to register the agent, or the agent's credential (aba_…)
+    /// with --agent to add this machine's key to an existing agent.
+    #[arg(long, env = "AGENTBUS_TOKEN", hide_env_values = true)]
+    token: String,
+    /// The agent's name (3-40 of a-z, 0-9, '-'); also the profile's name unless --profile is given.
+    #[arg(long)]
+    name: String,
+    /// The existing agent's agt_ id, when --token is its credential.
+    #[arg(long)]
+    agent: Option<String>,
+}
+
+/// Arguments of `send`.
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// agent://tenant/workspace/name, an agt_ id, or topic://tenant/workspace/topic.
+    to: String,
+    /// The text; several words are joined with spaces.
+    #[arg(required = true, num_args = 1..)]
+    text: Vec<String>,
+    /// A one-line summary.
+    #[arg(long)]
+    subject: Option<String>,
+    /// A file to upload and attach (repeatable).
+    #[arg(long, value_name = "FILE")]
+    attach: Vec<PathBuf>,
+    /// Ask the recipient for a reply.
+    #[arg(long)]
+    expects_reply: bool,
+    /// Wait this long (30s, 2m) for the first message whose correlation_id is the sent id, and
+    /// print it (implies --expects-reply).
+    #[arg(long, value_name = "DURATION")]
+    wait: Option<String>,
+}
+
+/// Arguments of `ack`.
+#[derive(Debug, Args)]
+pub struct AckArgs {
+    /// The msg_ id of the message acknowledged.
+    id: String,
+    /// read or processed.
+    #[arg(long, default_value = "read", value_parser = ["read", "processed"])]
+    level: String,
+    /// A note.
+    #[arg(long)]
+    note: Option<String>,
+}
+
+/// Arguments of `delegate`.
+#[derive(Debug, Args)]
+pub struct DelegateArgs {
+    /// The worker: agent://…, or an agt_ id.
+    to: String,
+    /// The instructions; several words are joined with spaces.
+    #[arg(required = true, num_args = 1..)]
+    instructions: Vec<String>,
+    /// The capability asked for (e.g. code.review).
+    #[arg(long)]
+    capability: String,
+    /// The capability's major version.
+    #[arg(long, default_value = "1")]
+    capability_version: String,
+    /// Structured input, a JSON object.
+    #[arg(long, value_name = "JSON")]
+    input: Option<String>,
+    /// A file to upload and attach (repeatable).
+    #[arg(long, value_name = "FILE")]
+    attach: Vec<PathBuf>,
+    /// A one-line summary.
+    #[arg(long)]
+    subject: Option<String>,
+    /// Wait this long for the task to finish and print its result.
+    #[arg(long, value_name = "DURATION")]
+    wait: Option<String>,
+    /// Seconds the worker has to accept (5-3600).
+    #[arg(long, value_name = "S")]
+    accept_timeout: Option<u64>,
+    /// Seconds allowed between progress reports (30-86400).
+    #[arg(long, value_name = "S")]
+    progress_timeout: Option<u64>,
+    /// Seconds the whole task may take once accepted (30-604800).
+    #[arg(long, value_name = "S")]
+    max_duration: Option<u64>,
+    /// The request expires after this long (sets expires_at).
+    #[arg(long, value_name = "DURATION")]
+    expires_in: Option<String>,
+    /// A key that makes retries safe: the same key returns the original task (§8).
+    #[arg(long)]
+    idempotency_key: Option<String>,
+}
+
+/// Arguments of `accept`.
+#[derive(Debug, Args)]
+pub struct AcceptArgs {
+    /// The task: its tsk_ id, or the msg_ id of its request.
+    task: String,
+    /// Estimated duration in seconds.
+    #[arg(long, value_name = "S")]
+    estimate: Option<u64>,
+    /// A note.
+    #[arg(long)]
+    note: Option<String>,
+}
+
+/// Arguments of `progress`.
+#[derive(Debug, Args)]
+pub struct ProgressArgs {
+    /// The task: its tsk_ id, or the msg_ id of its request.
+    task: String,
+    /// Percent done (0-100).
+    #[arg(long)]
+    percent: Option<f64>,
+    /// The stage (a short name).
+    #[arg(long)]
+    stage: Option<String>,
+    /// A note.
+    #[arg(long)]
+    note: Option<String>,
+}
+
+/// Arguments of `needs-input`.
+#[derive(Debug, Args)]
+pub struct NeedsInputArgs {
+    /// The task: its tsk_ id, or the msg_ id of its request.
+    task: String,
+    /// The question.
+    #[arg(required = true, num_args = 1..)]
+    question: Vec<String>,
+    /// A fixed choice (repeatable); free text is still accepted.
+    #[arg(long = "option")]
+    options: Vec<String>,
+}
+
+/// Arguments of `complete`.
+#[derive(Debug, Args)]
+pub struct CompleteArgs {
+    /// The task: its tsk_ id, or the msg_ id of its request.
+    task: String,
+    /// What was done, for people.
+    #[arg(long)]
+    summary: Option<String>,
+    /// The output, a JSON object.
+    #[arg(long, value_name = "JSON")]
+    output: Option<String>,
+    /// A file to upload and attach (repeatable).
+    #[arg(long, value_name = "FILE")]
+    attach: Vec<PathBuf>,
+}
+
+/// Arguments of `fail`.
+#[derive(Debug, Args)]
+pub struct FailArgs {
+    /// The task: its tsk_ id, or the msg_ id of its request.
+    task: String,
+    /// What went wrong.
+    #[arg(long)]
+    message: String,
+    /// A failure code (capability-specific or AB-NNNN).
+    #[arg(long, default_value = "failed")]
+    code: String,
+    /// Whether retrying could succeed.
+    #[arg(long)]
+    retryable: bool,
+}
+
+/// Arguments of `reject`.
+#[derive(Debug, Args)]
+pub struct RejectArgs {
+    /// The task: its tsk_ id, or the msg_ id of its request.
+    task: String,
+    /// Why (§5.5's rejection reasons).
+    #[arg(long, value_parser = ["capability_unsupported", "input_invalid", "busy", "policy", "budget", "other"])]
+    reason: String,
+    /// A summary for people.
+    #[arg(long)]
+    summary: Option<String>,
+}
+
+/// Arguments of `answer`.
+#[derive(Debug, Args)]
+pub struct AnswerArgs {
+    /// The task: its tsk_ id, or the msg_ id of its request.
+    task: String,
+    /// The answer.
+    #[arg(required = true, num_args = 1..)]
+    answer: Vec<String>,
+    /// A file to upload and attach (repeatable).
+    #[arg(long, value_name = "FILE")]
+    attach: Vec<PathBuf>,
+}
+
+/// Arguments of `cancel`.
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// The task: its tsk_ id, or the msg_ id of its request.
+    task: String,
+    /// Why.
+    #[arg(long)]
+    reason: Option<String>,
+}
+
+/// Runs one gateway verb.
+pub fn run(command: AgentCommand, printer: &Printer) -> CliResult {
+    match command {
+        AgentCommand::Connect(a) => connect(a, printer),
+        AgentCommand::Send(a) => send(a, printer),
+        AgentCommand::Ack(a) => ack(a, printer),
+        AgentCommand::Delegate(a) => delegate(a, printer),
+        AgentCommand::Accept(a) => {
+            let mut data = json!({});
+            if let Some(e) = a.estimate {
+                data["estimated_duration_s"] = json!(e);
+            }
+            if let Some(n) = a.note {
+                data["note"] = json!(n);
+            }
+            lifecycle(&a.task, KnownType::TaskAccept, data, &[], printer)
+        }
+        AgentCommand::Progress(a) => {
+            let mut data = json!({});
+            if let Some(p) = a.percent {
+                data["percent"] = json!(p);
+            }
+            if let Some(s) = a.stage {
+                data["stage"] = json!(s);
+            }
+            if let Some(n) = a.note {
+                data["note"] = json!(n);
+            }
+            lifecycle(&a.task, KnownType::TaskProgress, data, &[], printer)
+        }
+        AgentCommand::NeedsInput(a) => {
+            let mut data = json!({"question": a.question.join(" ")});
+            if !a.options.is_empty() {
+                data["options"] = json!(a.options);
+            }
+            lifecycle(&a.task, KnownType::TaskNeedsInput, data, &[], printer)
+        }
+        AgentCommand::Complete(a) => {
+            let mut data = json!({"status": "succeeded"});
+            if let Some(s) = a.summary {
+                data["summary"] = json!(s);
+            }
+            if let Some(o) = a.output {
+                data["output"] = json_object("--output", &o)?;
+            }
+            lifecycle(&a.task, KnownType::TaskResult, data, &a.attach, printer)
+        }
+        AgentCommand::Fail(a) => {
+            let data = json!({"status": "failed", "failure": {"code": a.code, "message": a.message, "retryable": a.retryable}});
+            lifecycle(&a.task, KnownType::TaskResult, data, &[], printer)
+        }
+        AgentCommand::Reject(a) => {
+            let mut data = json!({"status": "rejected", "rejection_reason": a.reason});
+            if let Some(s) = a.summary {
+                data["summary"] = json!(s);
+            }
+            lifecycle(&a.task, KnownType::TaskResult, data, &[], printer)
+        }
+        AgentCommand::Answer(a) => {
+            let data = json!({"answer": a.answer.join(" ")});
+            lifecycle(&a.task, KnownType::TaskInput, data, &a.attach, printer)
+        }
+        AgentCommand::Cancel(a) => {
+            let mut data = json!({});
+            if let Some(r) = a.reason {
+                data["reason"] = json!(r);
+            }
+            lifecycle(&a.task, KnownType::TaskCancel, data, &[], printer)
+        }
+    }
+}
+
+fn connect(args: ConnectArgs, printer: &Printer) -> CliResult {
+    let profiles = Profiles::open_default().map_err(client_error)?;
+    let name = super::gw::PROFILE
+        .get()
+        .cloned()
+        .flatten()
+        .unwrap_or_else(|| args.name.clone());
+    let rt = runtime()?;
+    let gateway = args.gateway.trim_end_matches('/').to_owned();
+    // Resume: the profile exists, its key file is usable and its key is registered.
+    if let Ok(p) = profiles.load(&name) {
+        if p.gateway != gateway {
+            return Err(CliError::new(
+                ErrorKind::Config,
+                format!(
+                    "profile {name} is connected to {}, not {gateway}",
+                    p.gateway
+                ),
+            )
+            .fix("choose another profile name with --profile, or use that gateway"));
+        }
+        let gw = Gateway::new(&p.gateway, &p.token).map_err(client_error)?;
+        let card = rt.block_on(gw.agent(&p.agent_id)).map_err(client_error)?;
+        profiles.read_key(&p.agent_id).map_err(client_error)?;
+        let active = card["keys"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|k| k["id"] == json!(p.key_id) && k["revoked_at"].is_null());
+        if !active {
+            return Err(CliError::new(
+                ErrorKind::Config,
+                format!("profile {name}'s key {} is revoked or unknown to the gateway", p.key_id),
+            )
+            .fix("run `agentbus keys rotate` with a working key, or register a new key with the owner's token"));
+        }
+        return print_connected(printer, &profiles, &p, "resumed");
+    }
+    let key = SigningKey::from_seed(random_bytes());
+    let public = key.public().to_base64url();
+    let gw = Gateway::new(&gateway, &args.token).map_err(client_error)?;
+    let (card, token, key_id) = if args.token.starts_with("aba_") {
+        let Some(id) = args.agent.as_deref() else {
+            return Err(CliError::new(
+                ErrorKind::Usage,
+                "an agent credential (aba_…) needs --agent <agt_ id>",
+            )
+            .fix(
+                "pass --agent agt_…, or connect with a user token (abu_…) to register a new agent",
+            ));
+        };
+        let card = rt.block_on(gw.agent(id)).map_err(client_error)?;
+        let k = rt.block_on(gw.add_key(id, &public)).map_err(client_error)?;
+        (
+            card,
+            args.token.clone(),
+            k["id"].as_str().unwrap_or_default().to_owned(),
+        )
+    } else {
+        let out = rt
+            .block_on(gw.register_agent(&args.name, &public))
+            .map_err(|e| {
+                let taken = e.code() == Some(agentbus_protocol::Code::NameTaken);
+                let err = client_error(e);
+                if taken {
+                    // The credential is only ever returned at registration: resuming an agent on a
+                    // new machine takes the credential it was given then.
+                    err.fix("connect with the agent's credential: --token aba_… --agent agt_…, or pick another --name")
+                } else {
+                    err
+                }
+            })?;
+        (
+            out["agent"].clone(),
+            out["token"].as_str().unwrap_or_default().to_owned(),
+            out["key"]["id"].as_str().unwrap_or_default().to_owned(),
+        )
+    };
+    let (Some(agent_id), Some(address)) = (card["id"].as_str(), card["address"].as_str()) else {
+        return Err(client_error(ClientError::Protocol(format!(
+            "a card without id: {card}"
+        ))));
+    };
+    if token.is_empty() || key_id.is_empty() {
+        return Err(client_error(ClientError::Protocol(
+            "the registration answer lacks the credential or the key".into(),
+        )));
+    }
+    let path = profiles.key_path(agent_id);
+    keyfile::write_new(&path, &key).map_err(|e| {
+        CliError::new(ErrorKind::Config, e.to_string())
+            .fix("move the old key file away only if no profile uses it, then connect again")
+    })?;
+    let p = Profile {
+        name,
+        gateway,
+        agent_id: agent_id.to_owned(),
+        address: address.to_owned(),
+        token,
+        key_id,
+    };
+    profiles.save(&p).map_err(client_error)?;
+    print_connected(printer, &profiles, &p, "connected")
+}
+
+fn print_connected(printer: &Printer, profiles: &Profiles, p: &Profile, verb: &str) -> CliResult {
+    let key_file = profiles.key_path(&p.agent_id);
+    printer.either(
+        &json!({
+            "status": verb,
+            "profile": p.name,
+            "gateway": p.gateway,
+            "agent_id": p.agent_id,
+            "address": p.address,
+            "key_id": p.key_id,
+            "key_storage": "file",
+            "key_file": key_file,
+        }),
+        &format!(
+            "{verb} as {} ({})\nprofile: {}  gateway: {}\nkey: {} in {} (mode 0600)",
+            p.address,
+            p.agent_id,
+            p.name,
+            p.gateway,
+            p.key_id,
+            key_file.display()
+        ),
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `tell`/`ask` to a gateway address.
+pub fn tell(to: &str, text: &str, expects_reply: bool, printer: &Printer) -> CliResult {
+    send(
+        SendArgs {
+            to: to.to_owned(),
+            text: vec![text.to_owned()],
+            subject: None,
+            attach: Vec::new(),
+            expects_reply,
+            wait: None,
+        },
+        printer,
+    )
+}
+
+fn receipt_json(env: &Map<String, Value>, receipt: &Value, replay: bool) -> Value {
+    let mut r = receipt.clone();
+    r["to"] = env.get("to").cloned().unwrap_or(Value::Null);
+    r["type"] = env.get("type").cloned().unwrap_or(Value::Null);
+    r["conversation_id"] = env.get("conversation_id").cloned().unwrap_or(Value::Null);
+    r["replay"] = json!(replay);
+    r
+}
+
+fn send(args: SendArgs, printer: &Printer) -> CliResult {
+    let wait = args
+        .wait
+        .as_deref()
+        .map(parse_duration)
+        .transpose()
+        .map_err(|e| {
+            CliError::new(ErrorKind::Usage, e).fix("write the duration like 30s, 2m or 500ms")
+        })?;
+    let ctx = Ctx::open()?;
+    let mut data = json!({"text": args.text.join(" ")});
+    if args.expects_reply || wait.is_some() {
+        data["expects_reply"] = json!(true);
+    }
+    if !args.attach.is_empty() {
+        data["attachments"] = json!(upload(&ctx, &args.attach)?);
+    }
+    let mut draft = Draft::new(KnownType::Message, &args.to, data);
+    draft.subject = args.subject;
+    let (env, receipt) = ctx.publish(draft)?;
+    let sent = receipt_json(&env, &receipt.body, receipt.replay);
+    let id = env["id"].as_str().unwrap_or_default().to_owned();
+    let Some(wait) = wait else {
+        printer.either(&sent, &format!("sent {id} to {}", args.to))?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    let mut seen = std::collections::HashSet::new();
+    let reply = ctx.wait_for(wait, |c| correlated(c, &id, &mut seen, |_| true))?;
+    match reply {
+        Some(r) => {
+            printer.either(
+                &json!({"sent": sent, "reply": received_json(&r)}),
+                &format!("sent {id} to {}\n{}", args.to, reply_text(&r)),
+            )?;
+            // The gateway answering instead of the recipient (undeliverable, expired) is a "no".
+            let system = r
+                .attr("type")
+                .is_some_and(|t| t.starts_with("agentbus.system."));
+            Ok(if system {
+                ErrorKind::Failed.exit_code()
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        None => Err(CliError::new(
+            ErrorKind::Failed,
+            format!(
+                "{id} was sent, but no reply arrived within {}",
+                args.wait.unwrap_or_default()
+            ),
+        )
+        .fix(format!("wait longer, or look later: agentbus trace {id}"))),
+    }
+}
+
+/// Finds, among stored envelopes not looked at before, the first whose correlation_id is `id`
+/// and that `accept` takes. `seen` remembers what was looked at, so a long wait reads each file
+/// once however large the inbox.
+fn correlated(
+    ctx: &Ctx,
+    id: &str,
+    seen: &mut std::collections::HashSet<String>,
+    accept: impl Fn(&Received) -> bool,
+) -> Result<Option<Received>, CliError> {
+    let inbox = ctx.inbox();
+    for key in inbox.keys().map_err(client_error)? {
+        if seen.contains(&key) {
+            continue;
+        }
+        let Some(r) = inbox.get(&key).map_err(client_error)? else {
+            seen.insert(key);
+            continue;
+        };
+        if r.attr("correlation_id") == Some(id) && accept(&r) {
+            return Ok(Some(r));
+        }
+        seen.insert(key);
+    }
+    Ok(None)
+}
+
+/// A received envelope as `--json` prints it.
+pub fn received_json(r: &Received) -> Value {
+    json!({
+        "sequence": r.sequence,
+        "verified": r.verified,
+        "diagnostics": r.diagnostics,
+        "attachments": r.attachments,
+        "envelope": r.envelope,
+    })
+}
+
+fn reply_text(r: &Received) -> String {
+    let data = r.envelope.get("data").cloned().unwrap_or(Value::Null);
+    let body = data["text"]
+        .as_str()
+        .or_else(|| data["summary"].as_str())
+        .unwrap_or("");
+    let mark = if r.verified == "true" {
+        ""
+    } else {
+        " (UNVERIFIED)"
+    };
+    format!(
+        "reply {} from {}{mark}:\n{body}",
+        r.id(),
+        r.attr("source").unwrap_or("?")
+    )
+}
+
+/// Finds a received message by id, with a fix when it is not here.
+fn received(ctx: &Ctx, id: &str) -> Result<Received, CliError> {
+    ctx.inbox().get(id).map_err(client_error)?.ok_or_else(|| {
+        CliError::input(format!(
+            "no message {id} has been received by {}",
+            ctx.profile.address
+        ))
+        .fix("check the id; `agentbus sidecar --once` receives what is waiting")
+    })
+}
+
+/// `reply <msg_…> <text>` over the gateway: to the message's reply_to or source, same
+/// conversation, correlation_id = its id.
+pub fn reply(id: &str, text: &str, printer: &Printer) -> CliResult {
+    let ctx = Ctx::open()?;
+    let original = received(&ctx, id)?;
+    let to = original
+        .attr("reply_to")
+        .or(original.attr("source"))
+        .unwrap_or_default()
+        .to_owned();
+    let draft =
+        Draft::new(KnownType::Message, &to, json!({"text": text})).answering(&original.envelope);
+    let (env, receipt) = ctx.publish(draft)?;
+    let sent = receipt_json(&env, &receipt.body, receipt.replay);
+    printer.either(
+        &sent,
+        &format!(
+            "sent reply {} to {to}",
+            env["id"].as_str().unwrap_or_default()
+        ),
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn ack(args: AckArgs, printer: &Printer) -> CliResult {
+    let ctx = Ctx::open()?;
+    let original = received(&ctx, &args.id)?;
+    let to = original
+        .attr("reply_to")
+        .or(original.attr("source"))
+        .unwrap_or_default()
+        .to_owned();
+    let mut data = json!({"level": args.level});
+    if let Some(n) = args.note {
+        data["note"] = json!(n);
+    }
+    let draft = Draft::new(KnownType::Ack, &to, data).answering(&original.envelope);
+    let (env, receipt) = ctx.publish(draft)?;
+    printer.either(
+        &receipt_json(&env, &receipt.body, receipt.replay),
+        &format!("acknowledged {} ({}) to {to}", args.id, args.level),
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+const TERMINAL: [&str; 5] = ["succeeded", "failed", "rejected", "expired", "cancelled"];
+
+fn delegate(args: DelegateArgs, printer: &Printer) -> CliResult {
+    let usage =
+        |e: String| CliError::new(ErrorKind::Usage, e).fix("write durations like 30s, 2m or 1h");
+    let wait = args
+        .wait
+        .as_deref()
+        .map(parse_duration)
+        .transpose()
+        .map_err(usage)?;
+    let expires = args
+        .expires_in
+        .as_deref()
+        .map(parse_duration)
+        .transpose()
+        .map_err(usage)?;
+    let ctx = Ctx::open()?;
+    let mut data = json!({"instructions": args.instructions.join(" ")});
+    if let Some(i) = &args.input {
+        data["input"] = json_object("--input", i)?;
+    }
+    let mut constraints = Map::new();
+    for (k, v) in [
+        ("accept_timeout_s", args.accept_timeout),
+        ("progress_timeout_s", args.progress_timeout),
+        ("max_duration_s", args.max_duration),
+    ] {
+        if let Some(v) = v {
+            constraints.insert(k.into(), json!(v));
+        }
+    }
+    if !constraints.is_empty() {
+        data["constraints"] = Value::Object(constraints);
+    }
+    if !args.attach.is_empty() {
+        data["attachments"] = json!(upload(&ctx, &args.attach)?);
+    }
+    let mut draft = Draft::new(KnownType::TaskRequest, &args.to, data);
+    draft.subject = args.subject;
+    draft.capability = Some((args.capability, args.capability_version));
+    draft.idempotency_key = args.idempotency_key;
+    draft.expires_at = expires.map(|d| SystemClock.now().plus_ms(d.as_millis() as i64));
+    let (env, receipt) = ctx.publish(draft)?;
+    let sent = receipt_json(&env, &receipt.body, receipt.replay);
+    let request_id = receipt.body["id"].as_str().unwrap_or_default().to_owned();
+    let task_id = receipt.body["task_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let Some(wait) = wait else {
+        printer.either(
+            &sent,
+            &format!("delegated {task_id} (request {request_id}) to {}", args.to),
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    let mut last_check = Instant::now() - Duration::from_secs(2);
+    let mut seen = std::collections::HashSet::new();
+    let done = ctx.wait_for(wait, |c| {
+        let result = correlated(c, &request_id, &mut seen, |r| {
+            r.attr("type") == Some(KnownType::TaskResult.as_str())
+        })?;
+        // Timers and console cancels end a task without a result from the worker: ask the
+        // gateway now and then.
+        if result.is_none() && last_check.elapsed() < Duration::from_secs(1) {
+            return Ok(None);
+        }
+        last_check = Instant::now();
+        let task = c.block(c.gw.task(&task_id))?;
+        let state = task["state"].as_str().unwrap_or_default().to_owned();
+        Ok(TERMINAL.contains(&state.as_str()).then_some((task, result)))
+    })?;
+    let Some((task, result)) = done else {
+        return Err(CliError::new(
+            ErrorKind::Failed,
+            format!(
+                "task {task_id} did not finish within {}",
+                args.wait.unwrap_or_default()
+            ),
+        )
+        .fix(format!(
+            "wait longer, or follow it: agentbus trace {task_id}"
+        )));
+    };
+    let state = task["state"].as_str().unwrap_or_default().to_owned();
+    let mut human = format!("task {task_id}: {state}");
+    if let Some(r) = &result {
+        let d = r.envelope.get("data").cloned().unwrap_or(Value::Null);
+        if let Some(s) = d["summary"].as_str() {
+            human.push_str(&format!("\n{s}"));
+        }
+        if let Some(o) = d.get("output") {
+            human.push_str(&format!("\noutput: {o}"));
+        }
+        for a in &r.attachments {
+            if let Some(p) = &a.path {
+                human.push_str(&format!("\nattachment: {}", p.display()));
+            }
+        }
+    }
+    printer.either(
+        &json!({"sent": sent, "task": task, "result": result.as_ref().map(received_json)}),
+        &human,
+    )?;
+    Ok(if state == "succeeded" {
+        ExitCode::SUCCESS
+    } else {
+        ErrorKind::Failed.exit_code()
+    })
+}
+
+/// Finds a task by its tsk_ id or its request's msg_ id among this agent's tasks.
+fn find_task(ctx: &Ctx, id: &str) -> Result<Value, CliError> {
+    if id.starts_with("tsk_") {
+        return ctx.block(ctx.gw.task(id)).map_err(|e| {
+            if e.kind == ErrorKind::Refused {
+                e.fix("check the task id: `agentbus trace <id>` shows the tasks you are a party of")
+            } else {
+                e
+            }
+        });
+    }
+    let tasks = ctx.block(ctx.gw.tasks())?;
+    tasks
+        .into_iter()
+        .find(|t| t["request_id"] == json!(id))
+        .ok_or_else(|| {
+            CliError::input(format!(
+                "no task of {} has request {id}",
+                ctx.profile.address
+            ))
+            .fix("pass the task's tsk_ id")
+        })
+}
+
+/// Sends a task lifecycle message (§6.2): workers to the requester, requesters to the worker,
+/// always in the task's conversation with correlation_id = the request's id.
+fn lifecycle(
+    task_ref: &str,
+    kind: KnownType,
+    mut data: Value,
+    attach: &[PathBuf],
+    printer: &Printer,
+) -> CliResult {
+    let ctx = Ctx::open()?;
+    let task = find_task(&ctx, task_ref)?;
+    let task_id = task["id"].as_str().unwrap_or_default().to_owned();
+    let request_id = task["request_id"].as_str().unwrap_or_default().to_owned();
+    let from_requester = matches!(kind, KnownType::TaskInput | KnownType::TaskCancel);
+    let to = if from_requester {
+        task["recipient"]["address"].as_str()
+    } else {
+        task["requester"]["address"].as_str()
+    }
+    .unwrap_or_default()
+    .to_owned();
+    data["task_id"] = json!(task_id);
+    if kind == KnownType::TaskInput {
+        // The question being answered, when it is here.
+        let inbox = ctx.inbox().list().map_err(client_error)?;
+        if let Some(q) = inbox.iter().rev().find(|r| {
+            r.attr("type") == Some(KnownType::TaskNeedsInput.as_str())
+                && r.envelope.get("data").and_then(|d| d.get("task_id")) == Some(&json!(task_id))
+        }) {
+            data["in_reply_to"] = json!(q.id());
+        }
+    }
+    if !attach.is_empty() {
+        data["attachments"] = json!(upload(&ctx, attach)?);
+    }
+    let mut draft = Draft::new(kind, &to, data);
+    draft.conversation_id = task["conversation_id"].as_str().map(str::to_owned);
+    draft.correlation_id = Some(request_id.clone());
+    if let Some(req) = ctx.inbox().get(&request_id).map_err(client_error)? {
+        draft.traceparent = req.attr("traceparent").map(str::to_owned);
+    }
+    let (env, receipt) = ctx.publish(draft)?;
+    let verb = kind
+        .as_str()
+        .trim_start_matches("agentbus.")
+        .trim_end_matches(".v1");
+    printer.either(
+        &receipt_json(&env, &receipt.body, receipt.replay),
+        &format!("sent {verb} for {task_id} to {to}"),
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `inbox --show <msg_…>`: one received envelope with what the receiver found.
+pub fn show(id: &str, printer: &Printer) -> CliResult {
+    let ctx = Ctx::open()?;
+    let r = received(&ctx, id)?;
+    if printer.is_json() {
+        printer.json(&received_json(&r))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let env = agentbus_protocol::envelope::Envelope::from_map(r.envelope.clone());
+    let mut text = format!(
+        "id:           {}\nfrom:         {}\nto:           {}\ntype:         {}\nconversation: {}\n",
+        r.id(),
+        r.attr("source").unwrap_or("?"),
+        r.attr("to").unwrap_or("?"),
+        r.attr("type").unwrap_or("?"),
+        r.attr("conversation_id").unwrap_or("?"),
+    );
+    if let Some(c) = r.attr("correlation_id") {
+        text.push_str(&format!("answers:      {c}\n"));
+    }
+    if let Some(s) = r.attr("subject") {
+        text.push_str(&format!("subject:      {s}\n"));
+    }
+    text.push_str(&format!(
+        "sent:         {}\n",
+        r.attr("time").unwrap_or("?")
+    ));
+    text.push_str(&format!("verified:     {}\n", r.verified));
+    for d in &r.diagnostics {
+        text.push_str(&format!("diagnostic:   {} {}\n", d.code, d.message));
+    }
+    for a in &r.attachments {
+        match &a.path {
+            Some(p) => text.push_str(&format!("attachment:   {}\n", p.display())),
+            None => text.push_str(&format!("attachment:   {} (not downloaded)\n", a.name)),
+        }
+    }
+    text.push('\n');
+    text.push_str(&agentbus_protocol::frame::envelope_body(&env));
+    printer.line(&text)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,272 @@
+//! `agentbus agents`, `card edit`, `topic …`: the gateway's directory, this agent's card and its
+//! topic subscriptions.
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde_json::{Map, Value, json};
+
+use super::gw::{Ctx, json_object};
+use crate::error::{CliError, CliResult};
+use crate::printer::Printer;
+
+/// Arguments of `agents`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  agentbus agents\n  agentbus agents show reviewer\n  agentbus --json agents show agent://acme/backend/reviewer"
+)]
+pub struct AgentsArgs {
+    #[command(subcommand)]
+    action: Option<AgentsAction>,
+}
+
+/// `agents show`.
+#[derive(Debug, Subcommand)]
+enum AgentsAction {
+    /// Print one agent's card: by agt_ id, address, name or alias.
+    #[command(after_help = "Example:\n  agentbus agents show reviewer")]
+    Show {
+        /// agt_ id, agent://… address, name or alias.
+        agent: String,
+    },
+}
+
+/// `card …`.
+#[derive(Debug, Subcommand)]
+pub enum CardArgs {
+    /// Change this agent's card (§10); fields not given stay as they are.
+    #[command(
+        after_help = "Examples:\n  agentbus card edit --display-name \"Backend Code Reviewer\" --capability code.review@1 --tag go\n  agentbus card edit --set '{\"harness\": {\"kind\": \"claude\"}}'"
+    )]
+    Edit(CardEditArgs),
+    /// Print this agent's card.
+    #[command(after_help = "Example:\n  agentbus card show")]
+    Show,
+}
+
+/// Arguments of `card edit`.
+#[derive(Debug, Args)]
+pub struct CardEditArgs {
+    /// The name people see.
+    #[arg(long)]
+    display_name: Option<String>,
+    /// What the agent does.
+    #[arg(long)]
+    description: Option<String>,
+    /// A capability as name[@major] (repeatable; replaces the list).
+    #[arg(long = "capability", value_name = "NAME[@MAJOR]")]
+    capabilities: Vec<String>,
+    /// A tag (repeatable; replaces the list).
+    #[arg(long = "tag")]
+    tags: Vec<String>,
+    /// Who may see it: private, workspace, tenant, public.
+    #[arg(long, value_parser = ["private", "workspace", "tenant", "public"])]
+    visibility: Option<String>,
+    /// Any other card fields, as a JSON object (e.g. full capability objects).
+    #[arg(long, value_name = "JSON")]
+    set: Option<String>,
+}
+
+/// `topic …`.
+#[derive(Debug, Subcommand)]
+pub enum TopicArgs {
+    /// Subscribe this agent to a topic of its workspace (created on first subscription).
+    #[command(after_help = "Example:\n  agentbus topic subscribe builds")]
+    Subscribe {
+        /// The topic's name.
+        name: String,
+    },
+    /// Unsubscribe.
+    #[command(after_help = "Example:\n  agentbus topic unsubscribe builds")]
+    Unsubscribe {
+        /// The topic's name.
+        name: String,
+    },
+    /// The topics of this agent's workspace.
+    #[command(after_help = "Example:\n  agentbus topic list")]
+    List,
+}
+
+/// Runs `agents`.
+pub fn agents(args: AgentsArgs, printer: &Printer) -> CliResult {
+    let ctx = Ctx::open()?;
+    match args.action {
+        None => {
+            let list = ctx.block(ctx.gw.agents())?;
+            if printer.is_json() {
+                printer.json(&json!({"agents": list}))?;
+            } else if list.is_empty() {
+                printer.line("no agents are visible to you")?;
+            } else {
+                for a in &list {
+                    let caps: Vec<&str> = a["capabilities"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|c| c["name"].as_str().or(c.as_str()))
+                        .collect();
+                    printer.line(&format!(
+                        "{:<44} {:<8} {}{}",
+                        a["address"].as_str().unwrap_or("?"),
+                        a["status"]["presence"].as_str().unwrap_or("?"),
+                        a["display_name"].as_str().unwrap_or(""),
+                        if caps.is_empty() {
+                            String::new()
+                        } else {
+                            format!("  [{}]", caps.join(", "))
+                        }
+                    ))?;
+                }
+            }
+        }
+        Some(AgentsAction::Show { agent }) => {
+            let card = if agent.starts_with("agt_") {
+                ctx.block(ctx.gw.agent(&agent))?
+            } else {
+                let list = ctx.block(ctx.gw.agents())?;
+                list.into_iter()
+                    .find(|a| {
+                        a["address"] == json!(agent)
+                            || a["name"] == json!(agent)
+                            || a["aliases"]
+                                .as_array()
+                                .is_some_and(|x| x.contains(&json!(agent)))
+                    })
+                    .ok_or_else(|| {
+                        CliError::input(format!("no agent {agent:?} is visible to you"))
+                            .fix("run `agentbus agents` to list the directory")
+                    })?
+            };
+            if printer.is_json() {
+                printer.json(&card)?;
+            } else {
+                printer.line(&card_text(&card))?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A card for people.
+pub fn card_text(c: &Value) -> String {
+    let s = |v: &Value| v.as_str().unwrap_or("").to_owned();
+    let mut out = format!(
+        "{}  ({})\n  name:        {}\n  display:     {}\n  description: {}\n  visibility:  {}\n  presence:    {} (queue {})\n",
+        s(&c["address"]),
+        s(&c["id"]),
+        s(&c["name"]),
+        s(&c["display_name"]),
+        s(&c["description"]),
+        s(&c["visibility"]),
+        s(&c["status"]["presence"]),
+        c["status"]["queue_depth"].as_u64().unwrap_or(0),
+    );
+    for cap in c["capabilities"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "  capability:  {} v{}\n",
+            cap["name"].as_str().unwrap_or("?"),
+            cap["version"].as_str().unwrap_or("?")
+        ));
+    }
+    for k in c["keys"].as_array().into_iter().flatten() {
+        let state = if k["revoked_at"].is_null() {
+            format!("expires {}", s(&k["expires_at"]))
+        } else {
+            format!("revoked {}", s(&k["revoked_at"]))
+        };
+        out.push_str(&format!("  key:         {} {state}\n", s(&k["id"])));
+    }
+    out.trim_end().to_owned()
+}
+
+/// Runs `card`.
+pub fn card(args: CardArgs, printer: &Printer) -> CliResult {
+    let ctx = Ctx::open()?;
+    let card = match args {
+        CardArgs::Show => ctx.block(ctx.gw.agent(&ctx.profile.agent_id))?,
+        CardArgs::Edit(e) => {
+            let mut patch = match e.set.as_deref() {
+                Some(j) => match json_object("--set", j)? {
+                    Value::Object(m) => m,
+                    _ => Map::new(),
+                },
+                None => Map::new(),
+            };
+            if let Some(d) = e.display_name {
+                patch.insert("display_name".into(), json!(d));
+            }
+            if let Some(d) = e.description {
+                patch.insert("description".into(), json!(d));
+            }
+            if !e.capabilities.is_empty() {
+                let caps: Vec<Value> = e
+                    .capabilities
+                    .iter()
+                    .map(|c| {
+                        let (name, major) = c.split_once('@').unwrap_or((c, "1"));
+                        json!({"name": name, "version": major})
+                    })
+                    .collect();
+                patch.insert("capabilities".into(), json!(caps));
+            }
+            if !e.tags.is_empty() {
+                patch.insert("tags".into(), json!(e.tags));
+            }
+            if let Some(v) = e.visibility {
+                patch.insert("visibility".into(), json!(v));
+            }
+            if patch.is_empty() {
+                return Err(CliError::new(crate::error::ErrorKind::Usage, "nothing to change")
+                    .fix("pass at least one of --display-name, --description, --capability, --tag, --visibility, --set"));
+            }
+            ctx.block(
+                ctx.gw
+                    .patch_agent(&ctx.profile.agent_id, Value::Object(patch)),
+            )?
+        }
+    };
+    if printer.is_json() {
+        printer.json(&card)?;
+    } else {
+        printer.line(&card_text(&card))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `topic`.
+pub fn topic(args: TopicArgs, printer: &Printer) -> CliResult {
+    let ctx = Ctx::open()?;
+    match args {
+        TopicArgs::Subscribe { name } => {
+            let v = ctx.block(ctx.gw.subscribe(&name))?;
+            printer.either(
+                &v,
+                &format!("{} is subscribed to {name}", ctx.profile.address),
+            )?;
+        }
+        TopicArgs::Unsubscribe { name } => {
+            let v = ctx.block(ctx.gw.unsubscribe(&name))?;
+            printer.either(
+                &v,
+                &format!("{} is no longer subscribed to {name}", ctx.profile.address),
+            )?;
+        }
+        TopicArgs::List => {
+            let v = ctx.block(ctx.gw.topics())?;
+            if printer.is_json() {
+                printer.json(&v)?;
+            } else {
+                let list = v["topics"].as_array().cloned().unwrap_or_default();
+                if list.is_empty() {
+                    printer.line("no topics in this workspace")?;
+                }
+                for t in list {
+                    let name = t["name"].as_str().or(t.as_str()).unwrap_or("?").to_owned();
+                    let n = t["subscribers"].as_u64().unwrap_or(0);
+                    printer.line(&format!("{name}  ({n} subscribers)"))?;
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

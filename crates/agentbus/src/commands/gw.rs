@@ -1,0 +1,295 @@
+//! What every gateway command shares: the selected profile, a client under its credential, the
+//! agent's key and inbox, the mapping of client errors to exit codes, durations, attachments and
+//! waiting for what arrives.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+
+use agentbus_client::compose::{Draft, seal};
+use agentbus_client::http::Receipt;
+use agentbus_client::profile::Profiles;
+use agentbus_client::receive::Receiver;
+use agentbus_client::{AgentInbox, ClientError, Gateway, Profile};
+use agentbus_protocol::signing::SigningKey;
+use agentbus_runtime::{Clock, SystemClock};
+
+use crate::error::{CliError, ErrorKind};
+
+/// The `--profile` flag, set once by `main`.
+pub static PROFILE: OnceLock<Option<String>> = OnceLock::new();
+
+/// A single-threaded runtime for one command.
+pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            CliError::new(ErrorKind::Internal, e.to_string()).fix(
+                "this is a bug in agentbus (or the machine is out of threads); please report it",
+            )
+        })
+}
+
+/// A client failure as the user sees it: one line of cause, one of fix, and the exit code.
+pub fn client_error(e: ClientError) -> CliError {
+    let msg = e.to_string();
+    match e {
+        ClientError::Unreachable { .. } => CliError::new(ErrorKind::Unavailable, msg)
+            .fix("check that the gateway is running and its URL in the profile (agentbus doctor)"),
+        ClientError::Api { code, .. } => {
+            let err = CliError::new(ErrorKind::Refused, msg);
+            match code {
+                Some(c) => {
+                    let mut err = err.code(c);
+                    // The code is already in the message the gateway wrote.
+                    err.message = e_message(&err.message, c);
+                    err
+                }
+                None => err.fix("see the gateway's documentation for this error"),
+            }
+        }
+        ClientError::Protocol(_) => CliError::new(ErrorKind::Unavailable, msg)
+            .fix("check that the URL is an AgentBus gateway of a compatible version"),
+        ClientError::NoProfile(ref name) if name.is_empty() => {
+            CliError::new(ErrorKind::Config, "no agent is connected on this machine")
+                .fix("run: agentbus connect --gateway <url> --token <token> --name <agent>")
+        }
+        ClientError::NoProfile(_) => CliError::new(ErrorKind::Config, msg)
+            .fix("run `agentbus connect` for it, or pick a saved one with --profile"),
+        ClientError::AmbiguousProfile(_) => CliError::new(ErrorKind::Config, msg)
+            .fix("pass --profile <name> or set AGENTBUS_PROFILE"),
+        ClientError::NoHome => {
+            CliError::new(ErrorKind::Config, msg).fix("export AGENTBUS_HOME=/path/to/state")
+        }
+        ClientError::Io { .. } => CliError::new(ErrorKind::Config, msg)
+            .fix("check that the agentbus state directory (AGENTBUS_HOME) is writable"),
+        ClientError::Key(_) => CliError::new(ErrorKind::Config, msg)
+            .fix("chmod 600 the key file, or reconnect to register a new key"),
+        ClientError::Invalid(_) => CliError::input(msg)
+            .fix("check the value; `agentbus <command> --help` shows the expected form"),
+        ClientError::Import(_) => CliError::new(ErrorKind::Config, msg)
+            .fix("check that the local store (AGENTBUS_HOME) is writable"),
+    }
+}
+
+fn e_message(message: &str, code: agentbus_protocol::Code) -> String {
+    message
+        .strip_prefix(&format!("{code}: "))
+        .unwrap_or(message)
+        .to_owned()
+}
+
+/// The selected profile, its client, key and inbox.
+pub struct Ctx {
+    /// Saved profiles.
+    pub profiles: Profiles,
+    /// The selected one.
+    pub profile: Profile,
+    /// A client under its credential.
+    pub gw: Gateway,
+    /// The runtime the command's calls run on.
+    pub rt: tokio::runtime::Runtime,
+}
+
+impl Ctx {
+    /// Opens the profile chosen by `--profile`, `AGENTBUS_PROFILE`, or the only one.
+    pub fn open() -> Result<Ctx, CliError> {
+        let profiles = Profiles::open_default().map_err(client_error)?;
+        let chosen = PROFILE.get().cloned().flatten();
+        let profile = profiles.select(chosen.as_deref()).map_err(client_error)?;
+        let gw = Gateway::new(&profile.gateway, &profile.token).map_err(client_error)?;
+        Ok(Ctx {
+            profiles,
+            profile,
+            gw,
+            rt: runtime()?,
+        })
+    }
+
+    /// Runs a client call to completion.
+    pub fn block<T>(
+        &self,
+        f: impl std::future::Future<Output = Result<T, ClientError>>,
+    ) -> Result<T, CliError> {
+        self.rt.block_on(f).map_err(client_error)
+    }
+
+    /// The agent's private key.
+    pub fn key(&self) -> Result<SigningKey, CliError> {
+        self.profiles
+            .read_key(&self.profile.agent_id)
+            .map_err(client_error)
+    }
+
+    /// The agent's local inbox.
+    pub fn inbox(&self) -> AgentInbox {
+        AgentInbox::new(self.profiles.agent_dir(&self.profile.agent_id))
+    }
+
+    /// Signs and publishes `draft`; returns the envelope sent and the receipt.
+    pub fn publish(&self, draft: Draft) -> Result<(Map<String, Value>, Receipt), CliError> {
+        let key = self.key()?;
+        let env = seal(draft, &self.profile, &key, SystemClock.now()).map_err(client_error)?;
+        let receipt = self.block(self.gw.publish(&env))?;
+        // Only for `trace <msg id>` of one's own messages: losing it loses nothing else.
+        let _ = self.inbox().record_sent(&env);
+        Ok((env, receipt))
+    }
+
+    /// A receiver for this agent, importing into this machine's local store.
+    pub fn receiver(&self) -> Result<Receiver, CliError> {
+        let local = super::local::open_store()?;
+        Ok(Receiver::new(
+            self.gw.clone(),
+            self.profile.clone(),
+            self.inbox(),
+            local,
+            Arc::new(SystemClock),
+        ))
+    }
+
+    /// Waits until `found` returns something or `timeout` passes. While no sidecar runs for this
+    /// agent, this process receives itself (the same path: persist, import, ack), so nothing is
+    /// lost to either; when one runs, it watches the local inbox the sidecar writes.
+    pub fn wait_for<T>(
+        &self,
+        timeout: Duration,
+        mut found: impl FnMut(&Ctx) -> Result<Option<T>, CliError>,
+    ) -> Result<Option<T>, CliError> {
+        let deadline = Instant::now() + timeout;
+        let inbox = self.inbox();
+        let mut lock = None;
+        let mut receiver = None;
+        loop {
+            // Whoever held the receive lock (a sidecar, another waiting command) may be gone:
+            // then this process receives, so the wait never depends on a process that ended.
+            if lock.is_none() {
+                lock = inbox.try_lock().map_err(client_error)?;
+                if lock.is_some() {
+                    receiver = Some(self.receiver()?);
+                }
+            }
+            if let Some(x) = found(self)? {
+                return Ok(Some(x));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            let left = deadline - now;
+            match receiver.as_mut() {
+                Some(r) if left >= Duration::from_secs(1) => {
+                    let wait = left.as_secs().min(5);
+                    self.block(r.pull(wait))?;
+                }
+                Some(r) => {
+                    self.block(r.pull(0))?;
+                    std::thread::sleep(left.min(Duration::from_millis(100)));
+                }
+                None => std::thread::sleep(left.min(Duration::from_millis(100))),
+            }
+        }
+    }
+}
+
+/// Parses `90`, `90s`, `500ms`, `2m`, `1h`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (like 30s, 2m, 500ms)"))?;
+    let ms = match unit {
+        "ms" => n,
+        "s" => n * 1000,
+        "m" => n * 60_000,
+        "h" => n * 3_600_000,
+        _ => return Err(format!("{s:?} is not a duration (like 30s, 2m, 500ms)")),
+    };
+    Ok(Duration::from_millis(ms))
+}
+
+/// Uploads `files` as blobs and returns their `data.attachments` entries. On a terminal, stderr
+/// shows each transfer; piped, nothing is printed.
+pub fn upload(ctx: &Ctx, files: &[PathBuf]) -> Result<Vec<Value>, CliError> {
+    let mut out = Vec::new();
+    let progress = super::progress::Transfer::new(files.len());
+    for (i, f) in files.iter().enumerate() {
+        let bytes = std::fs::read(f).map_err(|e| {
+            CliError::input(format!("{}: {e}", f.display())).fix("check the path given to --attach")
+        })?;
+        let name = f
+            .file_name()
+            .and_then(|n| n.to_str())
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| {
+                CliError::input(format!("{} has no file name", f.display()))
+                    .fix("attach a file, not a folder or `..`")
+            })?
+            .to_owned();
+        progress.start(i, &name, bytes.len() as u64);
+        let entry =
+            ctx.block(
+                ctx.gw
+                    .upload_blob(&name, media_type(&name), bytes, progress.counter()),
+            )?;
+        progress.done();
+        out.push(entry);
+    }
+    progress.finish();
+    Ok(out)
+}
+
+/// A media type guessed from a file name's extension.
+pub fn media_type(name: &str) -> &'static str {
+    let ext = name.rsplit('.').next().unwrap_or("").to_ascii_lowercase();
+    match ext.as_str() {
+        "txt" | "log" => "text/plain",
+        "md" => "text/markdown",
+        "json" => "application/json",
+        "diff" | "patch" => "text/x-diff",
+        "html" => "text/html",
+        "csv" => "text/csv",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "pdf" => "application/pdf",
+        "gz" | "tgz" => "application/gzip",
+        "zip" => "application/zip",
+        _ => "application/octet-stream",
+    }
+}
+
+/// Parses a `--input`/`--output` JSON object.
+pub fn json_object(flag: &str, text: &str) -> Result<Value, CliError> {
+    let v: Value = serde_json::from_str(text).map_err(|e| {
+        CliError::input(format!("{flag} is not JSON: {e}")).fix(format!(
+            "pass an object, e.g. {flag} '{{\"key\": \"value\"}}'"
+        ))
+    })?;
+    if !v.is_object() {
+        return Err(CliError::input(format!("{flag} must be a JSON object"))
+            .fix(format!("wrap it: {flag} '{{\"value\": …}}'")));
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("5d").is_err());
+    }
+}

@@ -1,0 +1,110 @@
+//! `agentbus keys list|rotate|revoke`: the connected agent's registered keys (§3.3).
+//!
+//! Rotation registers a new key and signs with it from then on; the old key stays registered and
+//! active, so envelopes it signed still verify everywhere, and is revoked later (after the 24 h
+//! replay window) with `keys revoke`. Revoked keys keep verifying history; they only stop new
+//! publishes.
+
+use std::process::ExitCode;
+
+use serde_json::{Value, json};
+
+use agentbus_protocol::signing::SigningKey;
+use agentbus_runtime::{keyfile, random_bytes};
+
+use super::gw::{Ctx, client_error};
+use crate::error::{CliError, CliResult, ErrorKind};
+use crate::printer::Printer;
+
+fn keys_of(card: &Value) -> Vec<Value> {
+    card["keys"].as_array().cloned().unwrap_or_default()
+}
+
+/// `keys list`.
+pub fn list(printer: &Printer) -> CliResult {
+    let ctx = Ctx::open()?;
+    let card = ctx.block(ctx.gw.agent(&ctx.profile.agent_id))?;
+    let keys: Vec<Value> = keys_of(&card)
+        .into_iter()
+        .map(|mut k| {
+            k["current"] = json!(k["id"] == json!(ctx.profile.key_id));
+            k
+        })
+        .collect();
+    if printer.is_json() {
+        printer.json(&json!({"agent": ctx.profile.address, "keys": keys}))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    for k in &keys {
+        let s = |n: &str| k[n].as_str().unwrap_or("").to_owned();
+        let state = if k["revoked_at"].is_null() {
+            format!("active, expires {}", s("expires_at"))
+        } else {
+            format!("revoked {}", s("revoked_at"))
+        };
+        let current = if k["current"] == json!(true) {
+            "  (signing)"
+        } else {
+            ""
+        };
+        printer.line(&format!("{}  {state}{current}", s("id")))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+const UNSAVED_FIX: &str = "the new key is registered but not saved: make $AGENTBUS_HOME/keys writable, run `agentbus keys rotate` again, and revoke the unsaved key (agentbus keys list)";
+
+/// `keys rotate`.
+pub fn rotate(printer: &Printer) -> CliResult {
+    let mut ctx = Ctx::open()?;
+    let old_id = ctx.profile.key_id.clone();
+    let agent_id = ctx.profile.agent_id.clone();
+    let old = ctx.key()?;
+    let new = SigningKey::from_seed(random_bytes());
+    let registered = ctx.block(ctx.gw.add_key(&agent_id, &new.public().to_base64url()))?;
+    let new_id = registered["id"].as_str().unwrap_or_default().to_owned();
+    // Keep the old private key beside the new one until it is revoked, then swap names: the new
+    // key file is written completely before the profile points at it.
+    let current = ctx.profiles.key_path(&agent_id);
+    let retired = ctx.profiles.retired_key_path(&agent_id, &old_id);
+    let staged = current.with_extension("key.new");
+    let _ = std::fs::remove_file(&staged);
+    let unsaved = |e: String| CliError::new(ErrorKind::Config, e).fix(UNSAVED_FIX);
+    keyfile::write_new(&staged, &new).map_err(|e| unsaved(e.to_string()))?;
+    if !retired.exists() {
+        keyfile::write_new(&retired, &old).map_err(|e| unsaved(e.to_string()))?;
+    }
+    std::fs::rename(&staged, &current)
+        .map_err(|e| unsaved(format!("{}: {e}", current.display())))?;
+    ctx.profile.key_id = new_id.clone();
+    ctx.profiles.save(&ctx.profile).map_err(client_error)?;
+    printer.either(
+        &json!({"agent": ctx.profile.address, "key_id": new_id, "previous_key_id": old_id, "key_file": current}),
+        &format!(
+            "now signing with {new_id}; {old_id} stays active so messages in flight still verify.\n\
+             after 24 h (the replay window), run: agentbus keys revoke {old_id}"
+        ),
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `keys revoke <key_id>`.
+pub fn revoke(key_id: &str, force: bool, printer: &Printer) -> CliResult {
+    let ctx = Ctx::open()?;
+    if key_id == ctx.profile.key_id && !force {
+        return Err(CliError::new(
+            ErrorKind::Usage,
+            format!("{key_id} is the key this agent signs with"),
+        )
+        .fix("run `agentbus keys rotate` first, or pass --force to stop this agent publishing"));
+    }
+    let v = ctx.block(ctx.gw.revoke_key(&ctx.profile.agent_id, key_id))?;
+    // The private half of a revoked key can sign nothing the gateway accepts: drop it.
+    let retired = ctx.profiles.retired_key_path(&ctx.profile.agent_id, key_id);
+    let _ = std::fs::remove_file(retired);
+    printer.either(
+        &v,
+        &format!("revoked {key_id}; envelopes it signed before still verify"),
+    )?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,188 @@
+//! `agentbus trace <tsk_|cnv_|msg_>`: the readable timeline of a task (its transitions from the
+//! gateway's record) or of a conversation (every envelope in `received_at` order).
+
+use std::process::ExitCode;
+
+use clap::Args;
+use serde_json::{Value, json};
+
+use super::gw::{Ctx, client_error};
+use crate::error::{CliError, CliResult, ErrorKind};
+use crate::printer::Printer;
+
+/// Arguments of `trace`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  agentbus trace tsk_01J9ZK8A0000000000000000T1\n  agentbus trace cnv_01J9ZK7A0000000000000000C1\n  agentbus trace msg_01J9ZK7A0000000000000000A1   # the conversation of a message sent or received here"
+)]
+pub struct TraceArgs {
+    /// A task (tsk_), a conversation (cnv_) or a message sent or received here (msg_).
+    id: String,
+}
+
+/// Runs `trace`.
+pub fn run(args: TraceArgs, printer: &Printer) -> CliResult {
+    let ctx = Ctx::open()?;
+    let id = args.id.trim();
+    if id.starts_with("tsk_") {
+        let task = ctx.block(ctx.gw.task(id))?;
+        let cnv = task["conversation_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let conversation = if cnv.is_empty() {
+            Value::Null
+        } else {
+            ctx.block(ctx.gw.conversation(&cnv))?
+        };
+        if printer.is_json() {
+            printer.json(&json!({"task": task, "conversation": conversation}))?;
+        } else {
+            printer.line(&task_text(&task, &conversation))?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let cnv = if id.starts_with("cnv_") {
+        id.to_owned()
+    } else if id.starts_with("msg_") {
+        let inbox = ctx.inbox();
+        let envelope = match inbox.get(id).map_err(client_error)? {
+            Some(r) => r.envelope,
+            None => inbox.sent(id).ok_or_else(|| {
+                CliError::input(format!("no message {id} was sent or received here"))
+                    .fix("trace its conversation (cnv_…) or task (tsk_…) instead")
+            })?,
+        };
+        envelope
+            .get("conversation_id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    } else {
+        return Err(CliError::new(
+            ErrorKind::Usage,
+            format!("{id:?} is not a tsk_, cnv_ or msg_ id"),
+        )
+        .fix("pass a task id (tsk_…), a conversation id (cnv_…) or a message id (msg_…)"));
+    };
+    let conversation = ctx.block(ctx.gw.conversation(&cnv))?;
+    if printer.is_json() {
+        printer.json(&json!({"conversation": conversation}))?;
+    } else {
+        printer.line(&conversation_text(&conversation))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn s(v: &Value) -> &str {
+    v.as_str().unwrap_or("")
+}
+
+/// The human timeline of a task and its conversation.
+pub fn task_text(task: &Value, conversation: &Value) -> String {
+    let mut out = format!(
+        "task {}  {}  state: {}\n  requester: {}\n  recipient: {}\n",
+        s(&task["id"]),
+        s(&task["capability"]),
+        s(&task["state"]),
+        s(&task["requester"]["address"]),
+        s(&task["recipient"]["address"]),
+    );
+    out.push_str("\ntimeline:\n");
+    for e in task["timeline"].as_array().into_iter().flatten() {
+        let kind = s(&e["type"])
+            .trim_start_matches("agentbus.")
+            .trim_end_matches(".v1");
+        let from = e["from"]
+            .as_str()
+            .filter(|f| !f.is_empty())
+            .unwrap_or("(new)");
+        let actor = s(&e["actor"]);
+        let who = |side: &str| format!("agent:{}", s(&task[side]["id"]));
+        let actor = if actor == who("requester") {
+            "requester"
+        } else if actor == who("recipient") {
+            "recipient"
+        } else {
+            actor
+        };
+        let mut flags = String::new();
+        if e["late"] == json!(true) {
+            flags.push_str(" (late)");
+        }
+        if e["ignored"] == json!(true) {
+            flags.push_str(" (ignored)");
+        }
+        if let Some(t) = e["timer"].as_str() {
+            flags.push_str(&format!(" (timer: {t})"));
+        }
+        out.push_str(&format!(
+            "  {}  {:<9} {:<14} {} -> {}{flags}\n",
+            s(&e["at"]),
+            actor,
+            kind,
+            from,
+            s(&e["to"]),
+        ));
+    }
+    if conversation.is_object() {
+        out.push('\n');
+        out.push_str(&conversation_text(conversation));
+    }
+    out.trim_end().to_owned()
+}
+
+/// The human view of a conversation: one block per envelope.
+pub fn conversation_text(conversation: &Value) -> String {
+    let mut out = format!("conversation {}:\n", s(&conversation["conversation_id"]));
+    for e in conversation["envelopes"].as_array().into_iter().flatten() {
+        let kind = s(&e["type"])
+            .trim_start_matches("agentbus.")
+            .trim_end_matches(".v1");
+        out.push_str(&format!(
+            "  {}  {:<14} {} -> {}  {}\n",
+            s(&e["received_at"]),
+            kind,
+            s(&e["source"]),
+            s(&e["to"]),
+            s(&e["id"]),
+        ));
+        let d = &e["data"];
+        let line = d["text"]
+            .as_str()
+            .or(d["instructions"].as_str())
+            .or(d["summary"].as_str())
+            .or(d["note"].as_str())
+            .or(d["question"].as_str())
+            .or(d["answer"].as_str())
+            .unwrap_or("");
+        let mut detail = String::new();
+        if let Some(p) = d["percent"].as_f64() {
+            detail.push_str(&format!("{p}% "));
+        }
+        if let Some(st) = d["stage"].as_str() {
+            detail.push_str(&format!("[{st}] "));
+        }
+        if let Some(st) = d["status"].as_str() {
+            detail.push_str(&format!("{st}: "));
+        }
+        let first: String = line
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(100)
+            .collect();
+        if !(detail.is_empty() && first.is_empty()) {
+            out.push_str(&format!("      {detail}{first}\n"));
+        }
+        for a in d["attachments"].as_array().into_iter().flatten() {
+            out.push_str(&format!(
+                "      attachment {} ({} bytes)\n",
+                s(&a["name"]),
+                a["size"].as_u64().unwrap_or(0)
+            ));
+        }
+    }
+    out.trim_end().to_owned()
+}

@@ -1,0 +1,1373 @@
+//! The gateway verbs and the sidecar end to end: the real `agentbus` binary, as two agents on two
+//! "machines" (two AGENTBUS_HOME folders), against a real gateway on loopback (issue 5).
+//!
+//! The gateway runs in this process (as the gateway crate's own tests run it) so that its lease
+//! can be short: a copy leased to a sidecar killed before its ack comes back within a second, and
+//! the restart test needs no 60 s wait. Every wait polls with a deadline; nothing sleeps on a timer.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use agentbus_gateway::{Config, Gateway};
+use agentbus_runtime::SystemClock;
+
+/// A gateway on a free loopback port, stopped on drop.
+pub struct Gw {
+    pub url: String,
+    pub admin: String,
+    pub dir: PathBuf,
+    _tmp: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Gw {
+    pub fn start() -> Gw {
+        Gw::start_with(|_| {})
+    }
+
+    /// A gateway with changed settings.
+    pub fn start_with(change: impl FnOnce(&mut Config) + Send + 'static) -> Gw {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("gw");
+        let (url, admin, stop, thread) = Gw::launch(dir.clone(), None, change);
+        Gw {
+            url,
+            admin,
+            dir,
+            _tmp: tmp,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops the gateway and starts it again on the same address and data.
+    pub fn restart(&mut self) {
+        self.shut_down();
+        let addr = self.url.trim_start_matches("http://").parse().unwrap();
+        let (_, _, stop, thread) = Gw::launch(self.dir.clone(), Some(addr), |_| {});
+        self.stop = Some(stop);
+        self.thread = Some(thread);
+    }
+
+    fn shut_down(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn launch(
+        data: PathBuf,
+        addr: Option<std::net::SocketAddr>,
+        change: impl FnOnce(&mut Config) + Send + 'static,
+    ) -> (
+        String,
+        String,
+        tokio::sync::oneshot::Sender<()>,
+        std::thread::JoinHandle<()>,
+    ) {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener =
+                    tokio::net::TcpListener::bind(addr.unwrap_or(([127, 0, 0, 1], 0).into()))
+                        .await
+                        .unwrap();
+                let addr = listener.local_addr().unwrap();
+                let mut config = Config::new(addr, data);
+                config.visibility_timeout_s = 1;
+                change(&mut config);
+                let gw = Gateway::open(config, Arc::new(SystemClock)).await.unwrap();
+                let admin = gw
+                    .bootstrap
+                    .as_ref()
+                    .map(|b| b.admin_token.clone())
+                    .unwrap_or_default();
+                ready_tx.send((addr, admin)).unwrap();
+                gw.serve_on(listener, async move {
+                    let _ = stop_rx.await;
+                })
+                .await
+                .unwrap();
+            });
+        });
+        let (addr, admin) = ready_rx.recv().unwrap();
+        (format!("http://{addr}"), admin, stop_tx, thread)
+    }
+}
+
+impl Drop for Gw {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
+
+/// One agent's machine: its own AGENTBUS_HOME.
+pub struct Machine {
+    pub home: tempfile::TempDir,
+    pub name: String,
+}
+
+impl Machine {
+    pub fn new(name: &str) -> Machine {
+        Machine {
+            home: tempfile::tempdir().unwrap(),
+            name: name.to_owned(),
+        }
+    }
+
+    pub fn home(&self) -> &Path {
+        self.home.path()
+    }
+
+    pub fn address(&self) -> String {
+        format!("agent://default/default/{}", self.name)
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_agentbus"));
+        c.args(args)
+            .env("AGENTBUS_HOME", self.home())
+            .env("AGENTBUS_ENGINEER_EMAIL", "ada@example.com")
+            .env_remove("AGENTBUS_PROFILE")
+            .env_remove("AGENTBUS_SESSION")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        let mut child = self.cmd(args).spawn().unwrap();
+        child.stdin.take().unwrap().write_all(b"").unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// Runs and expects success; returns the `--json` document.
+    pub fn ok(&self, args: &[&str]) -> Value {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "agentbus {args:?} failed ({:?}):\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    }
+
+    pub fn connect(&self, gw: &Gw) -> Value {
+        self.ok(&[
+            "--json",
+            "connect",
+            "--gateway",
+            &gw.url,
+            "--token",
+            &gw.admin,
+            "--name",
+            &self.name,
+        ])
+    }
+
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.cmd(args).spawn().unwrap()
+    }
+
+    pub fn agent_dir(&self) -> PathBuf {
+        let p: Value = serde_json::from_slice(
+            &std::fs::read(
+                self.home()
+                    .join("profiles")
+                    .join(format!("{}.json", self.name)),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        self.home()
+            .join("agents")
+            .join(p["agent_id"].as_str().unwrap())
+    }
+
+    /// The envelopes in this agent's local inbox.
+    pub fn stored(&self) -> Vec<Value> {
+        let dir = self.agent_dir().join("inbox");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        let mut out: Vec<Value> = entries
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                let n = e.file_name();
+                let n = n.to_string_lossy();
+                !n.starts_with('.') && n.ends_with(".json")
+            })
+            .filter_map(|e| serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok())
+            .collect();
+        out.sort_by_key(|r: &Value| r["sequence"].as_u64());
+        out
+    }
+}
+
+/// Two agents, each on its own machine, connected to `gw`.
+pub fn pair(gw: &Gw, a: &str, b: &str) -> (Machine, Machine) {
+    let (a, b) = (Machine::new(a), Machine::new(b));
+    a.connect(gw);
+    b.connect(gw);
+    (a, b)
+}
+
+/// Polls `f` until it returns something, failing after `secs`.
+pub fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(x) = f() {
+            return x;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn finish(child: Child) -> Output {
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{:?}\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+struct Killer(Child);
+
+impl Drop for Killer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn wp_12_1_wp_7_1_wp_7_2_request_reply_with_send_wait() {
+    let gw = Gw::start();
+    let bot = Machine::new("release-bot");
+    let reviewer = Machine::new("reviewer");
+    let c = bot.connect(&gw);
+    assert_eq!(c["address"], bot.address());
+    assert_eq!(c["status"], "connected");
+    reviewer.connect(&gw);
+    // WP-3.3-1: a second connect resumes the same agent and key; no new key is registered.
+    let again = reviewer.connect(&gw);
+    assert_eq!(again["status"], "resumed");
+    let keys = reviewer.ok(&["--json", "keys", "list"]);
+    assert_eq!(keys["keys"].as_array().unwrap().len(), 1);
+
+    let _sidecar = Killer(reviewer.spawn(&["--json", "sidecar", "--poll-wait", "5"]));
+    // release-bot runs no sidecar: `send --wait` receives for itself.
+    let waiting = bot.spawn(&[
+        "--json",
+        "send",
+        &reviewer.address(),
+        "Is change 482 clear for the 14:30 deploy?",
+        "--subject",
+        "Deploy readiness check",
+        "--wait",
+        "30s",
+    ]);
+    let question = eventually(20, "the question in the reviewer's inbox", || {
+        reviewer.stored().into_iter().next()
+    });
+    let env = &question["envelope"];
+    assert_eq!(question["verified"], "true");
+    assert_eq!(env["subject"], "Deploy readiness check");
+    assert_eq!(env["data"]["expects_reply"], true);
+    let qid = env["id"].as_str().unwrap().to_owned();
+    // WP-7-2: an unrelated message in between is not taken for the reply.
+    reviewer.ok(&[
+        "--json",
+        "send",
+        &bot.address(),
+        "unrelated: lunch at noon?",
+    ]);
+    reviewer.ok(&[
+        "--json",
+        "reply",
+        &qid,
+        "Yes. Two nits already fixed in revision 7. Clear to deploy.",
+    ]);
+    let out = finish(waiting);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reply = &doc["reply"]["envelope"];
+    assert_eq!(doc["sent"]["id"], qid);
+    assert_eq!(
+        reply["correlation_id"], qid,
+        "§7: the reply answers the sent id"
+    );
+    assert_eq!(reply["conversation_id"], env["conversation_id"]);
+    assert_eq!(reply["source"], reviewer.address());
+    assert_eq!(doc["reply"]["verified"], "true");
+    assert!(
+        reply["data"]["text"].as_str().unwrap().starts_with("Yes."),
+        "{reply}"
+    );
+    // The reviewer acknowledges having read the question (ack.v1 to the sender).
+    let ack = reviewer.ok(&["--json", "ack", &qid, "--level", "processed"]);
+    assert_eq!(ack["type"], "agentbus.ack.v1");
+    // WP-7-6: the sender traces its own message: the conversation in received_at order.
+    let trace = bot.ok(&["--json", "trace", &qid]);
+    let kinds: Vec<&str> = trace["conversation"]["envelopes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.first().copied(), Some(qid.as_str()));
+    assert_eq!(kinds.len(), 3, "question, reply, ack: {kinds:?}");
+    // A wait that nothing answers exits 1 and says what to do.
+    let out = bot.run(&["send", &reviewer.address(), "anyone?", "--wait", "1s"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fix: wait longer"));
+}
+
+#[test]
+fn wp_12_2_wp_7_3_wp_9_14_full_task_lifecycle_with_attachments() {
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
+    let diff = bot.home().join("change-482-r7.diff");
+    std::fs::write(
+        &diff,
+        "--- a/worker.go\n+++ b/worker.go\n@@ -140 +140 @@\n-mu.Unlock()\n",
+    )
+    .unwrap();
+    let report = reviewer.home().join("report.md");
+    std::fs::write(&report, "# Findings\n\n- worker.go:142 double unlock\n").unwrap();
+
+    // Long-poll here; the other tests use the WebSocket.
+    let _sidecar =
+        Killer(reviewer.spawn(&["--json", "sidecar", "--poll-wait", "5", "--no-websocket"]));
+    let delegating = bot.spawn(&[
+        "--json",
+        "delegate",
+        &reviewer.address(),
+        "--capability",
+        "code.review",
+        "--input",
+        r#"{"artifact_id": "change-482", "revision": 7}"#,
+        "--attach",
+        diff.to_str().unwrap(),
+        "--idempotency-key",
+        "review-change-482-revision-7",
+        "--accept-timeout",
+        "120",
+        "--progress-timeout",
+        "600",
+        "--subject",
+        "Review change 482 revision 7",
+        "--wait",
+        "60s",
+        "Review this change for concurrency bugs. Return findings with file, line, severity.",
+    ]);
+    let request = eventually(20, "the task request at the reviewer", || {
+        reviewer
+            .stored()
+            .into_iter()
+            .find(|r| r["envelope"]["type"] == "agentbus.task.request.v1")
+    });
+    let env = &request["envelope"];
+    assert_eq!(request["verified"], "true");
+    assert_eq!(env["capability"], "code.review");
+    assert_eq!(env["idempotency_key"], "review-change-482-revision-7");
+    // The attachment was downloaded into the message's folder, byte for byte.
+    let rid = env["id"].as_str().unwrap().to_owned();
+    let saved = reviewer
+        .agent_dir()
+        .join("attachments")
+        .join(&rid)
+        .join("change-482-r7.diff");
+    assert_eq!(
+        std::fs::read(&saved).unwrap(),
+        std::fs::read(&diff).unwrap()
+    );
+    assert_eq!(
+        request["attachments"][0]["path"]
+            .as_str()
+            .map(PathBuf::from),
+        Some(saved)
+    );
+
+    // The worker addresses the task by its request id first, then by its task id.
+    let accepted = reviewer.ok(&["--json", "accept", &rid, "--estimate", "240"]);
+    assert_eq!(accepted["type"], "agentbus.task.accept.v1");
+    let tasks = reviewer.ok(&["--json", "trace", &rid]);
+    let task_id = tasks["conversation"]["envelopes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "agentbus.task.accept.v1")
+        .map(|e| e["data"]["task_id"].as_str().unwrap().to_owned())
+        .unwrap();
+    reviewer.ok(&[
+        "--json",
+        "progress",
+        &task_id,
+        "--percent",
+        "40",
+        "--stage",
+        "static-analysis",
+        "--note",
+        "Found one suspicious unlock ordering in worker.go",
+    ]);
+    reviewer.ok(&[
+        "--json",
+        "complete",
+        &task_id,
+        "--summary",
+        "One high-severity double-unlock in worker.go:142. Two low-severity nits.",
+        "--output",
+        r#"{"findings": [{"file": "worker.go", "line": 142, "severity": "high", "title": "mutex unlocked twice on error path"}]}"#,
+        "--attach",
+        report.to_str().unwrap(),
+    ]);
+    let out = finish(delegating);
+    // The upload's progress is for terminals: piped, stderr stays empty.
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["task"]["state"], "succeeded");
+    assert_eq!(doc["sent"]["task_id"], task_id);
+    let result = &doc["result"];
+    assert_eq!(result["verified"], "true");
+    assert_eq!(result["envelope"]["correlation_id"], rid);
+    assert_eq!(
+        result["envelope"]["data"]["output"]["findings"][0]["line"],
+        142
+    );
+    let got = PathBuf::from(result["attachments"][0]["path"].as_str().unwrap());
+    assert_eq!(std::fs::read(got).unwrap(), std::fs::read(&report).unwrap());
+    // Every transition is on the timeline, in order.
+    let trace = bot.ok(&["--json", "trace", &task_id]);
+    let states: Vec<&str> = trace["task"]["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["to"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        states,
+        ["submitted", "accepted", "in_progress", "succeeded"]
+    );
+    // The human timeline, with ids and times redacted.
+    let human = bot.run(&["trace", &task_id]);
+    assert!(human.status.success());
+    insta::assert_snapshot!(
+        "trace_task_12_2",
+        redact(&String::from_utf8_lossy(&human.stdout))
+    );
+    // A retried request with the same idempotency key returns the original task (§8).
+    let again = bot.ok(&[
+        "--json",
+        "delegate",
+        &reviewer.address(),
+        "--capability",
+        "code.review",
+        "--idempotency-key",
+        "review-change-482-revision-7",
+        "again",
+    ]);
+    assert_eq!(again["task_id"], task_id);
+    assert_eq!(again["replay"], true);
+}
+
+/// Ids, times and temporary paths replaced by stable placeholders.
+pub fn redact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let bytes: Vec<char> = text.chars().collect();
+    let mut i = 0;
+    while i < bytes.len() {
+        let rest: String = bytes[i..bytes.len().min(i + 5)].iter().collect();
+        let prefix = [
+            "msg_", "cnv_", "tsk_", "agt_", "key_", "rcp_", "blb_", "lm_",
+        ]
+        .into_iter()
+        .find(|p| rest.starts_with(p));
+        if let Some(p) = prefix {
+            let mut j = i + p.len();
+            while j < bytes.len() && bytes[j].is_ascii_alphanumeric() {
+                j += 1;
+            }
+            out.push_str(&format!("{}[id]", p));
+            i = j;
+            continue;
+        }
+        // RFC 3339 instants: 2026-11-30T21:19:34.123Z
+        if i + 24 <= bytes.len() {
+            let cand: String = bytes[i..i + 24].iter().collect();
+            let b = cand.as_bytes();
+            if b[4] == b'-'
+                && b[10] == b'T'
+                && b[23] == b'Z'
+                && b[..4].iter().all(u8::is_ascii_digit)
+            {
+                out.push_str("[time]");
+                i += 24;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    out
+}
+
+#[test]
+fn wp_8_7_a_sidecar_killed_mid_stream_and_restarted_loses_and_duplicates_nothing() {
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "sender", "receiver");
+    const N: usize = 24;
+    let sidecar = reviewer.spawn(&["--json", "sidecar", "--poll-wait", "1"]);
+    let mut sidecar = Killer(sidecar);
+    for i in 0..N {
+        if i == N / 3 {
+            // Kill it hard once some have arrived, while more are on their way.
+            eventually(20, "the first messages", || {
+                (reviewer.stored().len() >= 2).then_some(())
+            });
+            sidecar.0.kill().unwrap();
+            sidecar.0.wait().unwrap();
+        }
+        if i == 2 * N / 3 {
+            sidecar = Killer(reviewer.spawn(&["--json", "sidecar", "--poll-wait", "1"]));
+        }
+        bot.ok(&[
+            "--json",
+            "send",
+            &reviewer.address(),
+            &format!("message {i}"),
+        ]);
+    }
+    let cursor = || -> u64 {
+        std::fs::read_to_string(reviewer.agent_dir().join("cursor"))
+            .ok()
+            .and_then(|c| c.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let delivered_locally = || -> usize {
+        let inbox = reviewer.ok(&["--json", "inbox", "--all"]);
+        inbox["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["transport"] == "gateway")
+            .count()
+    };
+    // A copy leased to the killed sidecar comes back when its lease runs out (1 s here), after
+    // later ones: wait until all N are in the agent's inbox and in local delivery.
+    eventually(30, "every message", || {
+        (reviewer.stored().len() >= N && delivered_locally() >= N).then_some(())
+    });
+    drop(sidecar);
+    let stored = reviewer.stored();
+    let mut texts: Vec<String> = stored
+        .iter()
+        .map(|r| r["envelope"]["data"]["text"].as_str().unwrap().to_owned())
+        .collect();
+    texts.sort();
+    texts.dedup();
+    assert_eq!(texts.len(), N, "no message lost or stored twice");
+    assert_eq!(stored.len(), N);
+    // Local delivery got each exactly once too.
+    assert_eq!(delivered_locally(), N);
+    let status: Value =
+        serde_json::from_slice(&std::fs::read(reviewer.agent_dir().join("sidecar.json")).unwrap())
+            .unwrap();
+    assert_eq!(status["mode"], "websocket");
+    assert_eq!(cursor(), N as u64);
+}
+
+#[test]
+fn wp_3_2_11_wp_13_1_5_a_tampered_envelope_is_stored_unverified_never_dropped() {
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "sender", "receiver");
+    bot.ok(&[
+        "--json",
+        "send",
+        &reviewer.address(),
+        "the original text",
+        "--subject",
+        "honest",
+    ]);
+    bot.ok(&[
+        "--json",
+        "send",
+        &reviewer.address(),
+        "an untouched message",
+    ]);
+    // Someone with access to the gateway's disk changes a stored envelope after it was verified.
+    let db = rusqlite::Connection::open(gw.dir.join("agentbus.db")).unwrap();
+    db.busy_timeout(Duration::from_secs(5)).unwrap();
+    let changed = db
+        .execute(
+            "UPDATE messages SET attrs = json_set(attrs, '$.subject', 'tampered') \
+             WHERE json_extract(attrs, '$.subject') = 'honest'",
+            [],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(db);
+    let out = reviewer.run(&["sidecar", "--once"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stored = reviewer.stored();
+    assert_eq!(stored.len(), 2, "the tampered envelope is kept");
+    let bad = stored
+        .iter()
+        .find(|r| r["envelope"]["subject"] == "tampered")
+        .unwrap();
+    assert_eq!(bad["verified"], "false");
+    assert_eq!(bad["diagnostics"][0]["code"], "AB-1303");
+    let good = stored
+        .iter()
+        .find(|r| r["envelope"]["subject"] != "tampered")
+        .unwrap();
+    assert_eq!(good["verified"], "true");
+    // The sidecar said so, and the message reaches local delivery marked unverified.
+    assert!(String::from_utf8_lossy(&out.stdout).contains("UNVERIFIED (AB-1303)"));
+    let human = reviewer.run(&["inbox"]);
+    insta::assert_snapshot!(
+        "inbox_gateway_unverified",
+        redact(&String::from_utf8_lossy(&human.stdout))
+    );
+    let show = reviewer.ok(&[
+        "--json",
+        "inbox",
+        "--show",
+        bad["envelope"]["id"].as_str().unwrap(),
+    ]);
+    assert_eq!(show["verified"], "false");
+    // WP-13.1-5: a session bound to the agent is shown the message framed verified="false".
+    let prompt = br#"{"session_id":"s1","hook_event_name":"UserPromptSubmit","prompt":"go"}"#;
+    let hook = |m: &Machine| {
+        let mut child = m.cmd(&["hook", "claude"]).spawn().unwrap();
+        child.stdin.take().unwrap().write_all(prompt).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    hook(&reviewer);
+    reviewer.ok(&["--json", "sessions", "bind", "s1", &reviewer.address()]);
+    let out = hook(&reviewer);
+    let framed = String::from_utf8_lossy(&out.stdout);
+    assert!(framed.contains("verified=\\\"false\\\""), "{framed}");
+    assert!(framed.contains("verified=\\\"true\\\""), "{framed}");
+}
+
+#[test]
+fn wp_3_3_5_wp_3_3_6_key_rotation_keeps_verifying_and_the_directory_cards_topics() {
+    let gw = Gw::start();
+    let a = Machine::new("reviewer");
+    let b = Machine::new("release-bot");
+    a.connect(&gw);
+    b.connect(&gw);
+    let card = a.ok(&[
+        "--json",
+        "card",
+        "edit",
+        "--display-name",
+        "Backend Code Reviewer",
+        "--capability",
+        "code.review@1",
+        "--tag",
+        "go",
+    ]);
+    assert_eq!(card["capabilities"][0]["name"], "code.review");
+    let list = b.ok(&["--json", "agents"]);
+    assert_eq!(list["agents"].as_array().unwrap().len(), 2);
+    let shown = b.ok(&["--json", "agents", "show", "reviewer"]);
+    assert_eq!(shown["display_name"], "Backend Code Reviewer");
+    let missing = b.run(&["agents", "show", "nobody"]);
+    assert_eq!(missing.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("fix: run `agentbus agents`"));
+
+    // Topics: a subscribes, b publishes to the topic, a receives.
+    a.ok(&["--json", "topic", "subscribe", "builds"]);
+    let topics = a.ok(&["--json", "topic", "list"]);
+    assert_eq!(topics["topics"][0]["name"], "builds");
+    b.ok(&[
+        "--json",
+        "send",
+        "topic://default/default/builds",
+        "build 42 is green",
+    ]);
+    a.ok(&["--json", "topic", "unsubscribe", "builds"]);
+    let topics = a.ok(&["--json", "topic", "list"]);
+    assert_eq!(topics["topics"][0]["subscribers"], 0);
+    b.ok(&[
+        "--json",
+        "send",
+        "topic://default/default/builds",
+        "nobody hears this",
+    ]);
+
+    // §3.3 rotation: a message signed with the old key, a rotation, one signed with the new key,
+    // the old key revoked; both verify at the receiver, which fetches keys only now.
+    let old_key = b.ok(&["--json", "keys", "list"])["keys"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    b.ok(&["--json", "send", &a.address(), "signed with the old key"]);
+    let rotated = b.ok(&["--json", "keys", "rotate"]);
+    assert_eq!(rotated["previous_key_id"], old_key);
+    b.ok(&["--json", "send", &a.address(), "signed with the new key"]);
+    let refused = b.run(&["keys", "revoke", rotated["key_id"].as_str().unwrap()]);
+    assert_eq!(
+        refused.status.code(),
+        Some(2),
+        "the signing key is not revoked by accident"
+    );
+    b.ok(&["--json", "keys", "revoke", &old_key]);
+    let keys = b.ok(&["--json", "keys", "list"]);
+    let revoked: Vec<bool> = keys["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| !k["revoked_at"].is_null())
+        .collect();
+    assert_eq!(revoked, [true, false]);
+    a.ok(&["sidecar", "--once"]);
+    let stored = a.stored();
+    assert_eq!(stored.len(), 3);
+    for r in &stored {
+        assert_eq!(r["verified"], "true", "{}", r["envelope"]["data"]["text"]);
+    }
+    let sigs: std::collections::HashSet<String> = stored[1..]
+        .iter()
+        .map(|r| {
+            r["envelope"]["sig"]
+                .as_str()
+                .unwrap()
+                .split(':')
+                .nth(1)
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(sigs.len(), 2, "two different keys signed");
+    // After revocation, the old key publishes nothing new (the profile now signs with the new one).
+    b.ok(&["--json", "send", &a.address(), "still fine"]);
+}
+
+/// The `doctor --json` finding of `check`.
+fn finding(out: &Output, check: &str) -> Value {
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["check"] == check)
+        .unwrap()
+        .clone()
+}
+
+/// Doctor output with the port, home, skew and ids made stable.
+fn redact_doctor(text: &str, m: &Machine, gw: &Gw) -> String {
+    let mut t = text.replace(&gw.url, "[gateway]");
+    t = t.replace(m.home().to_str().unwrap(), "[home]");
+    let mut out = String::new();
+    for line in t.lines() {
+        let line = match line.find(" s against the gateway") {
+            Some(i) => {
+                let start = line[..i].rfind(' ').map_or(0, |j| j + 1);
+                format!("{}[skew]{}", &line[..start], &line[i..])
+            }
+            None => line.to_owned(),
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    redact(&out)
+}
+
+#[test]
+fn wp_3_3_2_doctor_reports_each_check_with_its_fix_and_key_files_stay_0600() {
+    let gw = Gw::start();
+    let m = Machine::new("reviewer");
+    m.connect(&gw);
+    let out = m.run(&["doctor"]);
+    assert_eq!(out.status.code(), Some(0), "only warnings");
+    insta::assert_snapshot!(
+        "doctor_healthy_without_sidecar",
+        redact_doctor(&String::from_utf8_lossy(&out.stdout), &m, &gw)
+    );
+    // A key file others can read is refused, by doctor and by every command that signs.
+    let key = m.home().join("keys").join(format!(
+        "{}.key",
+        m.agent_dir().file_name().unwrap().to_str().unwrap()
+    ));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "WP-3.3-2: the key file is 0600");
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let out = m.run(&["--json", "doctor"]);
+        assert_eq!(out.status.code(), Some(1));
+        let f = finding(&out, "key file");
+        assert_eq!(f["status"], "fail");
+        assert!(f["fix"].as_str().unwrap().starts_with("chmod 600"));
+        let send = m.run(&["send", &m.address(), "hi"]);
+        assert_eq!(send.status.code(), Some(4));
+        assert!(String::from_utf8_lossy(&send.stderr).contains("fix: chmod 600"));
+    }
+}
+
+#[test]
+fn wp_11_4_2_ab_6002_doctor_names_a_gateway_that_needs_a_newer_agentbus() {
+    let gw = Gw::start();
+    let m = Machine::new("reviewer");
+    m.connect(&gw);
+    drop(gw);
+    // The same data directory is not reused; a new gateway with a high minimum is enough to see
+    // what doctor says about the version and the refused credential.
+    let gw = Gw::start_with(|c| c.min_sidecar_version = "99.0.0".into());
+    let profile = m.home().join("profiles").join("reviewer.json");
+    let mut p: Value = serde_json::from_slice(&std::fs::read(&profile).unwrap()).unwrap();
+    p["gateway"] = Value::String(gw.url.clone());
+    std::fs::write(&profile, serde_json::to_vec(&p).unwrap()).unwrap();
+    let out = m.run(&["--json", "doctor"]);
+    assert_eq!(out.status.code(), Some(1));
+    let version = finding(&out, "version");
+    assert_eq!(version["status"], "fail");
+    assert!(
+        version["detail"].as_str().unwrap().contains("AB-6002"),
+        "{version}"
+    );
+    // Every other command is refused with the code and its fix.
+    let send = m.run(&["--json", "send", &m.address(), "hi"]);
+    assert_eq!(send.status.code(), Some(6));
+    let err: Value = serde_json::from_slice(&send.stdout).unwrap();
+    assert_eq!(err["error"]["code"], "AB-6002");
+}
+
+#[test]
+fn wp_8_5_wp_8_6_a_redelivery_after_a_crash_between_write_and_ack_is_acked_silently() {
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "sender", "receiver");
+    bot.ok(&["--json", "send", &reviewer.address(), "exactly once"]);
+    // The sidecar stops after the local write, before its ack.
+    let mut crash = reviewer.cmd(&["--json", "sidecar", "--once"]);
+    crash.env("AGENTBUS_FAULT", "after-persist");
+    let out = crash.output().unwrap();
+    assert!(!out.status.success());
+    assert_eq!(reviewer.stored().len(), 1);
+    // The gateway delivers the copy again once its lease runs out (1 s here): it is recognised
+    // by its id and acked without a second copy.
+    let dup = eventually(20, "the redelivery", || {
+        let out = reviewer.run(&["--json", "sidecar", "--once"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.contains("\"duplicates\"").then_some(text)
+    });
+    assert!(!dup.contains("\"stored\""), "{dup}");
+    assert_eq!(reviewer.stored().len(), 1);
+    let inbox = reviewer.ok(&["--json", "inbox", "--all"]);
+    assert_eq!(inbox["items"].as_array().unwrap().len(), 1);
+    // It was acked: nothing comes back after another lease period.
+    let deadline = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < deadline {
+        let out = reviewer.run(&["--json", "sidecar", "--once"]);
+        assert!(String::from_utf8_lossy(&out.stdout).trim().is_empty());
+    }
+}
+
+#[test]
+fn two_agents_on_one_machine_are_two_profiles_chosen_by_flag_or_environment() {
+    let gw = Gw::start();
+    let m = Machine::new("alpha");
+    m.connect(&gw);
+    m.ok(&[
+        "--json",
+        "connect",
+        "--gateway",
+        &gw.url,
+        "--token",
+        &gw.admin,
+        "--name",
+        "beta",
+    ]);
+    // Two profiles and no choice: the error says how to choose.
+    let out = m.run(&["send", "agent://default/default/beta", "hi"]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--profile"));
+    // Both agents run a sidecar; alpha's send --wait then watches the inbox its sidecar writes.
+    let _alpha = Killer(m.spawn(&["--profile", "alpha", "sidecar"]));
+    let mut beta_cmd = m.cmd(&["sidecar"]);
+    beta_cmd.env("AGENTBUS_PROFILE", "beta");
+    let _beta = Killer(beta_cmd.spawn().unwrap());
+    let waiting = m.spawn(&[
+        "--profile",
+        "alpha",
+        "--json",
+        "send",
+        "agent://default/default/beta",
+        "ping",
+        "--wait",
+        "30s",
+    ]);
+    let beta_dir = {
+        let p: Value = serde_json::from_slice(
+            &std::fs::read(m.home().join("profiles").join("beta.json")).unwrap(),
+        )
+        .unwrap();
+        m.home()
+            .join("agents")
+            .join(p["agent_id"].as_str().unwrap())
+    };
+    let ping_id = eventually(20, "the ping at beta", || {
+        let dir = beta_dir.join("inbox");
+        let entry = std::fs::read_dir(dir)
+            .ok()?
+            .filter_map(|e| e.ok())
+            .find(|e| {
+                let n = e.file_name();
+                let n = n.to_string_lossy();
+                n.starts_with("msg_") && n.ends_with(".json")
+            })?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        Some(name.trim_end_matches(".json").to_owned())
+    });
+    let mut reply = m.cmd(&["--json", "reply", &ping_id, "pong"]);
+    reply.env("AGENTBUS_PROFILE", "beta");
+    let out = reply.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = finish(waiting);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["reply"]["envelope"]["data"]["text"], "pong");
+    assert_eq!(doc["reply"]["envelope"]["correlation_id"], ping_id.as_str());
+}
+
+#[test]
+fn listen_streams_gateway_messages_without_a_sidecar() {
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "sender", "receiver");
+    let listening = reviewer.spawn(&["--json", "listen", "--count", "1"]);
+    bot.ok(&["--json", "send", &reviewer.address(), "live news"]);
+    let out = finish(listening);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 1, "one JSON object a line: {text}");
+    let item: Value = serde_json::from_str(text.trim()).unwrap();
+    assert_eq!(item["transport"], "gateway");
+    assert!(item["text"].as_str().unwrap().contains("live news"));
+}
+
+/// The subcommand names a `--help` text lists.
+fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter(|l| !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .filter(|c| c != "help")
+        .collect()
+}
+
+#[test]
+fn every_command_s_help_has_an_example() {
+    let help = |args: &[&str]| {
+        let out = Machine::new("x").run(args);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let commands = subcommands(&help(&["--help"]));
+    assert!(commands.len() > 20, "{commands:?}");
+    let mut missing = Vec::new();
+    for c in &commands {
+        let text = help(&[c, "--help"]);
+        let subs = subcommands(&text);
+        if subs.is_empty() && !text.contains("Example") {
+            missing.push(c.clone());
+        }
+        for s in subs {
+            if !help(&[c, &s, "--help"]).contains("Example") {
+                missing.push(format!("{c} {s}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "commands without an example: {missing:?}"
+    );
+}
+
+#[test]
+fn the_sidecar_reconnects_after_the_gateway_restarts_falling_back_to_long_poll() {
+    let mut gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "sender", "receiver");
+    let mut sidecar = Killer(reviewer.spawn(&["--json", "sidecar", "--poll-wait", "1"]));
+    // Its lines, as they come: how each envelope arrived.
+    let (tx, via) = std::sync::mpsc::channel::<String>();
+    let stdout = sidecar.0.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<Value>(&line)
+                && v["stored"].is_string()
+            {
+                let _ = tx.send(v["via"].as_str().unwrap_or("").to_owned());
+            }
+        }
+    });
+    let next_via = || via.recv_timeout(Duration::from_secs(30)).unwrap();
+    bot.ok(&["--json", "send", &reviewer.address(), "before the restart"]);
+    eventually(20, "the first message", || {
+        (reviewer.stored().len() == 1).then_some(())
+    });
+    // The first comes over the WebSocket.
+    assert_eq!(next_via(), "websocket");
+    gw.restart();
+    bot.ok(&["--json", "send", &reviewer.address(), "after the restart"]);
+    // The socket broke with the restart: the sidecar long-polls (for 30 s before trying the
+    // socket again) and gets the second that way.
+    assert_eq!(next_via(), "long-poll");
+    let stored = reviewer.stored();
+    assert_eq!(stored.len(), 2);
+    assert_eq!(stored[1]["envelope"]["data"]["text"], "after the restart");
+}
+
+#[test]
+fn send_wait_takes_over_receiving_when_the_sidecar_stops() {
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "sender", "receiver");
+    let mut bot_sidecar = Killer(bot.spawn(&["sidecar", "--poll-wait", "1"]));
+    // Its first line is printed once it holds the receive lock.
+    let mut banner = std::io::BufReader::new(bot_sidecar.0.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut banner, &mut line).unwrap();
+    assert!(line.starts_with("sidecar for"), "{line}");
+    let waiting = bot.spawn(&[
+        "--json",
+        "send",
+        &reviewer.address(),
+        "ping",
+        "--wait",
+        "30s",
+    ]);
+    reviewer.ok(&["sidecar", "--once"]);
+    let ping = eventually(20, "the ping", || {
+        reviewer.ok(&["sidecar", "--once"]);
+        reviewer.stored().into_iter().next()
+    });
+    // The bot's sidecar stops before the reply comes: the waiting send receives it itself.
+    drop(bot_sidecar);
+    reviewer.ok(&["reply", ping["envelope"]["id"].as_str().unwrap(), "pong"]);
+    let out = finish(waiting);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["reply"]["envelope"]["data"]["text"], "pong");
+}
+
+#[test]
+fn a_second_machine_joins_an_existing_agent_with_its_credential() {
+    let gw = Gw::start();
+    let first = Machine::new("reviewer");
+    let c = first.connect(&gw);
+    // The name is taken: the fix names the way in.
+    let second = Machine::new("reviewer");
+    let out = second.run(&[
+        "connect",
+        "--gateway",
+        &gw.url,
+        "--token",
+        &gw.admin,
+        "--name",
+        "reviewer",
+    ]);
+    assert_eq!(out.status.code(), Some(6));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("AB-4005") && err.contains("--agent agt_"),
+        "{err}"
+    );
+    let p: Value = serde_json::from_slice(
+        &std::fs::read(first.home().join("profiles").join("reviewer.json")).unwrap(),
+    )
+    .unwrap();
+    let joined = second.ok(&[
+        "--json",
+        "connect",
+        "--gateway",
+        &gw.url,
+        "--token",
+        p["token"].as_str().unwrap(),
+        "--agent",
+        c["agent_id"].as_str().unwrap(),
+        "--name",
+        "reviewer",
+    ]);
+    assert_eq!(joined["agent_id"], c["agent_id"]);
+    assert_ne!(
+        joined["key_id"], c["key_id"],
+        "each machine has its own key"
+    );
+    // Both machines' keys are registered; either can send.
+    let keys = second.ok(&["--json", "keys", "list"]);
+    assert_eq!(keys["keys"].as_array().unwrap().len(), 2);
+    second.ok(&[
+        "--json",
+        "send",
+        &first.address(),
+        "from the second machine",
+    ]);
+    // Connecting the profile to another gateway is refused, not silently resumed.
+    let out = second.run(&[
+        "connect",
+        "--gateway",
+        "http://127.0.0.1:9",
+        "--token",
+        &gw.admin,
+        "--name",
+        "reviewer",
+    ]);
+    assert_eq!(out.status.code(), Some(4));
+}
+
+#[test]
+fn uploads_show_progress_on_a_terminal_only() {
+    // `script` gives the command a terminal; without it there is nothing to check here.
+    if Command::new("script").arg("--version").output().is_err() {
+        return;
+    }
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "sender", "receiver");
+    let big = bot.home().join("big.bin");
+    std::fs::write(&big, vec![7u8; 3 * 1024 * 1024]).unwrap();
+    let line = format!(
+        "{} send {} 'a big file' --attach {}",
+        env!("CARGO_BIN_EXE_agentbus"),
+        reviewer.address(),
+        big.display()
+    );
+    let out = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env("AGENTBUS_HOME", bot.home())
+        .env_remove("AGENTBUS_PROFILE")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{shown}");
+    assert!(shown.contains("[1/1] big.bin"), "{shown}");
+    assert!(shown.contains("MiB"), "the bar counts bytes: {shown}");
+    // Piped, the same upload prints only its result.
+    let out = bot.run(&[
+        "send",
+        &reviewer.address(),
+        "again",
+        "--attach",
+        big.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    assert!(out.stderr.is_empty());
+}
+
+/// The state of `task` as `trace --json` reports it to `m`.
+fn task_state(m: &Machine, task: &str) -> String {
+    m.ok(&["--json", "trace", task])["task"]["state"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn wp_6_2_questions_answers_failures_rejections_and_cancels() {
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
+    let delegate = |text: &str| {
+        let r = bot.ok(&[
+            "--json",
+            "delegate",
+            &reviewer.address(),
+            "--capability",
+            "code.review",
+            text,
+        ]);
+        r["task_id"].as_str().unwrap().to_owned()
+    };
+    // A question and its answer, then a failure.
+    let t1 = delegate("review something");
+    reviewer.ok(&["--json", "accept", &t1]);
+    reviewer.ok(&[
+        "--json",
+        "needs-input",
+        &t1,
+        "Which repository?",
+        "--option",
+        "muxr",
+        "--option",
+        "agentbus",
+    ]);
+    assert_eq!(task_state(&bot, &t1), "needs_input");
+    // The requester receives the question, then answers it.
+    bot.ok(&["sidecar", "--once"]);
+    let question = bot
+        .stored()
+        .into_iter()
+        .find(|r| r["envelope"]["type"] == "agentbus.task.needs_input.v1")
+        .unwrap();
+    assert_eq!(question["envelope"]["data"]["options"][1], "agentbus");
+    let notes = bot.home().join("notes.md");
+    std::fs::write(&notes, "use the main branch").unwrap();
+    let answer = bot.ok(&[
+        "--json",
+        "answer",
+        &t1,
+        "muxr",
+        "--attach",
+        notes.to_str().unwrap(),
+    ]);
+    assert_eq!(answer["type"], "agentbus.task.input.v1");
+    assert_eq!(task_state(&bot, &t1), "in_progress");
+    reviewer.ok(&["sidecar", "--once"]);
+    let input = reviewer
+        .stored()
+        .into_iter()
+        .find(|r| r["envelope"]["type"] == "agentbus.task.input.v1")
+        .unwrap();
+    assert_eq!(input["envelope"]["data"]["answer"], "muxr");
+    let saved = PathBuf::from(input["attachments"][0]["path"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(saved).unwrap(),
+        "use the main branch"
+    );
+    assert_eq!(
+        input["envelope"]["data"]["in_reply_to"],
+        question["envelope"]["id"]
+    );
+    reviewer.ok(&["--json", "fail", &t1, "--message", "the repository is gone"]);
+    assert_eq!(task_state(&bot, &t1), "failed");
+    // A rejection.
+    let t2 = delegate("review more");
+    reviewer.ok(&["--json", "reject", &t2, "--reason", "busy"]);
+    assert_eq!(task_state(&reviewer, &t2), "rejected");
+    // The requester cancels; the worker may not cancel.
+    let t3 = delegate("review even more");
+    let refused = reviewer.run(&["--json", "cancel", &t3]);
+    assert_eq!(refused.status.code(), Some(6));
+    let err: Value = serde_json::from_slice(&refused.stdout).unwrap();
+    assert_eq!(err["error"]["code"], "AB-2004");
+    bot.ok(&["--json", "cancel", &t3, "--reason", "not needed"]);
+    assert_eq!(task_state(&bot, &t3), "cancelled");
+    // --wait on a task that ends badly exits 1 with the state.
+    let t4 = bot.spawn(&[
+        "--json",
+        "delegate",
+        &reviewer.address(),
+        "--capability",
+        "code.review",
+        "--wait",
+        "30s",
+        "doomed",
+    ]);
+    let t4_id = eventually(20, "the fourth task", || {
+        reviewer.ok(&["--json", "sidecar", "--once"]);
+        reviewer
+            .stored()
+            .into_iter()
+            .find(|r| r["envelope"]["data"]["instructions"] == "doomed")
+            .map(|r| r["envelope"]["id"].as_str().unwrap().to_owned())
+    });
+    reviewer.ok(&[
+        "--json",
+        "reject",
+        &t4_id,
+        "--reason",
+        "capability_unsupported",
+    ]);
+    let out = t4.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["task"]["state"], "rejected");
+}
+
+/// A bare HTTP/1.1 POST with a bearer token; returns the status code.
+fn post(gw: &Gw, path: &str, token: &str, body: &str) -> u16 {
+    use std::io::Read as _;
+    let addr = gw.url.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn system_notices_verify_against_the_gateway_key() {
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
+    let r = bot.ok(&[
+        "--json",
+        "delegate",
+        &reviewer.address(),
+        "--capability",
+        "code.review",
+        "work",
+    ]);
+    let task = r["task_id"].as_str().unwrap();
+    // The console's cancel: both parties get a task.cancel notice signed by the gateway.
+    let status = post(
+        &gw,
+        &format!("/v1/tasks/{task}/cancel"),
+        &gw.admin,
+        r#"{"reason": "maintenance"}"#,
+    );
+    assert_eq!(status, 200);
+    reviewer.ok(&["sidecar", "--once"]);
+    let notice = reviewer
+        .stored()
+        .into_iter()
+        .find(|r| {
+            r["envelope"]["source"]
+                .as_str()
+                .unwrap()
+                .starts_with("agent://system/")
+        })
+        .unwrap();
+    assert_eq!(notice["envelope"]["type"], "agentbus.task.cancel.v1");
+    assert_eq!(notice["verified"], "true", "{notice}");
+}
