@@ -113,6 +113,8 @@ fn main() {
         let admin = gw.bootstrap.as_ref().unwrap().admin_token.clone();
         tokio::spawn(gw.serve_on(listener, std::future::pending()));
         let url = format!("http://{addr}");
+        // reqwest is built without a rustls provider in this workspace (see the root Cargo.toml).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder().pool_max_idle_per_host(256).build().unwrap();
         let sub = register(&http, &url, &admin, "subscriber").await;
         let senders: Vec<Agent> = futures_util::future::join_all((0..8).map(|i| register(&http, &url, &admin, Box::leak(format!("sender-{i}").into_boxed_str())))).await;

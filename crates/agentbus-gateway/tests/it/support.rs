@@ -90,7 +90,7 @@ impl Harness {
             admin,
             clock,
             app,
-            http: reqwest::Client::new(),
+            http: http_client(),
             dir,
             _tmp: None,
             shutdown: Some(tx),
@@ -326,4 +326,11 @@ impl Harness {
         assert_eq!(resp.status().as_u16(), 200);
         resp.json().await.unwrap()
     }
+}
+
+/// A reqwest client; the workspace builds reqwest without a rustls provider, so `ring` is installed
+/// first (a second install is a harmless error).
+pub fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
 }
