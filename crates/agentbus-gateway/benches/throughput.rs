@@ -1,6 +1,8 @@
 //! Signed `message.v1` publishes over HTTP on loopback to one WebSocket subscriber.
 //!
-//! `cargo bench -p agentbus-gateway --bench throughput`. Two phases:
+//! `cargo bench -p agentbus-gateway --bench throughput` (env: `BENCH_N` messages, default 40,000;
+//! `BENCH_CONCURRENCY` publishes in flight, default 256; `BENCH_RATES` paced rates, default
+//! `1000,5000`, empty for none). Two phases:
 //! 1. throughput: N pre-signed messages published by C concurrent connections as fast as they go;
 //!    the clock stops when the subscriber has received all N.
 //! 2. latency: messages paced at a fixed rate; each message's publish→delivery time is measured
@@ -68,6 +70,10 @@ fn envelope(from: &Agent, to: &str, n: usize) -> (String, Vec<u8>) {
     (id, Value::Object(env).to_string().into_bytes())
 }
 
+/// The allocator the `agentbus` binary uses, so the figures are the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 type Arrivals = Arc<Mutex<HashMap<String, Instant>>>;
 
 async fn subscribe(url: &str, token: &str, arrivals: Arrivals) -> tokio::task::JoinHandle<()> {
@@ -123,7 +129,9 @@ fn main() {
 
         // Phase 1: throughput.
         let n: usize = std::env::var("BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(40_000);
-        let concurrency = 64usize;
+        // Publishes in flight: each waits for its group's fsync, so throughput is bounded by
+        // concurrency / commit latency; a fleet offers many concurrent publishers.
+        let concurrency: usize = std::env::var("BENCH_CONCURRENCY").ok().and_then(|v| v.parse().ok()).unwrap_or(256);
         let mut work: Vec<(String, Vec<u8>, String)> = (0..n)
             .map(|i| {
                 let s = &senders[i % senders.len()];

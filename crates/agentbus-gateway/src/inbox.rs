@@ -11,7 +11,7 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use agentbus_protocol::Code;
@@ -34,12 +34,25 @@ pub struct PollQuery {
     pub limit: Option<u32>,
 }
 
+/// One delivery as sent on the wire (long-poll item, WebSocket `delivery` frame).
+#[derive(Debug, Serialize)]
+pub struct DeliveryOut {
+    /// The inbox sequence.
+    pub sequence: u64,
+    /// The lease token an ack names.
+    pub delivery: String,
+    /// 1 for the first delivery, then one more per redelivery.
+    pub attempt: u32,
+    /// The delivered copy, as text (see [`App::delivered_copy_raw`]).
+    pub envelope: Box<serde_json::value::RawValue>,
+}
+
 async fn lease<S: Store>(
     app: &App<S>,
     agent: &AgentRow,
     after: u64,
     limit: u32,
-) -> ApiResult<Vec<Value>> {
+) -> ApiResult<Vec<DeliveryOut>> {
     app.mark_seen(&agent.id);
     let now = app.now();
     let leased = app
@@ -60,9 +73,14 @@ async fn lease<S: Store>(
             (now - d.message.received_at).max(0) as f64 / 1000.0,
         );
         let envelope = app
-            .delivered_copy(&d.message, &agent.id, d.sequence)
+            .delivered_copy_raw(&d.message, &agent.id, d.sequence)
             .await?;
-        out.push(json!({"sequence": d.sequence, "delivery": d.token, "attempt": d.attempt, "envelope": envelope}));
+        out.push(DeliveryOut {
+            sequence: d.sequence,
+            delivery: d.token,
+            attempt: d.attempt,
+            envelope,
+        });
     }
     Ok(out)
 }
@@ -74,7 +92,7 @@ async fn wait_for<S: Store>(
     after: u64,
     limit: u32,
     wait: Duration,
-) -> ApiResult<Vec<Value>> {
+) -> ApiResult<Vec<DeliveryOut>> {
     let deadline = tokio::time::Instant::now() + wait;
     let waker = app.waker(&agent.id);
     loop {
@@ -109,20 +127,27 @@ pub async fn poll<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
     Query(q): Query<PollQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
     let agent = auth::agent(&app, &headers).await?;
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
     let wait = Duration::from_secs(q.wait.min(app.config.max_wait_s));
     let deliveries = wait_for(&app, &agent, q.after, limit, wait).await?;
     let next_after = deliveries
         .iter()
-        .filter_map(|d| d["sequence"].as_u64())
+        .map(|d| d.sequence)
         .max()
         .unwrap_or(q.after)
         .max(q.after);
-    Ok(Json(
-        json!({"deliveries": deliveries, "next_after": next_after}),
-    ))
+    #[derive(Serialize)]
+    struct Answer {
+        deliveries: Vec<DeliveryOut>,
+        next_after: u64,
+    }
+    Ok(Json(Answer {
+        deliveries,
+        next_after,
+    })
+    .into_response())
 }
 
 /// One ack.
@@ -241,21 +266,33 @@ async fn serve_socket<S: Store>(
     use futures_util::{SinkExt as _, StreamExt as _};
     let (mut sink, mut stream) = socket.split();
     let (reply_tx, mut reply_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    // Acks arrive on their own task, so a slow push never delays them.
+    // Acks arrive on their own task, so a slow push never delays them. Every frame already
+    // received is taken at once and their acks settled in one store call.
     let reader = {
         let app = app.clone();
         let agent = agent.clone();
         tokio::spawn(async move {
-            while let Some(Ok(msg)) = stream.next().await {
-                match msg {
-                    Message::Text(t) => {
-                        if let Some(answer) = handle_client_frame(&app, &agent, &t).await {
-                            let _ = reply_tx.send(answer);
-                        }
+            use futures_util::FutureExt as _;
+            let mut frames = Vec::new();
+            'read: while let Some(Ok(first)) = stream.next().await {
+                let mut next = Some(first);
+                while let Some(msg) = next.take() {
+                    match msg {
+                        Message::Text(t) => frames.push(t),
+                        Message::Close(_) => break 'read,
+                        _ => {}
                     }
-                    Message::Close(_) => break,
-                    _ => {}
+                    if frames.len() < 256 {
+                        next = stream.next().now_or_never().flatten().and_then(Result::ok);
+                    }
                 }
+                for answer in handle_client_frames(&app, &agent, &frames).await {
+                    let _ = reply_tx.send(answer);
+                }
+                frames.clear();
+            }
+            for answer in handle_client_frames(&app, &agent, &frames).await {
+                let _ = reply_tx.send(answer);
             }
         })
     };
@@ -272,9 +309,18 @@ async fn serve_socket<S: Store>(
             Ok(b) => b,
             Err(_) => break,
         };
+        #[derive(Serialize)]
+        struct Frame<'a> {
+            r#type: &'static str,
+            delivery: &'a DeliveryOut,
+        }
         for d in &batch {
-            after = after.max(d["sequence"].as_u64().unwrap_or(0));
-            let frame = json!({"type": "delivery", "delivery": d}).to_string();
+            after = after.max(d.sequence);
+            let frame = serde_json::to_string(&Frame {
+                r#type: "delivery",
+                delivery: d,
+            })
+            .unwrap_or_default();
             if sink.send(Message::Text(frame.into())).await.is_err() {
                 reader.abort();
                 return;
@@ -284,25 +330,36 @@ async fn serve_socket<S: Store>(
     reader.abort();
 }
 
-async fn handle_client_frame<S: Store>(
+/// Answers the acks among `frames` (`{"type":"ack","sequence","delivery"}`), settled together;
+/// other frames are ignored.
+async fn handle_client_frames<S: Store>(
     app: &App<S>,
     agent: &AgentRow,
-    text: &str,
-) -> Option<String> {
-    let v: Value = serde_json::from_str(text).unwrap_or(Value::Null);
-    if v["type"] != "ack" {
-        return None;
+    frames: &[axum::extract::ws::Utf8Bytes],
+) -> Vec<String> {
+    let acks: Vec<(u64, String)> = frames
+        .iter()
+        .filter_map(|text| {
+            let v: Value = serde_json::from_str(text).ok()?;
+            if v["type"] != "ack" {
+                return None;
+            }
+            Some((v["sequence"].as_u64()?, v["delivery"].as_str()?.to_owned()))
+        })
+        .collect();
+    if acks.is_empty() {
+        return Vec::new();
     }
-    let (Some(sequence), Some(token)) = (v["sequence"].as_u64(), v["delivery"].as_str()) else {
-        return None;
-    };
-    let answer = match app
-        .store
-        .ack(&agent.id, vec![(sequence, token.to_owned())], app.now())
-        .await
-    {
-        Ok(o) => outcome_json(sequence, o.first().copied().unwrap_or(AckOutcome::Stale)),
-        Err(_) => json!({"sequence": sequence, "status": "error"}),
-    };
-    Some(json!({"type": "ack", "result": answer}).to_string())
+    let seqs: Vec<u64> = acks.iter().map(|a| a.0).collect();
+    let outcomes = app.store.ack(&agent.id, acks, app.now()).await;
+    seqs.into_iter()
+        .enumerate()
+        .map(|(i, sequence)| {
+            let answer = match &outcomes {
+                Ok(o) => outcome_json(sequence, o.get(i).copied().unwrap_or(AckOutcome::Stale)),
+                Err(_) => json!({"sequence": sequence, "status": "error"}),
+            };
+            json!({"type": "ack", "result": answer}).to_string()
+        })
+        .collect()
 }

@@ -70,8 +70,19 @@ fn receipt_body(m: &MessageRow) -> Value {
     let trace = attrs
         .get("traceparent")
         .and_then(Value::as_str)
-        .and_then(|t| t.get(3..35))
+        .map(trace_id)
         .unwrap_or_default();
+    receipt_with_trace(m, trace)
+}
+
+/// The trace id inside a `traceparent` (`00-<trace id>-<span id>-<flags>`).
+fn trace_id(traceparent: &str) -> &str {
+    traceparent.get(3..35).unwrap_or_default()
+}
+
+/// The receipt, when the trace id is already known (an accepted publish: no need to parse the
+/// stored attributes again).
+fn receipt_with_trace(m: &MessageRow, trace: &str) -> Value {
     let mut body =
         json!({"receipt": m.receipt, "id": m.id, "state": "persisted", "trace_id": trace});
     if let Some(t) = &m.task_id {
@@ -166,24 +177,68 @@ async fn publish_inner<S: Store>(
             ),
         ));
     }
-    // 6. Replay window, and idempotent replay.
+    // 6. Replay window, and idempotent replay. The authoritative check runs inside the storing
+    // transaction (a repeat comes back as `DuplicateId`), so an accepted publish pays no read for
+    // it here; only when a later check refuses the envelope is the window consulted first, so a
+    // repeat still answers as a repeat whatever changed since (§3.2 puts this check before them).
     let id = env.id().ok_or_else(|| missing("id"))?.to_owned();
     let idem_key = env.idempotency_key().map(str::to_owned);
     let replay_since = now - app.config.replay_window_s * 1000;
-    if let Some(existing) = app
-        .store
-        .recent_message(&agent.tenant_id, source, &id, replay_since)
-        .await?
-    {
-        return replayed(existing, &signed_hash, idem_key.as_deref());
+    let source = source.to_owned();
+    let checked = Checked {
+        agent: &agent,
+        source: &source,
+        my_address: &my_address,
+        id: &id,
+        idem_key: idem_key.as_deref(),
+        signed_hash: &signed_hash,
+        now,
+        replay_since,
+        received_bytes: body.len(),
+    };
+    match store_checked(app, &checked, env).await {
+        Err(e) if (400..500).contains(&e.code.http_status()) => {
+            match app
+                .store
+                .recent_message(&agent.tenant_id, &source, &id, replay_since)
+                .await?
+            {
+                Some(existing) => replayed(existing, &signed_hash, idem_key.as_deref()),
+                None => Err(e),
+            }
+        }
+        other => other,
     }
-    let early_route = resolve(app, &agent, env.to().unwrap_or_default()).await;
-    let idempotency = match (&idem_key, &early_route) {
+}
+
+/// What steps 1–5 established about an envelope.
+struct Checked<'a> {
+    agent: &'a AgentRow,
+    source: &'a str,
+    my_address: &'a str,
+    id: &'a str,
+    idem_key: Option<&'a str>,
+    signed_hash: &'a [u8],
+    now: i64,
+    replay_since: i64,
+    received_bytes: usize,
+}
+
+/// Steps 6 (idempotency key) to 13, then the store, which re-checks the replay window and the
+/// inbox depth inside its transaction.
+async fn store_checked<S: Store>(
+    app: &App<S>,
+    c: &Checked<'_>,
+    env: Envelope,
+) -> ApiResult<(StatusCode, Value)> {
+    let (agent, now) = (c.agent, c.now);
+    let early_route = resolve(app, agent, env.to().unwrap_or_default()).await;
+    let idempotency = match (c.idem_key, &early_route) {
         (Some(k), Ok(r)) => Some(IdempotencyKey {
             tenant_id: agent.tenant_id.clone(),
-            source: source.to_owned(),
+            source: c.source.to_owned(),
             to_id: r.to_id.clone(),
-            key: k.clone(),
+            key: k.to_owned(),
         }),
         _ => None,
     };
@@ -197,7 +252,7 @@ async fn publish_inner<S: Store>(
     let mut env = env;
     env.strip_gateway_attrs();
     let violations = env.validate(ValidateOptions {
-        received_bytes: Some(body.len()),
+        received_bytes: Some(c.received_bytes),
         ..ValidateOptions::default()
     });
     if let Some(first) = violations.first() {
@@ -210,39 +265,30 @@ async fn publish_inner<S: Store>(
     // 8. Resolution.
     let route = early_route?;
     // 9. Policy.
-    check_policy(app, &my_address, env.to().unwrap_or_default(), &route).await?;
+    check_policy(app, c.my_address, env.to().unwrap_or_default(), &route).await?;
     // 10. Rate limit.
     app.rate_limit(&agent.id)?;
-    // 11. Inbox depth.
-    for r in &route.recipients {
-        let depth = app.store.pending_count(&r.id).await?;
-        crate::metrics::set_depth(&r.id, depth);
-        if depth >= app.config.inbox_max_depth {
-            let mut e = ApiError::new(
-                Code::InboxFull,
-                format!(
-                    "the inbox of {} holds {depth} unacknowledged messages",
-                    r.name
-                ),
-            );
-            e.retry_after = Some(5);
-            return Err(e);
-        }
-    }
+    // 11. Inbox depth: checked by the store inside the transaction that would add the entry
+    // (`max_depth` below), so it holds under concurrent publishers too.
     // 12. Attachments.
-    let blob_refs = crate::blobs::check_attachments(app, &agent, env.data()).await?;
+    let blob_refs = crate::blobs::check_attachments(app, agent, env.data()).await?;
     // 13. Tasks (§6.2): the record a task.request creates, or the transition a lifecycle message
     // makes; refusals (AB-2004, AB-4020, AB-4012, AB-3017) store nothing.
     let single = (route.recipients.len() == 1
         && !env.to().unwrap_or_default().starts_with("topic://"))
     .then(|| &route.recipients[0]);
-    let task = crate::tasks::effect(app, &agent, &env, single, now).await?;
+    let task = crate::tasks::effect(app, agent, &env, single, now).await?;
     // Persist.
     let receipt = app.mint(IdKind::Receipt);
     let expires_at = env
         .expires_at()
         .map(|t| t.millis())
         .unwrap_or(now + app.config.default_expiry_s * 1000);
+    let trace = env
+        .str_attr("traceparent")
+        .map(trace_id)
+        .unwrap_or_default()
+        .to_owned();
     let mut attrs = env.into_map();
     let data = attrs.shift_remove("data").unwrap_or(Value::Null);
     for name in GATEWAY_SET {
@@ -256,7 +302,7 @@ async fn publish_inner<S: Store>(
     let s = |name: &str| attrs.get(name).and_then(Value::as_str).map(str::to_owned);
     let msg = NewMessage {
         tenant_id: agent.tenant_id.clone(),
-        id: id.clone(),
+        id: c.id.to_owned(),
         source: source_owned(&attrs),
         source_agent_id: Some(agent.id.clone()),
         kind: s("type").unwrap_or_default(),
@@ -266,7 +312,7 @@ async fn publish_inner<S: Store>(
         to_id: route.to_id.clone(),
         attrs: Value::Object(attrs).to_string(),
         data: key.seal(data.to_string().as_bytes()),
-        signed_hash: signed_hash.clone(),
+        signed_hash: c.signed_hash.to_vec(),
         idempotency,
         receipt,
         received_at: now,
@@ -275,20 +321,33 @@ async fn publish_inner<S: Store>(
         task: task.as_ref().map(|t| t.write.clone()),
         recipients: route.recipients.iter().map(|r| r.id.clone()).collect(),
         blob_refs,
-        replay_since,
+        replay_since: c.replay_since,
         idempotency_since,
+        max_depth: Some(app.config.inbox_max_depth),
     };
     let stored = app.store.publish(msg).await;
     drop(task);
     match stored? {
         PublishOutcome::Stored { message, .. } => {
             app.wake(route.recipients.iter().map(|r| r.id.as_str()));
-            Ok((StatusCode::ACCEPTED, receipt_body(&message)))
+            Ok((StatusCode::ACCEPTED, receipt_with_trace(&message, &trace)))
         }
-        PublishOutcome::DuplicateId(existing) => {
-            replayed(existing, &signed_hash, idem_key.as_deref())
-        }
+        PublishOutcome::DuplicateId(existing) => replayed(existing, c.signed_hash, c.idem_key),
         PublishOutcome::IdempotentReplay(existing) => Ok((StatusCode::OK, receipt_body(&existing))),
+        PublishOutcome::InboxFull { agent_id, depth } => {
+            crate::metrics::set_depth(&agent_id, depth);
+            let name = route
+                .recipients
+                .iter()
+                .find(|r| r.id == agent_id)
+                .map_or(agent_id.as_str(), |r| r.name.as_str());
+            let mut e = ApiError::new(
+                Code::InboxFull,
+                format!("the inbox of {name} holds {depth} unacknowledged messages"),
+            );
+            e.retry_after = Some(5);
+            Err(e)
+        }
     }
 }
 

@@ -185,6 +185,9 @@ pub trait Store: Send + Sync + 'static {
     fn pending_count(&self, agent_id: &str) -> impl Future<Output = StoreResult<u64>> + Send;
     /// Leases up to `limit` deliverable entries: never-delivered ones after `after`, and any whose
     /// lease expired, each getting a new lease token and `visible_at = now + visibility_ms`.
+    /// A backend may answer before the lease is durable, but it must be in effect for every
+    /// store call made after this one returns (an ack of the delivery finds its token), and no
+    /// other lease may hand out the same entry meanwhile.
     fn lease(&self, req: LeaseRequest) -> impl Future<Output = StoreResult<Vec<Delivery>>> + Send;
     /// Acknowledges deliveries; each answer says whether the token was current.
     fn ack(

@@ -214,6 +214,10 @@ pub struct NewMessage {
     pub replay_since: i64,
     /// How far back the idempotency key looks.
     pub idempotency_since: i64,
+    /// Refuse the message ([`PublishOutcome::InboxFull`]) when a recipient's inbox already holds
+    /// this many unacknowledged entries; checked inside the storing transaction, so concurrent
+    /// publishers cannot overfill an inbox between a check and the insert.
+    pub max_depth: Option<u64>,
 }
 
 /// A stored message.
@@ -269,6 +273,14 @@ pub enum PublishOutcome {
     DuplicateId(MessageRow),
     /// The idempotency key was already used within its window.
     IdempotentReplay(MessageRow),
+    /// A recipient's inbox holds `depth` unacknowledged entries, at or over
+    /// [`NewMessage::max_depth`]; nothing was stored.
+    InboxFull {
+        /// The recipient whose inbox is full.
+        agent_id: String,
+        /// Its unacknowledged entries.
+        depth: u64,
+    },
 }
 
 /// The state of an inbox entry.

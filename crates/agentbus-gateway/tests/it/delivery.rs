@@ -226,6 +226,112 @@ async fn wp_13_6_inbox_depth_and_rate_limits() {
     );
 }
 
+/// §3.2 puts the replay check before every limit: a byte-identical repeat of an accepted envelope
+/// gets its original receipt (200) even after the recipient's inbox filled up and the sender's
+/// rate bucket ran dry, although the gateway only consults the replay window once a later check
+/// refuses the envelope.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_3_2_a_repeat_answers_as_a_repeat_after_the_inbox_filled_and_the_bucket_emptied() {
+    let tmp = tempfile::tempdir().unwrap();
+    let h = Harness::start_with(tmp.path().join("gw"), |c| {
+        c.inbox_max_depth = 2;
+        c.rate_per_agent = 3.0;
+        c.rate_burst = 3.0;
+    })
+    .await;
+    let a = h.agent("alpha").await;
+    let b = h.agent("bravo").await;
+    let first = signed(&h, &a, &b.address, "first");
+    let (s, receipt, _) = h.publish(&a, &first).await;
+    assert_eq!(s, 202);
+    assert_eq!(
+        h.publish(&a, &signed(&h, &a, &b.address, "second")).await.0,
+        202
+    );
+    let (s, v, _) = h.publish(&a, &signed(&h, &a, &b.address, "third")).await;
+    assert_eq!((s, v["error"]["code"].as_str()), (429, Some("AB-4040")));
+    // Inbox full: the repeat is still a repeat.
+    let (s, v, replay) = h.publish(&a, &first).await;
+    assert_eq!((s, replay.as_deref()), (200, Some("true")), "{v}");
+    assert_eq!(v["receipt"], receipt["receipt"]);
+    // Bucket empty (3 tokens spent above, the repeat took the last): still a repeat.
+    let (s, v, _) = h.publish(&a, &signed(&h, &a, &b.address, "fresh")).await;
+    assert_eq!((s, v["error"]["code"].as_str()), (429, Some("AB-5001")));
+    let (s, v, replay) = h.publish(&a, &first).await;
+    assert_eq!((s, replay.as_deref()), (200, Some("true")), "{v}");
+    assert_eq!(v["receipt"], receipt["receipt"]);
+    // A different envelope reusing the id is AB-3006 whatever else is wrong.
+    let mut other = signed(&h, &a, &b.address, "other text");
+    other.insert("id".into(), first["id"].clone());
+    let other = sign(&a, other);
+    let (s, v, _) = h.publish(&a, &other).await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (409, Some("AB-3006")),
+        "{v}"
+    );
+}
+
+/// Leases are answered before their write lands (docs/delivery.md); concurrent polls of one
+/// inbox still never hand out the same entry, and every entry is handed out once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_polls_of_one_inbox_never_share_an_entry() {
+    let h = Harness::start().await;
+    let a = h.agent("alpha").await;
+    let b = h.agent("bravo").await;
+    for i in 0..60 {
+        let env = signed(&h, &a, &b.address, &format!("{i}"));
+        assert_eq!(h.publish(&a, &env).await.0, 202);
+    }
+    let mut seen = std::collections::BTreeMap::new();
+    for _ in 0..10 {
+        let polls = futures_util::future::join_all((0..6).map(|_| async {
+            let (s, v) = h.get("/v1/inbox?after=0&limit=7", &b.token).await;
+            assert_eq!(s, 200, "{v}");
+            v["deliveries"].as_array().unwrap().clone()
+        }))
+        .await;
+        for d in polls.into_iter().flatten() {
+            let seq = d["sequence"].as_u64().unwrap();
+            assert!(
+                seen.insert(seq, d).is_none(),
+                "entry {seq} handed out twice"
+            );
+        }
+    }
+    assert_eq!(seen.len(), 60);
+    // Every token handed out is current.
+    for d in seen.values() {
+        assert_eq!(h.ack(&b, d).await.0, 200);
+    }
+}
+
+/// The depth limit is checked inside the transaction that adds the entry: 16 concurrent
+/// publishers into an inbox with room for 5 leave exactly 5 entries, the rest refused AB-4040.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_13_6_concurrent_publishers_never_overfill_an_inbox() {
+    let tmp = tempfile::tempdir().unwrap();
+    let h = Harness::start_with(tmp.path().join("gw"), |c| {
+        c.inbox_max_depth = 5;
+        c.rate_per_agent = 1e6;
+        c.rate_burst = 1e6;
+    })
+    .await;
+    let a = h.agent("alpha").await;
+    let b = h.agent("bravo").await;
+    let bodies: Vec<_> = (0..16)
+        .map(|i| signed(&h, &a, &b.address, &format!("{i}")))
+        .collect();
+    let results = futures_util::future::join_all(bodies.iter().map(|env| h.publish(&a, env))).await;
+    let accepted = results.iter().filter(|r| r.0 == 202).count();
+    let full = results
+        .iter()
+        .filter(|r| r.0 == 429 && r.1["error"]["code"] == "AB-4040")
+        .count();
+    assert_eq!((accepted, full), (5, 11));
+    assert_eq!(h.poll(&b, 0, 0).await.len(), 5);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_answers_in_flight_requests_and_ends_long_polls() {
     let h = Harness::start().await;

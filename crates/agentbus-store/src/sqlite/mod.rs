@@ -10,6 +10,7 @@
 mod ops;
 mod schema;
 
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -43,6 +44,9 @@ struct Inner {
     readers: Vec<Mutex<Connection>>,
     next_reader: std::sync::atomic::AtomicUsize,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Per agent, inbox entries handed out by a lease whose write is still queued, so a read
+    /// before that write lands does not hand them out again.
+    pub(crate) leasing: Mutex<HashMap<String, Leasing>>,
 }
 
 impl Drop for Inner {
@@ -108,6 +112,7 @@ impl SqliteStore {
                 readers,
                 next_reader: Default::default(),
                 writer: Mutex::new(Some(handle)),
+                leasing: Mutex::default(),
             }),
         })
     }
@@ -148,26 +153,52 @@ impl SqliteStore {
         F: FnOnce(&Transaction<'_>) -> StoreResult<T> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel::<StoreResult<T>>();
+        self.queue(durable, f, move |answer| {
+            let _ = tx.send(answer);
+        })?;
+        rx.await.map_err(|_| closed())?
+    }
+
+    /// Queues `f` for the writer now, before the caller awaits anything, and calls `then` with its
+    /// answer once its group committed (or failed). Jobs run in the order they were queued, so a
+    /// write queued after this one sees its effect.
+    pub(crate) fn queue<T, F, A>(&self, durable: bool, f: F, then: A) -> StoreResult<()>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> StoreResult<T> + Send + 'static,
+        A: FnOnce(StoreResult<T>) + Send + 'static,
+    {
         let run: JobFn = Box::new(move |t: &Transaction<'_>| {
             let result = run_in_savepoint(t, f);
             Box::new(move |committed: bool| {
-                let answer = match (result, committed) {
+                then(match (result, committed) {
                     (Ok(v), true) => Ok(v),
                     (Ok(_), false) => Err(StoreError::Backend("commit failed".into())),
                     (Err(e), _) => Err(e),
-                };
-                let _ = tx.send(answer);
+                });
             })
         });
-        let job = Job { run, durable };
-        {
-            let jobs = self.inner.jobs.lock().map_err(|_| closed())?;
-            jobs.as_ref()
-                .ok_or_else(closed)?
-                .send(job)
-                .map_err(|_| closed())?;
-        }
-        rx.await.map_err(|_| closed())?
+        let jobs = self.inner.jobs.lock().map_err(|_| closed())?;
+        jobs.as_ref()
+            .ok_or_else(closed)?
+            .send(Job { run, durable })
+            .map_err(|_| closed())
+    }
+
+    /// Runs `f` on a read connection on the calling thread. Only for short indexed reads on a hot
+    /// path (leases): it blocks the async worker for the read's duration, and saves the thread
+    /// hand-off of [`SqliteStore::read`].
+    pub(crate) fn read_inline<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        let i = self
+            .inner
+            .next_reader
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            % self.inner.readers.len();
+        let conn = self.inner.readers[i].lock().map_err(|_| closed())?;
+        f(&conn)
     }
 
     /// Runs `f` on a read connection. Reads are short indexed lookups that WAL never blocks, so on
@@ -197,6 +228,22 @@ impl SqliteStore {
                 .map_err(|e| StoreError::Backend(e.to_string()))?
         }
     }
+}
+
+/// One agent's leases in flight (see [`Inner::leasing`]).
+#[derive(Default)]
+pub(crate) struct Leasing {
+    /// Sequences whose lease write has not landed yet.
+    pub(crate) busy: HashSet<u64>,
+    /// Sequences whose lease write landed, with the generation it landed in: a read that began
+    /// before that generation may have seen them unleased. Cleared when no read is running.
+    pub(crate) landed: HashMap<u64, u64>,
+    /// Incremented each time a lease write lands.
+    pub(crate) generation: u64,
+    /// Lease reads of this inbox running now.
+    pub(crate) reading: usize,
+    /// Notified each time a lease write lands.
+    pub(crate) notify: Arc<tokio::sync::Notify>,
 }
 
 fn closed() -> StoreError {

@@ -155,6 +155,22 @@ fn insert_message(t: &Transaction<'_>, m: &NewMessage) -> StoreResult<PublishOut
     {
         return Ok(PublishOutcome::IdempotentReplay(existing));
     }
+    if let Some(max) = m.max_depth {
+        for agent in &m.recipients {
+            let depth: i64 = t
+                .prepare_cached("SELECT pending FROM inbox_counters WHERE agent_id = ?1")?
+                .query_row([agent], |r| r.get(0))
+                .optional()?
+                .unwrap_or(0);
+            let depth = depth.max(0) as u64;
+            if depth >= max {
+                return Ok(PublishOutcome::InboxFull {
+                    agent_id: agent.clone(),
+                    depth,
+                });
+            }
+        }
+    }
     t.prepare_cached(
         "INSERT INTO messages (tenant_id, id, source, source_agent_id, kind, conversation_id, correlation_id, \
          to_text, to_id, attrs, data, signed_hash, idempotency_key, receipt, received_at, expires_at, task_id) \
@@ -815,39 +831,125 @@ impl Store for SqliteStore {
     }
 
     async fn lease(&self, req: LeaseRequest) -> StoreResult<Vec<Delivery>> {
-        self.write_fast(move |tx| {
-            // Leases that ran out first, then never-delivered entries above `after`; each query
-            // walks its own partial index (see migration 3), so settled entries cost nothing.
-            let mut candidates = entries_using(
-                tx,
-                "inbox_due",
-                "i.agent_id = ?1 AND i.state = 1 AND i.visible_at <= ?2 AND i.expires_at > ?2 \
-                 AND i.attempts < ?3 ORDER BY i.sequence LIMIT ?4",
-                params![req.agent_id, req.now, req.max_attempts, req.limit],
-            )?;
-            candidates.extend(entries_using(
-                tx,
-                "inbox_new",
-                "i.agent_id = ?1 AND i.state = 0 AND i.sequence > ?3 AND i.visible_at <= ?2 \
-                 AND i.expires_at > ?2 ORDER BY i.sequence LIMIT ?4",
-                params![req.agent_id, req.now, req.after as i64, req.limit],
-            )?);
-            candidates.sort_by_key(|e| e.sequence);
-            candidates.truncate(req.limit as usize);
-            let mut out = Vec::with_capacity(candidates.len());
-            for e in candidates {
-                let attempt = e.attempts + 1;
-                let token = lease_token(&e.agent_id, e.sequence, attempt, req.now);
-                tx.prepare_cached(
-                    "UPDATE inbox SET state = 1, attempts = ?3, visible_at = ?4, lease = ?5, last_attempt_at = ?6 \
-                     WHERE agent_id = ?1 AND sequence = ?2",
-                )?
-                .execute(params![e.agent_id, e.sequence as i64, attempt, req.now + req.visibility_ms, token, req.now])?;
-                out.push(Delivery { sequence: e.sequence, token, attempt, message: e.message });
+        // What is deliverable is read on a read connection and the lease is queued for the writer
+        // without waiting for it: the writer applies jobs in order, so the lease is recorded before
+        // any ack of it, and a delivery never waits behind a group commit's fsync. No entry is
+        // handed out twice: one whose lease write is still queued is `busy`, and one whose write
+        // landed while this read ran may have been read as unleased, so either sends the read
+        // round again (after the write lands). A WebSocket's own cursor keeps it from meeting any.
+        let candidates = loop {
+            let started = {
+                let mut leasing = self.inner.leasing.lock().map_err(|_| super::closed())?;
+                let a = leasing.entry(req.agent_id.clone()).or_default();
+                if a.reading == 0 {
+                    a.landed.clear();
+                }
+                a.reading += 1;
+                a.generation
+            };
+            let read = self.read_inline(|c| {
+                // Leases that ran out first, then never-delivered entries above `after`; each
+                // query walks its own partial index (see migration 3), so settled entries cost
+                // nothing.
+                let mut due = entries_using(
+                    c,
+                    "inbox_due",
+                    "i.agent_id = ?1 AND i.state = 1 AND i.visible_at <= ?2 AND i.expires_at > ?2 \
+                     AND i.attempts < ?3 ORDER BY i.sequence LIMIT ?4",
+                    params![req.agent_id, req.now, req.max_attempts, req.limit],
+                )?;
+                due.extend(entries_using(
+                    c,
+                    "inbox_new",
+                    "i.agent_id = ?1 AND i.state = 0 AND i.sequence > ?3 AND i.visible_at <= ?2 \
+                     AND i.expires_at > ?2 ORDER BY i.sequence LIMIT ?4",
+                    params![req.agent_id, req.now, req.after as i64, req.limit],
+                )?);
+                Ok(due)
+            });
+            let wait = {
+                let mut leasing = self.inner.leasing.lock().map_err(|_| super::closed())?;
+                let a = leasing.entry(req.agent_id.clone()).or_default();
+                a.reading -= 1;
+                let mut candidates = read?;
+                candidates.sort_by_key(|e| e.sequence);
+                candidates.truncate(req.limit as usize);
+                let stale = candidates
+                    .iter()
+                    .any(|e| a.landed.get(&e.sequence).is_some_and(|g| *g > started));
+                let busy = candidates.iter().any(|e| a.busy.contains(&e.sequence));
+                if !stale && !busy {
+                    a.busy.extend(candidates.iter().map(|e| e.sequence));
+                    break candidates;
+                }
+                busy.then(|| a.notify.clone())
+            };
+            if let Some(notify) = wait {
+                // Enabled before looking again, so a landing between the look and the wait still
+                // wakes it.
+                let notified = notify.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                let still_busy = self
+                    .inner
+                    .leasing
+                    .lock()
+                    .map_err(|_| super::closed())?
+                    .get(&req.agent_id)
+                    .is_some_and(|a| !a.busy.is_empty());
+                if still_busy {
+                    notified.await;
+                }
             }
-            Ok(out)
-        })
-        .await
+        };
+        if candidates.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::with_capacity(candidates.len());
+        let mut rows = Vec::with_capacity(candidates.len());
+        for e in candidates {
+            let attempt = e.attempts + 1;
+            let token = lease_token(&e.agent_id, e.sequence, attempt, req.now);
+            rows.push((e.sequence, e.attempts, attempt, token.clone()));
+            out.push(Delivery {
+                sequence: e.sequence,
+                token,
+                attempt,
+                message: e.message,
+            });
+        }
+        let seqs: Vec<u64> = rows.iter().map(|r| r.0).collect();
+        let (agent, now, visible_at) = (req.agent_id.clone(), req.now, req.now + req.visibility_ms);
+        let store = self.clone();
+        let release = move |_: StoreResult<()>| {
+            if let Ok(mut leasing) = store.inner.leasing.lock()
+                && let Some(a) = leasing.get_mut(&req.agent_id)
+            {
+                a.generation += 1;
+                for s in &seqs {
+                    a.busy.remove(s);
+                    a.landed.insert(*s, a.generation);
+                }
+                a.notify.notify_waiters();
+            }
+        };
+        self.queue(
+            false,
+            move |tx| {
+                // Conditional on the attempt count read above: a lease, ack or dead-letter that got
+                // there first wins, and this delivery's token is then simply never current.
+                for (sequence, old, attempt, token) in rows {
+                    tx.prepare_cached(
+                        "UPDATE inbox SET state = 1, attempts = ?3, visible_at = ?4, lease = ?5, last_attempt_at = ?6 \
+                         WHERE agent_id = ?1 AND sequence = ?2 AND attempts = ?7 AND state IN (0, 1)",
+                    )?
+                    .execute(params![agent, sequence as i64, attempt, visible_at, token, now, old])?;
+                }
+                Ok(())
+            },
+            release,
+        )?;
+        Ok(out)
     }
 
     async fn ack(
