@@ -30,9 +30,10 @@ pub enum AgentCommand {
     #[command(
         after_help = "Examples:\n  agentbus connect --gateway http://127.0.0.1:7700 --token abu_… --name release-bot\n  agentbus connect --gateway https://bus.example --token aba_… --agent agt_01J… --name reviewer\n\n\
 The private key goes to the OS keychain where one works (service agentbus, account <agent_id>), \
-else to $AGENTBUS_HOME/keys/<agent_id>.key (mode 0600); AGENTBUS_KEYSTORE=auto|keychain|file chooses \
-(default auto). The profile (with the agent credential) goes to $AGENTBUS_HOME/profiles/<name>.json. Several agents are several profiles: pick one \
-with --profile or AGENTBUS_PROFILE."
+else to $AGENTBUS_HOME/keys/<agent_id>.key (mode 0600); AGENTBUS_KEYSTORE=auto|keychain|file \
+chooses (default auto). The profile (with the agent credential) goes to \
+$AGENTBUS_HOME/profiles/<name>.json. Several agents are several profiles: pick one with --profile \
+or AGENTBUS_PROFILE."
     )]
     Connect(ConnectArgs),
     /// Send a message (`agentbus.message.v1`) to an agent or topic through the gateway.

@@ -120,7 +120,6 @@ pub fn key_finding(card: &Value, key_id: &str, now: Timestamp) -> Finding {
     }
 }
 
-/// The clock's finding for a skew in seconds: the gateway refuses envelopes more than 300 s off.
 /// Where the private key is and whether it can be used: a key file must be mode 0600; a key in
 /// the OS keychain must be readable there.
 fn private_key_finding(ctx: &Ctx) -> Finding {
@@ -168,6 +167,7 @@ fn private_key_finding(ctx: &Ctx) -> Finding {
     }
 }
 
+/// The clock's finding for a skew in seconds: the gateway refuses envelopes more than 300 s off.
 pub fn clock_finding(skew_s: i64) -> Finding {
     let detail = format!("{skew_s:+} s against the gateway");
     let fix = "sync this machine's clock (NTP): the gateway refuses envelopes more than 300 s off (AB-3005)";
