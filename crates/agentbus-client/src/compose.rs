@@ -147,6 +147,7 @@ mod tests {
             address: "agent://acme/backend/bot".into(),
             token: "aba_x".into(),
             key_id: "key_01J9ZK6Q8R2M3N4P5Q6R7S8T9V".into(),
+            key_store: Default::default(),
         };
         let now = Timestamp(1_795_000_000_000);
         let first = seal(

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use agentbus_protocol::Code;
 use agentbus_runtime::keyfile::KeyFileError;
 
+use crate::keystore::{KEYSTORE_ENV, SERVICE};
+
 /// A failure of the client.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -51,6 +53,20 @@ pub enum ClientError {
     /// The private key file cannot be used.
     #[error(transparent)]
     Key(#[from] KeyFileError),
+    /// `AGENTBUS_KEYSTORE=keychain` and the OS keychain cannot be used.
+    #[error("{KEYSTORE_ENV}=keychain, but the OS keychain cannot be used: {0}")]
+    KeychainUnavailable(String),
+    /// The OS keychain failed to open, read, write or delete an entry.
+    #[error("{0}")]
+    Keychain(String),
+    /// The keychain entry of a key is missing or does not hold a key.
+    #[error("{0}")]
+    KeychainKey(String),
+    /// Saving a new key would replace a key already in the keychain.
+    #[error(
+        "the OS keychain entry {SERVICE}/{0} already exists; refusing to overwrite a private key"
+    )]
+    KeychainKeyExists(String),
     /// An argument or input cannot be used.
     #[error("{0}")]
     Invalid(String),

@@ -1,6 +1,7 @@
 //! The typed client of an AgentBus gateway, and the agent's state on this machine.
 //!
-//! - [`profile`]: saved connections (one per agent), the state directory, key files;
+//! - [`profile`]: saved connections (one per agent), the state directory;
+//! - [`keystore`]: where each profile's private keys live: the OS keychain, or 0600 files;
 //! - [`http`]: the gateway's HTTP API as typed calls ([`http::Gateway`]);
 //! - [`compose`]: building and signing the envelopes the CLI sends;
 //! - [`inbox`]: the agent's local inbox of received envelopes (unique on `id`), its cursor and
@@ -14,12 +15,14 @@ pub mod compose;
 pub mod error;
 pub mod http;
 pub mod inbox;
+pub mod keystore;
 pub mod profile;
 pub mod receive;
 
 pub use error::{ClientError, Result};
 pub use http::Gateway;
 pub use inbox::AgentInbox;
+pub use keystore::{KeyStore, KeyStoreKind};
 pub use profile::Profile;
 
 /// This client's version, sent as `agentbus-sidecar-version` on every request (§11.4).

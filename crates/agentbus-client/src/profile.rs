@@ -1,7 +1,8 @@
 //! Saved connections. Each agent on this machine is a profile: its gateway, identity, credential
 //! and current key. Profiles live in `<home>/profiles/<name>.json` (mode 0600: they hold the
-//! agent's credential); private keys in `<home>/keys/<agent_id>.key` (mode 0600, refused when
-//! wider, §3.3). `<home>` is `$AGENTBUS_HOME`, else `~/.agentbus`, the local store's home.
+//! agent's credential); private keys in the OS keychain or in `<home>/keys/<agent_id>.key` (mode
+//! 0600, refused when wider, §3.3), as the profile's `key_store` says (see [`crate::keystore`]).
+//! `<home>` is `$AGENTBUS_HOME`, else `~/.agentbus`, the local store's home.
 
 use std::fs;
 use std::io::Write as _;
@@ -10,9 +11,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use agentbus_protocol::signing::SigningKey;
-use agentbus_runtime::keyfile;
 
 use crate::error::{ClientError, Result, io};
+use crate::keystore::{Choice, KeyStore, KeyStoreKind, os_store};
 
 /// The environment variable that picks a profile when `--profile` is not given.
 pub const PROFILE_ENV: &str = "AGENTBUS_PROFILE";
@@ -32,6 +33,9 @@ pub struct Profile {
     pub token: String,
     /// The id of the key this agent signs with.
     pub key_id: String,
+    /// Where its private keys live (`file` in profiles saved before there was a choice).
+    #[serde(default)]
+    pub key_store: KeyStoreKind,
 }
 
 /// The state directory: `$AGENTBUS_HOME`, else `~/.agentbus`.
@@ -77,16 +81,27 @@ impl Profiles {
         self.dir().join(format!("{name}.json"))
     }
 
-    /// The key file of an agent's current key.
-    pub fn key_path(&self, agent_id: &str) -> PathBuf {
-        self.home.join("keys").join(format!("{agent_id}.key"))
+    /// The folder of key files.
+    fn keys_dir(&self) -> PathBuf {
+        self.home.join("keys")
     }
 
-    /// Where a retired key of an agent is kept until it is revoked.
-    pub fn retired_key_path(&self, agent_id: &str, key_id: &str) -> PathBuf {
-        self.home
-            .join("keys")
-            .join(format!("{agent_id}.{key_id}.key"))
+    /// Where `profile`'s keys live. A keychain profile needs the OS keychain reachable.
+    pub fn key_store(&self, profile: &Profile) -> Result<KeyStore> {
+        match profile.key_store {
+            KeyStoreKind::File => Ok(KeyStore::file(self.keys_dir())),
+            KeyStoreKind::Keychain => os_store().map(KeyStore::keychain).map_err(|e| {
+                ClientError::Keychain(format!(
+                    "profile {} keeps its key in the OS keychain, which cannot be opened: {e}",
+                    profile.name
+                ))
+            }),
+        }
+    }
+
+    /// Where a new agent's key goes, as `$AGENTBUS_KEYSTORE` asks (see [`Choice`]).
+    pub fn new_key_store(&self) -> Result<KeyStore> {
+        KeyStore::choose(Choice::from_env()?, &self.keys_dir(), os_store)
     }
 
     /// An agent's state folder: its inbox, cursor and attachments.
@@ -163,9 +178,9 @@ impl Profiles {
         Ok(path)
     }
 
-    /// Reads the agent's current private key (mode 0600 enforced).
-    pub fn read_key(&self, agent_id: &str) -> Result<SigningKey> {
-        Ok(keyfile::read(&self.key_path(agent_id))?)
+    /// Reads `profile`'s current private key from its store (a file's mode 0600 enforced).
+    pub fn read_key(&self, profile: &Profile) -> Result<SigningKey> {
+        self.key_store(profile)?.read_current(&profile.agent_id)
     }
 }
 
@@ -227,6 +242,7 @@ mod tests {
             address: "agent://default/default/bot".to_owned(),
             token: "aba_x".to_owned(),
             key_id: "key_01J9ZK6Q8R2M3N4P5Q6R7S8T9V".to_owned(),
+            key_store: KeyStoreKind::File,
         }
     }
 
@@ -253,5 +269,29 @@ mod tests {
             let mode = fs::metadata(p.path("one")).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o600, "a profile holds a credential");
         }
+    }
+
+    #[test]
+    fn a_profile_saved_before_the_keychain_keeps_its_keys_in_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = Profiles::new(tmp.path());
+        let mut old = serde_json::to_value(profile("old")).unwrap();
+        old.as_object_mut().unwrap().remove("key_store");
+        create_private_dir(&p.dir()).unwrap();
+        fs::write(p.path("old"), old.to_string()).unwrap();
+        let loaded = p.load("old").unwrap();
+        assert_eq!(loaded.key_store, KeyStoreKind::File);
+        assert_eq!(
+            p.key_store(&loaded).unwrap().key_file(&loaded.agent_id),
+            Some(
+                tmp.path()
+                    .join("keys")
+                    .join(format!("{}.key", loaded.agent_id))
+            )
+        );
+        let mut chain = profile("chain");
+        chain.key_store = KeyStoreKind::Keychain;
+        let text = serde_json::to_value(&chain).unwrap();
+        assert_eq!(text["key_store"], "keychain");
     }
 }

@@ -12,10 +12,11 @@ use serde_json::{Map, Value, json};
 use agentbus_client::compose::Draft;
 use agentbus_client::inbox::Received;
 use agentbus_client::profile::Profiles;
-use agentbus_client::{ClientError, Gateway, Profile};
+use agentbus_client::{ClientError, Gateway, KeyStore, Profile};
 use agentbus_protocol::schema::KnownType;
 use agentbus_protocol::signing::SigningKey;
-use agentbus_runtime::{Clock, SystemClock, keyfile, random_bytes};
+use agentbus_runtime::keyfile::KeyFileError;
+use agentbus_runtime::{Clock, SystemClock, random_bytes};
 
 use super::gw::{Ctx, client_error, json_object, parse_duration, runtime, upload};
 use crate::error::{CliError, CliResult, ErrorKind};
@@ -28,9 +29,11 @@ pub enum AgentCommand {
     /// on first connect, register the public key, save a profile.
     #[command(
         after_help = "Examples:\n  agentbus connect --gateway http://127.0.0.1:7700 --token abu_… --name release-bot\n  agentbus connect --gateway https://bus.example --token aba_… --agent agt_01J… --name reviewer\n\n\
-The private key goes to $AGENTBUS_HOME/keys/<agent_id>.key (mode 0600); the profile (with the agent \
-credential) to $AGENTBUS_HOME/profiles/<name>.json. Several agents are several profiles: pick one \
-with --profile or AGENTBUS_PROFILE."
+The private key goes to the OS keychain where one works (service agentbus, account <agent_id>), \
+else to $AGENTBUS_HOME/keys/<agent_id>.key (mode 0600); AGENTBUS_KEYSTORE=auto|keychain|file \
+chooses (default auto). The profile (with the agent credential) goes to \
+$AGENTBUS_HOME/profiles/<name>.json. Several agents are several profiles: pick one with --profile \
+or AGENTBUS_PROFILE."
     )]
     Connect(ConnectArgs),
     /// Send a message (`agentbus.message.v1`) to an agent or topic through the gateway.
@@ -373,7 +376,7 @@ fn connect(args: ConnectArgs, printer: &Printer) -> CliResult {
         .unwrap_or_else(|| args.name.clone());
     let rt = runtime()?;
     let gateway = args.gateway.trim_end_matches('/').to_owned();
-    // Resume: the profile exists, its key file is usable and its key is registered.
+    // Resume: the profile exists, its key is readable where it is stored and it is registered.
     if let Ok(p) = profiles.load(&name) {
         if p.gateway != gateway {
             return Err(CliError::new(
@@ -387,7 +390,8 @@ fn connect(args: ConnectArgs, printer: &Printer) -> CliResult {
         }
         let gw = Gateway::new(&p.gateway, &p.token).map_err(client_error)?;
         let card = rt.block_on(gw.agent(&p.agent_id)).map_err(client_error)?;
-        profiles.read_key(&p.agent_id).map_err(client_error)?;
+        let store = profiles.key_store(&p).map_err(client_error)?;
+        store.read_current(&p.agent_id).map_err(client_error)?;
         let active = card["keys"]
             .as_array()
             .into_iter()
@@ -400,8 +404,15 @@ fn connect(args: ConnectArgs, printer: &Printer) -> CliResult {
             )
             .fix("run `agentbus keys rotate` with a working key, or register a new key with the owner's token"));
         }
-        return print_connected(printer, &profiles, &p, "resumed");
+        return print_connected(printer, &store, &p, "resumed");
     }
+    // Where the new key goes is settled before anything is registered: a refusal leaves nothing.
+    let store = profiles.new_key_store().map_err(|e| match e {
+        ClientError::Invalid(_) => {
+            client_error(e).fix("set AGENTBUS_KEYSTORE to auto, keychain or file, or unset it")
+        }
+        e => client_error(e),
+    })?;
     let key = SigningKey::from_seed(random_bytes());
     let public = key.public().to_base64url();
     let gw = Gateway::new(&gateway, &args.token).map_err(client_error)?;
@@ -452,10 +463,12 @@ fn connect(args: ConnectArgs, printer: &Printer) -> CliResult {
             "the registration answer lacks the credential or the key".into(),
         )));
     }
-    let path = profiles.key_path(agent_id);
-    keyfile::write_new(&path, &key).map_err(|e| {
-        CliError::new(ErrorKind::Config, e.to_string())
-            .fix("move the old key file away only if no profile uses it, then connect again")
+    store.save_new(agent_id, &key).map_err(|e| match e {
+        ClientError::Key(KeyFileError::Exists(_)) | ClientError::KeychainKeyExists(_) => {
+            client_error(e)
+                .fix("move the old key away only if no profile uses it, then connect again")
+        }
+        e => client_error(e),
     })?;
     let p = Profile {
         name,
@@ -464,13 +477,18 @@ fn connect(args: ConnectArgs, printer: &Printer) -> CliResult {
         address: address.to_owned(),
         token,
         key_id,
+        key_store: store.kind(),
     };
     profiles.save(&p).map_err(client_error)?;
-    print_connected(printer, &profiles, &p, "connected")
+    print_connected(printer, &store, &p, "connected")
 }
 
-fn print_connected(printer: &Printer, profiles: &Profiles, p: &Profile, verb: &str) -> CliResult {
-    let key_file = profiles.key_path(&p.agent_id);
+fn print_connected(printer: &Printer, store: &KeyStore, p: &Profile, verb: &str) -> CliResult {
+    let key_file = store.key_file(&p.agent_id);
+    let where_ = match &key_file {
+        Some(path) => format!("{} (mode 0600)", path.display()),
+        None => store.location(&p.agent_id),
+    };
     printer.either(
         &json!({
             "status": verb,
@@ -479,17 +497,12 @@ fn print_connected(printer: &Printer, profiles: &Profiles, p: &Profile, verb: &s
             "agent_id": p.agent_id,
             "address": p.address,
             "key_id": p.key_id,
-            "key_storage": "file",
+            "key_storage": store.kind().as_str(),
             "key_file": key_file,
         }),
         &format!(
-            "{verb} as {} ({})\nprofile: {}  gateway: {}\nkey: {} in {} (mode 0600)",
-            p.address,
-            p.agent_id,
-            p.name,
-            p.gateway,
-            p.key_id,
-            key_file.display()
+            "{verb} as {} ({})\nprofile: {}  gateway: {}\nkey: {} in {where_}",
+            p.address, p.agent_id, p.name, p.gateway, p.key_id,
         ),
     )?;
     Ok(ExitCode::SUCCESS)

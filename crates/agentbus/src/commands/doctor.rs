@@ -12,7 +12,7 @@ use agentbus_protocol::timestamp::Timestamp;
 use agentbus_runtime::keyfile::KeyFileError;
 use agentbus_runtime::{Clock, SystemClock};
 
-use super::gw::Ctx;
+use super::gw::{Ctx, client_error};
 use crate::error::{CliResult, ErrorKind};
 use crate::printer::Printer;
 
@@ -22,8 +22,8 @@ use crate::printer::Printer;
     after_help = "Examples:\n  agentbus doctor\n  agentbus --profile reviewer --json doctor\n\n\
 Checks: the gateway is reachable and speaks protocol v1, this agentbus is not older than the \
 gateway's min_sidecar_version (AB-6002), the clock agrees with the gateway's, the credential works, \
-the signing key is registered and not expiring within 30 days, the key file is mode 0600, and the \
-sidecar runs and is not behind."
+the signing key is registered and not expiring within 30 days, the key file is mode 0600 (or, for \
+a key in the OS keychain, the key is readable there), and the sidecar runs and is not behind."
 )]
 pub struct DoctorArgs {}
 
@@ -117,6 +117,53 @@ pub fn key_finding(card: &Value, key_id: &str, now: Timestamp) -> Finding {
         ),
         Some(t) => ok("key", format!("{key_id} is registered, expires {t}")),
         None => ok("key", format!("{key_id} is registered")),
+    }
+}
+
+/// Where the private key is and whether it can be used: a key file must be mode 0600; a key in
+/// the OS keychain must be readable there.
+fn private_key_finding(ctx: &Ctx) -> Finding {
+    let p = &ctx.profile;
+    let failed = |check, e| {
+        let err = client_error(e);
+        bad(
+            check,
+            "fail",
+            err.message,
+            err.fix.as_deref().unwrap_or_default(),
+        )
+    };
+    let store = match ctx.profiles.key_store(p) {
+        Ok(s) => s,
+        Err(e) => return failed("key store", e),
+    };
+    let read = store.read_current(&p.agent_id);
+    let Some(path) = store.key_file(&p.agent_id) else {
+        return match read {
+            Ok(_) => ok(
+                "key store",
+                format!("readable in {}", store.location(&p.agent_id)),
+            ),
+            Err(e) => failed("key store", e),
+        };
+    };
+    match read {
+        Ok(_) => ok("key file", format!("{} is mode 0600", path.display())),
+        Err(ClientError::Key(KeyFileError::TooOpen { mode, .. })) => bad(
+            "key file",
+            "fail",
+            format!(
+                "{} has mode {mode:o}; it is refused until only you can read it",
+                path.display()
+            ),
+            &format!("chmod 600 {}", path.display()),
+        ),
+        Err(e) => bad(
+            "key file",
+            "fail",
+            e.to_string(),
+            "reconnect to generate and register a new key",
+        ),
     }
 }
 
@@ -234,26 +281,8 @@ pub fn run(_args: DoctorArgs, printer: &Printer) -> CliResult {
     if let Some(card) = &card {
         f.push(key_finding(card, &p.key_id, now));
     }
-    // The key file: present and mode 0600.
-    let path = ctx.profiles.key_path(&p.agent_id);
-    f.push(match ctx.profiles.read_key(&p.agent_id) {
-        Ok(_) => ok("key file", format!("{} is mode 0600", path.display())),
-        Err(ClientError::Key(KeyFileError::TooOpen { mode, .. })) => bad(
-            "key file",
-            "fail",
-            format!(
-                "{} has mode {mode:o}; it is refused until only you can read it",
-                path.display()
-            ),
-            &format!("chmod 600 {}", path.display()),
-        ),
-        Err(e) => bad(
-            "key file",
-            "fail",
-            e.to_string(),
-            "reconnect to generate and register a new key",
-        ),
-    });
+    // The private key: a file of mode 0600, or readable in the OS keychain.
+    f.push(private_key_finding(&ctx));
     // The sidecar: running, and how far behind.
     let inbox = ctx.inbox();
     let waiting = card

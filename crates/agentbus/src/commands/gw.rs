@@ -12,7 +12,7 @@ use agentbus_client::compose::{Draft, seal};
 use agentbus_client::http::Receipt;
 use agentbus_client::profile::Profiles;
 use agentbus_client::receive::Receiver;
-use agentbus_client::{AgentInbox, ClientError, Gateway, Profile};
+use agentbus_client::{AgentInbox, ClientError, Gateway, KeyStore, Profile};
 use agentbus_protocol::signing::SigningKey;
 use agentbus_runtime::{Clock, SystemClock};
 
@@ -68,6 +68,17 @@ pub fn client_error(e: ClientError) -> CliError {
             .fix("check that the agentbus state directory (AGENTBUS_HOME) is writable"),
         ClientError::Key(_) => CliError::new(ErrorKind::Config, msg)
             .fix("chmod 600 the key file, or reconnect to register a new key"),
+        ClientError::KeychainUnavailable(_) => CliError::input(msg).fix(
+            "unlock or start the OS keychain (on Linux a Secret Service on the session D-Bus), or unset AGENTBUS_KEYSTORE to keep the key in a 0600 file",
+        ),
+        ClientError::Keychain(_) => CliError::new(ErrorKind::Config, msg).fix(
+            "run where the OS keychain is reachable and unlocked (on Linux: the session D-Bus and its Secret Service), then again",
+        ),
+        ClientError::KeychainKey(_) => CliError::new(ErrorKind::Config, msg)
+            .fix("reconnect to register a new key (a lost private key cannot be recovered)"),
+        ClientError::KeychainKeyExists(_) => CliError::new(ErrorKind::Config, msg).fix(
+            "delete that keychain entry only if no profile uses it, then connect again",
+        ),
         ClientError::Invalid(_) => CliError::input(msg)
             .fix("check the value; `agentbus <command> --help` shows the expected form"),
         ClientError::Import(_) => CliError::new(ErrorKind::Config, msg)
@@ -117,11 +128,14 @@ impl Ctx {
         self.rt.block_on(f).map_err(client_error)
     }
 
+    /// Where the agent's private keys live.
+    pub fn key_store(&self) -> Result<KeyStore, CliError> {
+        self.profiles.key_store(&self.profile).map_err(client_error)
+    }
+
     /// The agent's private key.
     pub fn key(&self) -> Result<SigningKey, CliError> {
-        self.profiles
-            .read_key(&self.profile.agent_id)
-            .map_err(client_error)
+        self.profiles.read_key(&self.profile).map_err(client_error)
     }
 
     /// The agent's local inbox.

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use serde_json::{Value, json};
 
 use agentbus_protocol::signing::SigningKey;
-use agentbus_runtime::{keyfile, random_bytes};
+use agentbus_runtime::random_bytes;
 
 use super::gw::{Ctx, client_error};
 use crate::error::{CliError, CliResult, ErrorKind};
@@ -52,34 +52,35 @@ pub fn list(printer: &Printer) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-const UNSAVED_FIX: &str = "the new key is registered but not saved: make $AGENTBUS_HOME/keys writable, run `agentbus keys rotate` again, and revoke the unsaved key (agentbus keys list)";
+const UNSAVED_FIX: &str = "the new key is registered but not saved: make the key store writable ($AGENTBUS_HOME/keys, or unlock the OS keychain), run `agentbus keys rotate` again, and revoke the unsaved key (agentbus keys list)";
 
 /// `keys rotate`.
 pub fn rotate(printer: &Printer) -> CliResult {
     let mut ctx = Ctx::open()?;
     let old_id = ctx.profile.key_id.clone();
     let agent_id = ctx.profile.agent_id.clone();
-    let old = ctx.key()?;
+    let store = ctx.key_store()?;
+    let old = store.read_current(&agent_id).map_err(client_error)?;
     let new = SigningKey::from_seed(random_bytes());
     let registered = ctx.block(ctx.gw.add_key(&agent_id, &new.public().to_base64url()))?;
     let new_id = registered["id"].as_str().unwrap_or_default().to_owned();
-    // Keep the old private key beside the new one until it is revoked, then swap names: the new
-    // key file is written completely before the profile points at it.
-    let current = ctx.profiles.key_path(&agent_id);
-    let retired = ctx.profiles.retired_key_path(&agent_id, &old_id);
-    let staged = current.with_extension("key.new");
-    let _ = std::fs::remove_file(&staged);
-    let unsaved = |e: String| CliError::new(ErrorKind::Config, e).fix(UNSAVED_FIX);
-    keyfile::write_new(&staged, &new).map_err(|e| unsaved(e.to_string()))?;
-    if !retired.exists() {
-        keyfile::write_new(&retired, &old).map_err(|e| unsaved(e.to_string()))?;
-    }
-    std::fs::rename(&staged, &current)
-        .map_err(|e| unsaved(format!("{}: {e}", current.display())))?;
+    // Keep the old private key beside the new one until it is revoked, then replace the current
+    // key in one step: the new key is saved completely before the profile points at it.
+    let unsaved = |e| CliError::new(ErrorKind::Config, client_error(e).message).fix(UNSAVED_FIX);
+    store
+        .keep_retired(&agent_id, &old_id, &old)
+        .map_err(unsaved)?;
+    store.replace_current(&agent_id, &new).map_err(unsaved)?;
     ctx.profile.key_id = new_id.clone();
     ctx.profiles.save(&ctx.profile).map_err(client_error)?;
     printer.either(
-        &json!({"agent": ctx.profile.address, "key_id": new_id, "previous_key_id": old_id, "key_file": current}),
+        &json!({
+            "agent": ctx.profile.address,
+            "key_id": new_id,
+            "previous_key_id": old_id,
+            "key_storage": store.kind().as_str(),
+            "key_file": store.key_file(&agent_id),
+        }),
         &format!(
             "now signing with {new_id}; {old_id} stays active so messages in flight still verify.\n\
              after 24 h (the replay window), run: agentbus keys revoke {old_id}"
@@ -99,9 +100,11 @@ pub fn revoke(key_id: &str, force: bool, printer: &Printer) -> CliResult {
         .fix("run `agentbus keys rotate` first, or pass --force to stop this agent publishing"));
     }
     let v = ctx.block(ctx.gw.revoke_key(&ctx.profile.agent_id, key_id))?;
-    // The private half of a revoked key can sign nothing the gateway accepts: drop it.
-    let retired = ctx.profiles.retired_key_path(&ctx.profile.agent_id, key_id);
-    let _ = std::fs::remove_file(retired);
+    // The private half of a revoked key can sign nothing the gateway accepts: drop it (at worst
+    // it stays behind, useless).
+    if let Ok(store) = ctx.key_store() {
+        let _ = store.delete_retired(&ctx.profile.agent_id, key_id);
+    }
     printer.either(
         &v,
         &format!("revoked {key_id}; envelopes it signed before still verify"),

@@ -146,6 +146,9 @@ impl Machine {
             .env("AGENTBUS_ENGINEER_EMAIL", "ada@example.com")
             .env_remove("AGENTBUS_PROFILE")
             .env_remove("AGENTBUS_SESSION")
+            // Keys in files: a test never writes to the keychain of the machine it runs on (the
+            // keychain choice has its own test).
+            .env("AGENTBUS_KEYSTORE", "file")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -839,6 +842,96 @@ fn wp_3_3_2_doctor_reports_each_check_with_its_fix_and_key_files_stay_0600() {
         assert_eq!(send.status.code(), Some(4));
         assert!(String::from_utf8_lossy(&send.stderr).contains("fix: chmod 600"));
     }
+}
+
+#[test]
+fn wp_3_3_2_without_a_keychain_connect_keeps_the_key_in_a_0600_file_unless_the_keychain_is_required()
+ {
+    let gw = Gw::start();
+    let m = Machine::new("reviewer");
+    // No session bus, wherever the test runs: no address, and a runtime folder without a socket.
+    let no_bus = tempfile::tempdir().unwrap();
+    let connect = |keystore: Option<&str>, json: bool| {
+        let mut args = vec!["connect", "--gateway", &gw.url, "--token", &gw.admin];
+        args.extend(["--name", &m.name]);
+        if json {
+            args.insert(0, "--json");
+        }
+        let mut c = m.cmd(&args);
+        c.env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .env("XDG_RUNTIME_DIR", no_bus.path());
+        match keystore {
+            Some(k) => c.env("AGENTBUS_KEYSTORE", k),
+            None => c.env_remove("AGENTBUS_KEYSTORE"),
+        };
+        c.output().unwrap()
+    };
+    let nothing_saved = || {
+        assert!(!m.home().join("profiles").exists(), "no profile");
+        assert!(!m.home().join("keys").exists(), "no key file");
+    };
+    // The keychain required: refused as bad input, before anything is made, with the way out.
+    let out = connect(Some("keychain"), true);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let err: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(err["error"]["kind"], "input");
+    let message = err["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("AGENTBUS_KEYSTORE=keychain, but the OS keychain cannot be used: "),
+        "{message}"
+    );
+    assert!(
+        err["error"]["fix"]
+            .as_str()
+            .unwrap()
+            .contains("unset AGENTBUS_KEYSTORE"),
+        "{err}"
+    );
+    nothing_saved();
+    let out = connect(Some("keychain"), false);
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.lines().count(),
+        2,
+        "one line of cause, one of fix: {stderr}"
+    );
+    assert!(
+        stderr.starts_with("error: AGENTBUS_KEYSTORE=keychain"),
+        "{stderr}"
+    );
+    nothing_saved();
+    let out = connect(Some("vault"), true);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    nothing_saved();
+    // By default (auto) the missing keychain means a key file of mode 0600; the agent's name was
+    // not taken by the refused attempts.
+    let out = connect(None, true);
+    assert!(out.status.success(), "{out:?}");
+    let c: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(c["key_storage"], "file");
+    let agent_id = c["agent_id"].as_str().unwrap();
+    let key = m.home().join("keys").join(format!("{agent_id}.key"));
+    assert_eq!(c["key_file"], key.to_str().unwrap());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+        assert_eq!(
+            mode, 0o600,
+            "WP-3.3-2: with the keychain unavailable, stat shows 0600"
+        );
+    }
+    let p: Value = serde_json::from_slice(
+        &std::fs::read(m.home().join("profiles").join("reviewer.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(p["key_store"], "file");
+    // The profile's store is used from then on, whatever the environment says.
+    let mut send = m.cmd(&["--json", "send", &m.address(), "signed from the file"]);
+    send.env("AGENTBUS_KEYSTORE", "keychain");
+    let out = send.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
 }
 
 #[test]
