@@ -99,10 +99,16 @@ async fn subscribe(url: &str, token: &str, arrivals: Arrivals) -> tokio::task::J
             let ack = json!({"type": "ack", "sequence": d["sequence"], "delivery": d["delivery"]});
             let _ = sink.send(Message::Text(ack.to_string().into())).await;
         }
+        println!("subscriber: the gateway closed the WebSocket");
     })
 }
 
 fn main() {
+    // The gateway's warnings (a WebSocket that stopped, say) explain a stalled run.
+    tracing_subscriber::fmt()
+        .with_env_filter("warn")
+        .with_writer(std::io::stderr)
+        .init();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -160,6 +166,12 @@ fn main() {
         }
         let published = started.elapsed();
         while arrivals.lock().unwrap().len() < n {
+            // Delivery normally ends within a second of the last publish: report a stall rather
+            // than hang.
+            if started.elapsed() > published + Duration::from_secs(30) {
+                println!("stalled: {} of {n} delivered 30 s after the last publish", arrivals.lock().unwrap().len());
+                std::process::exit(1);
+            }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let delivered = started.elapsed();

@@ -307,7 +307,11 @@ async fn serve_socket<S: Store>(
         }
         let batch = match wait_for(&app, &agent, after, 256, Duration::from_millis(250)).await {
             Ok(b) => b,
-            Err(_) => break,
+            Err(e) => {
+                // The receiver reconnects and resumes from its cursor; say why it had to.
+                tracing::warn!(agent = %agent.id, code = %e.code, error = %e.message, "WebSocket delivery stopped");
+                break;
+            }
         };
         #[derive(Serialize)]
         struct Frame<'a> {

@@ -289,6 +289,14 @@ impl Gateway {
             shutdown.await;
             app.shutting_down.send_replace(true);
         };
+        // Deliveries are small frames pushed as they happen: with Nagle's algorithm a frame
+        // waits for the receiver's delayed ACK of the one before (tens of ms at low rates).
+        use axum::serve::ListenerExt as _;
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "TCP_NODELAY not set on a connection");
+            }
+        });
         let result = axum::serve(listener, router(self.app.clone()))
             .with_graceful_shutdown(shutdown)
             .await

@@ -272,6 +272,37 @@ async fn wp_3_2_a_repeat_answers_as_a_repeat_after_the_inbox_filled_and_the_buck
     );
 }
 
+/// A publisher reads the clock before its commit, so a committed entry can carry a later
+/// `received_at` than the `now` of a lease that reads it; it is deliverable all the same (a
+/// receiver's cursor moves past whatever a lease returns, so one skipped would be stranded).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_takes_an_entry_received_after_its_now() {
+    use agentbus_store::Store as _;
+    let h = Harness::start().await;
+    let a = h.agent("alpha").await;
+    let b = h.agent("bravo").await;
+    let before = h.now().millis();
+    h.clock.advance_secs(1);
+    assert_eq!(
+        h.publish(&a, &signed(&h, &a, &b.address, "later")).await.0,
+        202
+    );
+    let leased = h
+        .app
+        .store
+        .lease(agentbus_store::LeaseRequest {
+            agent_id: b.id.clone(),
+            after: 0,
+            limit: 10,
+            now: before,
+            visibility_ms: 30_000,
+            max_attempts: 3,
+        })
+        .await
+        .unwrap();
+    assert_eq!(leased.len(), 1);
+}
+
 /// Leases are answered before their write lands (docs/delivery.md); concurrent polls of one
 /// inbox still never hand out the same entry, and every entry is handed out once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

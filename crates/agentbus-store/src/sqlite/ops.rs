@@ -850,7 +850,10 @@ impl Store for SqliteStore {
             let read = self.read_inline(|c| {
                 // Leases that ran out first, then never-delivered entries above `after`; each
                 // query walks its own partial index (see migration 3), so settled entries cost
-                // nothing.
+                // nothing. A never-delivered entry is deliverable once committed, whatever its
+                // `received_at`: publishers read the clock before their commit, so an entry can
+                // carry a later time than `now` here, and skipping it below a receiver's cursor
+                // would strand it.
                 let mut due = entries_using(
                     c,
                     "inbox_due",
@@ -861,8 +864,8 @@ impl Store for SqliteStore {
                 due.extend(entries_using(
                     c,
                     "inbox_new",
-                    "i.agent_id = ?1 AND i.state = 0 AND i.sequence > ?3 AND i.visible_at <= ?2 \
-                     AND i.expires_at > ?2 ORDER BY i.sequence LIMIT ?4",
+                    "i.agent_id = ?1 AND i.state = 0 AND i.sequence > ?3 AND i.expires_at > ?2 \
+                     ORDER BY i.sequence LIMIT ?4",
                     params![req.agent_id, req.now, req.after as i64, req.limit],
                 )?);
                 Ok(due)
