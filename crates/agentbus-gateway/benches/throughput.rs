@@ -85,19 +85,48 @@ async fn subscribe(url: &str, token: &str, arrivals: Arrivals) -> tokio::task::J
     let (ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
     let (mut sink, mut stream) = ws.split();
     tokio::spawn(async move {
-        while let Some(Ok(msg)) = stream.next().await {
+        use futures_util::FutureExt as _;
+        // What a receiver needs of a delivery frame; the envelope is read no further than its id.
+        #[derive(serde::Deserialize)]
+        struct Frame<'a> {
+            #[serde(borrow)]
+            r#type: &'a str,
+            delivery: Option<Delivery<'a>>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Delivery<'a> {
+            sequence: u64,
+            #[serde(borrow)]
+            delivery: &'a str,
+            envelope: Id<'a>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Id<'a> {
+            #[serde(borrow)]
+            id: &'a str,
+        }
+        loop {
+            // Acks are fed as deliveries arrive and flushed when none is waiting: one write per
+            // burst, as a receiver under load would.
+            let next = match stream.next().now_or_never() {
+                Some(next) => next,
+                None => {
+                    let _ = sink.flush().await;
+                    stream.next().await
+                }
+            };
+            let Some(Ok(msg)) = next else { break };
             let Message::Text(t) = msg else { continue };
-            let v: Value = serde_json::from_str(&t).unwrap();
-            if v["type"] != "delivery" {
+            let f: Frame<'_> = serde_json::from_str(&t).unwrap();
+            let (Some(d), "delivery") = (f.delivery, f.r#type) else {
                 continue;
-            }
-            let d = &v["delivery"];
-            arrivals.lock().unwrap().insert(
-                d["envelope"]["id"].as_str().unwrap().to_owned(),
-                Instant::now(),
-            );
-            let ack = json!({"type": "ack", "sequence": d["sequence"], "delivery": d["delivery"]});
-            let _ = sink.send(Message::Text(ack.to_string().into())).await;
+            };
+            arrivals
+                .lock()
+                .unwrap()
+                .insert(d.envelope.id.to_owned(), Instant::now());
+            let ack = json!({"type": "ack", "sequence": d.sequence, "delivery": d.delivery});
+            let _ = sink.feed(Message::Text(ack.to_string().into())).await;
         }
         println!("subscriber: the gateway closed the WebSocket");
     })

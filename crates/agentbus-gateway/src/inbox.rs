@@ -300,10 +300,17 @@ async fn serve_socket<S: Store>(
         if reader.is_finished() || *app.shutting_down.borrow() {
             break;
         }
+        // Frames are fed and then flushed together: one write for a whole batch, not one each.
+        let mut fed = false;
         while let Ok(answer) = reply_rx.try_recv() {
-            if sink.send(Message::Text(answer.into())).await.is_err() {
+            if sink.feed(Message::Text(answer.into())).await.is_err() {
+                reader.abort();
                 return;
             }
+            fed = true;
+        }
+        if fed && sink.flush().await.is_err() {
+            break;
         }
         let batch = match wait_for(&app, &agent, after, 256, Duration::from_millis(250)).await {
             Ok(b) => b,
@@ -325,10 +332,13 @@ async fn serve_socket<S: Store>(
                 delivery: d,
             })
             .unwrap_or_default();
-            if sink.send(Message::Text(frame.into())).await.is_err() {
+            if sink.feed(Message::Text(frame.into())).await.is_err() {
                 reader.abort();
                 return;
             }
+        }
+        if !batch.is_empty() && sink.flush().await.is_err() {
+            break;
         }
     }
     reader.abort();

@@ -232,7 +232,26 @@ fn insert_message(t: &Transaction<'_>, m: &NewMessage) -> StoreResult<PublishOut
         t.prepare_cached("INSERT OR IGNORE INTO blob_refs (blob_id, message_seq) VALUES (?1, ?2)")?
             .execute(params![blob, seq])?;
     }
-    let message = message_by_seq(t, seq)?.ok_or(StoreError::NotFound)?;
+    // The row as stored, built from what was just inserted rather than read back.
+    let message = MessageRow {
+        seq,
+        tenant_id: m.tenant_id.clone(),
+        id: m.id.clone(),
+        source: m.source.clone(),
+        source_agent_id: m.source_agent_id.clone(),
+        kind: m.kind.clone(),
+        conversation_id: m.conversation_id.clone(),
+        to_text: m.to_text.clone(),
+        to_id: m.to_id.clone(),
+        attrs: m.attrs.clone(),
+        data: m.data.clone(),
+        signed_hash: m.signed_hash.clone(),
+        idempotency_key: m.idempotency.as_ref().map(|k| k.key.clone()),
+        receipt: m.receipt.clone(),
+        received_at: m.received_at,
+        expires_at: m.expires_at,
+        task_id: m.task_id.clone(),
+    };
     Ok(PublishOutcome::Stored { message, sequences })
 }
 
