@@ -9,7 +9,7 @@ use tokio::sync::Notify;
 
 use agentbus_protocol::address::AgentAddress;
 use agentbus_protocol::ids::IdKind;
-use agentbus_protocol::signing::{self, SigningKey};
+use agentbus_protocol::signing::{self, PublicKey, SigningKey};
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_runtime::{Clock, mint_at};
 use agentbus_store::*;
@@ -54,6 +54,9 @@ struct Directory {
     agents: HashMap<String, Option<AgentRow>>,
     by_name: HashMap<(String, String), Option<AgentRow>>,
     keys: HashMap<String, Vec<KeyRow>>,
+    /// Registered public keys by key id, decoded once (decoding is a point decompression, a
+    /// noticeable part of each publish's verification).
+    decoded: HashMap<String, Option<PublicKey>>,
 }
 
 /// The gateway.
@@ -352,6 +355,19 @@ impl<S: Store> App<S> {
         Ok(k)
     }
 
+    /// The decoded public key of a registered key row (`None` when the stored bytes are not a
+    /// usable Ed25519 key), cached with the directory.
+    pub fn public_key(&self, key: &KeyRow) -> Option<PublicKey> {
+        if let Some(k) = self.dir().decoded.get(&key.id) {
+            return *k;
+        }
+        let decoded = <[u8; 32]>::try_from(key.public_key.as_slice())
+            .ok()
+            .and_then(|b| PublicKey::from_bytes(&b).ok());
+        self.dir().decoded.insert(key.id.clone(), decoded);
+        decoded
+    }
+
     /// Records that an agent is reading its inbox now (presence, §10 `status`).
     pub fn mark_seen(&self, agent_id: &str) {
         let now = self.now();
@@ -395,7 +411,13 @@ impl<S: Store> App<S> {
         to_id: &str,
         sequence: u64,
     ) -> ApiResult<Value> {
-        let raw = self.delivered_copy_raw(m, to_id, sequence).await?;
+        let parts = DeliveredMessage {
+            tenant_id: m.tenant_id.clone(),
+            attrs: m.attrs.clone(),
+            data: m.data.clone(),
+            received_at: m.received_at,
+        };
+        let raw = self.delivered_copy_raw(&parts, to_id, sequence).await?;
         Ok(serde_json::from_str(raw.get()).unwrap_or(Value::Null))
     }
 
@@ -404,7 +426,7 @@ impl<S: Store> App<S> {
     /// `data` only to print them again cost more than the rest of the delivery.
     pub async fn delivered_copy_raw(
         &self,
-        m: &MessageRow,
+        m: &DeliveredMessage,
         to_id: &str,
         sequence: u64,
     ) -> ApiResult<Box<serde_json::value::RawValue>> {

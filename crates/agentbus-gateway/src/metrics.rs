@@ -67,7 +67,13 @@ fn registry() -> &'static Registry {
 /// Counts a publish answered with `result` (`accepted`, `replay` or an `AB-` code).
 pub fn count_publish(result: &str, seconds: f64) {
     if let Ok(mut m) = registry().publishes.lock() {
-        *m.entry(result.to_owned()).or_default() += 1;
+        // The key is allocated only the first time a result is seen.
+        match m.get_mut(result) {
+            Some(n) => *n += 1,
+            None => {
+                m.insert(result.to_owned(), 1);
+            }
+        }
     }
     registry().publish_latency.observe(seconds);
 }
@@ -95,7 +101,12 @@ pub fn count_reaped(dead: usize, expired: usize) {
 /// Records an inbox's unacknowledged depth.
 pub fn set_depth(agent: &str, depth: u64) {
     if let Ok(mut m) = registry().depth.lock() {
-        m.insert(agent.to_owned(), depth);
+        match m.get_mut(agent) {
+            Some(d) => *d = depth,
+            None => {
+                m.insert(agent.to_owned(), depth);
+            }
+        }
     }
 }
 

@@ -18,7 +18,7 @@ use agentbus_protocol::Code;
 use agentbus_protocol::address::Address;
 use agentbus_protocol::envelope::{Envelope, GATEWAY_SET, MAX_ENVELOPE_BYTES, ValidateOptions};
 use agentbus_protocol::ids::IdKind;
-use agentbus_protocol::signing::{self, PublicKey};
+use agentbus_protocol::signing;
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_store::*;
 
@@ -145,9 +145,8 @@ async fn publish_inner<S: Store>(
                 format!("{} is not an active key of {my_address}", sig.key_id),
             )
         })?;
-    let public = <[u8; 32]>::try_from(key.public_key.as_slice())
-        .ok()
-        .and_then(|b| PublicKey::from_bytes(&b).ok())
+    let public = app
+        .public_key(&key)
         .ok_or_else(|| ApiError::new(Code::UnknownKey, "the registered key is unusable"))?;
     // 4. Signature over the recomputed canonical bytes.
     let signed = signing::signing_bytes(env.attrs())
@@ -328,7 +327,14 @@ async fn store_checked<S: Store>(
     let stored = app.store.publish(msg).await;
     drop(task);
     match stored? {
-        PublishOutcome::Stored { message, .. } => {
+        PublishOutcome::Stored {
+            message,
+            sequences,
+            depths,
+        } => {
+            for ((agent_id, _), depth) in sequences.iter().zip(depths) {
+                crate::metrics::set_depth(agent_id, depth);
+            }
             app.wake(route.recipients.iter().map(|r| r.id.as_str()));
             Ok((StatusCode::ACCEPTED, receipt_with_trace(&message, &trace)))
         }

@@ -268,6 +268,9 @@ pub enum PublishOutcome {
         message: MessageRow,
         /// (agent id, sequence) per copy.
         sequences: Vec<(String, u64)>,
+        /// Each recipient's unacknowledged entries after this one was added, in the order of
+        /// `sequences` (for the inbox depth metric).
+        depths: Vec<u64>,
     },
     /// The `(tenant, source, id)` was already stored within the replay window.
     DuplicateId(MessageRow),
@@ -363,8 +366,22 @@ pub struct Delivery {
     pub token: String,
     /// Which delivery this is (1 for the first).
     pub attempt: u32,
-    /// The message.
-    pub message: MessageRow,
+    /// What the delivered copy is made of.
+    pub message: DeliveredMessage,
+}
+
+/// The parts of a stored message a delivery is built from: a lease reads only these, since every
+/// delivery pays for the read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveredMessage {
+    /// Sender's tenant (whose data key seals `data`).
+    pub tenant_id: String,
+    /// Sender-set attributes without `data`, as a JSON object text.
+    pub attrs: String,
+    /// `data`, sealed under the tenant data key.
+    pub data: Vec<u8>,
+    /// Gateway receipt time.
+    pub received_at: i64,
 }
 
 /// The answer to one ack.

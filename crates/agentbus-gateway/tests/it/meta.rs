@@ -77,3 +77,27 @@ async fn wp_5_1_schemas_and_wp_1_8_error_pages_are_served() {
             .contains("agentbus_publish_seconds_bucket")
     );
 }
+
+/// Observability (issue 3 item 10): `/metrics` reports each inbox's unacknowledged depth as
+/// publishes add to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_report_inbox_depth_after_publishes() {
+    let h = Harness::start().await;
+    let a = h.agent("alpha").await;
+    let b = h.agent("bravo").await;
+    for text in ["one", "two"] {
+        assert_eq!(
+            h.publish(&a, &signed(&h, &a, &b.address, text)).await.0,
+            202
+        );
+    }
+    let resp = h
+        .http
+        .get(format!("{}/metrics", h.url))
+        .send()
+        .await
+        .unwrap();
+    let text = resp.text().await.unwrap();
+    let line = format!("agentbus_inbox_depth{{agent=\"{}\"}} 2", b.id);
+    assert!(text.contains(&line), "{line} missing from:\n{text}");
+}

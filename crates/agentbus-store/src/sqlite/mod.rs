@@ -91,6 +91,11 @@ impl SqliteStore {
                 "durability check failed: journal_mode={mode}, synchronous={sync}; need WAL and FULL"
             )));
         }
+        // Checkpoint every ~32 MiB of WAL rather than SQLite's 4 MiB: inbox and index pages are
+        // rewritten by every publish, lease and ack, and a longer interval copies each hot page to
+        // the database once instead of many times.
+        writer.pragma_update(None, "wal_autocheckpoint", 8192)?;
+        writer.pragma_update(None, "journal_size_limit", 67_108_864)?;
         schema::migrate(&mut writer)?;
         let mut readers = Vec::new();
         for _ in 0..READERS {

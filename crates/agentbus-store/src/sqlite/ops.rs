@@ -209,15 +209,17 @@ fn insert_message(t: &Transaction<'_>, m: &NewMessage) -> StoreResult<PublishOut
         .execute(params![k.tenant_id, k.source, k.to_id, k.key, seq, m.received_at])?;
     }
     let mut sequences = Vec::with_capacity(m.recipients.len());
+    let mut depths = Vec::with_capacity(m.recipients.len());
     for agent in &m.recipients {
         // The per-inbox counter, bumped in this transaction: gap-free and never reused.
-        let next: i64 = t
+        let (next, pending): (i64, i64) = t
             .prepare_cached(
                 "INSERT INTO inbox_counters (agent_id, last_seq, pending) VALUES (?1, 1, 1) \
                  ON CONFLICT (agent_id) DO UPDATE SET last_seq = last_seq + 1, pending = pending + 1 \
-                 RETURNING last_seq",
+                 RETURNING last_seq, pending",
             )?
-            .query_row([agent], |r| r.get(0))?;
+            .query_row([agent], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        depths.push(pending.max(0) as u64);
         t.prepare_cached(
             "INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at) \
              VALUES (?1, ?2, ?3, 0, 0, ?4, ?5)",
@@ -252,7 +254,11 @@ fn insert_message(t: &Transaction<'_>, m: &NewMessage) -> StoreResult<PublishOut
         expires_at: m.expires_at,
         task_id: m.task_id.clone(),
     };
-    Ok(PublishOutcome::Stored { message, sequences })
+    Ok(PublishOutcome::Stored {
+        message,
+        sequences,
+        depths,
+    })
 }
 
 const TASK_COLS: &str = "id, tenant_id, workspace_id, requester_id, recipient_id, request_id, conversation_id, \
@@ -354,6 +360,44 @@ fn entries_using(
     })?;
     rows.collect()
 }
+
+/// Deliverable inbox entries of one agent (for a lease): `filter` over `inbox i` read through
+/// `index`, with only the message columns a delivery needs.
+fn lease_candidates(
+    c: &Connection,
+    sql: &str,
+    args: impl rusqlite::Params,
+) -> rusqlite::Result<Vec<(u64, u32, DeliveredMessage)>> {
+    let mut stmt = c.prepare_cached(sql)?;
+    let rows = stmt.query_map(args, |r| {
+        Ok((
+            r.get::<_, i64>(0)? as u64,
+            r.get::<_, i64>(1)? as u32,
+            DeliveredMessage {
+                tenant_id: r.get(2)?,
+                attrs: r.get(3)?,
+                data: r.get(4)?,
+                received_at: r.get(5)?,
+            },
+        ))
+    })?;
+    rows.collect()
+}
+
+/// Leases that ran out (`?2` = now, `?3` = max attempts, `?4` = limit).
+const LEASE_DUE: &str = "SELECT i.sequence, i.attempts, m.tenant_id, m.attrs, m.data, m.received_at \
+     FROM inbox i INDEXED BY inbox_due JOIN messages m ON m.seq = i.message_seq \
+     WHERE i.agent_id = ?1 AND i.state = 1 AND i.visible_at <= ?2 AND i.expires_at > ?2 \
+     AND i.attempts < ?3 ORDER BY i.sequence LIMIT ?4";
+
+/// Never-delivered entries above `?3` (`?2` = now, `?4` = limit). Deliverable once committed,
+/// whatever their `received_at`: publishers read the clock before their commit, so an entry can
+/// carry a later time than the lease's `now`, and skipping it below a receiver's cursor would
+/// strand it.
+const LEASE_NEW: &str = "SELECT i.sequence, i.attempts, m.tenant_id, m.attrs, m.data, m.received_at \
+     FROM inbox i INDEXED BY inbox_new JOIN messages m ON m.seq = i.message_seq \
+     WHERE i.agent_id = ?1 AND i.state = 0 AND i.sequence > ?3 AND i.expires_at > ?2 \
+     ORDER BY i.sequence LIMIT ?4";
 
 fn settle(t: &Transaction<'_>, entries: &[InboxEntry], state: EntryState) -> rusqlite::Result<()> {
     for e in entries {
@@ -869,22 +913,15 @@ impl Store for SqliteStore {
             let read = self.read_inline(|c| {
                 // Leases that ran out first, then never-delivered entries above `after`; each
                 // query walks its own partial index (see migration 3), so settled entries cost
-                // nothing. A never-delivered entry is deliverable once committed, whatever its
-                // `received_at`: publishers read the clock before their commit, so an entry can
-                // carry a later time than `now` here, and skipping it below a receiver's cursor
-                // would strand it.
-                let mut due = entries_using(
+                // nothing.
+                let mut due = lease_candidates(
                     c,
-                    "inbox_due",
-                    "i.agent_id = ?1 AND i.state = 1 AND i.visible_at <= ?2 AND i.expires_at > ?2 \
-                     AND i.attempts < ?3 ORDER BY i.sequence LIMIT ?4",
+                    LEASE_DUE,
                     params![req.agent_id, req.now, req.max_attempts, req.limit],
                 )?;
-                due.extend(entries_using(
+                due.extend(lease_candidates(
                     c,
-                    "inbox_new",
-                    "i.agent_id = ?1 AND i.state = 0 AND i.sequence > ?3 AND i.expires_at > ?2 \
-                     ORDER BY i.sequence LIMIT ?4",
+                    LEASE_NEW,
                     params![req.agent_id, req.now, req.after as i64, req.limit],
                 )?);
                 Ok(due)
@@ -894,14 +931,14 @@ impl Store for SqliteStore {
                 let a = leasing.entry(req.agent_id.clone()).or_default();
                 a.reading -= 1;
                 let mut candidates = read?;
-                candidates.sort_by_key(|e| e.sequence);
+                candidates.sort_by_key(|e| e.0);
                 candidates.truncate(req.limit as usize);
                 let stale = candidates
                     .iter()
-                    .any(|e| a.landed.get(&e.sequence).is_some_and(|g| *g > started));
-                let busy = candidates.iter().any(|e| a.busy.contains(&e.sequence));
+                    .any(|e| a.landed.get(&e.0).is_some_and(|g| *g > started));
+                let busy = candidates.iter().any(|e| a.busy.contains(&e.0));
                 if !stale && !busy {
-                    a.busy.extend(candidates.iter().map(|e| e.sequence));
+                    a.busy.extend(candidates.iter().map(|e| e.0));
                     break candidates;
                 }
                 busy.then(|| a.notify.clone())
@@ -929,15 +966,15 @@ impl Store for SqliteStore {
         }
         let mut out = Vec::with_capacity(candidates.len());
         let mut rows = Vec::with_capacity(candidates.len());
-        for e in candidates {
-            let attempt = e.attempts + 1;
-            let token = lease_token(&e.agent_id, e.sequence, attempt, req.now);
-            rows.push((e.sequence, e.attempts, attempt, token.clone()));
+        for (sequence, attempts, message) in candidates {
+            let attempt = attempts + 1;
+            let token = lease_token(&req.agent_id, sequence, attempt, req.now);
+            rows.push((sequence, attempts, attempt, token.clone()));
             out.push(Delivery {
-                sequence: e.sequence,
+                sequence,
                 token,
                 attempt,
-                message: e.message,
+                message,
             });
         }
         let seqs: Vec<u64> = rows.iter().map(|r| r.0).collect();
@@ -984,6 +1021,7 @@ impl Store for SqliteStore {
         let _ = at;
         self.write_fast(move |tx| {
             let mut out = Vec::with_capacity(acks.len());
+            let mut settled = 0i64;
             for (sequence, token) in acks {
                 let row: Option<(i64, Option<String>)> = tx
                     .prepare_cached("SELECT state, lease FROM inbox WHERE agent_id = ?1 AND sequence = ?2")?
@@ -994,8 +1032,7 @@ impl Store for SqliteStore {
                         EntryState::Leased => {
                             tx.prepare_cached("UPDATE inbox SET state = 2 WHERE agent_id = ?1 AND sequence = ?2")?
                                 .execute(params![agent, sequence as i64])?;
-                            tx.prepare_cached("UPDATE inbox_counters SET pending = pending - 1 WHERE agent_id = ?1")?
-                                .execute([&agent])?;
+                            settled += 1;
                             AckOutcome::Acked
                         }
                         EntryState::Acked => AckOutcome::AlreadyAcked,
@@ -1004,6 +1041,11 @@ impl Store for SqliteStore {
                     _ => AckOutcome::Stale,
                 };
                 out.push(outcome);
+            }
+            // One counter update for the batch.
+            if settled > 0 {
+                tx.prepare_cached("UPDATE inbox_counters SET pending = pending - ?2 WHERE agent_id = ?1")?
+                    .execute(params![agent, settled])?;
             }
             Ok(out)
         })
