@@ -106,14 +106,21 @@ async fn subscribe(url: &str, token: &str, arrivals: Arrivals) -> tokio::task::J
             #[serde(borrow)]
             id: &'a str,
         }
+        let mut acks: Vec<Value> = Vec::new();
         loop {
-            // Acks are fed as deliveries arrive and flushed when none is waiting: one write per
-            // burst, as a receiver under load would.
+            // Acks are collected as deliveries arrive and sent as one `acks` frame when none is
+            // waiting (or 1,000 are due): what a receiver under load does.
             let next = match stream.next().now_or_never() {
-                Some(next) => next,
-                None => {
-                    let _ = sink.flush().await;
-                    stream.next().await
+                Some(next) if acks.len() < 1000 => next,
+                other => {
+                    if !acks.is_empty() {
+                        let frame = json!({"type": "acks", "acks": std::mem::take(&mut acks)});
+                        let _ = sink.send(Message::Text(frame.to_string().into())).await;
+                    }
+                    match other {
+                        Some(next) => next,
+                        None => stream.next().await,
+                    }
                 }
             };
             let Some(Ok(msg)) = next else { break };
@@ -126,8 +133,7 @@ async fn subscribe(url: &str, token: &str, arrivals: Arrivals) -> tokio::task::J
                 .lock()
                 .unwrap()
                 .insert(d.envelope.id.to_owned(), Instant::now());
-            let ack = json!({"type": "ack", "sequence": d.sequence, "delivery": d.delivery});
-            let _ = sink.feed(Message::Text(ack.to_string().into())).await;
+            acks.push(json!({"sequence": d.sequence, "delivery": d.delivery}));
         }
         println!("subscriber: the gateway closed the WebSocket");
     })

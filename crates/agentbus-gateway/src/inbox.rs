@@ -344,36 +344,64 @@ async fn serve_socket<S: Store>(
     reader.abort();
 }
 
-/// Answers the acks among `frames` (`{"type":"ack","sequence","delivery"}`), settled together;
-/// other frames are ignored.
+/// Answers the acks among `frames`, settled in one store call: `{"type":"ack","sequence",
+/// "delivery"}` gets one `{"type":"ack","result"}` answer; `{"type":"acks","acks":[{sequence,
+/// delivery}, …]}` (for a receiver acking a burst) gets one `{"type":"acks","results":[…]}`.
+/// Other frames are ignored.
 async fn handle_client_frames<S: Store>(
     app: &App<S>,
     agent: &AgentRow,
     frames: &[axum::extract::ws::Utf8Bytes],
 ) -> Vec<String> {
-    let acks: Vec<(u64, String)> = frames
-        .iter()
-        .filter_map(|text| {
-            let v: Value = serde_json::from_str(text).ok()?;
-            if v["type"] != "ack" {
-                return None;
+    #[derive(Deserialize)]
+    struct Frame {
+        r#type: String,
+        sequence: Option<u64>,
+        delivery: Option<String>,
+        #[serde(default)]
+        acks: Vec<Ack>,
+    }
+    // Per frame answered: true for a batch frame, and how many acks it carried.
+    let mut shapes: Vec<(bool, usize)> = Vec::new();
+    let mut acks: Vec<(u64, String)> = Vec::new();
+    for text in frames {
+        let Ok(f) = serde_json::from_str::<Frame>(text) else {
+            continue;
+        };
+        match (f.r#type.as_str(), f.sequence, f.delivery) {
+            ("ack", Some(sequence), Some(token)) => {
+                acks.push((sequence, token));
+                shapes.push((false, 1));
             }
-            Some((v["sequence"].as_u64()?, v["delivery"].as_str()?.to_owned()))
-        })
-        .collect();
+            ("acks", _, _) if !f.acks.is_empty() && f.acks.len() <= 1000 => {
+                shapes.push((true, f.acks.len()));
+                acks.extend(f.acks.into_iter().map(|a| (a.sequence, a.delivery)));
+            }
+            _ => {}
+        }
+    }
     if acks.is_empty() {
         return Vec::new();
     }
     let seqs: Vec<u64> = acks.iter().map(|a| a.0).collect();
     let outcomes = app.store.ack(&agent.id, acks, app.now()).await;
-    seqs.into_iter()
+    let mut results = seqs
+        .into_iter()
         .enumerate()
-        .map(|(i, sequence)| {
-            let answer = match &outcomes {
-                Ok(o) => outcome_json(sequence, o.get(i).copied().unwrap_or(AckOutcome::Stale)),
-                Err(_) => json!({"sequence": sequence, "status": "error"}),
-            };
-            json!({"type": "ack", "result": answer}).to_string()
+        .map(|(i, sequence)| match &outcomes {
+            Ok(o) => outcome_json(sequence, o.get(i).copied().unwrap_or(AckOutcome::Stale)),
+            Err(_) => json!({"sequence": sequence, "status": "error"}),
+        });
+    shapes
+        .into_iter()
+        .map(|(batch, n)| {
+            let answers: Vec<Value> = results.by_ref().take(n).collect();
+            if batch {
+                json!({"type": "acks", "results": answers}).to_string()
+            } else {
+                let one = answers.into_iter().next().unwrap_or(Value::Null);
+                json!({"type": "ack", "result": one}).to_string()
+            }
         })
         .collect()
 }

@@ -181,6 +181,39 @@ async fn websocket_pushes_resumes_after_a_sequence_and_takes_acks() {
         .unwrap();
     let answer = next(ws.next().await);
     assert_eq!(answer["result"]["status"], "acked");
+    // A burst is acked in one `acks` frame and answered in one `acks` frame, item by item.
+    for text in ["x", "y"] {
+        assert_eq!(
+            h.publish(&a, &signed(&h, &a, &b.address, text)).await.0,
+            202
+        );
+    }
+    let (x, y) = (next(ws.next().await), next(ws.next().await));
+    let acks = serde_json::json!({"type": "acks", "acks": [
+        {"sequence": x["delivery"]["sequence"], "delivery": x["delivery"]["delivery"]},
+        {"sequence": y["delivery"]["sequence"], "delivery": y["delivery"]["delivery"]},
+        {"sequence": 3, "delivery": "d3.9.0"},
+    ]});
+    ws.send(Message::Text(acks.to_string().into()))
+        .await
+        .unwrap();
+    let answer = next(ws.next().await);
+    assert_eq!(answer["type"], "acks");
+    let statuses: Vec<&str> = answer["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["acked", "acked", "refused"]);
+    // The two acked copies are settled: a poll from the start offers neither.
+    let acked = [&x["delivery"]["sequence"], &y["delivery"]["sequence"]];
+    assert!(
+        h.poll(&b, 0, 0)
+            .await
+            .iter()
+            .all(|d| !acked.contains(&&d["sequence"]))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,9 +2,10 @@
 //!
 //! Durability: WAL journal with `synchronous=FULL`, checked when the store opens (a 202 receipt
 //! means the envelope is on disk). One writer thread owns the only write connection and commits in
-//! groups: it takes every job waiting in its queue, runs each inside its own savepoint, and commits
-//! them with one fsync, so throughput does not pay one fsync per publish. Each job answers only
-//! after the commit succeeded. Reads use a small pool of read-only connections, which WAL lets run
+//! groups: it takes every job waiting in its queue, runs each (inside its own savepoint, unless it
+//! can only fail on I/O errors, when its failure fails the group), and commits them with one fsync,
+//! so throughput does not pay one fsync per publish. Each job answers only after the commit
+//! succeeded. Reads use a small pool of read-only connections, which WAL lets run
 //! beside the writer.
 
 mod ops;
@@ -25,7 +26,11 @@ const MAX_GROUP: usize = 1024;
 /// Read connections.
 const READERS: usize = 4;
 
-type JobFn = Box<dyn FnOnce(&Transaction<'_>) -> Box<dyn FnOnce(bool) + Send> + Send>;
+/// A job: run inside the group's transaction (or told, with `None`, that the group could not
+/// start); answers whether it failed in a way that must fail the whole group, and what to call
+/// with the group's outcome.
+type JobFn =
+    Box<dyn FnOnce(Option<&Transaction<'_>>) -> (bool, Box<dyn FnOnce(bool) + Send>) + Send>;
 
 /// A unit of work for the writer, and whether its commit must reach the disk before it answers.
 struct Job {
@@ -141,24 +146,31 @@ impl SqliteStore {
         self.write_with(true, f).await
     }
 
-    /// Like [`SqliteStore::write`], but a group made only of such jobs commits without an fsync
-    /// (`synchronous=NORMAL`): for leases and acks, whose loss in a power cut only causes a
-    /// redelivery, which at-least-once delivery allows. Publishes always wait for the fsync.
-    pub(crate) async fn write_fast<T, F>(&self, f: F) -> StoreResult<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Transaction<'_>) -> StoreResult<T> + Send + 'static,
-    {
-        self.write_with(false, f).await
-    }
-
     async fn write_with<T, F>(&self, durable: bool, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> StoreResult<T> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel::<StoreResult<T>>();
-        self.queue(durable, f, move |answer| {
+        self.queue(durable, true, f, move |answer| {
+            let _ = tx.send(answer);
+        })?;
+        rx.await.map_err(|_| closed())?
+    }
+
+    /// Like [`SqliteStore::write`], without a savepoint of its own: an error fails the whole group
+    /// it commits with. For hot jobs that cannot fail halfway except on I/O errors (a plain
+    /// publish, acks, leases): each savepoint journals every page its job changes, which showed in
+    /// profiles. Not `durable`: a group made only of such jobs commits without an fsync
+    /// (`synchronous=NORMAL`), for acks and leases, whose loss in a power cut only causes a
+    /// redelivery, which at-least-once delivery allows. Publishes always wait for the fsync.
+    pub(crate) async fn write_shared<T, F>(&self, durable: bool, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> StoreResult<T> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel::<StoreResult<T>>();
+        self.queue(durable, false, f, move |answer| {
             let _ = tx.send(answer);
         })?;
         rx.await.map_err(|_| closed())?
@@ -167,21 +179,35 @@ impl SqliteStore {
     /// Queues `f` for the writer now, before the caller awaits anything, and calls `then` with its
     /// answer once its group committed (or failed). Jobs run in the order they were queued, so a
     /// write queued after this one sees its effect.
-    pub(crate) fn queue<T, F, A>(&self, durable: bool, f: F, then: A) -> StoreResult<()>
+    /// `isolated` jobs run in their own savepoint, so their error undoes only them; others fail
+    /// their whole group on error (see [`SqliteStore::write_shared`]).
+    pub(crate) fn queue<T, F, A>(
+        &self,
+        durable: bool,
+        isolated: bool,
+        f: F,
+        then: A,
+    ) -> StoreResult<()>
     where
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> StoreResult<T> + Send + 'static,
         A: FnOnce(StoreResult<T>) + Send + 'static,
     {
-        let run: JobFn = Box::new(move |t: &Transaction<'_>| {
-            let result = run_in_savepoint(t, f);
-            Box::new(move |committed: bool| {
+        let run: JobFn = Box::new(move |t: Option<&Transaction<'_>>| {
+            let result = match t {
+                Some(t) if isolated => run_in_savepoint(t, f),
+                Some(t) => f(t),
+                None => Err(StoreError::Backend("the write could not start".into())),
+            };
+            let poison = !isolated && t.is_some() && result.is_err();
+            let done = Box::new(move |committed: bool| {
                 then(match (result, committed) {
                     (Ok(v), true) => Ok(v),
                     (Ok(_), false) => Err(StoreError::Backend("commit failed".into())),
                     (Err(e), _) => Err(e),
                 });
-            })
+            });
+            (poison, done as Box<dyn FnOnce(bool) + Send>)
         });
         let jobs = self.inner.jobs.lock().map_err(|_| closed())?;
         jobs.as_ref()
@@ -295,25 +321,128 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>) {
         }
         if want_full && !full {
             // Could not switch back to FULL: refuse the group rather than answer without an fsync.
-            drop(group);
+            for job in group {
+                (job.run)(None).1(false);
+            }
             continue;
         }
         let mut done: Vec<Box<dyn FnOnce(bool) + Send>> = Vec::with_capacity(group.len());
         let committed = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
             Ok(t) => {
+                let mut poisoned = false;
                 for job in group {
-                    done.push((job.run)(&t));
+                    let (poison, d) = (job.run)(Some(&t));
+                    poisoned |= poison;
+                    done.push(d);
                 }
-                t.commit().is_ok()
+                // A job without its own savepoint failed: nothing of the group may commit.
+                !poisoned && t.commit().is_ok()
             }
             Err(_) => {
-                // The transaction could not start: dropping the jobs answers each with an error.
-                drop(group);
+                for job in group {
+                    done.push((job.run)(None).1);
+                }
                 false
             }
         };
         for d in done {
             d(committed);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(t: &Transaction<'_>) -> StoreResult<i64> {
+        Ok(t.query_row("SELECT count(*) FROM tenants", [], |r| r.get(0))?)
+    }
+
+    fn insert(t: &Transaction<'_>, id: &str) -> StoreResult<()> {
+        t.execute(
+            "INSERT INTO tenants (id, slug, data_key, created_at) VALUES (?1, ?1, x'00', 0)",
+            [id],
+        )?;
+        Ok(())
+    }
+
+    /// Queues `jobs` so they commit in one group: a first job holds the writer until all are
+    /// queued. Returns each job's answer.
+    fn one_group(
+        store: &SqliteStore,
+        jobs: Vec<(
+            bool,
+            Box<dyn FnOnce(&Transaction<'_>) -> StoreResult<()> + Send>,
+        )>,
+    ) -> Vec<StoreResult<()>> {
+        let (go, wait) = mpsc::channel::<()>();
+        let (tx, rx) = mpsc::channel::<(usize, StoreResult<()>)>();
+        store
+            .queue(
+                true,
+                true,
+                move |_| {
+                    let _ = wait.recv();
+                    Ok(())
+                },
+                |_| {},
+            )
+            .unwrap();
+        let n = jobs.len();
+        for (i, (isolated, f)) in jobs.into_iter().enumerate() {
+            let tx = tx.clone();
+            store
+                .queue(true, isolated, f, move |r| {
+                    let _ = tx.send((i, r));
+                })
+                .unwrap();
+        }
+        go.send(()).unwrap();
+        let mut answers: Vec<(usize, StoreResult<()>)> =
+            (0..n).map(|_| rx.recv().unwrap()).collect();
+        answers.sort_by_key(|a| a.0);
+        answers.into_iter().map(|a| a.1).collect()
+    }
+
+    /// A job with its own savepoint undoes only itself; a job without one fails its whole group,
+    /// so nothing it half-wrote can commit beside the others.
+    #[test]
+    fn a_failing_job_undoes_itself_or_its_whole_group() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&tmp.path().join("db")).unwrap();
+        let fail_after_write = |id: &'static str| {
+            Box::new(move |t: &Transaction<'_>| {
+                insert(t, id)?;
+                Err(StoreError::Conflict("refused halfway".into()))
+            }) as Box<dyn FnOnce(&Transaction<'_>) -> StoreResult<()> + Send>
+        };
+        let ok = |id: &'static str| {
+            Box::new(move |t: &Transaction<'_>| insert(t, id))
+                as Box<dyn FnOnce(&Transaction<'_>) -> StoreResult<()> + Send>
+        };
+        // Isolated failure: the others commit, the failed job's write does not.
+        let answers = one_group(
+            &store,
+            vec![
+                (true, ok("ten_a")),
+                (true, fail_after_write("ten_b")),
+                (false, ok("ten_c")),
+            ],
+        );
+        assert!(answers[0].is_ok() && answers[1].is_err() && answers[2].is_ok());
+        // Shared failure: nobody's write commits, and every job hears so.
+        let answers = one_group(
+            &store,
+            vec![(true, ok("ten_d")), (false, fail_after_write("ten_e"))],
+        );
+        assert!(answers.iter().all(Result::is_err));
+        let (tx, rx) = mpsc::channel();
+        store
+            .queue(true, true, count, move |r| {
+                let _ = tx.send(r);
+            })
+            .unwrap();
+        assert_eq!(rx.recv().unwrap().unwrap(), 2, "ten_a and ten_c only");
     }
 }

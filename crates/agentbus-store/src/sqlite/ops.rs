@@ -878,7 +878,14 @@ impl Store for SqliteStore {
     }
 
     async fn publish(&self, m: NewMessage) -> StoreResult<PublishOutcome> {
-        self.write(move |tx| insert_message(tx, &m)).await
+        // A task write can be refused halfway (a lost race on the task's version), so it gets a
+        // savepoint of its own; a plain message's inserts fail only on I/O errors.
+        if m.task.is_some() {
+            self.write(move |tx| insert_message(tx, &m)).await
+        } else {
+            self.write_shared(true, move |tx| insert_message(tx, &m))
+                .await
+        }
     }
 
     async fn pending_count(&self, agent_id: &str) -> StoreResult<u64> {
@@ -994,6 +1001,7 @@ impl Store for SqliteStore {
         };
         self.queue(
             false,
+            false,
             move |tx| {
                 // Conditional on the attempt count read above: a lease, ack or dead-letter that got
                 // there first wins, and this delivery's token is then simply never current.
@@ -1019,7 +1027,7 @@ impl Store for SqliteStore {
     ) -> StoreResult<Vec<AckOutcome>> {
         let agent = agent_id.to_owned();
         let _ = at;
-        self.write_fast(move |tx| {
+        self.write_shared(false, move |tx| {
             let mut out = Vec::with_capacity(acks.len());
             let mut settled = 0i64;
             for (sequence, token) in acks {
