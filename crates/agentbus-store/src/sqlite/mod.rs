@@ -355,6 +355,8 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>) {
 mod tests {
     use super::*;
 
+    type TestJob = Box<dyn FnOnce(&Transaction<'_>) -> StoreResult<()> + Send>;
+
     fn count(t: &Transaction<'_>) -> StoreResult<i64> {
         Ok(t.query_row("SELECT count(*) FROM tenants", [], |r| r.get(0))?)
     }
@@ -369,13 +371,7 @@ mod tests {
 
     /// Queues `jobs` so they commit in one group: a first job holds the writer until all are
     /// queued. Returns each job's answer.
-    fn one_group(
-        store: &SqliteStore,
-        jobs: Vec<(
-            bool,
-            Box<dyn FnOnce(&Transaction<'_>) -> StoreResult<()> + Send>,
-        )>,
-    ) -> Vec<StoreResult<()>> {
+    fn one_group(store: &SqliteStore, jobs: Vec<(bool, TestJob)>) -> Vec<StoreResult<()>> {
         let (go, wait) = mpsc::channel::<()>();
         let (tx, rx) = mpsc::channel::<(usize, StoreResult<()>)>();
         store
@@ -415,12 +411,9 @@ mod tests {
             Box::new(move |t: &Transaction<'_>| {
                 insert(t, id)?;
                 Err(StoreError::Conflict("refused halfway".into()))
-            }) as Box<dyn FnOnce(&Transaction<'_>) -> StoreResult<()> + Send>
+            }) as TestJob
         };
-        let ok = |id: &'static str| {
-            Box::new(move |t: &Transaction<'_>| insert(t, id))
-                as Box<dyn FnOnce(&Transaction<'_>) -> StoreResult<()> + Send>
-        };
+        let ok = |id: &'static str| Box::new(move |t: &Transaction<'_>| insert(t, id)) as TestJob;
         // Isolated failure: the others commit, the failed job's write does not.
         let answers = one_group(
             &store,
