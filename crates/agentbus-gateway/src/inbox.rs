@@ -154,6 +154,9 @@ pub async fn poll<S: Store>(
     .into_response())
 }
 
+/// The most acks one batch may carry (`POST /v1/inbox/acks`, a WebSocket `acks` frame).
+const MAX_ACKS: usize = 1000;
+
 /// One ack.
 #[derive(Debug, Deserialize)]
 pub struct Ack {
@@ -189,8 +192,11 @@ pub async fn ack_batch<S: Store>(
     let agent = auth::agent(&app, &headers).await?;
     let body: AckBody = serde_json::from_slice(&body)
         .map_err(|e| ApiError::new(Code::InvalidRequest, format!("ack body: {e}")))?;
-    if body.acks.is_empty() || body.acks.len() > 1000 {
-        return Err(ApiError::new(Code::InvalidRequest, "send 1 to 1000 acks"));
+    if body.acks.is_empty() || body.acks.len() > MAX_ACKS {
+        return Err(ApiError::new(
+            Code::InvalidRequest,
+            format!("send 1 to {MAX_ACKS} acks"),
+        ));
     }
     let seqs: Vec<u64> = body.acks.iter().map(|a| a.sequence).collect();
     let outcomes = app
@@ -377,7 +383,7 @@ async fn handle_client_frames<S: Store>(
                 acks.push((sequence, token));
                 shapes.push((false, 1));
             }
-            ("acks", _, _) if !f.acks.is_empty() && f.acks.len() <= 1000 => {
+            ("acks", _, _) if !f.acks.is_empty() && f.acks.len() <= MAX_ACKS => {
                 shapes.push((true, f.acks.len()));
                 acks.extend(f.acks.into_iter().map(|a| (a.sequence, a.delivery)));
             }

@@ -157,12 +157,7 @@ fn insert_message(t: &Transaction<'_>, m: &NewMessage) -> StoreResult<PublishOut
     }
     if let Some(max) = m.max_depth {
         for agent in &m.recipients {
-            let depth: i64 = t
-                .prepare_cached("SELECT pending FROM inbox_counters WHERE agent_id = ?1")?
-                .query_row([agent], |r| r.get(0))
-                .optional()?
-                .unwrap_or(0);
-            let depth = depth.max(0) as u64;
+            let depth = pending_in(t, agent)?;
             if depth >= max {
                 return Ok(PublishOutcome::InboxFull {
                     agent_id: agent.clone(),
@@ -327,25 +322,9 @@ fn entries_where(
     filter: &str,
     args: impl rusqlite::Params,
 ) -> rusqlite::Result<Vec<InboxEntry>> {
-    entries_using(c, "", filter, args)
-}
-
-/// Like [`entries_where`], reading the inbox through `index` when it is not empty (`INDEXED BY`
-/// fails loudly rather than letting the planner fall back to a scan of the whole inbox).
-fn entries_using(
-    c: &Connection,
-    index: &str,
-    filter: &str,
-    args: impl rusqlite::Params,
-) -> rusqlite::Result<Vec<InboxEntry>> {
-    let indexed = if index.is_empty() {
-        String::new()
-    } else {
-        format!(" INDEXED BY {index}")
-    };
     let sql = format!(
         "SELECT i.agent_id, i.sequence, i.state, i.attempts, i.last_attempt_at, {MESSAGE_COLS} \
-         FROM inbox i{indexed} JOIN messages m ON m.seq = i.message_seq WHERE {filter}"
+         FROM inbox i JOIN messages m ON m.seq = i.message_seq WHERE {filter}"
     );
     let mut stmt = c.prepare_cached(&sql)?;
     let rows = stmt.query_map(args, |r| {
@@ -361,8 +340,17 @@ fn entries_using(
     rows.collect()
 }
 
-/// Deliverable inbox entries of one agent (for a lease): `filter` over `inbox i` read through
-/// `index`, with only the message columns a delivery needs.
+/// An inbox's unacknowledged entries, from its counter (0 for an inbox never written to).
+fn pending_in(c: &Connection, agent_id: &str) -> rusqlite::Result<u64> {
+    let n: Option<i64> = c
+        .prepare_cached("SELECT pending FROM inbox_counters WHERE agent_id = ?1")?
+        .query_row([agent_id], |r| r.get(0))
+        .optional()?;
+    Ok(n.unwrap_or(0).max(0) as u64)
+}
+
+/// Deliverable inbox entries of one agent (for a lease) by `sql` ([`LEASE_DUE`] or
+/// [`LEASE_NEW`]): (sequence, attempts so far, the message columns a delivery needs).
 fn lease_candidates(
     c: &Connection,
     sql: &str,
@@ -890,14 +878,7 @@ impl Store for SqliteStore {
 
     async fn pending_count(&self, agent_id: &str) -> StoreResult<u64> {
         let agent = agent_id.to_owned();
-        self.read(move |c| {
-            let n: Option<i64> = c
-                .prepare_cached("SELECT pending FROM inbox_counters WHERE agent_id = ?1")?
-                .query_row([agent], |r| r.get(0))
-                .optional()?;
-            Ok(n.unwrap_or(0).max(0) as u64)
-        })
-        .await
+        self.read(move |c| Ok(pending_in(c, &agent)?)).await
     }
 
     async fn lease(&self, req: LeaseRequest) -> StoreResult<Vec<Delivery>> {
