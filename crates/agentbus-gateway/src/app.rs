@@ -411,35 +411,35 @@ impl<S: Store> App<S> {
         to_id: &str,
         sequence: u64,
     ) -> ApiResult<Value> {
-        let parts = DeliveredMessage {
-            tenant_id: m.tenant_id.clone(),
-            attrs: m.attrs.clone(),
-            data: m.data.clone(),
-            received_at: m.received_at,
-        };
-        let raw = self.delivered_copy_raw(&parts, to_id, sequence).await?;
+        let raw = self
+            .delivered_copy_raw(&m.tenant_id, &m.attrs, &m.data, to_id, sequence)
+            .await?;
         Ok(serde_json::from_str(raw.get()).unwrap_or(Value::Null))
     }
 
     /// [`App::delivered_copy`] as JSON text, built by appending `data`, `to_id` and `sequence` to
     /// the stored attribute text: every delivery pays for this, and parsing the attributes and
     /// `data` only to print them again cost more than the rest of the delivery.
+    /// `attrs` and `sealed` are the stored attribute text and sealed `data` of a message of
+    /// `tenant_id`.
     pub async fn delivered_copy_raw(
         &self,
-        m: &DeliveredMessage,
+        tenant_id: &str,
+        attrs: &str,
+        sealed: &[u8],
         to_id: &str,
         sequence: u64,
     ) -> ApiResult<Box<serde_json::value::RawValue>> {
-        let key = self.tenant_key(&m.tenant_id).await?;
+        let key = self.tenant_key(tenant_id).await?;
         let unusable = || {
             ApiError::new(
                 Code::StorageUnavailable,
                 "stored data does not open under its tenant key",
             )
         };
-        let data = key.open(&m.data).ok_or_else(unusable)?;
+        let data = key.open(sealed).ok_or_else(unusable)?;
         let data = std::str::from_utf8(&data).map_err(|_| unusable())?;
-        let text = delivered_text(&m.attrs, data, to_id, sequence);
+        let text = delivered_text(attrs, data, to_id, sequence);
         serde_json::value::RawValue::from_string(text).map_err(|_| unusable())
     }
 

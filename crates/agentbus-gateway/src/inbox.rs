@@ -73,7 +73,13 @@ async fn lease<S: Store>(
             (now - d.message.received_at).max(0) as f64 / 1000.0,
         );
         let envelope = app
-            .delivered_copy_raw(&d.message, &agent.id, d.sequence)
+            .delivered_copy_raw(
+                &d.message.tenant_id,
+                &d.message.attrs,
+                &d.message.data,
+                &agent.id,
+                d.sequence,
+            )
             .await?;
         out.push(DeliveryOut {
             sequence: d.sequence,
