@@ -143,16 +143,17 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> StoreResult<T> + Send + 'static,
     {
-        self.write_with(true, f).await
+        self.queue_and_wait(true, true, f).await
     }
 
-    async fn write_with<T, F>(&self, durable: bool, f: F) -> StoreResult<T>
+    /// Queues `f` and waits for its answer (see [`SqliteStore::queue`]).
+    async fn queue_and_wait<T, F>(&self, durable: bool, isolated: bool, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> StoreResult<T> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel::<StoreResult<T>>();
-        self.queue(durable, true, f, move |answer| {
+        self.queue(durable, isolated, f, move |answer| {
             let _ = tx.send(answer);
         })?;
         rx.await.map_err(|_| closed())?
@@ -169,11 +170,7 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> StoreResult<T> + Send + 'static,
     {
-        let (tx, rx) = oneshot::channel::<StoreResult<T>>();
-        self.queue(durable, false, f, move |answer| {
-            let _ = tx.send(answer);
-        })?;
-        rx.await.map_err(|_| closed())?
+        self.queue_and_wait(durable, false, f).await
     }
 
     /// Queues `f` for the writer now, before the caller awaits anything, and calls `then` with its
