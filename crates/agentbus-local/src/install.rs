@@ -1,5 +1,7 @@
 //! Adding the hook to a harness's settings, idempotently, and removing it (issue item 8).
 //!
+//! Each user-level file lies in the harness's own configuration directory ([`config_dir`]).
+//!
 //! - Claude Code: `~/.claude/settings.json` (or a project's `.claude/settings.json`), a command
 //!   hook on `SessionStart`, `UserPromptSubmit`, `PreToolUse` and `PostToolUse`.
 //! - Codex: `~/.codex/hooks.json` (or a project's `.codex/hooks.json`), the same four events in
@@ -59,9 +61,38 @@ pub enum Change {
     Unchanged,
 }
 
-/// The user-level settings file of `harness` under `home` (the user's home directory).
-pub fn default_path(harness: Harness, home: &Path) -> PathBuf {
-    home.join(relative_path(harness, &[".config", "opencode"]))
+/// The directory where `harness` keeps its user-level configuration, as the harness itself finds
+/// it: Claude Code's `$CLAUDE_CONFIG_DIR` (else `~/.claude`), Codex's `$CODEX_HOME` (else
+/// `~/.codex`), OpenCode's `$XDG_CONFIG_HOME/opencode` (else `~/.config/opencode`). `var` reads the
+/// environment (a parameter, so tests pass their own); empty values count as unset, as the
+/// harnesses treat them.
+pub fn config_dir(
+    harness: Harness,
+    home: &Path,
+    var: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> PathBuf {
+    let set = |name: &str| var(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    match harness {
+        Harness::Claude => set("CLAUDE_CONFIG_DIR").unwrap_or_else(|| home.join(".claude")),
+        Harness::Codex => set("CODEX_HOME").unwrap_or_else(|| home.join(".codex")),
+        Harness::OpenCode => set("XDG_CONFIG_HOME")
+            .unwrap_or_else(|| home.join(".config"))
+            .join("opencode"),
+    }
+}
+
+/// The user-level settings file of `harness`: its file under [`config_dir`].
+pub fn default_path(
+    harness: Harness,
+    home: &Path,
+    var: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> PathBuf {
+    let dir = config_dir(harness, home, var);
+    match harness {
+        Harness::Claude => dir.join("settings.json"),
+        Harness::Codex => dir.join("hooks.json"),
+        Harness::OpenCode => dir.join("plugins").join("agentbus.js"),
+    }
 }
 
 /// The settings file of `harness` in a project directory.
@@ -84,17 +115,11 @@ fn relative_path(harness: Harness, opencode_dir: &[&str]) -> PathBuf {
 
 /// The hook command for `harness`, run by `program` (the agentbus binary's path).
 pub fn command(program: &str, harness: Harness) -> String {
-    format!("{} hook {}", shell_quote(program), harness.as_str())
-}
-
-fn shell_quote(s: &str) -> String {
-    if s.bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b"/._-+:@".contains(&b))
-    {
-        s.to_owned()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
+    format!(
+        "{} hook {}",
+        agentbus_protocol::text::shell_quote(program),
+        harness.as_str()
+    )
 }
 
 /// Whether `cmd` is an agentbus hook command for `harness`, whatever path runs it.
@@ -335,4 +360,43 @@ export const AgentBus = async ({{ client }}) => {{
 }}
 "#
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_dirs_follow_the_harness_variables() {
+        let home = Path::new("/home/u");
+        let none = |_: &str| None;
+        let set = |name: &str| {
+            let v = match name {
+                "CLAUDE_CONFIG_DIR" => "/cfg/claude",
+                "CODEX_HOME" => "/cfg/codex",
+                "XDG_CONFIG_HOME" => "/cfg/xdg",
+                _ => return None,
+            };
+            Some(std::ffi::OsString::from(v))
+        };
+        let empty = |_: &str| Some(std::ffi::OsString::new());
+        let cases = [
+            (Harness::Claude, "/home/u/.claude", "/cfg/claude"),
+            (Harness::Codex, "/home/u/.codex", "/cfg/codex"),
+            (
+                Harness::OpenCode,
+                "/home/u/.config/opencode",
+                "/cfg/xdg/opencode",
+            ),
+        ];
+        for (harness, default, from_var) in cases {
+            assert_eq!(config_dir(harness, home, none), Path::new(default));
+            assert_eq!(config_dir(harness, home, empty), Path::new(default));
+            assert_eq!(config_dir(harness, home, set), Path::new(from_var));
+        }
+        assert_eq!(
+            default_path(Harness::Claude, home, set),
+            Path::new("/cfg/claude/settings.json")
+        );
+    }
 }

@@ -13,6 +13,7 @@
 //! - [`errors`]: the `AB-` catalogue every failure maps into.
 //! - [`task`]: the §6 state machine and timers; [`frame`]: §13.1 framing for harnesses.
 //! - [`cloudevents`]: the lossless projection to CloudEvents-valid attribute names.
+//! - [`text`]: foreign text made safe for a terminal or a shell command line.
 
 pub mod address;
 pub mod cloudevents;
@@ -25,6 +26,7 @@ pub mod json;
 pub mod schema;
 pub mod signing;
 pub mod task;
+pub mod text;
 pub mod timestamp;
 
 pub use errors::Code;

@@ -122,7 +122,9 @@ pub fn hooks(args: HooksArgs, printer: &Printer) -> CliResult {
                 CliError::new(ErrorKind::Config, "HOME is not set")
                     .fix("pass --settings <file> or --project <dir>")
             })?;
-            install::default_path(harness, std::path::Path::new(&home))
+            install::default_path(harness, std::path::Path::new(&home), |v| {
+                std::env::var_os(v)
+            })
         }
     };
     let change = if installing {
