@@ -5,9 +5,11 @@
 //! it until shutdown, finishing in-flight requests. All logic sits above the `agentbus_store::Store`
 //! interface, so a PostgreSQL backend changes nothing here.
 
+pub mod admin;
 pub mod app;
 pub mod auth;
 pub mod blobs;
+pub mod capabilities;
 pub mod config;
 pub mod crypto;
 pub mod error;
@@ -15,7 +17,9 @@ pub mod identity;
 pub mod inbox;
 pub mod meta;
 pub mod metrics;
+pub mod policy;
 pub mod publish;
+pub mod roles;
 pub mod tasks;
 
 use std::path::Path;
@@ -75,10 +79,19 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/blobs/{id}"),
     ("put", "/v1/blobs/{id}/content"),
     ("get", "/v1/blobs/{id}/content"),
+    ("post", "/v1/tenants"),
+    ("get", "/v1/tenants"),
+    ("post", "/v1/tenants/{id}/suspend"),
+    ("post", "/v1/tenants/{id}/resume"),
+    ("get", "/v1/workspaces"),
+    ("get", "/v1/workspaces/{id}/policy"),
+    ("post", "/v1/agents/{id}/suspend"),
+    ("post", "/v1/agents/{id}/resume"),
 ];
 
 /// The HTTP API.
 pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
+    use admin as adm;
     use identity as id;
     let base = app.config.public_url.clone();
     // One byte over the cap still reaches the handler, which answers AB-3040 with a body.
@@ -90,11 +103,17 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/schemas/{*path}", get(meta::schema))
         .route("/errors/{code}", get(meta::error_page))
         .route("/healthz", get(meta::health))
-        .route("/metrics", get(meta::metrics))
+        .route("/metrics", get(meta::metrics::<S>))
         .route("/v1/openapi.json", get(meta::openapi))
-        .route("/v1/workspaces", post(id::create_workspace::<S>))
-        .route("/v1/workspaces/{id}/policy", put(id::set_policy::<S>))
-        .route("/v1/users", post(id::create_user::<S>))
+        .route(
+            "/v1/workspaces",
+            post(adm::create_workspace::<S>).get(adm::list_workspaces::<S>),
+        )
+        .route(
+            "/v1/workspaces/{id}/policy",
+            put(adm::set_policy::<S>).get(adm::get_policy::<S>),
+        )
+        .route("/v1/users", post(adm::create_user::<S>))
         .route(
             "/v1/agents",
             post(id::register_agent::<S>).get(id::list_agents::<S>),
@@ -132,6 +151,14 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
                 .get(blobs::download::<S>)
                 .layer(DefaultBodyLimit::max(blob_cap)),
         )
+        .route(
+            "/v1/tenants",
+            post(adm::create_tenant::<S>).get(adm::list_tenants::<S>),
+        )
+        .route("/v1/tenants/{id}/suspend", post(adm::suspend_tenant::<S>))
+        .route("/v1/tenants/{id}/resume", post(adm::resume_tenant::<S>))
+        .route("/v1/agents/{id}/suspend", post(adm::suspend_agent::<S>))
+        .route("/v1/agents/{id}/resume", post(adm::resume_agent::<S>))
         .fallback(|| async {
             ApiError::new(Code::NotFound, "no such endpoint; see /v1/openapi.json").into_response()
         })
@@ -175,7 +202,8 @@ async fn with_request_id(base: String, req: Request, next: Next) -> Response {
 pub struct Gateway {
     /// The shared state.
     pub app: Arc<App<SqliteStore>>,
-    /// Set on the first start of a data directory: the admin credential, to show once.
+    /// Set on the first start of a data directory: the operator's and the first admin's
+    /// credentials, to show once.
     pub bootstrap: Option<Bootstrap>,
 }
 
@@ -220,7 +248,7 @@ fn load_or_create_key(path: &Path) -> Result<SigningKey, StartError> {
 
 impl Gateway {
     /// Opens the data directory (creating it), the store, the master and gateway keys, and on
-    /// first start bootstraps a tenant, a workspace and an admin credential.
+    /// first start bootstraps the gateway operator and a tenant with a workspace and its admin.
     pub async fn open(config: Config, clock: Arc<dyn Clock>) -> Result<Gateway, StartError> {
         let dir = config.data_dir.clone();
         std::fs::create_dir_all(&dir).map_err(|source| StartError::DataDir {

@@ -52,7 +52,7 @@ async fn state(h: &Harness, a: &Agent, task: &str) -> String {
 async fn wp_12_2_full_lifecycle_with_timeline() {
     let h = Harness::start().await;
     let bot = h.agent("release-bot").await;
-    let rev = h.agent("reviewer").await;
+    let rev = h.worker("reviewer").await;
     let mut req = request(
         &h,
         &bot,
@@ -184,7 +184,7 @@ async fn wp_12_2_full_lifecycle_with_timeline() {
 async fn wp_6_2_forbidden_senders_and_inputs() {
     let h = Harness::start().await;
     let bot = h.agent("release-bot").await;
-    let rev = h.agent("reviewer").await;
+    let rev = h.worker("reviewer").await;
     let other = h.agent("other").await;
     let req = sign(&bot, request(&h, &bot, &rev, json!({})));
     let task = h.publish(&bot, &req).await.1["task_id"]
@@ -234,7 +234,8 @@ async fn wp_6_2_forbidden_senders_and_inputs() {
         ),
         "AB-4020"
     );
-    // A correlation that is not the request: AB-3017; an unknown task: AB-4012.
+    // A correlation that is not the request: AB-3017; an unknown task: AB-2004, as for a task of
+    // other parties (§6.2; the answer never tells whether the task exists).
     let mut wrong = followup(&h, &rev, &bot, &req, &task, "accept", json!({}));
     wrong["correlation_id"] = json!("msg_01J9ZK7A0000000000000000A0");
     assert_eq!(
@@ -250,7 +251,7 @@ async fn wp_6_2_forbidden_senders_and_inputs() {
         "accept",
         json!({}),
     );
-    assert_eq!(code(&h.publish(&rev, &ghost).await.1), "AB-4012");
+    assert_eq!(code(&h.publish(&rev, &ghost).await.1), "AB-2004");
     // needs_input → input by the requester resumes (WP-5.7b-3).
     h.publish(
         &rev,
@@ -321,7 +322,7 @@ async fn wp_6_2_forbidden_senders_and_inputs() {
 async fn wp_6_1_timers_fire_on_the_test_clock_with_notices() {
     let h = Harness::start().await;
     let bot = h.agent("release-bot").await;
-    let rev = h.agent("reviewer").await;
+    let rev = h.worker("reviewer").await;
     // Accept timeout: 120 s → expired, the requester gets system.expired.
     let req = sign(
         &bot,
@@ -405,7 +406,7 @@ async fn wp_6_1_timers_fire_on_the_test_clock_with_notices() {
 async fn wp_5_7_cancel_acknowledged_and_cancel_by_grace() {
     let h = Harness::start().await;
     let bot = h.agent("release-bot").await;
-    let rev = h.agent("reviewer").await;
+    let rev = h.worker("reviewer").await;
     // Before accept: immediate.
     let req = sign(&bot, request(&h, &bot, &rev, json!({})));
     let t0 = h.publish(&bot, &req).await.1["task_id"]
@@ -485,7 +486,7 @@ async fn wp_5_7_cancel_acknowledged_and_cancel_by_grace() {
 async fn wp_6_1_3_max_duration_and_wp_6_1_4_expires_at_over_http() {
     let h = Harness::start().await;
     let bot = h.agent("release-bot").await;
-    let rev = h.agent("reviewer").await;
+    let rev = h.worker("reviewer").await;
     // Max duration: 60 s from accept, despite steady progress.
     let req = sign(
         &bot,
@@ -570,7 +571,7 @@ async fn wp_6_1_3_max_duration_and_wp_6_1_4_expires_at_over_http() {
 async fn wp_5_7_1_a_workspace_admin_cancels_through_the_console() {
     let h = Harness::start().await;
     let bot = h.agent("release-bot").await;
-    let rev = h.agent("reviewer").await;
+    let rev = h.worker("reviewer").await;
     let req = sign(&bot, request(&h, &bot, &rev, json!({})));
     let task = h.publish(&bot, &req).await.1["task_id"]
         .as_str()

@@ -107,6 +107,17 @@ DROP INDEX inbox_pending;
 CREATE INDEX inbox_new ON inbox (agent_id, sequence) WHERE state = 0;
 CREATE INDEX inbox_due ON inbox (agent_id, visible_at) WHERE state = 1;
 "#,
+    // Trust boundaries (issue 11): tenant and agent suspension, advisory warnings on timeline
+    // entries, roles found by value (the operator). Before roles were scoped, a tenant's first
+    // user (the bootstrap admin) administered the whole tenant; it keeps that as `tenant_admin`.
+    r#"
+ALTER TABLE tenants ADD COLUMN suspended_at INTEGER;
+ALTER TABLE agents ADD COLUMN suspended_at INTEGER;
+ALTER TABLE task_events ADD COLUMN warnings TEXT;
+CREATE INDEX users_role ON users (role);
+UPDATE users SET role = 'tenant_admin' WHERE role = 'admin' AND created_at =
+    (SELECT min(u.created_at) FROM users u WHERE u.tenant_id = users.tenant_id);
+"#,
 ];
 
 /// Applies every migration newer than the database's `user_version`.

@@ -70,8 +70,9 @@ pub fn run(args: GatewayArgs, printer: &Printer) -> CliResult {
                 "AgentBus gateway initialised in {dir}\n\
                  tenant: {t}  workspace: {w}\n\
                  admin token (shown once, stored only hashed): {token}\n\
+                 gateway operator token (tenants; shown once): {operator}\n\
                  register an agent:\n  curl -s -X POST {url}/v1/agents -H 'Authorization: Bearer {token}' -H 'content-type: application/json' -d '{{\"name\":\"release-bot\"}}'",
-                dir = data.display(), t = b.tenant, w = b.workspace, token = b.admin_token,
+                dir = data.display(), t = b.tenant, w = b.workspace, token = b.admin_token, operator = b.operator_token,
             ))?;
         }
         printer.line(&format!("listening on http://{} (data: {})", args.listen, data.display()))?;
