@@ -4,9 +4,12 @@
 #![allow(clippy::unwrap_used)]
 
 mod blobs;
+mod conversations;
 mod delivery;
 mod identity;
 mod meta;
+mod policy;
 mod publish;
+mod roles;
 mod support;
 mod tasks;

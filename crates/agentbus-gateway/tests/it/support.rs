@@ -268,6 +268,40 @@ pub fn message(h: &Harness, from: &Agent, to: &str, text: &str) -> Map<String, V
     .clone()
 }
 
+/// An unsigned task.request for `code.review` version 1 from `from` to `to`.
+pub fn request(h: &Harness, from: &Agent, to: &Agent, constraints: Value) -> Map<String, Value> {
+    let mut m = message(h, from, &to.address, "");
+    m["type"] = json!("agentbus.task.request.v1");
+    m["schema"] = json!("https://komsary.agentbus.exchange/schemas/agentbus.task.request/v1.json");
+    m.insert("capability".into(), json!("code.review"));
+    m.insert("capability_version".into(), json!("1"));
+    m["data"] = json!({"instructions": "Review change 482 for concurrency bugs.", "constraints": constraints});
+    m
+}
+
+/// A lifecycle message from `from` about the task of `req`.
+pub fn followup(
+    h: &Harness,
+    from: &Agent,
+    to: &Agent,
+    req: &Map<String, Value>,
+    task: &str,
+    kind: &str,
+    data: Value,
+) -> Map<String, Value> {
+    let mut m = message(h, from, &to.address, "");
+    m["type"] = json!(format!("agentbus.task.{kind}.v1"));
+    m["schema"] = json!(format!(
+        "https://komsary.agentbus.exchange/schemas/agentbus.task.{kind}/v1.json"
+    ));
+    m["conversation_id"] = req["conversation_id"].clone();
+    m.insert("correlation_id".into(), req["id"].clone());
+    let mut data = data;
+    data["task_id"] = json!(task);
+    m["data"] = data;
+    sign(from, m)
+}
+
 /// Signs with the agent's registered key.
 pub fn sign(a: &Agent, mut env: Map<String, Value>) -> Map<String, Value> {
     env.shift_remove("sig");

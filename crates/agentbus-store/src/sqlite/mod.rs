@@ -137,6 +137,33 @@ impl SqliteStore {
         .await
     }
 
+    /// Every stored row of every table, one line each (`table: value | value …`), sorted: what
+    /// tests compare to prove that a refused request changed nothing stored.
+    pub async fn dump(&self) -> StoreResult<Vec<String>> {
+        self.read(|c| {
+            let tables: Vec<String> = c
+                .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")?
+                .query_map([], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            let mut lines = Vec::new();
+            for t in tables {
+                let mut stmt = c.prepare(&format!("SELECT * FROM \"{t}\""))?;
+                let n = stmt.column_count();
+                let mut rows = stmt.query([])?;
+                while let Some(row) = rows.next()? {
+                    let mut line = format!("{t}:");
+                    for i in 0..n {
+                        line.push_str(&format!(" {:?} |", row.get_ref(i)?));
+                    }
+                    lines.push(line);
+                }
+            }
+            lines.sort();
+            Ok(lines)
+        })
+        .await
+    }
+
     /// Runs `f` on the writer thread inside a savepoint; answers after the group's durable commit.
     pub(crate) async fn write<T, F>(&self, f: F) -> StoreResult<T>
     where

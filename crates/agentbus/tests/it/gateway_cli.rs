@@ -353,6 +353,8 @@ fn wp_12_1_wp_7_1_wp_7_2_request_reply_with_send_wait() {
 fn wp_12_2_wp_7_3_wp_9_14_full_task_lifecycle_with_attachments() {
     let gw = Gw::start();
     let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
+    // Task requests name a capability the worker declares (§5.2).
+    reviewer.ok(&["--json", "card", "edit", "--capability", "code.review@1"]);
     let diff = bot.home().join("change-482-r7.diff");
     std::fs::write(
         &diff,
@@ -1301,6 +1303,8 @@ fn task_state(m: &Machine, task: &str) -> String {
 fn wp_6_2_questions_answers_failures_rejections_and_cancels() {
     let gw = Gw::start();
     let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
+    // Task requests name a capability the worker declares (§5.2).
+    reviewer.ok(&["--json", "card", "edit", "--capability", "code.review@1"]);
     let delegate = |text: &str| {
         let r = bot.ok(&[
             "--json",
@@ -1433,6 +1437,8 @@ fn post(gw: &Gw, path: &str, token: &str, body: &str) -> u16 {
 fn system_notices_verify_against_the_gateway_key() {
     let gw = Gw::start();
     let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
+    // Task requests name a capability the worker declares (§5.2).
+    reviewer.ok(&["--json", "card", "edit", "--capability", "code.review@1"]);
     let r = bot.ok(&[
         "--json",
         "delegate",
