@@ -7,6 +7,7 @@ mod blobs;
 mod conversations;
 mod delivery;
 mod identity;
+mod isolation;
 mod meta;
 mod policy;
 mod publish;
