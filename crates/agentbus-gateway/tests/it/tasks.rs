@@ -605,7 +605,7 @@ fn lifecycle_data(kind: &str) -> Value {
 /// lifecycle message goes from the party §6.2 names to the other party, in the task's
 /// conversation; anything else is refused and changes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wp_6_2_2_lifecycle_messages_go_between_the_parties_in_the_tasks_conversation() {
+async fn wp_6_2_2_wp_7_3_lifecycle_messages_go_between_the_parties_in_the_tasks_conversation() {
     let h = Harness::start().await;
     let bot = h.agent("release-bot").await;
     let rev = h.worker("reviewer").await;
