@@ -450,6 +450,38 @@ async fn administered_agent<S: Store>(
         .ok_or_else(ApiError::not_found)
 }
 
+async fn set_agent<S: Store>(
+    app: &App<S>,
+    headers: &HeaderMap,
+    id: &str,
+    suspend: bool,
+) -> ApiResult<Json<Value>> {
+    let who = bearer(app, headers).await?;
+    roles::admin(who.clone())?;
+    let a = administered_agent(app, &who, id).await?;
+    if suspend {
+        let pending = app.store.suspend_agent(&a.id, app.now()).await?;
+        app.invalidate_directory();
+        // A second suspension tells nobody again.
+        if a.suspended_at.is_none() {
+            let code = Code::RecipientSuspended.to_string();
+            for e in &pending {
+                app.notice_undeliverable(e, &code, false).await?;
+            }
+        }
+    } else {
+        app.store.resume_agent(&a.id).await?;
+        app.invalidate_directory();
+        app.wake([&a.id]);
+    }
+    let a = app
+        .store
+        .agent(&a.id)
+        .await?
+        .ok_or_else(ApiError::not_found)?;
+    Ok(Json(card_json(app, &a).await?))
+}
+
 /// `POST /v1/agents/{id}/suspend` (an admin whose scope covers the agent): its credential is
 /// refused (AB-1004) and its inbox holds; the sender of every message waiting in it, and of every
 /// message sent to it while suspended, gets `system.undeliverable` with AB-4013 (§5.9).
@@ -458,23 +490,7 @@ pub async fn suspend_agent<S: Store>(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let who = bearer(&app, &headers).await?;
-    roles::admin(who.clone())?;
-    let a = administered_agent(&app, &who, &id).await?;
-    let pending = app.store.suspend_agent(&a.id, app.now()).await?;
-    app.invalidate_directory();
-    if a.suspended_at.is_none() {
-        let code = Code::RecipientSuspended.to_string();
-        for e in &pending {
-            app.notice_undeliverable(e, &code, false).await?;
-        }
-    }
-    let a = app
-        .store
-        .agent(&a.id)
-        .await?
-        .ok_or_else(ApiError::not_found)?;
-    Ok(Json(card_json(&app, &a).await?))
+    set_agent(&app, &headers, &id, true).await
 }
 
 /// `POST /v1/agents/{id}/resume` (an admin whose scope covers the agent): its credential works
@@ -484,16 +500,5 @@ pub async fn resume_agent<S: Store>(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let who = bearer(&app, &headers).await?;
-    roles::admin(who.clone())?;
-    let a = administered_agent(&app, &who, &id).await?;
-    app.store.resume_agent(&a.id).await?;
-    app.invalidate_directory();
-    app.wake([&a.id]);
-    let a = app
-        .store
-        .agent(&a.id)
-        .await?
-        .ok_or_else(ApiError::not_found)?;
-    Ok(Json(card_json(&app, &a).await?))
+    set_agent(&app, &headers, &id, false).await
 }

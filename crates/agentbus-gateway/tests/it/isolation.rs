@@ -694,19 +694,6 @@ async fn victim_state(w: &World) -> String {
     out
 }
 
-/// A user of `workspace` with `role`, made by `admin`; returns its token.
-async fn user(h: &Harness, admin: &str, role: &str, workspace: &str) -> String {
-    let (s, v) = h
-        .post(
-            "/v1/users",
-            admin,
-            json!({"role": role, "workspace": workspace}),
-        )
-        .await;
-    assert_eq!(s, 201, "{v}");
-    v["token"].as_str().unwrap().to_owned()
-}
-
 async fn world() -> World {
     let h = Harness::start().await;
     for slug in ["backend", "frontend"] {
@@ -718,7 +705,7 @@ async fn world() -> World {
         );
     }
     // The victim: two private agents of a member of `backend`.
-    let owner = user(&h, &h.admin, "member", "backend").await;
+    let owner = h.user(&h.admin, "member", "backend").await;
     let agent = h
         .register(
             &owner,
@@ -795,15 +782,15 @@ async fn world() -> World {
     let globex_admin = globex["admin"]["token"].as_str().unwrap().to_owned();
     h.post("/v1/workspaces", &globex_admin, json!({"slug": "sales"}))
         .await;
-    let g_admin = user(&h, &globex_admin, "admin", "sales").await;
-    let g_member = user(&h, &globex_admin, "member", "sales").await;
+    let g_admin = h.user(&globex_admin, "admin", "sales").await;
+    let g_member = h.user(&globex_admin, "member", "sales").await;
     let g_agent = h.register(&g_member, "spy", json!({})).await;
     let g_peer = h.register(&g_member, "spy-peer", json!({})).await;
-    let fe_admin = user(&h, &h.admin, "admin", "frontend").await;
-    let fe_member = user(&h, &h.admin, "member", "frontend").await;
+    let fe_admin = h.user(&h.admin, "admin", "frontend").await;
+    let fe_member = h.user(&h.admin, "member", "frontend").await;
     let fe_agent = h.register(&fe_member, "fe-spy", json!({})).await;
     let fe_peer = h.register(&fe_member, "fe-spy-peer", json!({})).await;
-    let be_member = user(&h, &h.admin, "member", "backend").await;
+    let be_member = h.user(&h.admin, "member", "backend").await;
     let be_agent = h.register(&be_member, "insider", json!({})).await;
     let be_peer = h.register(&be_member, "insider-peer", json!({})).await;
     let mut add = |label, category, token: String, agent: Option<(Agent, Agent)>, inside| {

@@ -26,19 +26,6 @@ async fn workspace_id(h: &Harness, token: &str, slug: &str) -> String {
         .to_owned()
 }
 
-/// A user of `workspace` with `role`, made by `admin`; returns its token.
-async fn user(h: &Harness, admin: &str, role: &str, workspace: &str) -> String {
-    let (s, v) = h
-        .post(
-            "/v1/users",
-            admin,
-            json!({"role": role, "workspace": workspace}),
-        )
-        .await;
-    assert_eq!(s, 201, "{v}");
-    v["token"].as_str().unwrap().to_owned()
-}
-
 /// The takeover, tried by the admin of workspace B against workspace A of its tenant:
 /// every attempt answers as for a workspace that does not exist, and A works on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -50,8 +37,8 @@ async fn one_workspace_admin_cannot_take_over_another() {
             .await;
         assert_eq!(s, 201, "{v}");
     }
-    let admin_a = user(&h, &h.admin, "admin", "team-a").await;
-    let admin_b = user(&h, &h.admin, "admin", "team-b").await;
+    let admin_a = h.user(&h.admin, "admin", "team-a").await;
+    let admin_b = h.user(&h.admin, "admin", "team-b").await;
     let a1 = h.register(&admin_a, "a-one", json!({})).await;
     let a2 = h.register(&admin_a, "a-two", json!({})).await;
     let ws_a = workspace_id(&h, &h.admin, "team-a").await;
@@ -132,7 +119,7 @@ async fn one_workspace_admin_cannot_take_over_another() {
         .post("/v1/users", &admin_b, json!({"role": "tenant_admin"}))
         .await;
     assert_eq!((s, code(&v)), (403, "AB-1002"));
-    let member_b = user(&h, &admin_b, "member", "team-b").await;
+    let member_b = h.user(&admin_b, "member", "team-b").await;
     let (s, v) = h.post("/v1/users", &member_b, json!({})).await;
     assert_eq!((s, code(&v)), (403, "AB-1002"));
     // A's own admin still administers A, and the tenant admin everything.
@@ -290,7 +277,7 @@ async fn wp_5_9_1_a_suspended_agent_holds_its_inbox_and_senders_are_told() {
     assert_eq!((s, code(&v)), (403, "AB-1002"));
     h.post("/v1/workspaces", &h.admin, json!({"slug": "elsewhere"}))
         .await;
-    let far_admin = user(&h, &h.admin, "admin", "elsewhere").await;
+    let far_admin = h.user(&h.admin, "admin", "elsewhere").await;
     assert_eq!(h.post(&suspend, &far_admin, json!({})).await.0, 404);
     let (s, card) = h.post(&suspend, &h.admin, json!({})).await;
     assert!(s == 200 && card["suspended"] == json!(true), "{card}");
@@ -362,10 +349,10 @@ async fn wp_10_3_visibility_holds_within_roles_and_tenants() {
     let h = Harness::start().await;
     h.post("/v1/workspaces", &h.admin, json!({"slug": "elsewhere"}))
         .await;
-    let owner = user(&h, &h.admin, "member", "default").await;
-    let ws_admin = user(&h, &h.admin, "admin", "default").await;
-    let far_admin = user(&h, &h.admin, "admin", "elsewhere").await;
-    let other_member = user(&h, &h.admin, "member", "default").await;
+    let owner = h.user(&h.admin, "member", "default").await;
+    let ws_admin = h.user(&h.admin, "admin", "default").await;
+    let far_admin = h.user(&h.admin, "admin", "elsewhere").await;
+    let other_member = h.user(&h.admin, "member", "default").await;
     let hidden = h
         .register(&owner, "hidden", json!({"visibility": "private"}))
         .await;

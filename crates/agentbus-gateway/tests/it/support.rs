@@ -333,6 +333,19 @@ impl Harness {
         v
     }
 
+    /// A user of `workspace` (a slug) with `role`, made by `admin`; returns its token.
+    pub async fn user(&self, admin: &str, role: &str, workspace: &str) -> String {
+        let (s, v) = self
+            .post(
+                "/v1/users",
+                admin,
+                json!({"role": role, "workspace": workspace}),
+            )
+            .await;
+        assert_eq!(s, 201, "{v}");
+        v["token"].as_str().unwrap().to_owned()
+    }
+
     /// Registers an agent using `admin` (another tenant's admin token).
     pub async fn agent_in(&self, admin: &str, name: &str) -> Agent {
         self.register(admin, name, json!({})).await

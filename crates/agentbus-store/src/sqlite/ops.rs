@@ -410,6 +410,15 @@ fn lease_token(agent: &str, sequence: u64, attempt: u32, now: i64) -> String {
     format!("d{sequence}.{attempt}.{now}")
 }
 
+/// An update of one row by its id: `NotFound` when it changed none.
+fn one_changed(rows: usize) -> StoreResult<()> {
+    if rows == 0 {
+        Err(StoreError::NotFound)
+    } else {
+        Ok(())
+    }
+}
+
 fn insert_tenant(tx: &Transaction<'_>, t: &TenantRow) -> StoreResult<()> {
     tx.execute(
         &format!("INSERT INTO tenants ({TENANT_COLS}) VALUES (?1, ?2, ?3, ?4, ?5)"),
@@ -547,11 +556,7 @@ impl Store for SqliteStore {
                 "UPDATE workspaces SET policy = ?2 WHERE id = ?1",
                 params![id, policy],
             )?;
-            if n == 0 {
-                Err(StoreError::NotFound)
-            } else {
-                Ok(())
-            }
+            one_changed(n)
         })
         .await
     }
@@ -608,11 +613,7 @@ impl Store for SqliteStore {
                 "UPDATE tenants SET suspended_at = ?2 WHERE id = ?1",
                 params![id, at],
             )?;
-            if n == 0 {
-                Err(StoreError::NotFound)
-            } else {
-                Ok(())
-            }
+            one_changed(n)
         })
         .await
     }
@@ -748,9 +749,7 @@ impl Store for SqliteStore {
                 "UPDATE agents SET card = ?2, visibility = ?3, updated_at = ?4 WHERE id = ?1 AND deleted_at IS NULL",
                 params![a.id, a.card, a.visibility, a.updated_at],
             )?;
-            if n == 0 {
-                return Err(StoreError::NotFound);
-            }
+            one_changed(n)?;
             if let Some(aliases) = aliases {
                 tx.execute("DELETE FROM aliases WHERE agent_id = ?1", [&a.id])?;
                 set_aliases(tx, &a.workspace_id, &a.id, &aliases)?;
@@ -767,9 +766,7 @@ impl Store for SqliteStore {
                 "UPDATE agents SET deleted_at = ?2 WHERE id = ?1 AND deleted_at IS NULL",
                 params![id, at],
             )?;
-            if n == 0 {
-                return Err(StoreError::NotFound);
-            }
+            one_changed(n)?;
             tx.execute("DELETE FROM aliases WHERE agent_id = ?1", [&id])?;
             tx.execute("DELETE FROM subscriptions WHERE agent_id = ?1", [&id])?;
             let pending = entries_where(tx, "i.agent_id = ?1 AND i.state IN (0, 1)", [&id])?;
@@ -804,7 +801,7 @@ impl Store for SqliteStore {
                 "UPDATE keys SET revoked_at = coalesce(revoked_at, ?3) WHERE id = ?1 AND agent_id = ?2",
                 params![key_id, agent_id, at],
             )?;
-            if n == 0 { Err(StoreError::NotFound) } else { Ok(()) }
+            one_changed(n)
         })
         .await
     }
@@ -838,9 +835,7 @@ impl Store for SqliteStore {
                 "UPDATE agents SET suspended_at = coalesce(suspended_at, ?2) WHERE id = ?1 AND deleted_at IS NULL",
                 params![id, at],
             )?;
-            if n == 0 {
-                return Err(StoreError::NotFound);
-            }
+            one_changed(n)?;
             Ok(entries_where(
                 tx,
                 "i.agent_id = ?1 AND i.state IN (0, 1)",
@@ -857,11 +852,7 @@ impl Store for SqliteStore {
                 "UPDATE agents SET suspended_at = NULL WHERE id = ?1 AND deleted_at IS NULL",
                 [id],
             )?;
-            if n == 0 {
-                Err(StoreError::NotFound)
-            } else {
-                Ok(())
-            }
+            one_changed(n)
         })
         .await
     }
@@ -1325,11 +1316,7 @@ impl Store for SqliteStore {
         let id = id.to_owned();
         self.write(move |tx| {
             let n = tx.execute("UPDATE blobs SET complete = 1 WHERE id = ?1", [id])?;
-            if n == 0 {
-                Err(StoreError::NotFound)
-            } else {
-                Ok(())
-            }
+            one_changed(n)
         })
         .await
     }
