@@ -7,7 +7,9 @@ use agentbus_protocol::signing;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(env) = Envelope::parse(data) else { return };
+    let Ok(env) = Envelope::parse(data) else {
+        return;
+    };
     let opts = ValidateOptions {
         received_bytes: Some(data.len()),
         ..ValidateOptions::default()

@@ -6,7 +6,9 @@ use agentbus_share::frontmatter;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     let _ = frontmatter::split(text);
     let _ = frontmatter::read_message(text);
     let _ = frontmatter::read_publication(text);

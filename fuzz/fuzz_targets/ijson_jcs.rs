@@ -7,8 +7,8 @@
 //! bytes, and nothing ever re-reads them as JSON.
 #![no_main]
 
-use agentbus_protocol::json::{self, JsonError};
 use agentbus_protocol::jcs;
+use agentbus_protocol::json::{self, JsonError};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

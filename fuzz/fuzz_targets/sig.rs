@@ -5,7 +5,9 @@ use agentbus_protocol::signing::Sig;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     let Ok(sig) = Sig::parse(text) else { return };
     assert_eq!(Sig::parse(&sig.render()).as_ref(), Ok(&sig));
 });
