@@ -33,7 +33,7 @@ def share(tmp_path):
         assert proc.returncode == 0, proc.stderr.decode()
         return proc.stdout.decode()
 
-    run("git", "init", "--quiet", "--bare", "--initial-branch=main", "remote.git")
+    run("git", "init", "--quiet", "--bare", "remote.git")  # the README's recipe: git's default branch
     run(binary, "share", "init", "admin", "--remote", str(tmp_path / "remote.git"))
     run("git", "clone", "--quiet", "remote.git", "a")
     checkout = tmp_path / "a"

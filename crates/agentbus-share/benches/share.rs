@@ -74,7 +74,7 @@ fn build(dir: &Path) {
             ("operators.yaml".into(), registry),
             (
                 ".gitattributes".into(),
-                agentbus_share::ops::GITATTRIBUTES.into(),
+                agentbus_share::init::GITATTRIBUTES.into(),
             ),
         ],
     );

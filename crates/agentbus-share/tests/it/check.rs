@@ -26,7 +26,7 @@ fn commit_file(share: &Share, rel: &str, content: &str) {
     std::fs::write(&path, content).unwrap();
     git(share.root(), &["add", "-A"]);
     git(share.root(), &["commit", "-qm", &format!("add {rel}")]);
-    git(share.root(), &["push", "-q", "origin", "HEAD:main"]);
+    git(share.root(), &["push", "-q", "origin", "HEAD"]);
     git(share.root(), &["fetch", "-q"]);
 }
 
@@ -91,7 +91,7 @@ fn as_1_3_a_pushed_message_deleted_later_is_a_violation() {
     let rel = a.snapshot().unwrap().messages[0].path.clone();
     git(a.root(), &["rm", "-q", &rel]);
     git(a.root(), &["commit", "-qm", "tidy up"]);
-    git(a.root(), &["push", "-q", "origin", "HEAD:main"]);
+    git(a.root(), &["push", "-q", "origin", "HEAD"]);
     assert_flags(&check::check(a.root()).unwrap(), "§1", "AS-1-3", &rel);
 }
 
@@ -105,7 +105,7 @@ fn as_1_4_a_force_push_rewrite_is_seen_in_the_remote_tracking_reflog() {
     // Someone rewrites the shared branch with plain git.
     let vandal = fx.clone("vandal");
     git(&vandal, &["reset", "-q", "--hard", "HEAD~1"]);
-    git(&vandal, &["push", "-q", "--force", "origin", "HEAD:main"]);
+    git(&vandal, &["push", "-q", "--force", "origin", "HEAD"]);
     git(&watcher, &["fetch", "-q"]);
     let report = check::check(&watcher).unwrap();
     assert!(
@@ -214,7 +214,7 @@ fn as_9_8_a_producer_emitting_1_0_0_after_its_withdrawal_is_a_violation() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    git(a.root(), &["push", "-q", "origin", "HEAD:main"]);
+    git(a.root(), &["push", "-q", "origin", "HEAD"]);
     let report = check::check(a.root()).unwrap();
     assert!(report.is_clean(), "{:#?}", report.findings);
     let new = "messages/acme/reviewer/20261130T120500Z-acme-reviewer-new.md";

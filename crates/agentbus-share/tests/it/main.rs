@@ -72,8 +72,9 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
 /// The instant every fixture clock starts at.
 pub const START: &str = "2026-11-30T12:00:00Z";
 
-/// A bare remote on disk that refuses non-fast-forward pushes, a share initialised into it, and a
-/// manual clock every clone shares.
+/// A bare remote on disk that refuses non-fast-forward pushes, a share initialised into it with the
+/// README's own recipe (`git init --bare`, so git's default branch, then `agentbus share init`), and
+/// a manual clock every clone shares.
 pub struct Fx {
     /// Holds every repository.
     pub tmp: tempfile::TempDir,
@@ -94,21 +95,12 @@ impl Fx {
         setup();
         let tmp = tempfile::tempdir().unwrap();
         let remote = tmp.path().join("remote.git");
-        git(
-            tmp.path(),
-            &[
-                "init",
-                "--quiet",
-                "--bare",
-                "--initial-branch=main",
-                "remote.git",
-            ],
-        );
+        git(tmp.path(), &["init", "--quiet", "--bare", "remote.git"]);
         if protect {
             git(&remote, &["config", "receive.denyNonFastForwards", "true"]);
             git(&remote, &["config", "receive.denyDeletes", "true"]);
         }
-        agentbus_share::ops::init(&tmp.path().join("admin"), Some(remote.to_str().unwrap()))
+        agentbus_share::init::init(&tmp.path().join("admin"), Some(remote.to_str().unwrap()))
             .unwrap();
         Fx {
             tmp,
@@ -178,7 +170,7 @@ pub fn changes(dir: &Path, filter: &str) -> String {
             "--name-status",
             "--no-renames",
             &format!("--diff-filter={filter}"),
-            "origin/main",
+            "@{upstream}",
             "--",
             "messages",
             "broadcast",

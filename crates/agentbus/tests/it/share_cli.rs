@@ -68,16 +68,8 @@ fn git(dir: &Path, args: &[&str]) {
 fn setup() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
-    git(
-        t,
-        &[
-            "init",
-            "--quiet",
-            "--bare",
-            "--initial-branch=main",
-            "remote.git",
-        ],
-    );
+    // The README's own recipe: a plain `git init --bare` (git's default branch), then `init`.
+    git(t, &["init", "--quiet", "--bare", "remote.git"]);
     ok(
         t,
         &[
