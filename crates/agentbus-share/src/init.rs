@@ -97,10 +97,34 @@ fn same_remote(a: &str, b: &str) -> bool {
 /// Creates a share in `dir`, or finishes one an earlier run started (see the module
 /// documentation). With `remote`, the share is pushed to the branch the remote's HEAD names.
 pub fn init(dir: &Path, remote: Option<&str>) -> Result<InitReport, ShareError> {
-    if !dir.join(".git").exists() {
-        if std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) {
-            return Err(ShareError::NotEmpty(dir.to_owned()));
+    let fresh = !dir.join(".git").exists();
+    if fresh && std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(ShareError::NotEmpty(dir.to_owned()));
+    }
+    let existed = dir.exists();
+    let result = init_in(dir, remote, fresh);
+    if fresh && result.is_err() {
+        // A folder this run made (or found empty) holds only what this run put there.
+        if existed {
+            if let Ok(entries) = std::fs::read_dir(dir) {
+                for e in entries.flatten() {
+                    let p = e.path();
+                    let _ = if p.is_dir() {
+                        std::fs::remove_dir_all(&p)
+                    } else {
+                        std::fs::remove_file(&p)
+                    };
+                }
+            }
+        } else {
+            let _ = std::fs::remove_dir_all(dir);
         }
+    }
+    result
+}
+
+fn init_in(dir: &Path, remote: Option<&str>, fresh: bool) -> Result<InitReport, ShareError> {
+    if fresh {
         match remote {
             // Cloning the (empty) remote is how a client learns the branch its HEAD names: the
             // branch every later clone checks out.

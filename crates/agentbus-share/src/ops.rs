@@ -762,6 +762,24 @@ impl Share {
         }
         let up_ref = format!("refs/remotes/{REMOTE}/{}", git.branch());
         let before = git.rev(&up_ref);
+        if let Some(b) = &before {
+            // §1: a commit made by hand that edits or deletes a pushed artifact is never pushed by
+            // us, even when it would rebase cleanly.
+            let edits = git.ok(&[
+                "diff",
+                "--name-only",
+                "--no-renames",
+                "--diff-filter=MDT",
+                &format!("{b}...HEAD"),
+                "--",
+                MESSAGES,
+                BROADCAST,
+                KNOWLEDGE,
+            ])?;
+            if let Some(path) = edits.lines().next() {
+                return Err(ShareError::LocalEdit(path.to_owned()));
+            }
+        }
         let mut done = false;
         for attempt in 1..=MAX_ATTEMPTS {
             report.attempts = attempt;

@@ -9,6 +9,8 @@ mod concurrency;
 mod doctor;
 mod format;
 mod inbound;
+mod init;
+mod replay;
 mod writes;
 
 use std::path::{Path, PathBuf};
