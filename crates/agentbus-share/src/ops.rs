@@ -764,7 +764,7 @@ impl Share {
         let before = git.rev(&up_ref);
         if let Some(b) = &before {
             // §1: a commit made by hand that edits or deletes a pushed artifact is never pushed by
-            // us, even when it would rebase cleanly.
+            // us, even when it would rebase cleanly. (No HEAD yet: nothing of ours to check.)
             let edits = git.ok(&[
                 "diff",
                 "--name-only",
@@ -775,8 +775,8 @@ impl Share {
                 MESSAGES,
                 BROADCAST,
                 KNOWLEDGE,
-            ])?;
-            if let Some(path) = edits.lines().next() {
+            ]);
+            if let Some(path) = edits.as_deref().unwrap_or_default().lines().next() {
                 return Err(ShareError::LocalEdit(path.to_owned()));
             }
         }

@@ -14,9 +14,9 @@ use agentbus_share::check::{self, Severity};
 use agentbus_share::frontmatter::MessageType;
 use agentbus_share::registry::Registry;
 use agentbus_share::views::{self, ThreadState};
-use agentbus_share::{JoinRequest, SendRequest, Share, SyncReport, WriteOptions, Written};
+use agentbus_share::{SendRequest, Share, SyncReport, WriteOptions, Written};
 
-use crate::{Fx, addr, changes, git};
+use crate::{Fx, addr, changes, git, join_request};
 
 /// Whether the large race was asked for.
 fn full() -> bool {
@@ -232,16 +232,7 @@ fn g_as_3_two_instances_of_one_operator_race_their_joins_and_sends_and_keep_ever
     let shares: Vec<Share> = dirs.iter().map(|d| fx.share(d)).collect();
     let join = |share: &Share, instance: &str, opts: &WriteOptions| {
         share
-            .join(
-                &JoinRequest {
-                    operator: "echo".into(),
-                    instance: instance.into(),
-                    agents: vec!["bot".into()],
-                    emails: vec!["author@example.org".into()],
-                    sign: false,
-                },
-                opts,
-            )
+            .join(&join_request("echo", instance, &["bot"]), opts)
             .unwrap();
     };
     join(&shares[0], "east", &offline());

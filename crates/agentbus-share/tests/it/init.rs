@@ -9,7 +9,7 @@ use agentbus_share::doctor::{self, Level};
 use agentbus_share::init::{self, InitOutcome};
 use agentbus_share::{JoinRequest, ShareError, WriteOptions};
 
-use crate::{Fx, git};
+use crate::{Fx, git, join_request};
 
 fn bare(dir: &Path, name: &str, extra: &[&str]) -> String {
     let mut args = vec!["init", "--quiet", "--bare"];
@@ -20,13 +20,7 @@ fn bare(dir: &Path, name: &str, extra: &[&str]) -> String {
 }
 
 fn join_req(operator: &str) -> JoinRequest {
-    JoinRequest {
-        operator: operator.into(),
-        instance: "fleet".into(),
-        agents: vec!["bot".into()],
-        emails: vec!["author@example.org".into()],
-        sign: false,
-    }
+    join_request(operator, "fleet", &["bot"])
 }
 
 #[test]

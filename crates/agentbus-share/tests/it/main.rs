@@ -131,17 +131,22 @@ impl Fx {
         let share = self.share(&dir);
         share
             .join(
-                &JoinRequest {
-                    operator: operator.into(),
-                    instance: instance.into(),
-                    agents: agents.iter().map(|a| a.to_string()).collect(),
-                    emails: vec!["author@example.org".into()],
-                    sign: false,
-                },
+                &join_request(operator, instance, agents),
                 &WriteOptions::default(),
             )
             .unwrap();
         share
+    }
+}
+
+/// A join as `operator`/`instance` with `agents`, under the test author's e-mail.
+pub fn join_request(operator: &str, instance: &str, agents: &[&str]) -> JoinRequest {
+    JoinRequest {
+        operator: operator.into(),
+        instance: instance.into(),
+        agents: agents.iter().map(|a| a.to_string()).collect(),
+        emails: vec!["author@example.org".into()],
+        sign: false,
     }
 }
 

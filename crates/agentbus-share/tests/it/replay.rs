@@ -7,7 +7,7 @@ use agentbus_share::registry::Registry;
 use agentbus_share::views::{self, ThreadState};
 use agentbus_share::{JoinRequest, SendRequest, Share, ShareError, WriteOptions};
 
-use crate::{Fx, addr, changes, git, read};
+use crate::{Fx, addr, changes, git, join_request, read};
 
 fn offline() -> WriteOptions {
     WriteOptions {
@@ -18,16 +18,7 @@ fn offline() -> WriteOptions {
 
 fn join(share: &Share, operator: &str, instance: &str, agents: &[&str], opts: &WriteOptions) {
     share
-        .join(
-            &JoinRequest {
-                operator: operator.into(),
-                instance: instance.into(),
-                agents: agents.iter().map(|a| a.to_string()).collect(),
-                emails: vec!["author@example.org".into()],
-                sign: false,
-            },
-            opts,
-        )
+        .join(&join_request(operator, instance, agents), opts)
         .unwrap();
 }
 
@@ -188,19 +179,24 @@ fn a_header_edit_and_another_instances_join_both_survive_the_replay() {
     let fx = Fx::new();
     let east = fx.member("east", "acme", "east", &["bot"]);
     let west = fx.share(&fx.clone("west"));
-    // East edits the registry's comment by hand, next to the block the west join changes.
+    // East edits the registry's comment by hand and sends offline; west joins as another instance
+    // of acme and sends under the same name in the same second, so east's sync has to replay.
     let text = read(&east, "operators.yaml")
         .replace("push promptly.", "push promptly. Ask ops@acme first.");
     commit_by_hand(&east, "operators.yaml", &text, "registry: who to ask");
+    let mut req = SendRequest::new(vec![addr("acme/bot")], MessageType::Fyi, "from east");
+    req.slug = Some("same".into());
+    east.send(&req, &offline()).unwrap();
     join(&west, "acme", "west", &["bot"], &WriteOptions::default());
-    let kept = head(&east);
-    east.sync(&WriteOptions::default()).unwrap();
+    req.body = "from west".into();
+    west.send(&req, &WriteOptions::default()).unwrap();
+    let report = east.sync(&WriteOptions::default()).unwrap();
+    assert!(report.replays > 0, "{report:?}");
     let after = read(&fx.share(&fx.clone("check")), "operators.yaml");
     assert!(after.contains("Ask ops@acme first."), "{after}");
     let reg = Registry::parse(&after).unwrap();
     assert!(reg.declares("acme", Some("east"), "bot"), "{after}");
     assert!(reg.declares("acme", Some("west"), "bot"), "{after}");
-    assert_ne!(head(&east), kept);
 }
 
 #[test]

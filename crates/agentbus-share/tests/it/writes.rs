@@ -322,23 +322,41 @@ fn as_3_1_6_inv_1_delivery_reads_to_and_ignores_recipients() {
     assert_eq!(key(&with).len(), 1);
 }
 
+/// What another implementation's writer does: `files` (share-relative path, content) committed by
+/// `writer` with plain git and synced, then `reader` synced.
+fn foreign_commit(
+    writer: &agentbus_share::Share,
+    files: &[(&str, &str)],
+    reader: &agentbus_share::Share,
+) {
+    for (rel, content) in files {
+        let path = writer.root().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+    git(writer.root(), &["add", "-A"]);
+    git(
+        writer.root(),
+        &["commit", "-qm", "written by another implementation"],
+    );
+    writer.sync(&WriteOptions::default()).unwrap();
+    reader.sync(&WriteOptions::default()).unwrap();
+}
+
 #[test]
 fn as_3_1_1_an_id_is_never_read_from_the_file_name() {
     let fx = Fx::new();
     let a = fx.member("a", "acme", "fleet", &["reviewer"]);
     let b = fx.member("b", "globex", "bots", &["architect"]);
     // A crafted copy whose stem is not its id, and whose slug lies.
-    let dir = b.root().join("messages/acme/reviewer");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("20261130T120000Z-globex-architect-urgent-payroll.md"),
-        "---\nprotocol: 0.1.0\nid: the-real-id\nfrom: { operator: globex, instance: bots, agent: architect }\nto: { operator: acme, agent: reviewer }\nthread: t1\ntype: question\n---\nQ\n",
-    )
-    .unwrap();
-    git(b.root(), &["add", "-A"]);
-    git(b.root(), &["commit", "-qm", "crafted"]);
-    b.sync(&WriteOptions::default()).unwrap();
-    a.sync(&WriteOptions::default()).unwrap();
+    foreign_commit(
+        &b,
+        &[(
+            "messages/acme/reviewer/20261130T120000Z-globex-architect-urgent-payroll.md",
+            "---\nprotocol: 0.1.0\nid: the-real-id\nfrom: { operator: globex, instance: bots, agent: architect }\nto: { operator: acme, agent: reviewer }\nthread: t1\ntype: question\n---\nQ\n",
+        )],
+        &a,
+    );
     let inbox = agentbus_share::inbound_messages(&a).unwrap();
     assert_eq!(inbox.messages[0].id, "the-real-id");
     let w = a
@@ -790,9 +808,9 @@ fn as_11_3_a_secret_looking_body_is_sent_with_a_warning() {
     assert!(w.warnings.is_empty());
 }
 
-#[test]
-fn as_1_1_to_as_1_3_every_command_adds_new_files_and_never_edits_or_deletes_one() {
-    let fx = Fx::new();
+/// Two members, acme (`a`) and globex (`b`), and every kind of write between them: a multicast
+/// question, an answer, an ack, a broadcast and a publication superseded once; `b` synced last.
+fn every_write(fx: &Fx) -> (agentbus_share::Share, agentbus_share::Share) {
     let a = fx.member("a", "acme", "fleet", &["reviewer"]);
     let b = fx.member("b", "globex", "bots", &["architect"]);
     let q = send(
@@ -842,6 +860,13 @@ fn as_1_1_to_as_1_3_every_command_adds_new_files_and_never_edits_or_deletes_one(
     req.supersedes = Some(v1.id);
     a.publish(&req, &WriteOptions::default()).unwrap();
     b.sync(&WriteOptions::default()).unwrap();
+    (a, b)
+}
+
+#[test]
+fn as_1_1_to_as_1_3_every_command_adds_new_files_and_never_edits_or_deletes_one() {
+    let fx = Fx::new();
+    let (_, b) = every_write(&fx);
     // Every artifact path was added exactly once, and nothing was modified, deleted or renamed.
     let added: Vec<String> = changes(b.root(), "A")
         .lines()
@@ -1060,19 +1085,26 @@ fn as_3_1_2_copies_sharing_an_id_count_once_for_threads_re_and_dedup() {
     let a = fx.member("a", "acme", "fleet", &["reviewer", "writer"]);
     let g = fx.member("g", "globex", "bots", &["architect"]);
     // Another implementation's multicast: one id, two folders, stems that are not the id.
-    for (agent, name) in [("reviewer", "copy-one"), ("writer", "copy-two")] {
-        let dir = g.root().join(format!("messages/acme/{agent}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join(format!("20261130T120000Z-globex-architect-{name}.md")),
-            format!("---\nprotocol: 0.1.0\nid: multi-1\nfrom: {{ operator: globex, instance: bots, agent: architect }}\nto: {{ operator: acme, agent: {agent} }}\nrecipients: [ {{ operator: acme, agent: reviewer }}, {{ operator: acme, agent: writer }} ]\ntype: question\n---\nTo both of you.\n"),
+    let copy = |agent: &str| {
+        format!(
+            "---\nprotocol: 0.1.0\nid: multi-1\nfrom: {{ operator: globex, instance: bots, agent: architect }}\nto: {{ operator: acme, agent: {agent} }}\nrecipients: [ {{ operator: acme, agent: reviewer }}, {{ operator: acme, agent: writer }} ]\ntype: question\n---\nTo both of you.\n"
         )
-        .unwrap();
-    }
-    git(g.root(), &["add", "-A"]);
-    git(g.root(), &["commit", "-qm", "multicast"]);
-    g.sync(&WriteOptions::default()).unwrap();
-    a.sync(&WriteOptions::default()).unwrap();
+    };
+    let (one, two) = (copy("reviewer"), copy("writer"));
+    foreign_commit(
+        &g,
+        &[
+            (
+                "messages/acme/reviewer/20261130T120000Z-globex-architect-copy-one.md",
+                &one,
+            ),
+            (
+                "messages/acme/writer/20261130T120000Z-globex-architect-copy-two.md",
+                &two,
+            ),
+        ],
+        &a,
+    );
     // Dedup: one entry per (id, recipient), one message in its thread.
     let inbox = agentbus_share::inbound_messages(&a).unwrap();
     let keys: Vec<(String, String)> = inbox
@@ -1122,17 +1154,14 @@ fn as_3_1_3_the_slug_is_never_parsed_and_a_constant_slug_works() {
     let a = fx.member("a", "acme", "fleet", &["reviewer"]);
     let g = fx.member("g", "globex", "bots", &["architect"]);
     // A file whose slug lies about its content and sender.
-    let dir = g.root().join("messages/acme/reviewer");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("20261130T120000Z-globex-architect-urgent-from-the-ceo.md"),
-        "---\nprotocol: 0.1.0\nid: weekly-1\nfrom: { operator: globex, instance: bots, agent: architect }\nto: { operator: acme, agent: reviewer }\ntype: fyi\n---\nWeekly digest.\n",
-    )
-    .unwrap();
-    git(g.root(), &["add", "-A"]);
-    git(g.root(), &["commit", "-qm", "misleading slug"]);
-    g.sync(&WriteOptions::default()).unwrap();
-    a.sync(&WriteOptions::default()).unwrap();
+    foreign_commit(
+        &g,
+        &[(
+            "messages/acme/reviewer/20261130T120000Z-globex-architect-urgent-from-the-ceo.md",
+            "---\nprotocol: 0.1.0\nid: weekly-1\nfrom: { operator: globex, instance: bots, agent: architect }\nto: { operator: acme, agent: reviewer }\ntype: fyi\n---\nWeekly digest.\n",
+        )],
+        &a,
+    );
     let m = &agentbus_share::inbound_messages(&a).unwrap().messages[0];
     assert_eq!(
         (m.id.as_str(), m.subject.as_deref(), m.kind.as_str()),
@@ -1161,55 +1190,7 @@ fn as_3_1_3_the_slug_is_never_parsed_and_a_constant_slug_works() {
 #[test]
 fn as_8_1_only_join_ever_touches_operators_yaml() {
     let fx = Fx::new();
-    let a = fx.member("a", "acme", "fleet", &["reviewer"]);
-    let b = fx.member("b", "globex", "bots", &["architect"]);
-    let q = send(
-        &a,
-        &["globex/architect", "acme/any"],
-        MessageType::Question,
-        "Q",
-    );
-    b.sync(&WriteOptions::default()).unwrap();
-    let ans = b
-        .reply(
-            &q.id,
-            MessageType::Answer,
-            None,
-            "A",
-            &WriteOptions::default(),
-        )
-        .unwrap();
-    a.sync(&WriteOptions::default()).unwrap();
-    a.reply(
-        &ans.id,
-        MessageType::Ack,
-        None,
-        "ok",
-        &WriteOptions::default(),
-    )
-    .unwrap();
-    a.broadcast(
-        MessageType::Fyi,
-        None,
-        None,
-        None,
-        "news",
-        &WriteOptions::default(),
-    )
-    .unwrap();
-    a.publish(
-        &PublishRequest {
-            from_agent: None,
-            topic: "specs".into(),
-            slug: None,
-            supersedes: None,
-            source: None,
-            last_verified: None,
-            body: "Spec".into(),
-        },
-        &WriteOptions::default(),
-    )
-    .unwrap();
+    let (a, b) = every_write(&fx);
     agentbus_share::inbound_messages(&a).unwrap();
     agentbus_share::check::check(a.root()).unwrap();
     agentbus_share::doctor::doctor(&a).unwrap();
