@@ -16,7 +16,8 @@ use crate::commands::{
     version,
     about,
     after_help = "Exit codes: 0 success, 1 a negative answer (invalid, unverified), 2 usage, 3 bad input, \
-4 configuration, 5 unavailable, 6 refused by a server, 70 internal error.\n\
+4 configuration, 5 unavailable, 6 refused by a server, 7 done with warnings (share sync skipped a file), \
+70 internal error.\n\
 Every error prints a cause and a fix; --json prints one JSON document instead."
 )]
 pub struct Cli {
