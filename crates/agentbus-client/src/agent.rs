@@ -290,7 +290,7 @@ pub enum Trace {
 }
 
 /// Shows the progress of uploads (the CLI draws a bar; others show nothing).
-pub trait UploadProgress {
+pub trait UploadProgress: Sync {
     /// Upload `i` of `name` (`bytes` long) starts.
     fn start(&self, _i: usize, _name: &str, _bytes: u64) {}
     /// A callback that counts the bytes sent, if anything is drawn.
@@ -607,10 +607,16 @@ impl Agent {
         timeout: Duration,
     ) -> Result<Option<Received>> {
         let mut seen = HashSet::new();
-        self.wait_for(local, timeout, async |a: &Agent| {
-            a.correlated(id, &mut seen, |_| true)
-        })
-        .await
+        let mut wait = Wait::new(self, local, timeout);
+        loop {
+            wait.take_over()?;
+            if let Some(r) = self.correlated(id, &mut seen, |_| true)? {
+                return Ok(Some(r));
+            }
+            if !wait.step().await? {
+                return Ok(None);
+            }
+        }
     }
 
     /// Waits up to `timeout` for the task to be terminal; returns its record and the result
@@ -624,62 +630,23 @@ impl Agent {
     ) -> Result<Option<(Value, Option<Received>)>> {
         let mut last_check = Instant::now() - Duration::from_secs(2);
         let mut seen = HashSet::new();
-        self.wait_for(local, timeout, async |a: &Agent| {
-            let result = a.correlated(request_id, &mut seen, |r| {
+        let mut wait = Wait::new(self, local, timeout);
+        loop {
+            wait.take_over()?;
+            let result = self.correlated(request_id, &mut seen, |r| {
                 r.attr("type") == Some(KnownType::TaskResult.as_str())
             })?;
             // The gateway ends tasks on its own (timers, console cancels): ask it now and then.
-            if result.is_none() && last_check.elapsed() < Duration::from_secs(1) {
+            if result.is_some() || last_check.elapsed() >= Duration::from_secs(1) {
+                last_check = Instant::now();
+                let task = self.gw.task(task_id).await?;
+                let state = task["state"].as_str().unwrap_or_default();
+                if TERMINAL.contains(&state) {
+                    return Ok(Some((task, result)));
+                }
+            }
+            if !wait.step().await? {
                 return Ok(None);
-            }
-            last_check = Instant::now();
-            let task = a.gw.task(task_id).await?;
-            let state = task["state"].as_str().unwrap_or_default().to_owned();
-            Ok(TERMINAL.contains(&state.as_str()).then_some((task, result)))
-        })
-        .await
-    }
-
-    /// Waits until `found` returns something or `timeout` passes. While no sidecar runs for
-    /// this agent, this process receives itself (the same path: persist, import, ack), so
-    /// nothing is lost to either; when one runs, it watches the local inbox the sidecar writes.
-    async fn wait_for<T>(
-        &self,
-        local: &Store,
-        timeout: Duration,
-        mut found: impl AsyncFnMut(&Agent) -> Result<Option<T>>,
-    ) -> Result<Option<T>> {
-        let deadline = Instant::now() + timeout;
-        let inbox = self.inbox();
-        let mut lock = None;
-        let mut receiver = None;
-        loop {
-            // Whoever held the receive lock (a sidecar, another waiting command) may be gone:
-            // then this process receives, so the wait never depends on a process that ended.
-            if lock.is_none() {
-                lock = inbox.try_lock()?;
-                if lock.is_some() {
-                    receiver = Some(self.receiver(local.clone()));
-                }
-            }
-            if let Some(x) = found(self).await? {
-                return Ok(Some(x));
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Ok(None);
-            }
-            let left = deadline - now;
-            let nap = left.min(Duration::from_millis(100));
-            match receiver.as_mut() {
-                Some(r) if left >= Duration::from_secs(1) => {
-                    r.pull(left.as_secs().min(5)).await?;
-                }
-                Some(r) => {
-                    r.pull(0).await?;
-                    tokio::time::sleep(nap).await;
-                }
-                None => tokio::time::sleep(nap).await,
             }
         }
     }
@@ -708,6 +675,62 @@ impl Agent {
             seen.insert(key);
         }
         Ok(None)
+    }
+}
+
+/// A wait for what arrives. While no sidecar runs for the agent, the waiting process receives
+/// itself (the same path: persist, import, ack), so nothing is lost to either; when one runs, it
+/// watches the local inbox the sidecar writes.
+struct Wait<'a> {
+    agent: &'a Agent,
+    local: &'a Store,
+    deadline: Instant,
+    lock: Option<std::fs::File>,
+    receiver: Option<Receiver>,
+}
+
+impl<'a> Wait<'a> {
+    fn new(agent: &'a Agent, local: &'a Store, timeout: Duration) -> Wait<'a> {
+        Wait {
+            agent,
+            local,
+            deadline: Instant::now() + timeout,
+            lock: None,
+            receiver: None,
+        }
+    }
+
+    /// Takes the receive lock if nobody holds it: whoever held it (a sidecar, another waiting
+    /// command) may be gone, and the wait must not depend on a process that ended.
+    fn take_over(&mut self) -> Result<()> {
+        if self.lock.is_none() {
+            self.lock = self.agent.inbox().try_lock()?;
+            if self.lock.is_some() {
+                self.receiver = Some(self.agent.receiver(self.local.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Receives or naps for a moment; `false` once the deadline has passed.
+    async fn step(&mut self) -> Result<bool> {
+        let now = Instant::now();
+        if now >= self.deadline {
+            return Ok(false);
+        }
+        let left = self.deadline - now;
+        let nap = left.min(Duration::from_millis(100));
+        match self.receiver.as_mut() {
+            Some(r) if left >= Duration::from_secs(1) => {
+                r.pull(left.as_secs().min(5)).await?;
+            }
+            Some(r) => {
+                r.pull(0).await?;
+                tokio::time::sleep(nap).await;
+            }
+            None => tokio::time::sleep(nap).await,
+        }
+        Ok(true)
     }
 }
 

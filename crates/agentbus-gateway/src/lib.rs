@@ -5,6 +5,7 @@
 //! it until shutdown, finishing in-flight requests. All logic sits above the `agentbus_store::Store`
 //! interface, so a PostgreSQL backend changes nothing here.
 
+pub mod a2a;
 pub mod app;
 pub mod auth;
 pub mod blobs;
@@ -75,6 +76,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/blobs/{id}"),
     ("put", "/v1/blobs/{id}/content"),
     ("get", "/v1/blobs/{id}/content"),
+    ("get", "/v1/agents/{id}/a2a"),
+    ("get", "/v1/agents/{id}/.well-known/agent-card.json"),
 ];
 
 /// The HTTP API.
@@ -131,6 +134,11 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
             put(blobs::upload::<S>)
                 .get(blobs::download::<S>)
                 .layer(DefaultBodyLimit::max(blob_cap)),
+        )
+        .route("/v1/agents/{id}/a2a", get(a2a::card::<S>))
+        .route(
+            "/v1/agents/{id}/.well-known/agent-card.json",
+            get(a2a::well_known::<S>),
         )
         .fallback(|| async {
             ApiError::new(Code::NotFound, "no such endpoint; see /v1/openapi.json").into_response()

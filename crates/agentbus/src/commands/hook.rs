@@ -28,7 +28,7 @@ pub enum HarnessArg {
 }
 
 impl HarnessArg {
-    fn harness(self) -> Harness {
+    pub fn harness(self) -> Harness {
         match self {
             HarnessArg::Claude => Harness::Claude,
             HarnessArg::Codex => Harness::Codex,

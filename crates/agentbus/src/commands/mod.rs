@@ -11,6 +11,7 @@ pub mod hook;
 pub mod keys;
 pub mod keys_gw;
 pub mod local;
+pub mod mcp;
 pub mod progress;
 pub mod share;
 pub mod sidecar;
@@ -39,6 +40,7 @@ pub fn run(command: Command, printer: &Printer) -> CliResult {
         Command::Card(args) => directory::card(args, printer),
         Command::Topic(args) => directory::topic(args, printer),
         Command::Doctor(args) => doctor::run(args, printer),
+        Command::Mcp(args) => mcp::run(args, printer),
     }
 }
 
