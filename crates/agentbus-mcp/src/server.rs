@@ -167,6 +167,8 @@ fn hex_id(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A result built from its wire form (`resultType: "complete"` is the 2026-07-28 field; rmcp
+/// strips it for peers of earlier revisions).
 fn from_json<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, McpError> {
     serde_json::from_value(v).map_err(|e| McpError::internal_error(e.to_string(), None))
 }
@@ -197,7 +199,7 @@ impl ServerHandler for Server {
     ) -> Result<ListToolsResult, McpError> {
         let tools: Value = serde_json::from_str(DEFINITIONS)
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-        from_json(json!({"tools": tools}))
+        from_json(json!({"resultType": "complete", "tools": tools}))
     }
 
     async fn call_tool(
@@ -232,7 +234,7 @@ impl ServerHandler for Server {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        from_json(json!({"resources": [{
+        from_json(json!({"resultType": "complete", "resources": [{
             "uri": INBOX_URI,
             "name": "inbox",
             "description": "What waits for this session (ids, senders, subjects). Reading it shows nothing; read_inbox does.",
@@ -269,7 +271,7 @@ impl ServerHandler for Server {
             })
             .collect();
         let doc = json!({"session": s.id, "waiting": items, "paused": paused});
-        let result: rmcp::model::ReadResourceResult = from_json(json!({"contents": [{
+        let result: rmcp::model::ReadResourceResult = from_json(json!({"resultType": "complete", "contents": [{
             "uri": INBOX_URI,
             "mimeType": "application/json",
             "text": doc.to_string(),
