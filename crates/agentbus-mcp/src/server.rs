@@ -271,11 +271,12 @@ impl ServerHandler for Server {
             })
             .collect();
         let doc = json!({"session": s.id, "waiting": items, "paused": paused});
-        let result: rmcp::model::ReadResourceResult = from_json(json!({"resultType": "complete", "contents": [{
-            "uri": INBOX_URI,
-            "mimeType": "application/json",
-            "text": doc.to_string(),
-        }]}))?;
+        let result: rmcp::model::ReadResourceResult =
+            from_json(json!({"resultType": "complete", "contents": [{
+                "uri": INBOX_URI,
+                "mimeType": "application/json",
+                "text": doc.to_string(),
+            }]}))?;
         Ok(result.into())
     }
 

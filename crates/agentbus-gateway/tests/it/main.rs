@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod a2a;
 mod blobs;
 mod delivery;
 mod identity;

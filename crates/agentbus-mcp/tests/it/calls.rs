@@ -40,7 +40,10 @@ fn every_tool_answers_and_refuses_as_its_cases_say() {
                 let v = serde_json::to_value(&r).unwrap();
                 let text = v["content"][0]["text"].as_str().unwrap();
                 assert!(text.starts_with(&format!("{code}: ")), "{name}: {text}");
-                assert!(text.contains("\ncause: ") && text.contains("\nfix: "), "{name}: {text}");
+                assert!(
+                    text.contains("\ncause: ") && text.contains("\nfix: "),
+                    "{name}: {text}"
+                );
                 assert_eq!(v["structuredContent"]["error"]["code"], code, "{name}");
             }
             (Some(code), Ok(out)) => panic!("{name}: expected {code}, got {}", out.text),
@@ -66,10 +69,14 @@ fn read_inbox_shows_each_message_once_and_the_hook_shows_it_no_more() {
     f.from_engineer(Kind::Tell, "first");
     let session = f.session();
     let rt = rt();
-    let first = rt.block_on(session.call("read_inbox", Value::Null)).unwrap();
+    let first = rt
+        .block_on(session.call("read_inbox", Value::Null))
+        .unwrap();
     assert!(first.text.contains("first"), "{}", first.text);
     assert_eq!(first.structured["shown"].as_array().unwrap().len(), 1);
-    let again = rt.block_on(session.call("read_inbox", Value::Null)).unwrap();
+    let again = rt
+        .block_on(session.call("read_inbox", Value::Null))
+        .unwrap();
     assert!(!again.text.contains("first"), "{}", again.text);
     // The claim is the hook's: the session's next hook event shows nothing either.
     let (waiting, _) = f.store.waiting_for(crate::SID).unwrap();

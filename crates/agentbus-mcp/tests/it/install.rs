@@ -42,17 +42,32 @@ fn every_install_case_adds_ours_and_removes_only_ours() {
             let before = std::fs::read_to_string(&file).ok();
             let e = install(h, &file, &entry(h)).unwrap_err();
             assert!(e.to_string().contains(error.trim()), "{name}: {e}");
-            assert!(uninstall(h, &file).is_err(), "{name}: uninstall refuses too");
-            assert_eq!(std::fs::read_to_string(&file).ok(), before, "{name}: untouched");
+            assert!(
+                uninstall(h, &file).is_err(),
+                "{name}: uninstall refuses too"
+            );
+            assert_eq!(
+                std::fs::read_to_string(&file).ok(),
+                before,
+                "{name}: untouched"
+            );
             continue;
         }
-        assert_eq!(install(h, &file, &entry(h)).unwrap(), Change::Changed, "{name}");
+        assert_eq!(
+            install(h, &file, &entry(h)).unwrap(),
+            Change::Changed,
+            "{name}"
+        );
         assert_eq!(
             std::fs::read_to_string(&file).unwrap(),
             read("installed").unwrap(),
             "{name}: installed"
         );
-        assert_eq!(install(h, &file, &entry(h)).unwrap(), Change::Unchanged, "{name}");
+        assert_eq!(
+            install(h, &file, &entry(h)).unwrap(),
+            Change::Unchanged,
+            "{name}"
+        );
         assert_eq!(uninstall(h, &file).unwrap(), Change::Changed, "{name}");
         assert_eq!(
             std::fs::read_to_string(&file).unwrap(),
@@ -77,8 +92,16 @@ fn the_configuration_files_follow_the_harness_variables_as_hooks_install_does() 
         Some(OsString::from(v))
     };
     let cases = [
-        (Harness::Claude, "/home/u/.claude.json", "/cfg/claude/.claude.json"),
-        (Harness::Codex, "/home/u/.codex/config.toml", "/cfg/codex/config.toml"),
+        (
+            Harness::Claude,
+            "/home/u/.claude.json",
+            "/cfg/claude/.claude.json",
+        ),
+        (
+            Harness::Codex,
+            "/home/u/.codex/config.toml",
+            "/cfg/codex/config.toml",
+        ),
         (
             Harness::OpenCode,
             "/home/u/.config/opencode/opencode.json",

@@ -29,11 +29,28 @@ fn every_definition_is_an_mcp_tool_with_a_description_and_an_object_schema() {
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     assert_eq!(
         names,
-        ["send", "read_inbox", "reply", "delegate", "task", "trace", "directory"]
+        [
+            "send",
+            "read_inbox",
+            "reply",
+            "delegate",
+            "task",
+            "trace",
+            "directory"
+        ]
     );
     for t in &tools {
-        assert!(t.description.as_ref().is_some_and(|d| !d.is_empty()), "{}", t.name);
-        assert_eq!(t.input_schema.get("type"), Some(&Value::from("object")), "{}", t.name);
+        assert!(
+            t.description.as_ref().is_some_and(|d| !d.is_empty()),
+            "{}",
+            t.name
+        );
+        assert_eq!(
+            t.input_schema.get("type"),
+            Some(&Value::from("object")),
+            "{}",
+            t.name
+        );
     }
 }
 
@@ -41,9 +58,18 @@ fn every_definition_is_an_mcp_tool_with_a_description_and_an_object_schema() {
 fn wp_9_14_attachments_are_a_list_of_paths() {
     let v: Value = serde_json::from_str(DEFINITIONS).unwrap();
     for name in ["send", "delegate", "task"] {
-        let tool = v.as_array().unwrap().iter().find(|t| t["name"] == name).unwrap();
+        let tool = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap();
         let a = &tool["inputSchema"]["properties"]["attachments"];
         assert_eq!(a["type"], "array", "{name}");
-        assert_eq!(a["items"]["required"], serde_json::json!(["path"]), "{name}");
+        assert_eq!(
+            a["items"]["required"],
+            serde_json::json!(["path"]),
+            "{name}"
+        );
     }
 }
