@@ -1,11 +1,12 @@
-"""Issue 18, items 1-3 and 5: `agentbus mcp` driven over stdio by the official Python MCP SDK
+"""Issue 18, items 1-5: `agentbus mcp` driven over stdio by the official Python MCP SDK
 (pinned), against a real gateway and real local stores: initialize (2025-11-25) and discover
 (2026-07-28), the tool list and its size, every tool, a push notification for a message sent by
-another agent, and a refusal as an isError tool result."""
+another agent, a refusal as an isError tool result, and each harness's installed entry launched."""
 
 import asyncio
 import json
 import re
+import subprocess
 import time
 
 import pytest
@@ -202,3 +203,49 @@ def test_mcp_current_revision_discover_listen_and_push(bus):
             assert refused.is_error and text_of(refused).startswith("AB-4075")
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("harness", ["claude", "codex", "opencode"])
+def test_mcp_install_writes_a_config_the_sdk_can_launch_and_uninstall_removes_it(bus, harness):
+    """Item 4: `agentbus mcp install <harness>` honours the harness's config-directory variable;
+    the entry it writes, launched as the harness would, is a working server."""
+    import tomllib
+
+    home = bus.homes["alpha"]
+    env = {**bus.env("alpha"), "CLAUDE_CONFIG_DIR": str(home / "cfg-claude"),
+           "CODEX_HOME": str(home / "cfg-codex"), "XDG_CONFIG_HOME": str(home / "xdg")}
+    files = {"claude": home / "cfg-claude" / ".claude.json",
+             "codex": home / "cfg-codex" / "config.toml",
+             "opencode": home / "xdg" / "opencode" / "opencode.json"}
+
+    def run(*args):
+        proc = subprocess.run([BINARY, *args], env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    run("mcp", "install", harness)
+    path = files[harness]
+    if harness == "codex":
+        entry = tomllib.loads(path.read_text())["mcp_servers"]["agentbus"]
+        command, args, server_env = entry["command"], entry["args"], entry.get("env", {})
+    elif harness == "claude":
+        entry = json.loads(path.read_text())["mcpServers"]["agentbus"]
+        command, args, server_env = entry["command"], entry["args"], entry["env"]
+    else:
+        entry = json.loads(path.read_text())["mcp"]["agentbus"]
+        command, args, server_env = entry["command"][0], entry["command"][1:], entry["environment"]
+    assert args == ["mcp", "--harness", harness]
+    assert server_env["AGENTBUS_HOME"] == str(home)
+
+    async def launch():
+        params = StdioServerParameters(command=command, args=args,
+                                       env={**server_env, "AGENTBUS_KEYSTORE": "file", "HOME": str(home)})
+        async with Client(params, mode="legacy") as c:
+            d = await c.call_tool("directory", {})
+            assert not d.is_error, text_of(d)
+            assert address("beta") in [a["address"] for a in d.structured_content["agents"]]
+    asyncio.run(launch())
+
+    run("mcp", "uninstall", harness)
+    text = path.read_text()
+    assert "agentbus" not in text.replace("opencode.ai", "")

@@ -59,6 +59,9 @@ pub enum ServeError {
     /// The session id cannot be used.
     #[error("{0:?} cannot be a session id (letters, digits, '.', '_' and '-')")]
     BadSession(String),
+    /// The session could not be bound to the agent.
+    #[error(transparent)]
+    Bind(#[from] agentbus_local::session::BindError),
     /// The MCP transport failed to start.
     #[error("the MCP connection failed: {0}")]
     Transport(String),
@@ -94,9 +97,7 @@ impl Server {
         if presence.agent.is_none()
             && let Some(a) = &address
         {
-            opts.store
-                .bind(&id, Some(a))
-                .map_err(|e| ServeError::Transport(e.to_string()))?;
+            opts.store.bind(&id, Some(a))?;
         }
         let session = Arc::new(Session {
             store: opts.store,

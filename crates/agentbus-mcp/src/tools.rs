@@ -276,7 +276,7 @@ impl Session {
                 };
                 let reply = agent.wait_reply(&self.store, sent.id(), wait).await?;
                 let reply = reply.map(|r| r.id().to_owned());
-                self.after_wait(json!({"sent": summary}), reply, wait)
+                self.after_wait(json!({"sent": summary}), reply, wait).await
             }
             Route::Share { operator, agent } => {
                 if !a.attachments.is_empty() || wait.is_some() {
@@ -325,7 +325,7 @@ impl Session {
                     return Ok(Output::json(json!({"sent": summary})));
                 };
                 let reply = self.wait_local_reply(&m.id, wait).await?;
-                self.after_wait(json!({"sent": summary}), reply, wait)
+                self.after_wait(json!({"sent": summary}), reply, wait).await
             }
         }
     }
@@ -347,7 +347,7 @@ impl Session {
 
     /// The answer of a call that waited: the reply's id and, when it came, this session's
     /// messages as the hook frames them (the reply among them), claimed as shown.
-    fn after_wait(
+    async fn after_wait(
         &self,
         mut doc: Value,
         reply: Option<String>,
@@ -369,7 +369,7 @@ impl Session {
         let deadline = Instant::now() + Duration::from_secs(2);
         let mut shown = self.deliver()?;
         while shown.shown_ids.is_empty() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
+            tokio::time::sleep(Duration::from_millis(20)).await;
             shown = self.deliver()?;
         }
         doc["reply"] = json!(reply);
@@ -471,11 +471,11 @@ impl Session {
                 doc["state"] = task["state"].clone();
                 let result = result.map(|r| r.id().to_owned());
                 match result {
-                    Some(id) => self.after_wait(doc, Some(id), wait),
+                    Some(id) => self.after_wait(doc, Some(id), wait).await,
                     None => Ok(Output::json(doc)),
                 }
             }
-            None => self.after_wait(doc, None, wait),
+            None => self.after_wait(doc, None, wait).await,
         }
     }
 
@@ -545,19 +545,24 @@ impl Session {
 
     async fn directory(&self, a: DirectoryArgs) -> ToolResult<Output> {
         let agents = match (&self.agent, a.agent) {
-            (Some(agent), Some(who)) if who.starts_with("agt_") => agent.gw.agent(&who).await?,
-            (Some(agent), Some(who)) => agent
-                .gw
-                .agents()
-                .await?
-                .into_iter()
-                .find(|c| c["address"] == json!(who) || c["name"] == json!(who))
-                .ok_or_else(|| {
-                    ToolError::new(
-                        Code::UnknownAgent,
-                        format!("no agent {who} is visible to this agent"),
-                    )
-                })?,
+            (None, None) => Value::Null,
+            (_, Some(who)) => {
+                let gw = &self.agent()?.gw;
+                if who.starts_with("agt_") {
+                    gw.agent(&who).await?
+                } else {
+                    gw.agents()
+                        .await?
+                        .into_iter()
+                        .find(|c| c["address"] == json!(who) || c["name"] == json!(who))
+                        .ok_or_else(|| {
+                            ToolError::new(
+                                Code::UnknownAgent,
+                                format!("no agent {who} is visible to this agent"),
+                            )
+                        })?
+                }
+            }
             (Some(agent), None) => Value::Array(
                 agent
                     .gw
@@ -573,10 +578,6 @@ impl Session {
                     })
                     .collect(),
             ),
-            (None, Some(_)) => return Err(self.agent().err().unwrap_or_else(|| {
-                ToolError::new(Code::NoAgentConnected, "no agent")
-            })),
-            (None, None) => Value::Null,
         };
         let sessions: Vec<Value> = self
             .store

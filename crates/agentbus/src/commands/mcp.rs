@@ -127,6 +127,8 @@ fn serve(args: ServeArgs) -> CliResult {
     rt.block_on(agentbus_mcp::serve_stdio(opts))
         .map_err(|e| match e {
             agentbus_mcp::ServeError::Store(e) => store_error(e),
+            agentbus_mcp::ServeError::Bind(_) => CliError::new(ErrorKind::Config, e.to_string())
+                .fix("check the session with `agentbus sessions`, or start without --session"),
             agentbus_mcp::ServeError::BadSession(_) => {
                 CliError::new(ErrorKind::Usage, e.to_string())
                     .fix("pass --session with letters, digits, '.', '_' and '-' only")
@@ -144,24 +146,12 @@ fn configure(a: InstallArgs, installing: bool, printer: &Printer) -> CliResult {
     let path = match (a.config, a.project) {
         (Some(p), _) => p,
         (None, Some(dir)) => install::project_path(harness, &dir),
-        (None, None) => {
-            let home = std::env::var_os("HOME").ok_or_else(|| {
-                CliError::new(ErrorKind::Config, "HOME is not set")
-                    .fix("pass --config <file> or --project <dir>")
-            })?;
-            install::user_path(harness, std::path::Path::new(&home), |v| {
-                std::env::var_os(v)
-            })
-        }
+        (None, None) => install::user_path(harness, &super::home_dir("--config")?, |v| {
+            std::env::var_os(v)
+        }),
     };
     let change = if installing {
-        let program = match a.program {
-            Some(p) => p,
-            None => std::env::current_exe()
-                .map_err(|e| CliError::new(ErrorKind::Internal, format!("locating agentbus: {e}")))?
-                .to_string_lossy()
-                .into_owned(),
-        };
+        let program = super::program(a.program)?;
         let mut args = vec![
             "mcp".to_owned(),
             "--harness".to_owned(),
