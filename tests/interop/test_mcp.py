@@ -69,7 +69,7 @@ def test_mcp_tools_list_fits_the_token_bound_and_names_every_tool(bus):
 
 # The legacy revision subscribes with resources/subscribe, which the SDK marks deprecated.
 @pytest.mark.filterwarnings("ignore:resources/subscribe is removed")
-def test_mcp_every_tool_push_and_refusal_over_the_initialize_lifecycle(bus):
+def test_wp_9_14_mcp_every_tool_attachments_push_and_refusal_over_the_initialize_lifecycle(bus):
     """The previous revision (2025-11-25): initialize, resources/subscribe, resources/updated."""
 
     async def run():
@@ -113,13 +113,19 @@ def test_mcp_every_tool_push_and_refusal_over_the_initialize_lifecycle(bus):
             got = await until(lambda: _read_contains(beta, "thanks"))
             assert got
 
-            # send with wait_s: beta answers while alpha waits.
+            # send with wait_s and an attachment (WP-9-14: uploaded first, downloaded for the
+            # recipient, whose frame lists the local path); beta answers while alpha waits.
+            report = bus.tmp / "report.md"
+            report.write_text("# all green\n")
+
             async def answer():
                 inbox = await until(lambda: _read_contains(beta, "deploy now?"))
+                assert "report.md" in inbox, inbox
                 mid = re.search(r"reply (msg_[0-9A-Z]+)", inbox).group(1)
                 await beta.call_tool("reply", {"id": mid, "text": "yes, go"})
             waited, _ = await asyncio.gather(
-                alpha.call_tool("send", {"to": address("beta"), "text": "deploy now?", "wait_s": 30}),
+                alpha.call_tool("send", {"to": address("beta"), "text": "deploy now?", "wait_s": 30,
+                                         "attachments": [{"path": str(report)}]}),
                 answer(),
             )
             assert not waited.is_error, text_of(waited)
