@@ -366,7 +366,12 @@ pub async fn list_agents<S: Store>(
     Ok(Json(json!({"agents": out})))
 }
 
-async fn visible_agent<S: Store>(app: &App<S>, who: &Principal, id: &str) -> ApiResult<AgentRow> {
+/// The agent `id` if `who` may see it; "not yours" answers exactly like "does not exist".
+pub(crate) async fn visible_agent<S: Store>(
+    app: &App<S>,
+    who: &Principal,
+    id: &str,
+) -> ApiResult<AgentRow> {
     app.store
         .agent(id)
         .await?

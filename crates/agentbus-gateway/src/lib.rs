@@ -6,6 +6,7 @@
 //! interface, so a PostgreSQL backend changes nothing here.
 
 pub mod admin;
+pub mod a2a;
 pub mod app;
 pub mod auth;
 pub mod blobs;
@@ -87,6 +88,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/workspaces/{id}/policy"),
     ("post", "/v1/agents/{id}/suspend"),
     ("post", "/v1/agents/{id}/resume"),
+    ("get", "/v1/agents/{id}/a2a"),
+    ("get", "/v1/agents/{id}/.well-known/agent-card.json"),
 ];
 
 /// The HTTP API.
@@ -159,6 +162,11 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/v1/tenants/{id}/resume", post(adm::resume_tenant::<S>))
         .route("/v1/agents/{id}/suspend", post(adm::suspend_agent::<S>))
         .route("/v1/agents/{id}/resume", post(adm::resume_agent::<S>))
+        .route("/v1/agents/{id}/a2a", get(a2a::card::<S>))
+        .route(
+            "/v1/agents/{id}/.well-known/agent-card.json",
+            get(a2a::well_known::<S>),
+        )
         .fallback(|| async {
             ApiError::new(Code::NotFound, "no such endpoint; see /v1/openapi.json").into_response()
         })

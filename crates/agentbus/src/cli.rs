@@ -5,7 +5,8 @@ use clap::{Parser, Subcommand};
 use crate::commands::{
     agent::AgentCommand, directory::AgentsArgs, directory::CardArgs, directory::TopicArgs,
     doctor::DoctorArgs, envelope::EnvelopeArgs, explain::ExplainArgs, gateway::GatewayArgs,
-    keys::KeysArgs, local::LocalCommand, share::ShareArgs, sidecar::SidecarArgs, trace::TraceArgs,
+    keys::KeysArgs, local::LocalCommand, mcp::McpArgs, share::ShareArgs, sidecar::SidecarArgs,
+    trace::TraceArgs,
 };
 
 /// AgentBus: messaging for fleets of AI agents, on one machine, across a team through a gateway,
@@ -71,4 +72,7 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// Exchange messages with other organisations through a git repository (conforms to agentshare 0.1 Core).
     Share(ShareArgs),
+    /// The MCP server over stdio (send, read_inbox, reply, delegate, task, trace, directory,
+    /// with push), and its install into a harness's MCP configuration.
+    Mcp(McpArgs),
 }

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod bad_input;
+mod a2a;
 mod blobs;
 mod conversations;
 mod delivery;
