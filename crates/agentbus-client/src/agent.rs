@@ -188,6 +188,32 @@ pub enum TaskAction {
         /// Why.
         reason: Option<String>,
     },
+    /// The worker reports a problem it recovered from, or one the requester should know about
+    /// (`task.error`, §5.6: it changes no state).
+    Report {
+        /// A capability-specific or `AB-` code.
+        code: String,
+        /// What happened.
+        message: String,
+        /// Whether the work goes on.
+        recoverable: bool,
+    },
+    /// The worker asks the requester something without blocking the task: a `message.v1` in the
+    /// task's conversation with `expects_reply` (§7); the task stays in progress.
+    Clarify {
+        /// The question.
+        text: String,
+    },
+}
+
+/// What a worker measured, sent along with a task action: the envelope's `usage` extension and
+/// extra `data` fields (§5.5: `usage`, `cost`, `duration_ms`; §5.4: `usage_delta`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Extra {
+    /// The `usage` extension.
+    pub usage: Option<Value>,
+    /// Fields added to `data`.
+    pub data: Map<String, Value>,
 }
 
 impl TaskAction {
@@ -202,6 +228,8 @@ impl TaskAction {
             }
             TaskAction::Answer { .. } => KnownType::TaskInput,
             TaskAction::Cancel { .. } => KnownType::TaskCancel,
+            TaskAction::Report { .. } => KnownType::TaskError,
+            TaskAction::Clarify { .. } => KnownType::Message,
         }
     }
 
@@ -259,6 +287,19 @@ impl TaskAction {
             }
             TaskAction::Answer { answer } => put("answer", Some(json!(answer))),
             TaskAction::Cancel { reason } => put("reason", reason.as_ref().map(|r| json!(r))),
+            TaskAction::Report {
+                code,
+                message,
+                recoverable,
+            } => {
+                put("code", Some(json!(code)));
+                put("message", Some(json!(message)));
+                put("recoverable", Some(json!(recoverable)));
+            }
+            TaskAction::Clarify { text } => {
+                put("text", Some(json!(text)));
+                put("expects_reply", Some(json!(true)));
+            }
         }
         Value::Object(d)
     }
@@ -518,6 +559,20 @@ impl Agent {
         attach: &[PathBuf],
         progress: &dyn UploadProgress,
     ) -> Result<Acted> {
+        self.act_with(task_ref, action, attach, progress, Extra::default())
+            .await
+    }
+
+    /// [`Self::act`] with what the worker measured: `extra.usage` becomes the envelope's `usage`
+    /// extension and `extra.data` is merged into `data`.
+    pub async fn act_with(
+        &self,
+        task_ref: &str,
+        action: TaskAction,
+        attach: &[PathBuf],
+        progress: &dyn UploadProgress,
+        extra: Extra,
+    ) -> Result<Acted> {
         let task = self.find_task(task_ref).await?;
         let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
         let (task_id, request_id) = (s(&task["id"]), s(&task["request_id"]));
@@ -529,7 +584,15 @@ impl Agent {
         let to = s(&task[party]["address"]);
         let kind = action.kind();
         let mut data = action.data();
-        data["task_id"] = json!(task_id);
+        if kind == KnownType::Message {
+            // A clarifying message is no lifecycle message: the task is named in its context.
+            data["context"] = json!({"task_id": task_id});
+        } else {
+            data["task_id"] = json!(task_id);
+        }
+        for (k, v) in extra.data {
+            data[k] = v;
+        }
         if kind == KnownType::TaskInput {
             // The question being answered, when it is here.
             let inbox = self.inbox().list()?;
@@ -547,6 +610,7 @@ impl Agent {
         let mut draft = Draft::new(kind, &to, data);
         draft.conversation_id = task["conversation_id"].as_str().map(str::to_owned);
         draft.correlation_id = Some(request_id.clone());
+        draft.usage = extra.usage;
         if let Some(req) = self.inbox().get(&request_id)? {
             draft.traceparent = req.attr("traceparent").map(str::to_owned);
         }
@@ -678,31 +742,31 @@ impl Agent {
     }
 }
 
-/// A wait for what arrives. While no sidecar runs for the agent, the waiting process receives
-/// itself (the same path: persist, import, ack), so nothing is lost to either; when one runs, it
-/// watches the local inbox the sidecar writes.
-struct Wait<'a> {
-    agent: &'a Agent,
-    local: &'a Store,
-    deadline: Instant,
+/// What arrives for an agent, taken the one safe way at each moment. While no other process
+/// receives for the agent (a sidecar, a waiting command), this one does, through the one receive
+/// path (persist, import, ack), so nothing is lost to either; while one does, this one leaves it
+/// to that process and watches the inbox it writes. The worker and every wait use it.
+pub struct Feed {
+    agent: Agent,
+    local: Store,
     lock: Option<std::fs::File>,
     receiver: Option<Receiver>,
 }
 
-impl<'a> Wait<'a> {
-    fn new(agent: &'a Agent, local: &'a Store, timeout: Duration) -> Wait<'a> {
-        Wait {
-            agent,
+impl Feed {
+    /// A feed for `agent`, importing into the local store `local` when it receives.
+    pub fn new(agent: &Agent, local: Store) -> Feed {
+        Feed {
+            agent: agent.clone(),
             local,
-            deadline: Instant::now() + timeout,
             lock: None,
             receiver: None,
         }
     }
 
     /// Takes the receive lock if nobody holds it: whoever held it (a sidecar, another waiting
-    /// command) may be gone, and the wait must not depend on a process that ended.
-    fn take_over(&mut self) -> Result<()> {
+    /// command) may be gone, and what waits must not depend on a process that ended.
+    pub fn take_over(&mut self) -> Result<()> {
         if self.lock.is_none() {
             self.lock = self.agent.inbox().try_lock()?;
             if self.lock.is_some() {
@@ -712,17 +776,18 @@ impl<'a> Wait<'a> {
         Ok(())
     }
 
-    /// Receives or naps for a moment; `false` once the deadline has passed.
-    async fn step(&mut self) -> Result<bool> {
-        let now = Instant::now();
-        if now >= self.deadline {
-            return Ok(false);
-        }
-        let left = self.deadline - now;
-        let nap = left.min(Duration::from_millis(100));
+    /// Whether this process receives for the agent (it holds the receive lock).
+    pub fn receives(&self) -> bool {
+        self.receiver.is_some()
+    }
+
+    /// Receives for up to `wait` (a long-poll, whole seconds) while this process receives;
+    /// otherwise, or for less than a second, naps for at most 100 ms.
+    pub async fn step(&mut self, wait: Duration) -> Result<()> {
+        let nap = wait.min(Duration::from_millis(100));
         match self.receiver.as_mut() {
-            Some(r) if left >= Duration::from_secs(1) => {
-                r.pull(left.as_secs().min(5)).await?;
+            Some(r) if wait >= Duration::from_secs(1) => {
+                r.pull(wait.as_secs()).await?;
             }
             Some(r) => {
                 r.pull(0).await?;
@@ -730,6 +795,36 @@ impl<'a> Wait<'a> {
             }
             None => tokio::time::sleep(nap).await,
         }
+        Ok(())
+    }
+}
+
+/// A wait for what arrives, until a deadline: a [`Feed`] stepped in slices of at most 5 s.
+struct Wait {
+    feed: Feed,
+    deadline: Instant,
+}
+
+impl Wait {
+    fn new(agent: &Agent, local: &Store, timeout: Duration) -> Wait {
+        Wait {
+            feed: Feed::new(agent, local.clone()),
+            deadline: Instant::now() + timeout,
+        }
+    }
+
+    fn take_over(&mut self) -> Result<()> {
+        self.feed.take_over()
+    }
+
+    /// Receives or naps for a moment; `false` once the deadline has passed.
+    async fn step(&mut self) -> Result<bool> {
+        let now = Instant::now();
+        if now >= self.deadline {
+            return Ok(false);
+        }
+        let left = self.deadline - now;
+        self.feed.step(left.min(Duration::from_secs(5))).await?;
         Ok(true)
     }
 }

@@ -33,6 +33,8 @@ pub struct Draft {
     pub expires_at: Option<Timestamp>,
     /// `capability` and `capability_version` (task requests).
     pub capability: Option<(String, String)>,
+    /// The `usage` extension (§5.5's shared usage schema), when the sender measured it.
+    pub usage: Option<Value>,
 }
 
 impl Draft {
@@ -49,6 +51,7 @@ impl Draft {
             idempotency_key: None,
             expires_at: None,
             capability: None,
+            usage: None,
         }
     }
 
@@ -125,6 +128,9 @@ pub fn seal(
     if let Some((cap, version)) = draft.capability {
         env.insert("capability".into(), json!(cap));
         env.insert("capability_version".into(), json!(version));
+    }
+    if let Some(u) = draft.usage {
+        env.insert("usage".into(), u);
     }
     env.insert("data".into(), draft.data);
     sign_envelope(&mut env, key, key_id)
