@@ -1,0 +1,164 @@
+//! What a harness adapter is: it starts a harness on a [`Job`] and reports what the harness does
+//! as [`Event`]s, and takes [`Control`]s (an answer to its question, an interrupt) back.
+//! Adapters speak the harness's own protocol; the worker speaks AgentBus.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use serde_json::Value;
+use tokio::io::AsyncWriteExt as _;
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+
+use crate::error::WorkError;
+use crate::job::{Job, Usage};
+
+/// What the harness did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// The harness started working (its session, when it names one).
+    Started {
+        /// The harness's session id.
+        session: Option<String>,
+    },
+    /// The harness did something (a message, a tool call): grounds for a heartbeat.
+    Activity {
+        /// One line about it.
+        note: String,
+    },
+    /// The harness asks the requester and waits for the answer.
+    Question {
+        /// The question.
+        question: String,
+        /// Fixed choices, if any.
+        options: Vec<String>,
+    },
+    /// The harness asks the requester without waiting (§7: a clarifying `message.v1`).
+    Clarify {
+        /// The question.
+        text: String,
+    },
+    /// The harness's own usage event.
+    Usage(Usage),
+    /// The harness's final answer.
+    Finished(Finish),
+    /// The harness reported that it failed.
+    Failed {
+        /// A failure code.
+        code: String,
+        /// What it said.
+        message: String,
+    },
+    /// The turn stopped on the worker's interrupt.
+    Interrupted,
+    /// The harness ended without a final answer (it crashed or was killed).
+    Exited {
+        /// How it ended, and the tail of what it wrote to stderr.
+        why: String,
+    },
+}
+
+/// A final answer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Finish {
+    /// What was done.
+    pub summary: Option<String>,
+    /// The structured output.
+    pub output: Option<Value>,
+    /// Files the harness named for the result.
+    pub files: Vec<PathBuf>,
+}
+
+/// What the worker tells a running harness.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Control {
+    /// The requester's answer to the open question.
+    Answer(String),
+    /// Stop the running turn (a `task.cancel`, §6.2).
+    Interrupt,
+}
+
+/// A running harness: its events, and where to send controls. Dropping it kills the harness.
+#[derive(Debug)]
+pub struct Running {
+    /// What the harness does; closed when its driver ends.
+    pub events: mpsc::UnboundedReceiver<Event>,
+    /// Controls for it.
+    pub control: mpsc::UnboundedSender<Control>,
+}
+
+/// A harness adapter.
+pub trait Adapter: Send + Sync {
+    /// Its name (`claude`, `command`).
+    fn name(&self) -> &'static str;
+    /// Starts the harness on `job` (inside a tokio runtime); `Err` when it cannot start.
+    fn start(&self, job: &Job) -> Result<Running, WorkError>;
+}
+
+/// A program to run and the arguments that come before the adapter's own.
+#[derive(Debug, Clone)]
+pub struct Program {
+    /// The executable.
+    pub program: String,
+    /// Arguments first on its command line.
+    pub args: Vec<String>,
+}
+
+impl Program {
+    /// Spawns it in the job's folder with all three pipes, killed when its handle drops.
+    pub(crate) fn spawn(&self, job: &Job, more: &[String]) -> Result<Child, WorkError> {
+        let fail = |why: String| WorkError::Spawn {
+            program: self.program.clone(),
+            why,
+        };
+        std::fs::create_dir_all(&job.out_dir).map_err(|e| fail(e.to_string()))?;
+        Command::new(&self.program)
+            .args(&self.args)
+            .args(more)
+            .current_dir(&job.dir)
+            .env("AGENTBUS_TASK_ID", &job.task_id)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| fail(e.to_string()))
+    }
+}
+
+/// Writes one JSON line.
+pub(crate) async fn write_line(stdin: &mut ChildStdin, v: &Value) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(v).unwrap_or_default();
+    line.push(b'\n');
+    stdin.write_all(&line).await?;
+    stdin.flush().await
+}
+
+/// At most `max` characters of the first non-empty line of `s`.
+pub(crate) fn one_line(s: &str, max: usize) -> String {
+    let line = s
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    line.chars().take(max).collect()
+}
+
+/// The last `n` lines of `s`, for a failure message.
+pub(crate) fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Files the harness wrote into the job's `out` folder, sorted by name.
+pub fn out_files(job: &Job) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&job.out_dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    files
+}
