@@ -354,6 +354,14 @@ catalogue! {
     LocalStateFailed = 4079, 0, Project, "Local state failed",
         cause: "Reading or writing this machine's AgentBus state (AGENTBUS_HOME: the local log, the agent's inbox, a share checkout) failed.",
         fix: "Check that AGENTBUS_HOME (and the share checkout) exist and are writable; the message says which file.";
+    /// Another worker runs for the agent.
+    WorkerRunning = 4100, 0, Project, "A worker already runs for the agent",
+        cause: "`agentbus work` holds a lock per agent (`<AGENTBUS_HOME>/agents/<agent_id>/work.lock`), and another worker process holds it.",
+        fix: "Run one worker per agent: stop the other one, or start this one with another `--profile`.";
+    /// The worker has no capability to serve.
+    NothingToServe = 4101, 0, Project, "The worker serves no capability",
+        cause: "The agent's card declares no capability, or a `--capability` given to `agentbus work` is not on the card.",
+        fix: "Declare what the agent serves (`agentbus card edit --capability name@major`), or pass only capabilities its card declares.";
 
     /// The publish rate limit was exceeded.
     RateLimited = 5001, 429, Spec, "Rate limit exceeded",

@@ -6,7 +6,7 @@ use crate::commands::{
     agent::AgentCommand, directory::AgentsArgs, directory::CardArgs, directory::TopicArgs,
     doctor::DoctorArgs, envelope::EnvelopeArgs, explain::ExplainArgs, gateway::GatewayArgs,
     keys::KeysArgs, local::LocalCommand, mcp::McpArgs, share::ShareArgs, sidecar::SidecarArgs,
-    trace::TraceArgs,
+    trace::TraceArgs, work::WorkArgs,
 };
 
 /// AgentBus: messaging for fleets of AI agents, on one machine, across a team through a gateway,
@@ -75,4 +75,7 @@ pub enum Command {
     /// The MCP server over stdio (send, read_inbox, reply, delegate, task, trace, directory,
     /// with push), and its install into a harness's MCP configuration.
     Mcp(McpArgs),
+    /// Work this agent's delegated tasks headless: drive a harness (Claude Code, or any command)
+    /// through accept, heartbeats, questions, cancels and results.
+    Work(WorkArgs),
 }

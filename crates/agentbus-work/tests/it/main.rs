@@ -1,1 +1,236 @@
-//! placeholder
+//! The adapters against their harnesses without a gateway: Claude Code's stand-in
+//! (`tests/standins/claude_code.py`, the headless stream-json protocol, scenarios under
+//! `tests/data/claude/`) and real shell commands for the generic adapter. The worker end to end
+//! through a gateway is in `crates/agentbus/tests/it/work_cli.rs`.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use agentbus_work::adapter::Program;
+use agentbus_work::claude::ClaudeCode;
+use agentbus_work::command::CommandAdapter;
+use agentbus_work::{Adapter, Control, Event, Job, Running};
+
+fn tests_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests")
+}
+
+fn job(dir: &Path) -> Job {
+    Job {
+        task_id: "tsk_01TEST".into(),
+        request_id: "msg_01TEST".into(),
+        requester: "agent://default/default/bot".into(),
+        capability: ("code.review".into(), "1".into()),
+        instructions: "Review.".into(),
+        input: Some(json!({"artifact_id": "change-482"})),
+        attachments: vec![],
+        output_schema: None,
+        prompt: "<agentbus-message id=\"msg_01TEST\">Review.</agentbus-message>".into(),
+        dir: dir.to_owned(),
+        out_dir: dir.join("out"),
+    }
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The next event, failing after 20 s (a harness that says nothing is a failure here).
+async fn next(r: &mut Running) -> Event {
+    tokio::time::timeout(Duration::from_secs(20), r.events.recv())
+        .await
+        .expect("the harness said nothing for 20 s")
+        .expect("the adapter ended")
+}
+
+fn standin(dir: &Path, scenario: &str) -> ClaudeCode {
+    let s = tests_dir();
+    ClaudeCode {
+        program: Program {
+            program: s.join("standins/claude_code.py").display().to_string(),
+            args: vec![
+                format!(
+                    "--standin-scenario={}",
+                    s.join("data/claude").join(scenario).display()
+                ),
+                format!("--standin-log={}", dir.join("log").display()),
+            ],
+        },
+    }
+}
+
+fn log(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("log"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn claude_stream_json_question_answer_and_usage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    rt().block_on(async {
+        let mut r = standin(dir, "full.json").start(&job(dir)).unwrap();
+        let mut seen = Vec::new();
+        loop {
+            let ev = next(&mut r).await;
+            if let Event::Question { question, options } = &ev {
+                assert_eq!(question, "Which branch should I compare against?");
+                assert_eq!(options, &["main", "release-2"]);
+                r.control.send(Control::Answer("main".into())).unwrap();
+            }
+            let last = matches!(ev, Event::Finished(_));
+            seen.push(ev);
+            if last {
+                break;
+            }
+        }
+        assert!(
+            matches!(&seen[0], Event::Started { session: Some(_) }),
+            "{seen:?}"
+        );
+        let Some(Event::Usage(u)) = seen.iter().find(|e| matches!(e, Event::Usage(_))) else {
+            panic!("no usage in {seen:?}")
+        };
+        assert_eq!(
+            (u.input_tokens, u.output_tokens, u.cache_read_tokens),
+            (1200, 340, 800)
+        );
+        assert_eq!(u.cost_usd, Some(0.0421));
+        let Some(Event::Finished(f)) = seen.last() else {
+            unreachable!()
+        };
+        assert_eq!(
+            f.output,
+            Some(json!({"findings": [{"file": "worker.go", "line": 142}]}))
+        );
+    });
+    let got = log(dir);
+    let answered = got.iter().find(|e| e.get("answered").is_some()).unwrap();
+    assert_eq!(
+        answered["answered"]["response"]["updatedInput"]["answers"]["Which branch should I compare against?"],
+        "main"
+    );
+}
+
+#[test]
+fn wp_6_2_4_the_claude_adapter_interrupts_with_the_control_request() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    rt().block_on(async {
+        let mut r = standin(dir, "cancel.json").start(&job(dir)).unwrap();
+        assert!(matches!(next(&mut r).await, Event::Started { .. }));
+        assert!(matches!(next(&mut r).await, Event::Activity { .. }));
+        r.control.send(Control::Interrupt).unwrap();
+        loop {
+            match next(&mut r).await {
+                Event::Interrupted => break,
+                Event::Usage(_) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+    });
+    assert!(
+        log(dir).iter().any(|e| e["in"]["type"] == "control_request"
+            && e["in"]["request"]["subtype"] == "interrupt")
+    );
+}
+
+fn sh(script: &str) -> CommandAdapter {
+    CommandAdapter {
+        program: Program {
+            program: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+        },
+    }
+}
+
+#[test]
+fn the_generic_adapter_asks_gets_its_answer_and_finishes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let script = r#"read -r task
+printf "%s\n" "$task" > task.json
+echo '{"question": "Which branch?", "options": ["main"]}' >&2
+read -r answer
+echo "got $answer" >&2
+echo '{"summary": "done", "output": {"ok": true}}'"#;
+    rt().block_on(async {
+        let mut r = sh(script).start(&job(dir)).unwrap();
+        assert_eq!(next(&mut r).await, Event::Started { session: None });
+        assert_eq!(
+            next(&mut r).await,
+            Event::Question {
+                question: "Which branch?".into(),
+                options: vec!["main".into()]
+            }
+        );
+        r.control.send(Control::Answer("main".into())).unwrap();
+        assert_eq!(
+            next(&mut r).await,
+            Event::Activity {
+                note: r#"got {"answer":"main"}"#.into()
+            }
+        );
+        let Event::Finished(f) = next(&mut r).await else {
+            panic!()
+        };
+        assert_eq!(f.output, Some(json!({"ok": true})));
+    });
+    // The task went in as one JSON line.
+    let task: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("task.json")).unwrap()).unwrap();
+    assert_eq!(task["task_id"], "tsk_01TEST");
+    assert_eq!(task["input"]["artifact_id"], "change-482");
+}
+
+#[test]
+fn wp_6_2_4_the_generic_adapter_interrupts_with_sigterm() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let script = r#"trap 'echo interrupted > trapped; exit 143' TERM
+read -r task
+echo working >&2
+while true; do sleep 0.05; done"#;
+    rt().block_on(async {
+        let mut r = sh(script).start(&job(dir)).unwrap();
+        assert!(matches!(next(&mut r).await, Event::Started { .. }));
+        assert!(matches!(next(&mut r).await, Event::Activity { .. }));
+        r.control.send(Control::Interrupt).unwrap();
+        assert_eq!(next(&mut r).await, Event::Interrupted);
+    });
+    assert_eq!(
+        std::fs::read_to_string(dir.join("trapped")).unwrap(),
+        "interrupted\n"
+    );
+}
+
+#[test]
+fn the_generic_adapter_reports_bad_output_and_missing_programs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    rt().block_on(async {
+        let mut r = sh("read -r task; echo not json").start(&job(dir)).unwrap();
+        next(&mut r).await;
+        let Event::Failed { code, .. } = next(&mut r).await else {
+            panic!()
+        };
+        assert_eq!(code, "worker_output_invalid");
+        let missing = CommandAdapter {
+            program: Program {
+                program: dir.join("no-such-program").display().to_string(),
+                args: vec![],
+            },
+        };
+        assert!(missing.start(&job(dir)).is_err());
+    });
+}

@@ -16,6 +16,7 @@ pub mod progress;
 pub mod share;
 pub mod sidecar;
 pub mod trace;
+pub mod work;
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -41,6 +42,7 @@ pub fn run(command: Command, printer: &Printer) -> CliResult {
         Command::Topic(args) => directory::topic(args, printer),
         Command::Doctor(args) => doctor::run(args, printer),
         Command::Mcp(args) => mcp::run(args, printer),
+        Command::Work(args) => work::run(args, printer),
     }
 }
 

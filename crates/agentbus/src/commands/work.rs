@@ -1,0 +1,208 @@
+//! `agentbus work`: a headless worker for the connected agent. The loop and the harness adapters
+//! are `agentbus-work` (`docs/work.md`); this is argument parsing and wiring.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use serde_json::Value;
+
+use agentbus_protocol::Code;
+use agentbus_runtime::SystemClock;
+use agentbus_work::adapter::Program;
+use agentbus_work::claude::ClaudeCode;
+use agentbus_work::command::CommandAdapter;
+use agentbus_work::{Adapter, Settings, WorkError, Worker};
+
+use super::gw::{Ctx, client_error, parse_duration};
+use super::local::open_store;
+use crate::error::{CliError, CliResult, ErrorKind};
+use crate::printer::Printer;
+
+/// The harnesses a worker drives.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum HarnessKind {
+    /// Claude Code in headless stream-json mode (`claude -p --input-format stream-json …`).
+    Claude,
+    /// Any command: the task as JSON on stdin, the result as JSON on stdout, progress on stderr.
+    Command,
+}
+
+/// Arguments of `work`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  agentbus work --harness claude --arg=--permission-mode --arg=acceptEdits\n  agentbus --profile ci-bot work --harness command --program ./review.sh --capability code.review@1 --concurrency 4\n\n\
+One worker per agent; it receives for the agent itself unless a sidecar does. Stop it with SIGINT or \
+SIGTERM: running turns are interrupted and their tasks failed as retryable. After a crash or kill -9, \
+the next start fails the tasks left in flight (worker_restarted). See docs/work.md."
+)]
+pub struct WorkArgs {
+    /// The harness to drive.
+    #[arg(long, value_enum)]
+    harness: HarnessKind,
+    /// The program to run (default for claude: `claude` on PATH; required for command).
+    #[arg(long, value_name = "PATH")]
+    program: Option<String>,
+    /// An argument put before the adapter's own (repeatable), e.g. --arg=--model --arg=opus.
+    #[arg(long = "arg", value_name = "ARG", allow_hyphen_values = true)]
+    args: Vec<String>,
+    /// How many tasks run at once.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    concurrency: usize,
+    /// The least time between two heartbeats of a task (its harness's activity sends them).
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    heartbeat: Duration,
+    /// Serve only this capability of the card, as name[@major] (repeatable; default: all).
+    #[arg(long = "capability", value_name = "NAME[@MAJOR]")]
+    capabilities: Vec<String>,
+    /// Where each task's working folder is made (default: <agent state>/work).
+    #[arg(long, value_name = "DIR")]
+    work_dir: Option<PathBuf>,
+}
+
+/// Runs the worker until SIGINT or SIGTERM.
+pub fn run(args: WorkArgs, printer: &Printer) -> CliResult {
+    let ctx = Ctx::open()?;
+    let agent = ctx.agent();
+    let local = open_store()?;
+    if args.concurrency == 0 {
+        return Err(
+            CliError::input("--concurrency must be at least 1").fix("pass --concurrency 1 or more")
+        );
+    }
+    let adapter: Arc<dyn Adapter> = match args.harness {
+        HarnessKind::Claude => Arc::new(ClaudeCode {
+            program: Program {
+                program: args.program.unwrap_or_else(|| "claude".into()),
+                args: args.args,
+            },
+        }),
+        HarnessKind::Command => {
+            let Some(program) = args.program else {
+                return Err(
+                    CliError::new(ErrorKind::Usage, "--harness command needs --program")
+                        .fix("pass --program <path> (and its arguments with --arg)"),
+                );
+            };
+            Arc::new(CommandAdapter {
+                program: Program {
+                    program,
+                    args: args.args,
+                },
+            })
+        }
+    };
+    let capabilities = args
+        .capabilities
+        .iter()
+        .map(|c| match c.split_once('@') {
+            Some((n, v)) => (n.to_owned(), v.to_owned()),
+            None => (c.clone(), "1".to_owned()),
+        })
+        .collect();
+    let work_dir = args.work_dir.unwrap_or_else(|| {
+        agent
+            .profiles
+            .agent_dir(&agent.profile.agent_id)
+            .join("work")
+    });
+    let settings = Settings {
+        concurrency: args.concurrency,
+        heartbeat: args.heartbeat,
+        capabilities,
+        work_dir,
+    };
+    let json_out = printer.is_json();
+    // One line per event: JSON lines with --json, else a short human line. Written as they come,
+    // from the tasks' threads, so not through the printer.
+    let notify = Arc::new(move |v: Value| {
+        use std::io::Write as _;
+        let line = if json_out { v.to_string() } else { human(&v) };
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    });
+    if !json_out {
+        printer.line(&format!(
+            "worker for {} ({}), {} harness, concurrency {}",
+            agent.profile.address,
+            agent.profile.gateway,
+            adapter.name(),
+            settings.concurrency
+        ))?;
+    }
+    let worker = Worker::new(
+        agent,
+        local,
+        adapter,
+        settings,
+        Arc::new(SystemClock),
+        notify,
+    );
+    ctx.rt.block_on(worker.run(stopped())).map_err(work_error)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn stopped() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
+/// An event as a human reads it.
+fn human(v: &Value) -> String {
+    let s = |k: &str| v[k].as_str().unwrap_or_default();
+    match s("event") {
+        "sent" => format!("{} {} ({})", s("task_id"), s("type"), s("id")),
+        "error" => format!("error: {} {}", s("task_id"), s("message")).replace("  ", " "),
+        e => format!("{} {e}", s("task_id")),
+    }
+}
+
+/// A worker failure as the user sees it.
+fn work_error(e: WorkError) -> CliError {
+    let msg = e.to_string();
+    match e {
+        WorkError::AlreadyRunning { .. } => {
+            CliError::new(ErrorKind::Config, msg).code(Code::WorkerRunning)
+        }
+        WorkError::NothingToServe { .. } => {
+            CliError::new(ErrorKind::Config, msg).code(Code::NothingToServe)
+        }
+        WorkError::Client(c) => client_error(c),
+        WorkError::Setting(_) => CliError::input(msg).fix("see agentbus work --help"),
+        WorkError::Spawn { .. } => CliError::new(ErrorKind::Config, msg)
+            .fix("check --program and that the harness is installed (docs/work.md)"),
+        WorkError::Io { .. } => CliError::new(ErrorKind::Config, msg)
+            .fix("check that the agentbus state directory (AGENTBUS_HOME) is writable"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn events_read_as_one_line() {
+        let sent =
+            json!({"event": "sent", "task_id": "tsk_1", "type": "task.accept", "id": "msg_1"});
+        assert_eq!(human(&sent), "tsk_1 task.accept (msg_1)");
+        assert_eq!(
+            human(&json!({"event": "queued", "task_id": "tsk_1"})),
+            "tsk_1 queued"
+        );
+    }
+}
