@@ -162,3 +162,32 @@ pub fn out_files(job: &Job) -> Vec<PathBuf> {
     files.sort();
     files
 }
+
+/// A JSON object in a final answer: the whole text, else its last fenced `json` block.
+pub(crate) fn json_in(text: &str) -> Option<Value> {
+    if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(text.trim()) {
+        return Some(v);
+    }
+    let start = text.rfind("```json")? + "```json".len();
+    let end = text[start..].find("```")? + start;
+    serde_json::from_str::<Value>(text[start..end].trim())
+        .ok()
+        .filter(Value::is_object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_output_is_the_answer_or_its_last_json_block() {
+        assert_eq!(json_in(r#" {"a": 1} "#), Some(json!({"a": 1})));
+        assert_eq!(
+            json_in("Done.\n```json\n{\"a\": 1}\n```\nthen\n```json\n{\"b\": 2}\n```"),
+            Some(json!({"b": 2}))
+        );
+        assert_eq!(json_in("no json here"), None);
+        assert_eq!(json_in("```json\n[1]\n```"), None);
+    }
+}

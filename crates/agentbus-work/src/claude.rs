@@ -27,7 +27,7 @@ use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
 use tokio::sync::mpsc;
 
 use crate::adapter::{
-    Adapter, Control, Event, Finish, Program, Running, one_line, tail, write_line,
+    Adapter, Control, Event, Finish, Program, Running, json_in, one_line, tail, write_line,
 };
 use crate::error::WorkError;
 use crate::job::{Job, Usage};
@@ -219,33 +219,5 @@ fn usage(msg: &Value, model: Option<String>, requests: u64) -> Usage {
         requests,
         wall_ms: msg["duration_ms"].as_u64(),
         cost_usd: msg["total_cost_usd"].as_f64(),
-    }
-}
-
-/// A JSON object in a final answer: the whole text, else its last fenced `json` block.
-fn json_in(text: &str) -> Option<Value> {
-    if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(text.trim()) {
-        return Some(v);
-    }
-    let start = text.rfind("```json")? + "```json".len();
-    let end = text[start..].find("```")? + start;
-    serde_json::from_str::<Value>(text[start..end].trim())
-        .ok()
-        .filter(Value::is_object)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_output_is_the_answer_or_its_last_json_block() {
-        assert_eq!(json_in(r#" {"a": 1} "#), Some(json!({"a": 1})));
-        assert_eq!(
-            json_in("Done.\n```json\n{\"a\": 1}\n```\nthen\n```json\n{\"b\": 2}\n```"),
-            Some(json!({"b": 2}))
-        );
-        assert_eq!(json_in("no json here"), None);
-        assert_eq!(json_in("```json\n[1]\n```"), None);
     }
 }

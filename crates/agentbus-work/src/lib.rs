@@ -13,6 +13,7 @@
 
 pub mod adapter;
 pub mod claude;
+pub mod codex;
 pub mod command;
 pub mod error;
 pub mod job;

@@ -234,3 +234,116 @@ fn the_generic_adapter_reports_bad_output_and_missing_programs() {
         assert!(missing.start(&job(dir)).is_err());
     });
 }
+
+fn codex_standin(dir: &Path, scenario: &str) -> agentbus_work::codex::Codex {
+    let s = tests_dir();
+    agentbus_work::codex::Codex {
+        program: Program {
+            program: s.join("standins/codex_app_server.py").display().to_string(),
+            args: vec![
+                format!(
+                    "--standin-scenario={}",
+                    s.join("data/codex").join(scenario).display()
+                ),
+                format!("--standin-log={}", dir.join("log").display()),
+            ],
+        },
+    }
+}
+
+#[test]
+fn codex_app_server_question_answer_usage_and_answer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    rt().block_on(async {
+        let mut r = codex_standin(dir, "full.json").start(&job(dir)).unwrap();
+        let mut seen = Vec::new();
+        loop {
+            let ev = next(&mut r).await;
+            if let Event::Question { options, .. } = &ev {
+                assert_eq!(options, &["yes", "no"]);
+                r.control.send(Control::Answer("no".into())).unwrap();
+            }
+            let last = matches!(ev, Event::Finished(_) | Event::Failed { .. });
+            seen.push(ev);
+            if last {
+                break;
+            }
+        }
+        assert!(
+            matches!(&seen[0], Event::Started { session: Some(_) }),
+            "{seen:?}"
+        );
+        assert!(
+            seen.contains(&Event::Activity {
+                note: "ran go vet ./...".into()
+            }),
+            "{seen:?}"
+        );
+        let Some(Event::Usage(u)) = seen.iter().find(|e| matches!(e, Event::Usage(_))) else {
+            panic!("no usage in {seen:?}")
+        };
+        assert_eq!(u.provider.as_deref(), Some("openai"));
+        assert_eq!(u.model.as_deref(), Some("gpt-5.1-codex"));
+        assert_eq!(
+            (
+                u.input_tokens,
+                u.output_tokens,
+                u.cache_read_tokens,
+                u.reasoning_tokens
+            ),
+            (1800, 300, 600, 120)
+        );
+        let Some(Event::Finished(f)) = seen.last() else {
+            panic!("{seen:?}")
+        };
+        assert_eq!(f.output, Some(json!({"findings": []})));
+    });
+    let got = log(dir);
+    let answered = got.iter().find(|e| e.get("answered").is_some()).unwrap();
+    assert_eq!(
+        answered["answered"]["result"]["answers"]["q1"]["answers"][0],
+        "no"
+    );
+    let turn = got
+        .iter()
+        .find(|e| e["in"]["method"] == "turn/start")
+        .unwrap();
+    assert_eq!(turn["in"]["params"]["input"][0]["type"], "text");
+}
+
+#[test]
+fn wp_6_2_4_the_codex_adapter_interrupts_with_turn_interrupt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    rt().block_on(async {
+        let mut r = codex_standin(dir, "cancel.json").start(&job(dir)).unwrap();
+        assert!(matches!(next(&mut r).await, Event::Started { .. }));
+        assert!(matches!(next(&mut r).await, Event::Activity { .. }));
+        r.control.send(Control::Interrupt).unwrap();
+        loop {
+            match next(&mut r).await {
+                Event::Interrupted => break,
+                Event::Usage(_) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+    });
+    let got = log(dir);
+    let interrupt = got
+        .iter()
+        .find(|e| e["in"]["method"] == "turn/interrupt")
+        .unwrap();
+    assert!(
+        interrupt["in"]["params"]["turnId"]
+            .as_str()
+            .unwrap()
+            .starts_with("turn_")
+    );
+    assert!(
+        interrupt["in"]["params"]["threadId"]
+            .as_str()
+            .unwrap()
+            .starts_with("thr_")
+    );
+}

@@ -13,6 +13,7 @@ use agentbus_protocol::Code;
 use agentbus_runtime::SystemClock;
 use agentbus_work::adapter::Program;
 use agentbus_work::claude::ClaudeCode;
+use agentbus_work::codex::Codex;
 use agentbus_work::command::CommandAdapter;
 use agentbus_work::{Adapter, Settings, WorkError, Worker};
 
@@ -26,6 +27,8 @@ use crate::printer::Printer;
 pub enum HarnessKind {
     /// Claude Code in headless stream-json mode (`claude -p --input-format stream-json …`).
     Claude,
+    /// Codex through its app server (`codex app-server`, JSON-RPC over stdio).
+    Codex,
     /// Any command: the task as JSON on stdin, the result as JSON on stdout, progress on stderr.
     Command,
 }
@@ -42,7 +45,7 @@ pub struct WorkArgs {
     /// The harness to drive.
     #[arg(long, value_enum)]
     harness: HarnessKind,
-    /// The program to run (default for claude: `claude` on PATH; required for command).
+    /// The program to run (default: `claude` or `codex` on PATH; required for command).
     #[arg(long, value_name = "PATH")]
     program: Option<String>,
     /// An argument put before the adapter's own (repeatable), e.g. --arg=--model --arg=opus.
@@ -76,6 +79,12 @@ pub fn run(args: WorkArgs, printer: &Printer) -> CliResult {
         HarnessKind::Claude => Arc::new(ClaudeCode {
             program: Program {
                 program: args.program.unwrap_or_else(|| "claude".into()),
+                args: args.args,
+            },
+        }),
+        HarnessKind::Codex => Arc::new(Codex {
+            program: Program {
+                program: args.program.unwrap_or_else(|| "codex".into()),
                 args: args.args,
             },
         }),

@@ -428,3 +428,48 @@ fn generic_command_failures_and_rejections_end_tasks_with_reasons() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("AB-4100"));
 }
+
+#[test]
+fn wp_6_2_4_codex_task_end_to_end_question_usage_and_cancel() {
+    let gw = Gw::start();
+    let (bot, reviewer) = setup(&gw);
+    let log = reviewer.home().join("standin.log");
+    let codex = |scenario: &str| {
+        let standin = work_crate().join("standins/codex_app_server.py");
+        let scenario = work_crate().join("data/codex").join(scenario);
+        Work(reviewer.spawn(&[
+            "--json",
+            "work",
+            "--harness",
+            "codex",
+            "--program",
+            standin.to_str().unwrap(),
+            &format!("--arg=--standin-scenario={}", scenario.display()),
+            &format!("--arg=--standin-log={}", log.display()),
+            "--heartbeat",
+            "0s",
+        ]))
+    };
+    let worker = codex("full.json");
+    let task = delegate(&bot, &reviewer, "Review with Codex.", &[]);
+    until_state(&bot, &task, "needs_input");
+    bot.ok(&["--json", "answer", &task, "no"]);
+    let t = until_state(&bot, &task, "succeeded");
+    let (_, result) = timeline(&t).pop().unwrap();
+    assert_eq!(result["output"], serde_json::json!({"findings": []}));
+    assert_eq!(result["usage"]["reported_by"], "harness");
+    assert_eq!(result["usage"]["provider"], "openai");
+    assert_eq!(result["usage"]["reasoning_tokens"], 120);
+    drop(worker);
+    // Cancel mid-turn: the app server gets turn/interrupt and the task ends cancelled.
+    let _worker = codex("cancel.json");
+    let task = delegate(&bot, &reviewer, "Review more with Codex.", &[]);
+    until_state(&bot, &task, "in_progress");
+    bot.ok(&["--json", "cancel", &task]);
+    until_state(&bot, &task, "cancelled");
+    assert!(
+        standin_log(&log)
+            .iter()
+            .any(|e| e["in"]["method"] == "turn/interrupt")
+    );
+}
