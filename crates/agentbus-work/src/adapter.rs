@@ -6,9 +6,12 @@ use std::path::PathBuf;
 use std::process::Stdio;
 
 use serde_json::Value;
-use tokio::io::AsyncWriteExt as _;
-use tokio::process::{Child, ChildStdin, Command};
+use std::future::Future;
+
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 use crate::error::WorkError;
 use crate::job::{Job, Usage};
@@ -123,6 +126,71 @@ impl Program {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| fail(e.to_string()))
+    }
+}
+
+/// Runs an adapter's driver on fresh channels: it sends [`Event`]s and takes [`Control`]s.
+pub(crate) fn launch<F, Fut>(drive: F) -> Running
+where
+    F: FnOnce(mpsc::UnboundedSender<Event>, mpsc::UnboundedReceiver<Control>) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let (tx, events) = mpsc::unbounded_channel();
+    let (control, rx) = mpsc::unbounded_channel();
+    tokio::spawn(drive(tx, rx));
+    Running { events, control }
+}
+
+/// A line-protocol harness's pipes: stdin to write, stdout's lines, stderr kept for the reason
+/// of a crash.
+pub(crate) struct Pipes {
+    /// The harness's stdin.
+    pub stdin: ChildStdin,
+    /// Its stdout, line by line.
+    pub lines: Lines<BufReader<ChildStdout>>,
+    errors: JoinHandle<String>,
+}
+
+impl Pipes {
+    /// Takes the pipes of a child spawned by [`Program::spawn`].
+    pub(crate) fn take(child: &mut Child) -> Option<Pipes> {
+        let (stdin, stdout, mut stderr) = (
+            child.stdin.take()?,
+            child.stdout.take()?,
+            child.stderr.take()?,
+        );
+        let errors = tokio::spawn(async move {
+            let mut s = String::new();
+            let _ = stderr.read_to_string(&mut s).await;
+            s
+        });
+        Some(Pipes {
+            stdin,
+            lines: BufReader::new(stdout).lines(),
+            errors,
+        })
+    }
+
+    /// How `what` ended when its stdout closed before its last word: interrupted, or exited
+    /// with its status and the tail of its stderr.
+    pub(crate) async fn ended(self, child: &mut Child, interrupting: bool, what: &str) -> Event {
+        drop(self.stdin);
+        let status = child
+            .wait()
+            .await
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        let err = self.errors.await.unwrap_or_default();
+        if interrupting {
+            Event::Interrupted
+        } else {
+            Event::Exited {
+                why: format!(
+                    "{what} exited ({status}) before its result: {}",
+                    tail(&err, 5)
+                ),
+            }
+        }
     }
 }
 

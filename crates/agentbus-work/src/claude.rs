@@ -23,11 +23,10 @@
 //! `AskUserQuestion` (Claude Code 2.0).
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
 use tokio::sync::mpsc;
 
 use crate::adapter::{
-    Adapter, Control, Event, Finish, Program, Running, json_in, one_line, tail, write_line,
+    Adapter, Control, Event, Finish, Pipes, Program, Running, json_in, launch, one_line, write_line,
 };
 use crate::error::WorkError;
 use crate::job::{Job, Usage};
@@ -59,10 +58,8 @@ impl Adapter for ClaudeCode {
     fn start(&self, job: &Job) -> Result<Running, WorkError> {
         let args: Vec<String> = HEADLESS_ARGS.iter().map(|s| s.to_string()).collect();
         let child = self.program.spawn(job, &args)?;
-        let (tx, events) = mpsc::unbounded_channel();
-        let (control, rx) = mpsc::unbounded_channel();
-        tokio::spawn(drive(child, job.prompt.clone(), tx, rx));
-        Ok(Running { events, control })
+        let job = job.prompt.clone();
+        Ok(launch(move |tx, rx| drive(child, job, tx, rx)))
     }
 }
 
@@ -79,27 +76,19 @@ async fn drive(
     tx: mpsc::UnboundedSender<Event>,
     mut rx: mpsc::UnboundedReceiver<Control>,
 ) {
-    let (Some(mut stdin), Some(stdout), Some(mut stderr)) =
-        (child.stdin.take(), child.stdout.take(), child.stderr.take())
-    else {
+    let Some(mut pipes) = Pipes::take(&mut child) else {
         return;
     };
-    let errors = tokio::spawn(async move {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s).await;
-        s
-    });
     let user = json!({"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": prompt}]},
         "parent_tool_use_id": null, "session_id": ""});
-    let _ = write_line(&mut stdin, &user).await;
-    let mut lines = BufReader::new(stdout).lines();
+    let _ = write_line(&mut pipes.stdin, &user).await;
     let mut asked: Option<Asked> = None;
     let mut interrupting = false;
     let mut model: Option<String> = None;
     let mut requests = 0u64;
     loop {
         tokio::select! {
-            line = lines.next_line() => {
+            line = pipes.lines.next_line() => {
                 let Ok(Some(line)) = line else { break };
                 let Ok(msg) = serde_json::from_str::<Value>(&line) else {
                     continue; // not a protocol line (the CLI prints nothing else on stdout)
@@ -138,7 +127,7 @@ async fn drive(
                             let deny = json!({"type": "control_response", "response": {"subtype": "success",
                                 "request_id": rid, "response": {"behavior": "deny",
                                 "message": "No one can grant permissions to a headless AgentBus worker; its operator pre-approves tools."}}});
-                            let _ = write_line(&mut stdin, &deny).await;
+                            let _ = write_line(&mut pipes.stdin, &deny).await;
                             let _ = tx.send(Event::Activity { note: format!("{tool} was not permitted") });
                         }
                     }
@@ -158,7 +147,7 @@ async fn drive(
                             Event::Finished(Finish { summary: text, output, files: Vec::new() })
                         };
                         let _ = tx.send(ev);
-                        drop(stdin);
+                        drop(pipes);
                         let _ = child.wait().await;
                         return;
                     }
@@ -172,36 +161,22 @@ async fn drive(
                         input["answers"] = json!({ a.question: answer });
                         let allow = json!({"type": "control_response", "response": {"subtype": "success",
                             "request_id": a.request_id, "response": {"behavior": "allow", "updatedInput": input}}});
-                        let _ = write_line(&mut stdin, &allow).await;
+                        let _ = write_line(&mut pipes.stdin, &allow).await;
                     }
                 }
                 Some(Control::Interrupt) => {
                     interrupting = true;
                     let req = json!({"type": "control_request", "request_id": "agentbus_interrupt",
                         "request": {"subtype": "interrupt"}});
-                    let _ = write_line(&mut stdin, &req).await;
+                    let _ = write_line(&mut pipes.stdin, &req).await;
                 }
                 None => return, // the worker is gone: dropping the child kills it
             }
         }
     }
     // Stdout closed before a result: the CLI ended (crashed, or was killed).
-    let status = child
-        .wait()
-        .await
-        .map(|s| s.to_string())
-        .unwrap_or_default();
-    let err = errors.await.unwrap_or_default();
-    let _ = tx.send(if interrupting {
-        Event::Interrupted
-    } else {
-        Event::Exited {
-            why: format!(
-                "Claude Code exited ({status}) before its result: {}",
-                tail(&err, 5)
-            ),
-        }
-    });
+    let ended = pipes.ended(&mut child, interrupting, "Claude Code").await;
+    let _ = tx.send(ended);
 }
 
 /// The usage of a `result` message.

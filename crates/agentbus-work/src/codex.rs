@@ -24,11 +24,10 @@
 //! thread/turn API and `item/tool/requestUserInput` (Codex CLI 0.5x or later).
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
 use tokio::sync::mpsc;
 
 use crate::adapter::{
-    Adapter, Control, Event, Finish, Program, Running, json_in, one_line, tail, write_line,
+    Adapter, Control, Event, Finish, Pipes, Program, Running, json_in, launch, one_line, write_line,
 };
 use crate::error::WorkError;
 use crate::job::{Job, Usage};
@@ -47,10 +46,8 @@ impl Adapter for Codex {
 
     fn start(&self, job: &Job) -> Result<Running, WorkError> {
         let child = self.program.spawn(job, &["app-server".to_owned()])?;
-        let (tx, events) = mpsc::unbounded_channel();
-        let (control, rx) = mpsc::unbounded_channel();
-        tokio::spawn(drive(child, job.clone(), tx, rx));
-        Ok(Running { events, control })
+        let job = job.clone();
+        Ok(launch(move |tx, rx| drive(child, job, tx, rx)))
     }
 }
 
@@ -66,20 +63,12 @@ async fn drive(
     tx: mpsc::UnboundedSender<Event>,
     mut rx: mpsc::UnboundedReceiver<Control>,
 ) {
-    let (Some(mut stdin), Some(stdout), Some(mut stderr)) =
-        (child.stdin.take(), child.stdout.take(), child.stderr.take())
-    else {
+    let Some(mut pipes) = Pipes::take(&mut child) else {
         return;
     };
-    let errors = tokio::spawn(async move {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s).await;
-        s
-    });
     let init = json!({"method": "initialize", "id": INITIALIZE, "params": {"clientInfo":
         {"name": "agentbus_work", "title": "AgentBus worker", "version": env!("CARGO_PKG_VERSION")}}});
-    let _ = write_line(&mut stdin, &init).await;
-    let mut lines = BufReader::new(stdout).lines();
+    let _ = write_line(&mut pipes.stdin, &init).await;
     let mut thread: Option<String> = None;
     let mut turn: Option<String> = None;
     let mut model: Option<String> = None;
@@ -90,7 +79,7 @@ async fn drive(
     let mut usage = Usage::default();
     loop {
         tokio::select! {
-            line = lines.next_line() => {
+            line = pipes.lines.next_line() => {
                 let Ok(Some(line)) = line else { break };
                 let Ok(msg) = serde_json::from_str::<Value>(&line) else { continue };
                 let method = msg["method"].as_str().unwrap_or_default();
@@ -108,17 +97,17 @@ async fn drive(
                         let r = &msg["result"];
                         match id.as_u64() {
                             Some(INITIALIZE) => {
-                                let _ = write_line(&mut stdin, &json!({"method": "initialized"})).await;
+                                let _ = write_line(&mut pipes.stdin, &json!({"method": "initialized"})).await;
                                 let start = json!({"method": "thread/start", "id": THREAD_START,
                                     "params": {"cwd": job.dir}});
-                                let _ = write_line(&mut stdin, &start).await;
+                                let _ = write_line(&mut pipes.stdin, &start).await;
                             }
                             Some(THREAD_START) => {
                                 thread = r["thread"]["id"].as_str().map(str::to_owned);
                                 model = r["model"].as_str().map(str::to_owned);
                                 let start = json!({"method": "turn/start", "id": TURN_START, "params": {
                                     "threadId": thread, "input": [{"type": "text", "text": job.prompt}]}});
-                                let _ = write_line(&mut stdin, &start).await;
+                                let _ = write_line(&mut pipes.stdin, &start).await;
                                 let _ = tx.send(Event::Started { session: thread.clone() });
                             }
                             Some(TURN_START) => {
@@ -142,7 +131,7 @@ async fn drive(
                         } else {
                             json!({"id": id, "error": {"code": -32601, "message": "not supported by a headless AgentBus worker"}})
                         };
-                        let _ = write_line(&mut stdin, &answer).await;
+                        let _ = write_line(&mut pipes.stdin, &answer).await;
                         let _ = tx.send(Event::Activity { note: format!("{m} declined") });
                     }
                     ("turn/started", None) => {
@@ -194,7 +183,7 @@ async fn drive(
                             },
                         };
                         let _ = tx.send(ev);
-                        drop(stdin);
+                        drop(pipes);
                         let _ = child.wait().await;
                         return;
                     }
@@ -205,33 +194,21 @@ async fn drive(
                 Some(Control::Answer(a)) => {
                     if let Some((id, qid)) = asked.take() {
                         let answer = json!({"id": id, "result": {"answers": {qid: {"answers": [a]}}}});
-                        let _ = write_line(&mut stdin, &answer).await;
+                        let _ = write_line(&mut pipes.stdin, &answer).await;
                     }
                 }
                 Some(Control::Interrupt) => {
                     interrupting = true;
                     let req = json!({"method": "turn/interrupt", "id": INTERRUPT,
                         "params": {"threadId": thread, "turnId": turn}});
-                    let _ = write_line(&mut stdin, &req).await;
+                    let _ = write_line(&mut pipes.stdin, &req).await;
                 }
                 None => return,
             }
         }
     }
-    let status = child
-        .wait()
-        .await
-        .map(|s| s.to_string())
-        .unwrap_or_default();
-    let err = errors.await.unwrap_or_default();
-    let _ = tx.send(if interrupting {
-        Event::Interrupted
-    } else {
-        Event::Exited {
-            why: format!(
-                "the Codex app server exited ({status}) before the turn completed: {}",
-                tail(&err, 5)
-            ),
-        }
-    });
+    let ended = pipes
+        .ended(&mut child, interrupting, "the Codex app server")
+        .await;
+    let _ = tx.send(ended);
 }

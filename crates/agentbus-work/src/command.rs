@@ -21,7 +21,7 @@ use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
 use tokio::sync::mpsc;
 
 use crate::adapter::{
-    Adapter, Control, Event, Finish, Program, Running, one_line, tail, write_line,
+    Adapter, Control, Event, Finish, Program, Running, launch, one_line, tail, write_line,
 };
 use crate::error::WorkError;
 use crate::job::{Job, Usage};
@@ -40,10 +40,8 @@ impl Adapter for CommandAdapter {
 
     fn start(&self, job: &Job) -> Result<Running, WorkError> {
         let child = self.program.spawn(job, &[])?;
-        let (tx, events) = mpsc::unbounded_channel();
-        let (control, rx) = mpsc::unbounded_channel();
-        tokio::spawn(drive(child, job.clone(), tx, rx));
-        Ok(Running { events, control })
+        let job = job.clone();
+        Ok(launch(move |tx, rx| drive(child, job, tx, rx)))
     }
 }
 

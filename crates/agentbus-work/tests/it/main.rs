@@ -50,19 +50,24 @@ async fn next(r: &mut Running) -> Event {
         .expect("the adapter ended")
 }
 
-fn standin(dir: &Path, scenario: &str) -> ClaudeCode {
+/// A stand-in script playing `data/<area>/<scenario>`, logging into `<dir>/log`.
+fn standin_program(dir: &Path, script: &str, area: &str, scenario: &str) -> Program {
     let s = tests_dir();
+    Program {
+        program: s.join("standins").join(script).display().to_string(),
+        args: vec![
+            format!(
+                "--standin-scenario={}",
+                s.join("data").join(area).join(scenario).display()
+            ),
+            format!("--standin-log={}", dir.join("log").display()),
+        ],
+    }
+}
+
+fn standin(dir: &Path, scenario: &str) -> ClaudeCode {
     ClaudeCode {
-        program: Program {
-            program: s.join("standins/claude_code.py").display().to_string(),
-            args: vec![
-                format!(
-                    "--standin-scenario={}",
-                    s.join("data/claude").join(scenario).display()
-                ),
-                format!("--standin-log={}", dir.join("log").display()),
-            ],
-        },
+        program: standin_program(dir, "claude_code.py", "claude", scenario),
     }
 }
 
@@ -236,18 +241,8 @@ fn the_generic_adapter_reports_bad_output_and_missing_programs() {
 }
 
 fn codex_standin(dir: &Path, scenario: &str) -> agentbus_work::codex::Codex {
-    let s = tests_dir();
     agentbus_work::codex::Codex {
-        program: Program {
-            program: s.join("standins/codex_app_server.py").display().to_string(),
-            args: vec![
-                format!(
-                    "--standin-scenario={}",
-                    s.join("data/codex").join(scenario).display()
-                ),
-                format!("--standin-log={}", dir.join("log").display()),
-            ],
-        },
+        program: standin_program(dir, "codex_app_server.py", "codex", scenario),
     }
 }
 

@@ -25,15 +25,23 @@ fn work_crate() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../agentbus-work/tests")
 }
 
-/// The Claude Code stand-in playing `scenario`, logging what it receives into `log`.
-fn claude_worker(m: &Machine, scenario: &str, log: &Path) -> Work {
-    let standin = work_crate().join("standins/claude_code.py");
-    let scenario = work_crate().join("data/claude").join(scenario);
+/// A worker driving `harness` as its stand-in `script`, playing `data/<area>/<scenario>` and
+/// logging what it receives into `log`.
+fn standin_worker(
+    m: &Machine,
+    harness: &str,
+    script: &str,
+    area: &str,
+    scenario: &str,
+    log: &Path,
+) -> Work {
+    let standin = work_crate().join("standins").join(script);
+    let scenario = work_crate().join("data").join(area).join(scenario);
     Work(m.spawn(&[
         "--json",
         "work",
         "--harness",
-        "claude",
+        harness,
         "--program",
         standin.to_str().unwrap(),
         &format!("--arg=--standin-scenario={}", scenario.display()),
@@ -41,6 +49,11 @@ fn claude_worker(m: &Machine, scenario: &str, log: &Path) -> Work {
         "--heartbeat",
         "0s",
     ]))
+}
+
+/// The Claude Code stand-in playing `scenario`.
+fn claude_worker(m: &Machine, scenario: &str, log: &Path) -> Work {
+    standin_worker(m, "claude", "claude_code.py", "claude", scenario, log)
 }
 
 /// Everything the stand-in logged.
@@ -435,20 +448,14 @@ fn wp_6_2_4_codex_task_end_to_end_question_usage_and_cancel() {
     let (bot, reviewer) = setup(&gw);
     let log = reviewer.home().join("standin.log");
     let codex = |scenario: &str| {
-        let standin = work_crate().join("standins/codex_app_server.py");
-        let scenario = work_crate().join("data/codex").join(scenario);
-        Work(reviewer.spawn(&[
-            "--json",
-            "work",
-            "--harness",
+        standin_worker(
+            &reviewer,
             "codex",
-            "--program",
-            standin.to_str().unwrap(),
-            &format!("--arg=--standin-scenario={}", scenario.display()),
-            &format!("--arg=--standin-log={}", log.display()),
-            "--heartbeat",
-            "0s",
-        ]))
+            "codex_app_server.py",
+            "codex",
+            scenario,
+            &log,
+        )
     };
     let worker = codex("full.json");
     let task = delegate(&bot, &reviewer, "Review with Codex.", &[]);
