@@ -75,9 +75,10 @@ pub struct Answer {
     pub replay: bool,
 }
 
-fn install_crypto_provider() {
-    // reqwest is built without a rustls provider so that aws-lc-sys is not pulled in; `ring` is
-    // installed process-wide once (a second install is a harmless error).
+/// Installs rustls' `ring` provider, which every reqwest client in the workspace needs before it
+/// is built: reqwest is built without a provider so that aws-lc-sys is not pulled in; `ring` is
+/// installed process-wide once (a second install is a harmless error).
+pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 

@@ -17,6 +17,7 @@ pub mod codex;
 pub mod command;
 pub mod error;
 pub mod job;
+pub mod opencode;
 pub mod worker;
 
 pub use adapter::{Adapter, Control, Event, Finish, Running};

@@ -75,7 +75,7 @@ pub enum Command {
     /// The MCP server over stdio (send, read_inbox, reply, delegate, task, trace, directory,
     /// with push), and its install into a harness's MCP configuration.
     Mcp(McpArgs),
-    /// Work this agent's delegated tasks headless: drive a harness (Claude Code, Codex, or any command)
+    /// Work this agent's delegated tasks headless: drive a harness (Claude Code, Codex, OpenCode, or any command)
     /// through accept, heartbeats, questions, cancels and results.
     Work(WorkArgs),
 }

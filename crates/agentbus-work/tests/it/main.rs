@@ -342,3 +342,117 @@ fn wp_6_2_4_the_codex_adapter_interrupts_with_turn_interrupt() {
             .starts_with("thr_")
     );
 }
+
+fn opencode_standin(dir: &Path, scenario: &str) -> agentbus_work::opencode::OpenCode {
+    agentbus_work::opencode::OpenCode {
+        program: standin_program(dir, "opencode_server.py", "opencode", scenario),
+    }
+}
+
+#[test]
+fn opencode_server_question_permission_usage_and_answer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    rt().block_on(async {
+        let mut r = opencode_standin(dir, "full.json").start(&job(dir)).unwrap();
+        let mut seen = Vec::new();
+        loop {
+            let ev = next(&mut r).await;
+            if let Event::Question { options, .. } = &ev {
+                assert_eq!(options, &["yes", "no"]);
+                r.control.send(Control::Answer("no".into())).unwrap();
+            }
+            let last = matches!(
+                ev,
+                Event::Finished(_) | Event::Failed { .. } | Event::Exited { .. }
+            );
+            seen.push(ev);
+            if last {
+                break;
+            }
+        }
+        assert!(
+            matches!(&seen[0], Event::Started { session: Some(_) }),
+            "{seen:?}"
+        );
+        assert!(
+            seen.contains(&Event::Activity {
+                note: "used read".into()
+            }),
+            "{seen:?}"
+        );
+        let Some(Event::Usage(u)) = seen.iter().find(|e| matches!(e, Event::Usage(_))) else {
+            panic!("no usage in {seen:?}")
+        };
+        assert_eq!(
+            (
+                u.input_tokens,
+                u.output_tokens,
+                u.reasoning_tokens,
+                u.cache_read_tokens,
+                u.cache_write_tokens
+            ),
+            (900, 120, 30, 400, 50)
+        );
+        assert_eq!(u.cost_usd, Some(0.0123));
+        let Some(Event::Finished(f)) = seen.last() else {
+            panic!("{seen:?}")
+        };
+        assert_eq!(f.output, Some(json!({"findings": []})));
+    });
+    let got = log(dir);
+    let reply = got
+        .iter()
+        .find(|e| e["POST"].as_str().is_some_and(|p| p.ends_with("/reply")))
+        .unwrap();
+    assert_eq!(reply["body"]["answers"][0][0], "no");
+    let perm = got
+        .iter()
+        .find(|e| {
+            e["POST"]
+                .as_str()
+                .is_some_and(|p| p.contains("/permissions/"))
+        })
+        .unwrap();
+    assert_eq!(perm["body"]["response"], "reject");
+    let prompt = got
+        .iter()
+        .find(|e| {
+            e["POST"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("/prompt_async"))
+        })
+        .unwrap();
+    assert!(
+        prompt["body"]["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("<agentbus-message")
+    );
+}
+
+#[test]
+fn wp_6_2_4_the_opencode_adapter_interrupts_with_session_abort() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    rt().block_on(async {
+        let mut r = opencode_standin(dir, "cancel.json")
+            .start(&job(dir))
+            .unwrap();
+        assert!(matches!(next(&mut r).await, Event::Started { .. }));
+        assert!(matches!(next(&mut r).await, Event::Activity { .. }));
+        r.control.send(Control::Interrupt).unwrap();
+        loop {
+            match next(&mut r).await {
+                Event::Interrupted => break,
+                Event::Usage(_) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+    });
+    assert!(
+        log(dir)
+            .iter()
+            .any(|e| e["POST"].as_str().is_some_and(|p| p.ends_with("/abort")))
+    );
+}

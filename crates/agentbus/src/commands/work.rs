@@ -15,6 +15,7 @@ use agentbus_work::adapter::Program;
 use agentbus_work::claude::ClaudeCode;
 use agentbus_work::codex::Codex;
 use agentbus_work::command::CommandAdapter;
+use agentbus_work::opencode::OpenCode;
 use agentbus_work::{Adapter, Settings, WorkError, Worker};
 
 use super::gw::{Ctx, client_error, parse_duration};
@@ -29,6 +30,8 @@ pub enum HarnessKind {
     Claude,
     /// Codex through its app server (`codex app-server`, JSON-RPC over stdio).
     Codex,
+    /// OpenCode through its server (`opencode serve`, HTTP and server-sent events on loopback).
+    Opencode,
     /// Any command: the task as JSON on stdin, the result as JSON on stdout, progress on stderr.
     Command,
 }
@@ -45,7 +48,7 @@ pub struct WorkArgs {
     /// The harness to drive.
     #[arg(long, value_enum)]
     harness: HarnessKind,
-    /// The program to run (default: `claude` or `codex` on PATH; required for command).
+    /// The program to run (default: `claude`, `codex` or `opencode` on PATH; required for command).
     #[arg(long, value_name = "PATH")]
     program: Option<String>,
     /// An argument put before the adapter's own (repeatable), e.g. --arg=--model --arg=opus.
@@ -85,6 +88,12 @@ pub fn run(args: WorkArgs, printer: &Printer) -> CliResult {
         HarnessKind::Codex => Arc::new(Codex {
             program: Program {
                 program: args.program.unwrap_or_else(|| "codex".into()),
+                args: args.args,
+            },
+        }),
+        HarnessKind::Opencode => Arc::new(OpenCode {
+            program: Program {
+                program: args.program.unwrap_or_else(|| "opencode".into()),
                 args: args.args,
             },
         }),

@@ -480,3 +480,42 @@ fn wp_6_2_4_codex_task_end_to_end_question_usage_and_cancel() {
             .any(|e| e["in"]["method"] == "turn/interrupt")
     );
 }
+
+#[test]
+fn wp_6_2_4_opencode_task_end_to_end_question_usage_and_cancel() {
+    let gw = Gw::start();
+    let (bot, reviewer) = setup(&gw);
+    let log = reviewer.home().join("standin.log");
+    let opencode = |scenario: &str| {
+        standin_worker(
+            &reviewer,
+            "opencode",
+            "opencode_server.py",
+            "opencode",
+            scenario,
+            &log,
+        )
+    };
+    let worker = opencode("full.json");
+    let task = delegate(&bot, &reviewer, "Review with OpenCode.", &[]);
+    until_state(&bot, &task, "needs_input");
+    bot.ok(&["--json", "answer", &task, "no"]);
+    let t = until_state(&bot, &task, "succeeded");
+    let (_, result) = timeline(&t).pop().unwrap();
+    assert_eq!(result["output"], serde_json::json!({"findings": []}));
+    assert_eq!(result["usage"]["reported_by"], "harness");
+    assert_eq!(result["usage"]["cache_write_tokens"], 50);
+    assert_eq!(result["cost"]["amount"], "0.0123");
+    drop(worker);
+    // Cancel mid-turn: the session is aborted and the task ends cancelled.
+    let _worker = opencode("cancel.json");
+    let task = delegate(&bot, &reviewer, "Review more with OpenCode.", &[]);
+    until_state(&bot, &task, "in_progress");
+    bot.ok(&["--json", "cancel", &task]);
+    until_state(&bot, &task, "cancelled");
+    assert!(
+        standin_log(&log)
+            .iter()
+            .any(|e| e["POST"].as_str().is_some_and(|p| p.ends_with("/abort")))
+    );
+}
