@@ -395,8 +395,7 @@ async fn work(
         shared: shared.clone(),
         job,
         accepted: false,
-        needs_input: false,
-        last_beat: None,
+        pace: Pace::new(shared.heartbeat_ms),
         usage: None,
         started: shared.clock.now(),
     };
@@ -413,8 +412,7 @@ struct Task {
     shared: Arc<Shared>,
     job: Job,
     accepted: bool,
-    needs_input: bool,
-    last_beat: Option<Timestamp>,
+    pace: Pace,
     usage: Option<Usage>,
     started: Timestamp,
 }
@@ -449,7 +447,7 @@ impl Task {
                         }
                         Event::Question { question, options } => {
                             self.accept(None).await?;
-                            self.needs_input = true;
+                            self.pace.pause();
                             self.act(TaskAction::NeedsInput { question, options }, &[], Extra::default()).await?;
                         }
                         Event::Clarify { text } => {
@@ -463,9 +461,8 @@ impl Task {
                 }
                 m = inbound.recv() => match m {
                     Some(Inbound::Answer(a)) => {
-                        if self.needs_input {
-                            self.needs_input = false;
-                            self.last_beat = Some(self.shared.clock.now());
+                        if self.pace.paused() {
+                            self.pace.resume(self.shared.clock.now());
                             let _ = running.control.send(Control::Answer(a));
                         }
                     }
@@ -489,7 +486,7 @@ impl Task {
             return Ok(());
         }
         self.accepted = true;
-        self.last_beat = Some(self.shared.clock.now());
+        self.pace.resume(self.shared.clock.now());
         self.act(
             TaskAction::Accept {
                 estimate_s: None,
@@ -504,16 +501,9 @@ impl Task {
     /// A `task.progress` for the harness's activity, unless one went out less than the heartbeat
     /// setting ago or the task waits for its requester (§5.7a).
     async fn heartbeat(&mut self, note: String) -> Result<(), ClientError> {
-        if !self.accepted || self.needs_input {
+        if !self.accepted || !self.pace.beat(self.shared.clock.now()) {
             return Ok(());
         }
-        let now = self.shared.clock.now();
-        if let Some(last) = self.last_beat
-            && now.millis() - last.millis() < self.shared.heartbeat_ms
-        {
-            return Ok(());
-        }
-        self.last_beat = Some(now);
         let note = (!note.is_empty()).then(|| note.chars().take(NOTE_MAX).collect());
         let mut extra = Extra::default();
         if let Some(u) = &self.usage {
@@ -641,6 +631,57 @@ impl Task {
     }
 }
 
+/// When a task's heartbeats go out: at most one per interval, counted from the last one (or the
+/// accept, or the answer that ended a pause), and none while the task waits for its requester
+/// (§5.7a).
+#[derive(Debug, Clone)]
+pub struct Pace {
+    every_ms: i64,
+    last: Option<Timestamp>,
+    paused: bool,
+}
+
+impl Pace {
+    /// At most one heartbeat per `every_ms`.
+    pub fn new(every_ms: i64) -> Pace {
+        Pace {
+            every_ms,
+            last: None,
+            paused: false,
+        }
+    }
+
+    /// The task waits for its requester: no heartbeats until [`Pace::resume`].
+    pub fn pause(&mut self) {
+        self.paused = true;
+    }
+
+    /// Whether heartbeats are paused.
+    pub fn paused(&self) -> bool {
+        self.paused
+    }
+
+    /// The task goes on at `now` (accepted, or answered): the interval starts again.
+    pub fn resume(&mut self, now: Timestamp) {
+        self.paused = false;
+        self.last = Some(now);
+    }
+
+    /// Whether activity at `now` sends a heartbeat; if so, it counts as the last one.
+    pub fn beat(&mut self, now: Timestamp) -> bool {
+        if self.paused {
+            return false;
+        }
+        if let Some(last) = self.last
+            && now.millis() - last.millis() < self.every_ms
+        {
+            return false;
+        }
+        self.last = Some(now);
+        true
+    }
+}
+
 /// Checks a result's output against the request's output schema (draft 2020-12, nothing fetched).
 pub fn check_output(schema: &Value, output: Option<&Value>) -> Result<(), String> {
     let Some(out) = output else {
@@ -657,5 +698,52 @@ pub fn check_output(schema: &Value, output: Option<&Value>) -> Result<(), String
             "the harness's output does not pass the request's output_schema: {}",
             errors.join("; ")
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentbus_runtime::ManualClock;
+
+    #[test]
+    fn wp_5_7a_2_heartbeats_are_paced_and_paused_in_needs_input() {
+        let clock = ManualClock::new(Timestamp(1_764_504_000_000));
+        let mut pace = Pace::new(30_000);
+        pace.resume(clock.now()); // accepted
+        assert!(!pace.beat(clock.now()), "the accept was the last heartbeat");
+        clock.advance_ms(30_000);
+        assert!(pace.beat(clock.now()));
+        clock.advance_ms(10_000);
+        assert!(
+            !pace.beat(clock.now()),
+            "less than the interval since the last one"
+        );
+        clock.advance_ms(60_000);
+        pace.pause();
+        assert!(
+            !pace.beat(clock.now()),
+            "none while the task is needs_input"
+        );
+        clock.advance_ms(600_000);
+        assert!(!pace.beat(clock.now()));
+        pace.resume(clock.now()); // the task.input
+        clock.advance_ms(30_000);
+        assert!(pace.beat(clock.now()));
+    }
+
+    #[test]
+    fn outputs_are_checked_against_the_output_schema() {
+        let schema = json!({"type": "object", "required": ["findings"], "properties": {"findings": {"type": "array"}}});
+        assert!(check_output(&schema, Some(&json!({"findings": []}))).is_ok());
+        let why = check_output(&schema, Some(&json!({"findings": 3}))).unwrap_err();
+        assert!(why.contains("does not pass"), "{why}");
+        assert!(
+            check_output(&schema, None)
+                .unwrap_err()
+                .contains("no JSON object")
+        );
+        let bad = check_output(&json!({"type": 5}), Some(&json!({}))).unwrap_err();
+        assert!(bad.contains("does not compile"), "{bad}");
     }
 }
