@@ -118,7 +118,8 @@ fn setup(gw: &Gw) -> (Machine, Machine) {
 }
 
 #[test]
-fn wp_5_7a_2_wp_5_5_1_claude_task_accepted_heartbeats_question_answer_result_with_usage() {
+fn wp_5_7a_2_wp_5_5_1_wp_5_5_2_wp_5_5_5_claude_task_accepted_heartbeats_question_answer_result_with_usage()
+ {
     let gw = Gw::start();
     let (bot, reviewer) = setup(&gw);
     let log = reviewer.home().join("standin.log");
@@ -189,6 +190,7 @@ fn wp_5_7a_2_wp_5_5_1_claude_task_accepted_heartbeats_question_answer_result_wit
     assert_eq!(usage["wall_ms"], 5300);
     assert_eq!(result["cost"]["amount"], "0.0421");
     assert_eq!(result["cost"]["source"], "harness");
+    assert!(result["duration_ms"].as_u64().is_some(), "{result}");
     let envelope = t["conversation"]["envelopes"]
         .as_array()
         .unwrap()
@@ -379,7 +381,7 @@ fn wp_7_4_a_clarifying_message_leaves_the_task_in_progress_and_heartbeats_go_on(
 }
 
 #[test]
-fn generic_command_failures_and_rejections_end_tasks_with_reasons() {
+fn wp_5_5_3_wp_5_5_4_generic_command_failures_and_rejections_end_tasks_with_reasons() {
     let gw = Gw::start();
     let (bot, reviewer) = setup(&gw);
     reviewer.ok(&[
@@ -400,7 +402,9 @@ fn generic_command_failures_and_rejections_end_tasks_with_reasons() {
     let task = delegate(&bot, &reviewer, "Review.", &[]);
     let t = until_state(&bot, &task, "failed");
     let (_, result) = timeline(&t).pop().unwrap();
+    assert_eq!(result["status"], "failed");
     assert_eq!(result["failure"]["code"], "harness_crashed");
+    assert_eq!(result["failure"]["retryable"], true);
     let message = result["failure"]["message"].as_str().unwrap();
     assert!(message.contains("cannot parse main.go"), "{message}");
     // A capability on the card that this worker does not serve is rejected with the reason.
