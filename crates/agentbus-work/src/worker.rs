@@ -556,6 +556,7 @@ impl Task {
 
     /// `task.result` `succeeded`, the output checked against the output schema first.
     async fn complete(&mut self, f: Finish) -> Result<(), ClientError> {
+        self.accept(None).await?;
         if let Some(schema) = &self.job.output_schema
             && let Err(why) = check_output(schema, f.output.as_ref())
         {
@@ -587,6 +588,9 @@ impl Task {
         message: &str,
         retryable: bool,
     ) -> Result<(), ClientError> {
+        // A result before the accept has no edge and would be ignored (§6): the task was taken,
+        // so it is accepted first, and its failure is on record.
+        self.accept(None).await?;
         let action = TaskAction::Fail {
             code: code.to_owned(),
             message: message.chars().take(SUMMARY_MAX).collect(),

@@ -523,3 +523,70 @@ fn wp_6_2_4_opencode_task_end_to_end_question_usage_and_cancel() {
             .any(|e| e["POST"].as_str().is_some_and(|p| p.ends_with("/abort")))
     );
 }
+
+#[test]
+fn concurrency_holds_later_requests_submitted_until_a_slot_frees() {
+    let gw = Gw::start();
+    let (bot, reviewer) = setup(&gw);
+    let log = reviewer.home().join("standin.log");
+    let mut worker = claude_worker(&reviewer, "gated.json", &log);
+    // The worker's event lines, read as they come.
+    let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Value>::new()));
+    let out = worker.0.stdout.take().unwrap();
+    let sink = events.clone();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str(&line) {
+                sink.lock().unwrap().push(v);
+            }
+        }
+    });
+    let first = delegate(&bot, &reviewer, "Review part one.", &[]);
+    until_state(&bot, &first, "in_progress");
+    let second = delegate(&bot, &reviewer, "Review part two.", &[]);
+    // The worker has taken the second request (queued) but not started it.
+    eventually(30, "the second request queued", || {
+        let seen = events.lock().unwrap();
+        seen.iter()
+            .any(|e| e["event"] == "queued" && e["task_id"] == second.as_str())
+            .then_some(())
+    });
+    assert_eq!(state(&bot, &second), "submitted");
+    assert_eq!(
+        standin_log(&log)
+            .iter()
+            .filter(|e| e.get("argv").is_some())
+            .count(),
+        1,
+        "one harness at a time"
+    );
+    std::fs::write(reviewer.home().join("release"), "").unwrap();
+    until_state(&bot, &first, "succeeded");
+    until_state(&bot, &second, "succeeded");
+}
+
+#[test]
+fn a_harness_that_cannot_start_fails_its_task() {
+    let gw = Gw::start();
+    let (bot, reviewer) = setup(&gw);
+    let missing = reviewer.home().join("no-such-claude");
+    let _worker = Work(reviewer.spawn(&[
+        "--json",
+        "work",
+        "--harness",
+        "claude",
+        "--program",
+        missing.to_str().unwrap(),
+    ]));
+    let task = delegate(&bot, &reviewer, "Review.", &[]);
+    let t = until_state(&bot, &task, "failed");
+    let (_, result) = timeline(&t).pop().unwrap();
+    assert_eq!(result["failure"]["code"], "harness_unavailable");
+    assert!(
+        result["failure"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no-such-claude")
+    );
+}
