@@ -79,6 +79,8 @@ pub enum Control {
     Answer(String),
     /// Stop the running turn (a `task.cancel`, §6.2).
     Interrupt,
+    /// A reply to the harness's clarifying question, framed as data (§13.1).
+    Message(String),
 }
 
 /// A running harness: its events, and where to send controls. Dropping it kills the harness.

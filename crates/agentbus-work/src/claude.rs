@@ -164,6 +164,12 @@ async fn drive(
                         let _ = write_line(&mut pipes.stdin, &allow).await;
                     }
                 }
+                Some(Control::Message(text)) => {
+                    // Queued as the session's next user input.
+                    let user = json!({"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": text}]},
+                        "parent_tool_use_id": null, "session_id": ""});
+                    let _ = write_line(&mut pipes.stdin, &user).await;
+                }
                 Some(Control::Interrupt) => {
                     interrupting = true;
                     let req = json!({"type": "control_request", "request_id": "agentbus_interrupt",

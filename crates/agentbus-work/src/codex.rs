@@ -56,6 +56,7 @@ const INITIALIZE: u64 = 1;
 const THREAD_START: u64 = 2;
 const TURN_START: u64 = 3;
 const INTERRUPT: u64 = 4;
+const STEER: u64 = 5;
 
 async fn drive(
     mut child: tokio::process::Child,
@@ -88,11 +89,15 @@ async fn drive(
                     // Answers to the client's requests.
                     ("", Some(id)) => {
                         if let Some(e) = msg.get("error") {
-                            let _ = tx.send(Event::Failed {
-                                code: "codex_error".into(),
-                                message: e["message"].as_str().unwrap_or("the app server refused a request").to_owned(),
-                            });
-                            return;
+                            let message = e["message"].as_str().unwrap_or("the app server refused a request").to_owned();
+                            // Without its thread or turn the task cannot go on; a refused steer or
+                            // interrupt is only noted.
+                            if matches!(id.as_u64(), Some(INITIALIZE | THREAD_START | TURN_START)) {
+                                let _ = tx.send(Event::Failed { code: "codex_error".into(), message });
+                                return;
+                            }
+                            let _ = tx.send(Event::Activity { note: format!("Codex refused a request: {}", one_line(&message, 200)) });
+                            continue;
                         }
                         let r = &msg["result"];
                         match id.as_u64() {
@@ -196,6 +201,12 @@ async fn drive(
                         let answer = json!({"id": id, "result": {"answers": {qid: {"answers": [a]}}}});
                         let _ = write_line(&mut pipes.stdin, &answer).await;
                     }
+                }
+                Some(Control::Message(text)) => {
+                    // Added to the running turn (`turn/steer`).
+                    let req = json!({"method": "turn/steer", "id": STEER, "params": {"threadId": thread,
+                        "expectedTurnId": turn, "input": [{"type": "text", "text": text}]}});
+                    let _ = write_line(&mut pipes.stdin, &req).await;
                 }
                 Some(Control::Interrupt) => {
                     interrupting = true;

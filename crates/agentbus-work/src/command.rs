@@ -78,6 +78,9 @@ async fn drive(
                 Some(Control::Answer(a)) => {
                     let _ = write_line(&mut stdin, &json!({"answer": a})).await;
                 }
+                Some(Control::Message(m)) => {
+                    let _ = write_line(&mut stdin, &json!({"message": m})).await;
+                }
                 Some(Control::Interrupt) => {
                     interrupting = true;
                     if let Some(pid) = child.id().and_then(|p| rustix::process::Pid::from_raw(p as i32)) {

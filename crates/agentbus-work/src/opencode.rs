@@ -249,6 +249,10 @@ async fn drive(
                         server.post(&format!("/question/{qid}/reply"), json!({"answers": [[a]]})).await?;
                     }
                 }
+                Some(Control::Message(text)) => {
+                    // Queued on the session as its next prompt.
+                    server.post(&format!("/session/{sid}/prompt_async"), json!({"parts": [{"type": "text", "text": text}]})).await?;
+                }
                 Some(Control::Interrupt) => {
                     interrupting = true;
                     server.post(&format!("/session/{sid}/abort"), json!({})).await?;

@@ -70,12 +70,15 @@ struct Shared {
     clock: Arc<dyn Clock>,
     heartbeat_ms: i64,
     notify: Notify,
+    /// The clarifying messages sent (`msg_` id → `tsk_` id), so that replies reach their task.
+    clarifying: std::sync::Mutex<HashMap<String, String>>,
 }
 
 /// What reaches a running task from the requester (or the worker itself).
 #[derive(Debug)]
 enum Inbound {
     Answer(String),
+    Message(String),
     Cancel,
     Stop,
 }
@@ -105,6 +108,7 @@ impl Worker {
                 clock,
                 heartbeat_ms,
                 notify,
+                clarifying: std::sync::Mutex::new(HashMap::new()),
             }),
             local,
             settings,
@@ -339,6 +343,17 @@ impl Worker {
                     // A task cancelled while it waits for a slot was cancelled at once (§6).
                     queue.retain(|j| j.task_id != task_id);
                 }
+                Some(t) if t == KnownType::Message.as_str() => {
+                    // A reply to a clarifying question goes to the task that asked it (§7).
+                    let task = r
+                        .attr("correlation_id")
+                        .and_then(|c| self.shared.clarifying.lock().ok()?.get(c).cloned());
+                    if let Some(task_id) = task
+                        && let Some(tx) = jobs.get(&task_id)
+                    {
+                        let _ = tx.send(Inbound::Message(crate::job::framed(&r, &task_id)));
+                    }
+                }
                 Some(t) if t == KnownType::TaskInput.as_str() => {
                     if let Some(tx) = jobs.get(&task_of(&r)) {
                         let answer = r
@@ -453,7 +468,10 @@ impl Task {
                         Event::Clarify { text } => {
                             // §7: the task stays in progress and heartbeats go on.
                             self.accept(None).await?;
-                            self.act(TaskAction::Clarify { text }, &[], Extra::default()).await?;
+                            let sent = self.act(TaskAction::Clarify { text }, &[], Extra::default()).await?;
+                            if let Ok(mut c) = self.shared.clarifying.lock() {
+                                c.insert(sent, self.job.task_id.clone());
+                            }
                         }
                         Event::Usage(u) => self.usage.get_or_insert_with(Usage::default).add(&u),
                         end => return self.end(halt, end).await,
@@ -465,6 +483,9 @@ impl Task {
                             self.pace.resume(self.shared.clock.now());
                             let _ = running.control.send(Control::Answer(a));
                         }
+                    }
+                    Some(Inbound::Message(text)) => {
+                        let _ = running.control.send(Control::Message(text));
                     }
                     Some(Inbound::Cancel) => {
                         halt = Some(Halt::Cancel);
@@ -496,6 +517,7 @@ impl Task {
             Extra::default(),
         )
         .await
+        .map(drop)
     }
 
     /// A `task.progress` for the harness's activity, unless one went out less than the heartbeat
@@ -519,6 +541,7 @@ impl Task {
             extra,
         )
         .await
+        .map(drop)
     }
 
     /// Ends the task on the harness's last event.
@@ -577,7 +600,7 @@ impl Task {
                 );
                 self.fail("attachment_unreadable", &m, true).await
             }
-            r => r,
+            r => r.map(drop),
         }
     }
 
@@ -596,7 +619,7 @@ impl Task {
             message: message.chars().take(SUMMARY_MAX).collect(),
             retryable,
         };
-        self.act(action, &[], self.result_extra()).await
+        self.act(action, &[], self.result_extra()).await.map(drop)
     }
 
     /// A result's `usage` (the envelope's and `data`'s), `cost` and `duration_ms` (§5.5).
@@ -622,7 +645,7 @@ impl Task {
         action: TaskAction,
         files: &[PathBuf],
         extra: Extra,
-    ) -> Result<(), ClientError> {
+    ) -> Result<String, ClientError> {
         let acted = self
             .shared
             .agent
@@ -631,7 +654,7 @@ impl Task {
         (self.shared.notify)(
             json!({"event": "sent", "task_id": acted.task_id, "type": acted.verb, "id": acted.sent.id()}),
         );
-        Ok(())
+        Ok(acted.sent.id().to_owned())
     }
 }
 
