@@ -626,3 +626,50 @@ fn wp_7_4_a_reply_to_a_clarifying_message_reaches_the_harness_framed() {
     assert!(framed.contains(&format!("task=\"{task}\"")), "{framed}");
     assert!(framed.contains("&lt;/agentbus-message>"), "{framed}");
 }
+
+#[test]
+fn sigterm_interrupts_running_turns_and_fails_their_tasks_as_retryable() {
+    let gw = Gw::start();
+    let (bot, reviewer) = setup(&gw);
+    let log = reviewer.home().join("standin.log");
+    let mut worker = claude_worker(&reviewer, "gated.json", &log);
+    let task = delegate(&bot, &reviewer, "Review.", &[]);
+    until_state(&bot, &task, "in_progress");
+    let pid = worker.0.id().to_string();
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let status = worker.0.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let t = until_state(&bot, &task, "failed");
+    let (_, result) = timeline(&t).pop().unwrap();
+    assert_eq!(result["failure"]["code"], "worker_stopped");
+    assert_eq!(result["failure"]["retryable"], true);
+    assert!(
+        standin_log(&log)
+            .iter()
+            .any(|e| e["in"]["request"]["subtype"] == "interrupt")
+    );
+}
+
+#[test]
+fn with_a_sidecar_receiving_the_worker_reads_the_inbox_it_writes() {
+    let gw = Gw::start();
+    let (bot, reviewer) = setup(&gw);
+    let _sidecar =
+        Work(reviewer.spawn(&["--json", "sidecar", "--poll-wait", "1", "--no-websocket"]));
+    eventually(30, "the sidecar holding the receive lock", || {
+        reviewer
+            .agent_dir()
+            .join("sidecar.json")
+            .exists()
+            .then_some(())
+    });
+    std::fs::write(reviewer.home().join("release"), "").unwrap();
+    let log = reviewer.home().join("standin.log");
+    let _worker = claude_worker(&reviewer, "gated.json", &log);
+    let task = delegate(&bot, &reviewer, "Review.", &[]);
+    until_state(&bot, &task, "succeeded");
+}
