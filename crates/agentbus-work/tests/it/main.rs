@@ -79,46 +79,93 @@ fn log(dir: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// Runs `adapter` on the job in `dir` to its last event, answering its question with `answer`
+/// (after checking its options); every event, in order.
+fn run_to_end(adapter: &dyn Adapter, dir: &Path, options: &[&str], answer: &str) -> Vec<Event> {
+    rt().block_on(async {
+        let mut r = adapter.start(&job(dir)).unwrap();
+        let mut seen = Vec::new();
+        loop {
+            let ev = next(&mut r).await;
+            if let Event::Question { options: got, .. } = &ev {
+                assert_eq!(got, options);
+                r.control.send(Control::Answer(answer.into())).unwrap();
+            }
+            let last = matches!(
+                ev,
+                Event::Finished(_) | Event::Failed { .. } | Event::Exited { .. }
+            );
+            seen.push(ev);
+            if last {
+                return seen;
+            }
+        }
+    })
+}
+
+/// The usage event among `seen`.
+fn usage_in(seen: &[Event]) -> agentbus_work::Usage {
+    seen.iter()
+        .find_map(|e| match e {
+            Event::Usage(u) => Some(u.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no usage in {seen:?}"))
+}
+
+/// The final answer, the last of `seen`.
+fn finish_in(seen: &[Event]) -> agentbus_work::Finish {
+    match seen.last() {
+        Some(Event::Finished(f)) => f.clone(),
+        _ => panic!("no final answer in {seen:?}"),
+    }
+}
+
+/// Starts `adapter`, waits for its first activity, interrupts it and expects the turn to stop.
+fn interrupted(adapter: &dyn Adapter, dir: &Path) {
+    rt().block_on(async {
+        let mut r = adapter.start(&job(dir)).unwrap();
+        assert!(matches!(next(&mut r).await, Event::Started { .. }));
+        assert!(matches!(next(&mut r).await, Event::Activity { .. }));
+        r.control.send(Control::Interrupt).unwrap();
+        loop {
+            match next(&mut r).await {
+                Event::Interrupted => break,
+                Event::Usage(_) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+    });
+}
+
 #[test]
 fn claude_stream_json_question_answer_and_usage() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    rt().block_on(async {
-        let mut r = standin(dir, "full.json").start(&job(dir)).unwrap();
-        let mut seen = Vec::new();
-        loop {
-            let ev = next(&mut r).await;
-            if let Event::Question { question, options } = &ev {
-                assert_eq!(question, "Which branch should I compare against?");
-                assert_eq!(options, &["main", "release-2"]);
-                r.control.send(Control::Answer("main".into())).unwrap();
-            }
-            let last = matches!(ev, Event::Finished(_));
-            seen.push(ev);
-            if last {
-                break;
-            }
-        }
-        assert!(
-            matches!(&seen[0], Event::Started { session: Some(_) }),
-            "{seen:?}"
-        );
-        let Some(Event::Usage(u)) = seen.iter().find(|e| matches!(e, Event::Usage(_))) else {
-            panic!("no usage in {seen:?}")
-        };
-        assert_eq!(
-            (u.input_tokens, u.output_tokens, u.cache_read_tokens),
-            (1200, 340, 800)
-        );
-        assert_eq!(u.cost_usd, Some(0.0421));
-        let Some(Event::Finished(f)) = seen.last() else {
-            unreachable!()
-        };
-        assert_eq!(
-            f.output,
-            Some(json!({"findings": [{"file": "worker.go", "line": 142}]}))
-        );
-    });
+    let seen = run_to_end(
+        &standin(dir, "full.json"),
+        dir,
+        &["main", "release-2"],
+        "main",
+    );
+    assert!(
+        matches!(&seen[0], Event::Started { session: Some(_) }),
+        "{seen:?}"
+    );
+    assert!(seen.contains(&Event::Question {
+        question: "Which branch should I compare against?".into(),
+        options: vec!["main".into(), "release-2".into()]
+    }));
+    let u = usage_in(&seen);
+    assert_eq!(
+        (u.input_tokens, u.output_tokens, u.cache_read_tokens),
+        (1200, 340, 800)
+    );
+    assert_eq!(u.cost_usd, Some(0.0421));
+    assert_eq!(
+        finish_in(&seen).output,
+        Some(json!({"findings": [{"file": "worker.go", "line": 142}]}))
+    );
     let got = log(dir);
     let answered = got.iter().find(|e| e.get("answered").is_some()).unwrap();
     assert_eq!(
@@ -131,19 +178,7 @@ fn claude_stream_json_question_answer_and_usage() {
 fn wp_6_2_4_the_claude_adapter_interrupts_with_the_control_request() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    rt().block_on(async {
-        let mut r = standin(dir, "cancel.json").start(&job(dir)).unwrap();
-        assert!(matches!(next(&mut r).await, Event::Started { .. }));
-        assert!(matches!(next(&mut r).await, Event::Activity { .. }));
-        r.control.send(Control::Interrupt).unwrap();
-        loop {
-            match next(&mut r).await {
-                Event::Interrupted => break,
-                Event::Usage(_) => {}
-                other => panic!("{other:?}"),
-            }
-        }
-    });
+    interrupted(&standin(dir, "cancel.json"), dir);
     assert!(
         log(dir).iter().any(|e| e["in"]["type"] == "control_request"
             && e["in"]["request"]["subtype"] == "interrupt")
@@ -206,13 +241,7 @@ fn wp_6_2_4_the_generic_adapter_interrupts_with_sigterm() {
 read -r task
 echo working >&2
 while true; do sleep 0.05; done"#;
-    rt().block_on(async {
-        let mut r = sh(script).start(&job(dir)).unwrap();
-        assert!(matches!(next(&mut r).await, Event::Started { .. }));
-        assert!(matches!(next(&mut r).await, Event::Activity { .. }));
-        r.control.send(Control::Interrupt).unwrap();
-        assert_eq!(next(&mut r).await, Event::Interrupted);
-    });
+    interrupted(&sh(script), dir);
     assert_eq!(
         std::fs::read_to_string(dir.join("trapped")).unwrap(),
         "interrupted\n"
@@ -250,50 +279,30 @@ fn codex_standin(dir: &Path, scenario: &str) -> agentbus_work::codex::Codex {
 fn codex_app_server_question_answer_usage_and_answer() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    rt().block_on(async {
-        let mut r = codex_standin(dir, "full.json").start(&job(dir)).unwrap();
-        let mut seen = Vec::new();
-        loop {
-            let ev = next(&mut r).await;
-            if let Event::Question { options, .. } = &ev {
-                assert_eq!(options, &["yes", "no"]);
-                r.control.send(Control::Answer("no".into())).unwrap();
-            }
-            let last = matches!(ev, Event::Finished(_) | Event::Failed { .. });
-            seen.push(ev);
-            if last {
-                break;
-            }
-        }
-        assert!(
-            matches!(&seen[0], Event::Started { session: Some(_) }),
-            "{seen:?}"
-        );
-        assert!(
-            seen.contains(&Event::Activity {
-                note: "ran go vet ./...".into()
-            }),
-            "{seen:?}"
-        );
-        let Some(Event::Usage(u)) = seen.iter().find(|e| matches!(e, Event::Usage(_))) else {
-            panic!("no usage in {seen:?}")
-        };
-        assert_eq!(u.provider.as_deref(), Some("openai"));
-        assert_eq!(u.model.as_deref(), Some("gpt-5.1-codex"));
-        assert_eq!(
-            (
-                u.input_tokens,
-                u.output_tokens,
-                u.cache_read_tokens,
-                u.reasoning_tokens
-            ),
-            (1800, 300, 600, 120)
-        );
-        let Some(Event::Finished(f)) = seen.last() else {
-            panic!("{seen:?}")
-        };
-        assert_eq!(f.output, Some(json!({"findings": []})));
-    });
+    let seen = run_to_end(&codex_standin(dir, "full.json"), dir, &["yes", "no"], "no");
+    assert!(
+        matches!(&seen[0], Event::Started { session: Some(_) }),
+        "{seen:?}"
+    );
+    assert!(
+        seen.contains(&Event::Activity {
+            note: "ran go vet ./...".into()
+        }),
+        "{seen:?}"
+    );
+    let u = usage_in(&seen);
+    assert_eq!(u.provider.as_deref(), Some("openai"));
+    assert_eq!(u.model.as_deref(), Some("gpt-5.1-codex"));
+    assert_eq!(
+        (
+            u.input_tokens,
+            u.output_tokens,
+            u.cache_read_tokens,
+            u.reasoning_tokens
+        ),
+        (1800, 300, 600, 120)
+    );
+    assert_eq!(finish_in(&seen).output, Some(json!({"findings": []})));
     let got = log(dir);
     let answered = got.iter().find(|e| e.get("answered").is_some()).unwrap();
     assert_eq!(
@@ -311,19 +320,7 @@ fn codex_app_server_question_answer_usage_and_answer() {
 fn wp_6_2_4_the_codex_adapter_interrupts_with_turn_interrupt() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    rt().block_on(async {
-        let mut r = codex_standin(dir, "cancel.json").start(&job(dir)).unwrap();
-        assert!(matches!(next(&mut r).await, Event::Started { .. }));
-        assert!(matches!(next(&mut r).await, Event::Activity { .. }));
-        r.control.send(Control::Interrupt).unwrap();
-        loop {
-            match next(&mut r).await {
-                Event::Interrupted => break,
-                Event::Usage(_) => {}
-                other => panic!("{other:?}"),
-            }
-        }
-    });
+    interrupted(&codex_standin(dir, "cancel.json"), dir);
     let got = log(dir);
     let interrupt = got
         .iter()
@@ -353,76 +350,45 @@ fn opencode_standin(dir: &Path, scenario: &str) -> agentbus_work::opencode::Open
 fn opencode_server_question_permission_usage_and_answer() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    rt().block_on(async {
-        let mut r = opencode_standin(dir, "full.json").start(&job(dir)).unwrap();
-        let mut seen = Vec::new();
-        loop {
-            let ev = next(&mut r).await;
-            if let Event::Question { options, .. } = &ev {
-                assert_eq!(options, &["yes", "no"]);
-                r.control.send(Control::Answer("no".into())).unwrap();
-            }
-            let last = matches!(
-                ev,
-                Event::Finished(_) | Event::Failed { .. } | Event::Exited { .. }
-            );
-            seen.push(ev);
-            if last {
-                break;
-            }
-        }
-        assert!(
-            matches!(&seen[0], Event::Started { session: Some(_) }),
-            "{seen:?}"
-        );
-        assert!(
-            seen.contains(&Event::Activity {
-                note: "used read".into()
-            }),
-            "{seen:?}"
-        );
-        let Some(Event::Usage(u)) = seen.iter().find(|e| matches!(e, Event::Usage(_))) else {
-            panic!("no usage in {seen:?}")
-        };
-        assert_eq!(
-            (
-                u.input_tokens,
-                u.output_tokens,
-                u.reasoning_tokens,
-                u.cache_read_tokens,
-                u.cache_write_tokens
-            ),
-            (900, 120, 30, 400, 50)
-        );
-        assert_eq!(u.cost_usd, Some(0.0123));
-        let Some(Event::Finished(f)) = seen.last() else {
-            panic!("{seen:?}")
-        };
-        assert_eq!(f.output, Some(json!({"findings": []})));
-    });
+    let seen = run_to_end(
+        &opencode_standin(dir, "full.json"),
+        dir,
+        &["yes", "no"],
+        "no",
+    );
+    assert!(
+        matches!(&seen[0], Event::Started { session: Some(_) }),
+        "{seen:?}"
+    );
+    assert!(
+        seen.contains(&Event::Activity {
+            note: "used read".into()
+        }),
+        "{seen:?}"
+    );
+    let u = usage_in(&seen);
+    assert_eq!(
+        (
+            u.input_tokens,
+            u.output_tokens,
+            u.reasoning_tokens,
+            u.cache_read_tokens,
+            u.cache_write_tokens
+        ),
+        (900, 120, 30, 400, 50)
+    );
+    assert_eq!(u.cost_usd, Some(0.0123));
+    assert_eq!(finish_in(&seen).output, Some(json!({"findings": []})));
     let got = log(dir);
-    let reply = got
-        .iter()
-        .find(|e| e["POST"].as_str().is_some_and(|p| p.ends_with("/reply")))
-        .unwrap();
-    assert_eq!(reply["body"]["answers"][0][0], "no");
-    let perm = got
-        .iter()
-        .find(|e| {
-            e["POST"]
-                .as_str()
-                .is_some_and(|p| p.contains("/permissions/"))
-        })
-        .unwrap();
-    assert_eq!(perm["body"]["response"], "reject");
-    let prompt = got
-        .iter()
-        .find(|e| {
-            e["POST"]
-                .as_str()
-                .is_some_and(|p| p.ends_with("/prompt_async"))
-        })
-        .unwrap();
+    let posted = |suffix: &str| {
+        got.iter()
+            .find(|e| e["POST"].as_str().is_some_and(|p| p.contains(suffix)))
+            .cloned()
+            .unwrap_or_else(|| panic!("no POST …{suffix}"))
+    };
+    assert_eq!(posted("/reply")["body"]["answers"][0][0], "no");
+    assert_eq!(posted("/permissions/")["body"]["response"], "reject");
+    let prompt = posted("/prompt_async");
     assert!(
         prompt["body"]["parts"][0]["text"]
             .as_str()
@@ -435,21 +401,7 @@ fn opencode_server_question_permission_usage_and_answer() {
 fn wp_6_2_4_the_opencode_adapter_interrupts_with_session_abort() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    rt().block_on(async {
-        let mut r = opencode_standin(dir, "cancel.json")
-            .start(&job(dir))
-            .unwrap();
-        assert!(matches!(next(&mut r).await, Event::Started { .. }));
-        assert!(matches!(next(&mut r).await, Event::Activity { .. }));
-        r.control.send(Control::Interrupt).unwrap();
-        loop {
-            match next(&mut r).await {
-                Event::Interrupted => break,
-                Event::Usage(_) => {}
-                other => panic!("{other:?}"),
-            }
-        }
-    });
+    interrupted(&opencode_standin(dir, "cancel.json"), dir);
     assert!(
         log(dir)
             .iter()

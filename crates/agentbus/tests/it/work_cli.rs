@@ -447,84 +447,6 @@ fn wp_5_5_3_wp_5_5_4_generic_command_failures_and_rejections_end_tasks_with_reas
 }
 
 #[test]
-fn wp_6_2_4_codex_task_end_to_end_question_usage_and_cancel() {
-    let gw = Gw::start();
-    let (bot, reviewer) = setup(&gw);
-    let log = reviewer.home().join("standin.log");
-    let codex = |scenario: &str| {
-        standin_worker(
-            &reviewer,
-            "codex",
-            "codex_app_server.py",
-            "codex",
-            scenario,
-            &log,
-        )
-    };
-    let worker = codex("full.json");
-    let task = delegate(&bot, &reviewer, "Review with Codex.", &[]);
-    until_state(&bot, &task, "needs_input");
-    bot.ok(&["--json", "answer", &task, "no"]);
-    let t = until_state(&bot, &task, "succeeded");
-    let (_, result) = timeline(&t).pop().unwrap();
-    assert_eq!(result["output"], serde_json::json!({"findings": []}));
-    assert_eq!(result["usage"]["reported_by"], "harness");
-    assert_eq!(result["usage"]["provider"], "openai");
-    assert_eq!(result["usage"]["reasoning_tokens"], 120);
-    drop(worker);
-    // Cancel mid-turn: the app server gets turn/interrupt and the task ends cancelled.
-    let _worker = codex("cancel.json");
-    let task = delegate(&bot, &reviewer, "Review more with Codex.", &[]);
-    until_state(&bot, &task, "in_progress");
-    bot.ok(&["--json", "cancel", &task]);
-    until_state(&bot, &task, "cancelled");
-    assert!(
-        standin_log(&log)
-            .iter()
-            .any(|e| e["in"]["method"] == "turn/interrupt")
-    );
-}
-
-#[test]
-fn wp_6_2_4_opencode_task_end_to_end_question_usage_and_cancel() {
-    let gw = Gw::start();
-    let (bot, reviewer) = setup(&gw);
-    let log = reviewer.home().join("standin.log");
-    let opencode = |scenario: &str| {
-        standin_worker(
-            &reviewer,
-            "opencode",
-            "opencode_server.py",
-            "opencode",
-            scenario,
-            &log,
-        )
-    };
-    let worker = opencode("full.json");
-    let task = delegate(&bot, &reviewer, "Review with OpenCode.", &[]);
-    until_state(&bot, &task, "needs_input");
-    bot.ok(&["--json", "answer", &task, "no"]);
-    let t = until_state(&bot, &task, "succeeded");
-    let (_, result) = timeline(&t).pop().unwrap();
-    assert_eq!(result["output"], serde_json::json!({"findings": []}));
-    assert_eq!(result["usage"]["reported_by"], "harness");
-    assert_eq!(result["usage"]["cache_write_tokens"], 50);
-    assert_eq!(result["cost"]["amount"], "0.0123");
-    drop(worker);
-    // Cancel mid-turn: the session is aborted and the task ends cancelled.
-    let _worker = opencode("cancel.json");
-    let task = delegate(&bot, &reviewer, "Review more with OpenCode.", &[]);
-    until_state(&bot, &task, "in_progress");
-    bot.ok(&["--json", "cancel", &task]);
-    until_state(&bot, &task, "cancelled");
-    assert!(
-        standin_log(&log)
-            .iter()
-            .any(|e| e["POST"].as_str().is_some_and(|p| p.ends_with("/abort")))
-    );
-}
-
-#[test]
 fn concurrency_holds_later_requests_submitted_until_a_slot_frees() {
     let gw = Gw::start();
     let (bot, reviewer) = setup(&gw);
@@ -672,4 +594,51 @@ fn with_a_sidecar_receiving_the_worker_reads_the_inbox_it_writes() {
     let _worker = claude_worker(&reviewer, "gated.json", &log);
     let task = delegate(&bot, &reviewer, "Review.", &[]);
     until_state(&bot, &task, "succeeded");
+}
+
+/// Through `harness`'s stand-in `script` (scenarios under `data/<area>/`): a task whose question
+/// is answered "no" and that succeeds, then one cancelled mid-turn that ends `cancelled`. The
+/// first result and everything the stand-in received.
+fn answered_then_cancelled(harness: &str, script: &str, area: &str) -> (Value, Vec<Value>) {
+    let gw = Gw::start();
+    let (bot, reviewer) = setup(&gw);
+    let log = reviewer.home().join("standin.log");
+    let worker = standin_worker(&reviewer, harness, script, area, "full.json", &log);
+    let task = delegate(&bot, &reviewer, "Review.", &[]);
+    until_state(&bot, &task, "needs_input");
+    bot.ok(&["--json", "answer", &task, "no"]);
+    let t = until_state(&bot, &task, "succeeded");
+    let (_, result) = timeline(&t).pop().unwrap();
+    drop(worker);
+    let _worker = standin_worker(&reviewer, harness, script, area, "cancel.json", &log);
+    let task = delegate(&bot, &reviewer, "Review more.", &[]);
+    until_state(&bot, &task, "in_progress");
+    bot.ok(&["--json", "cancel", &task]);
+    until_state(&bot, &task, "cancelled");
+    (result, standin_log(&log))
+}
+
+#[test]
+fn wp_6_2_4_codex_task_end_to_end_question_usage_and_cancel() {
+    let (result, log) = answered_then_cancelled("codex", "codex_app_server.py", "codex");
+    assert_eq!(result["output"], serde_json::json!({"findings": []}));
+    assert_eq!(result["usage"]["reported_by"], "harness");
+    assert_eq!(result["usage"]["provider"], "openai");
+    assert_eq!(result["usage"]["reasoning_tokens"], 120);
+    // The cancel reached the app server as turn/interrupt.
+    assert!(log.iter().any(|e| e["in"]["method"] == "turn/interrupt"));
+}
+
+#[test]
+fn wp_6_2_4_opencode_task_end_to_end_question_usage_and_cancel() {
+    let (result, log) = answered_then_cancelled("opencode", "opencode_server.py", "opencode");
+    assert_eq!(result["output"], serde_json::json!({"findings": []}));
+    assert_eq!(result["usage"]["reported_by"], "harness");
+    assert_eq!(result["usage"]["cache_write_tokens"], 50);
+    assert_eq!(result["cost"]["amount"], "0.0123");
+    // The cancel reached the server as a session abort.
+    assert!(
+        log.iter()
+            .any(|e| e["POST"].as_str().is_some_and(|p| p.ends_with("/abort")))
+    );
 }
