@@ -200,6 +200,17 @@ def run(steps):
                       step.get("usage"))
             tool_result(tid, step.get("output", "ok"))
             turns += 1
+        elif "write" in step:
+            # The Write tool: the file lands relative to the working folder.
+            w = step["write"]
+            tid = "toolu_" + uuid.uuid4().hex[:20]
+            assistant([{"type": "tool_use", "id": tid, "name": "Write",
+                        "input": {"file_path": w["path"], "content": w["text"]}}])
+            os.makedirs(os.path.dirname(w["path"]) or ".", exist_ok=True)
+            with open(w["path"], "w") as f:
+                f.write(w["text"])
+            tool_result(tid, "File created successfully at: " + w["path"])
+            turns += 1
         elif "gate" in step:
             gate(step["gate"])
         elif "ask" in step:
