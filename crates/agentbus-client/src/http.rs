@@ -405,6 +405,19 @@ impl Gateway {
         Ok(v["tasks"].as_array().cloned().unwrap_or_default())
     }
 
+    /// `GET /v1/tasks?recipient=&state=`: the tasks in `state` that the agent `agent_id` works
+    /// (at most 1000).
+    pub async fn tasks_received(&self, agent_id: &str, state: &str) -> Result<Vec<Value>> {
+        let v = self
+            .get(&format!(
+                "/v1/tasks?recipient={}&state={}&limit=1000",
+                seg(agent_id)?,
+                seg(state)?
+            ))
+            .await?;
+        Ok(v["tasks"].as_array().cloned().unwrap_or_default())
+    }
+
     /// `GET /v1/tasks/{id}`.
     pub async fn task(&self, id: &str) -> Result<Value> {
         self.get(&format!("/v1/tasks/{}", seg(id)?)).await

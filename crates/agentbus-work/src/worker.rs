@@ -223,12 +223,16 @@ impl Worker {
     /// Fails every task this agent works that a previous run left in flight.
     async fn recover(&self) -> Result<(), WorkError> {
         let agent = &self.shared.agent;
-        for t in agent.gw.tasks().await? {
-            let mine = t["recipient"]["address"].as_str() == Some(&agent.profile.address);
-            let state = t["state"].as_str().unwrap_or_default();
-            if !mine || !IN_FLIGHT.contains(&state) {
-                continue;
-            }
+        let mut stale = Vec::new();
+        for state in IN_FLIGHT {
+            stale.extend(
+                agent
+                    .gw
+                    .tasks_received(&agent.profile.agent_id, state)
+                    .await?,
+            );
+        }
+        for t in stale {
             let id = t["id"].as_str().unwrap_or_default();
             let action = TaskAction::Fail {
                 code: "worker_restarted".into(),
@@ -272,9 +276,10 @@ impl Worker {
         let request = KnownType::TaskRequest.as_str();
         let tasks: HashMap<String, Value> =
             if fresh.iter().any(|(_, r)| r.attr("type") == Some(request)) {
+                // Only requests still waiting for a worker are worked.
                 agent
                     .gw
-                    .tasks()
+                    .tasks_received(&agent.profile.agent_id, "submitted")
                     .await?
                     .into_iter()
                     .map(|t| (t["request_id"].as_str().unwrap_or_default().to_owned(), t))
@@ -296,13 +301,9 @@ impl Worker {
                 Some(t) if t == request => {
                     let Some(task) = tasks.get(r.id()) else {
                         seen.insert(key);
-                        continue;
+                        continue; // worked before, or ended already
                     };
                     let task_id = task["id"].as_str().unwrap_or_default().to_owned();
-                    if task["state"] != "submitted" {
-                        seen.insert(key);
-                        continue; // worked before, or ended already
-                    }
                     let cap = (
                         r.attr("capability").unwrap_or_default().to_owned(),
                         r.attr("capability_version").unwrap_or_default().to_owned(),
