@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
-use agentbus_client::agent::{Extra, Feed, Quiet, TaskAction};
+use agentbus_client::agent::{Extra, Feed, Quiet, TERMINAL, TaskAction};
 use agentbus_client::inbox::Received;
 use agentbus_client::{Agent, ClientError};
 use agentbus_local::Store;
@@ -31,6 +31,9 @@ use agentbus_runtime::Clock;
 use crate::adapter::{Adapter, Control, Event, Finish, out_files};
 use crate::error::WorkError;
 use crate::job::{Job, Usage};
+
+/// The gateway's own agents (`agent://system/gateway/tasks` writes timer notices).
+const GATEWAY: &str = "agent://system/gateway/";
 
 /// The states of a task a worker is working (§6).
 pub const IN_FLIGHT: [&str; 3] = ["accepted", "in_progress", "needs_input"];
@@ -77,6 +80,7 @@ struct Shared {
 /// What reaches a running task from the requester (or the worker itself).
 #[derive(Debug)]
 enum Inbound {
+    Gone(String),
     Answer(String),
     Message(String),
     Cancel,
@@ -88,6 +92,8 @@ enum Inbound {
 enum Halt {
     Cancel,
     Stop,
+    /// The gateway ended the task on its own (a timer): nothing more is sent for it.
+    Gone,
 }
 
 impl Worker {
@@ -354,6 +360,23 @@ impl Worker {
                     {
                         let _ = tx.send(Inbound::Message(crate::job::framed(&r, &task_id)));
                     }
+                    // The gateway's notice that it ended a running task (§6.1: an expiry): its
+                    // turn is stopped, since no result can change the task any more (§6.3).
+                    let noticed = r
+                        .envelope
+                        .get("data")
+                        .and_then(|d| d.pointer("/context/task_id"))
+                        .and_then(Value::as_str)
+                        .filter(|_| r.attr("source").is_some_and(|s| s.starts_with(GATEWAY)));
+                    if let Some(task_id) = noticed
+                        && let Some(tx) = jobs.get(task_id)
+                    {
+                        let task = agent.gw.task(task_id).await?;
+                        let state = task["state"].as_str().unwrap_or_default();
+                        if TERMINAL.contains(&state) {
+                            let _ = tx.send(Inbound::Gone(state.to_owned()));
+                        }
+                    }
                 }
                 Some(t) if t == KnownType::TaskInput.as_str() => {
                     if let Some(tx) = jobs.get(&task_of(&r)) {
@@ -493,6 +516,11 @@ impl Task {
                         let _ = running.control.send(Control::Interrupt);
                         (self.shared.notify)(json!({"event": "interrupting", "task_id": self.job.task_id}));
                     }
+                    Some(Inbound::Gone(state)) => {
+                        halt = Some(Halt::Gone);
+                        let _ = running.control.send(Control::Interrupt);
+                        (self.shared.notify)(json!({"event": "ended", "task_id": self.job.task_id, "state": state}));
+                    }
                     Some(Inbound::Stop) | None => {
                         halt.get_or_insert(Halt::Stop);
                         let _ = running.control.send(Control::Interrupt);
@@ -556,6 +584,7 @@ impl Task {
                 )
                 .await
             }
+            (Some(Halt::Gone), _) => Ok(()),
             (Some(Halt::Stop), _) => {
                 self.fail(
                     "worker_stopped",

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use agentbus_gateway::{Config, Gateway};
-use agentbus_runtime::SystemClock;
+use agentbus_runtime::{Clock, SystemClock};
 
 /// A gateway on a free loopback port, stopped on drop.
 pub struct Gw {
@@ -24,6 +24,7 @@ pub struct Gw {
     _tmp: tempfile::TempDir,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    clock: Arc<dyn Clock>,
 }
 
 impl Gw {
@@ -33,9 +34,17 @@ impl Gw {
 
     /// A gateway with changed settings.
     pub fn start_with(change: impl FnOnce(&mut Config) + Send + 'static) -> Gw {
+        Gw::start_clocked(Arc::new(SystemClock), change)
+    }
+
+    /// A gateway on `clock` (a `ManualClock` moves its timers) with changed settings.
+    pub fn start_clocked(
+        clock: Arc<dyn Clock>,
+        change: impl FnOnce(&mut Config) + Send + 'static,
+    ) -> Gw {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("gw");
-        let (url, admin, stop, thread) = Gw::launch(dir.clone(), None, change);
+        let (url, admin, stop, thread) = Gw::launch(dir.clone(), None, clock.clone(), change);
         Gw {
             url,
             admin,
@@ -43,6 +52,7 @@ impl Gw {
             _tmp: tmp,
             stop: Some(stop),
             thread: Some(thread),
+            clock,
         }
     }
 
@@ -50,7 +60,8 @@ impl Gw {
     pub fn restart(&mut self) {
         self.shut_down();
         let addr = self.url.trim_start_matches("http://").parse().unwrap();
-        let (_, _, stop, thread) = Gw::launch(self.dir.clone(), Some(addr), |_| {});
+        let (_, _, stop, thread) =
+            Gw::launch(self.dir.clone(), Some(addr), self.clock.clone(), |_| {});
         self.stop = Some(stop);
         self.thread = Some(thread);
     }
@@ -68,6 +79,7 @@ impl Gw {
     fn launch(
         data: PathBuf,
         addr: Option<std::net::SocketAddr>,
+        clock: Arc<dyn Clock>,
         change: impl FnOnce(&mut Config) + Send + 'static,
     ) -> (
         String,
@@ -92,7 +104,7 @@ impl Gw {
                 let mut config = Config::new(addr, data);
                 config.visibility_timeout_s = 1;
                 change(&mut config);
-                let gw = Gateway::open(config, Arc::new(SystemClock)).await.unwrap();
+                let gw = Gateway::open(config, clock).await.unwrap();
                 let admin = gw
                     .bootstrap
                     .as_ref()

@@ -9,6 +9,8 @@ use std::process::Child;
 
 use serde_json::Value;
 
+use agentbus_runtime::Clock as _;
+
 use super::gateway_cli::{Gw, Machine, eventually, pair};
 
 /// A worker process, killed (SIGKILL) when dropped.
@@ -66,14 +68,10 @@ fn standin_log(log: &Path) -> Vec<Value> {
 }
 
 fn delegate(bot: &Machine, to: &Machine, text: &str, extra: &[&str]) -> String {
-    let mut args = vec![
-        "--json",
-        "delegate",
-        "--capability",
-        "code.review",
-        "--progress-timeout",
-        "600",
-    ];
+    let mut args = vec!["--json", "delegate", "--capability", "code.review"];
+    if !extra.contains(&"--progress-timeout") {
+        args.extend(["--progress-timeout", "600"]);
+    }
     args.extend_from_slice(extra);
     let to = to.address();
     args.push(&to);
@@ -653,4 +651,36 @@ fn wp_6_2_4_opencode_task_end_to_end_question_usage_and_cancel() {
         log.iter()
             .any(|e| e["POST"].as_str().is_some_and(|p| p.ends_with("/abort")))
     );
+}
+
+#[test]
+fn a_task_the_gateway_expires_mid_turn_has_its_turn_stopped_and_no_result() {
+    // The gateway's timers run on a manual clock; its reaper looks every 50 ms.
+    let clock = agentbus_runtime::ManualClock::new(agentbus_runtime::SystemClock.now());
+    let gw = Gw::start_clocked(std::sync::Arc::new(clock.clone()), |c| {
+        c.reaper_interval_ms = 50;
+    });
+    let (bot, reviewer) = setup(&gw);
+    let log = reviewer.home().join("standin.log");
+    let _worker = claude_worker(&reviewer, "cancel.json", &log);
+    let task = delegate(
+        &bot,
+        &reviewer,
+        "Review slowly.",
+        &["--progress-timeout", "30"],
+    );
+    until_state(&bot, &task, "in_progress");
+    clock.advance_ms(31_000);
+    until_state(&bot, &task, "expired");
+    eventually(30, "the interrupt at the stand-in", || {
+        standin_log(&log)
+            .iter()
+            .any(|e| e["in"]["request"]["subtype"] == "interrupt")
+            .then_some(())
+    });
+    let kinds: Vec<String> = timeline(&trace(&bot, &task))
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert!(!kinds.iter().any(|k| k == "task.result"), "{kinds:?}");
 }
