@@ -102,7 +102,7 @@ fn answer(harness: Harness, printer: &Printer) -> Result<(), CliError> {
     let store = open_store()?;
     let answer = store.hook(&event, &env).map_err(store_error)?;
     if let Some(doc) = render_answer(&event, &answer) {
-        printer.line(&doc.to_string())?;
+        printer.data_line(&doc.to_string())?;
     }
     Ok(())
 }

@@ -375,9 +375,10 @@ fn item_json(m: &Message) -> Value {
     })
 }
 
+/// The first line of a foreign text, made safe for a terminal and cut to `max` characters.
 fn first_line(text: &str, max: usize) -> String {
-    let line = text.lines().next().unwrap_or("");
-    let mut out: String = line.chars().filter(|c| !c.is_control()).take(max).collect();
+    let line = agentbus_protocol::text::for_terminal_line(text.lines().next().unwrap_or(""));
+    let mut out: String = line.chars().take(max).collect();
     if line.chars().count() > max || text.lines().nth(1).is_some() {
         out.push('…');
     }
@@ -508,7 +509,7 @@ fn listen(args: ListenArgs, printer: &Printer) -> CliResult {
                 continue;
             }
             if printer.is_json() {
-                printer.line(&item_json(&m).to_string())?;
+                printer.data_line(&item_json(&m).to_string())?;
             } else {
                 printer.line(&format!(
                     "[{}] {} {} from {} to {}: {}",

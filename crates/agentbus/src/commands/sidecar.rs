@@ -152,7 +152,7 @@ fn report_pass(
             })
             .unwrap_or_default();
         if printer.is_json() {
-            printer.line(
+            printer.data_line(
                 &json!({"stored": id, "type": kind, "from": from, "verified": verified, "via": mode})
                     .to_string(),
             )?;
@@ -166,7 +166,7 @@ fn report_pass(
         }
     }
     if report.duplicates > 0 && printer.is_json() {
-        printer.line(&json!({"duplicates": report.duplicates, "via": mode}).to_string())?;
+        printer.data_line(&json!({"duplicates": report.duplicates, "via": mode}).to_string())?;
     }
     Ok(())
 }
