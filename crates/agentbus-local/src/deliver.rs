@@ -189,6 +189,7 @@ pub fn frame_of(m: &Message, answerer: Option<&str>, head: Option<usize>) -> Str
         };
     frame::render(&Frame {
         id: &m.id,
+        local_id: None,
         from: &from,
         kind,
         verified,
