@@ -95,7 +95,11 @@ fn replace(rule: &Rule, caps: &Captures<'_>) -> String {
     let (Some(whole), Some(secret)) = (caps.get(0), caps.get(rule.secret)) else {
         return caps.get(0).map_or(String::new(), |m| m.as_str().to_owned());
     };
-    let prose = rule.needs_digit && !secret.as_str().bytes().any(|b| b.is_ascii_digit() || b == b'=');
+    let prose = rule.needs_digit
+        && !secret
+            .as_str()
+            .bytes()
+            .any(|b| b.is_ascii_digit() || b == b'=');
     if prose || secret.as_str().starts_with(MARK) {
         return whole.as_str().to_owned();
     }

@@ -578,9 +578,16 @@ mod receiver_rules {
         assert!(cmd(KnownType::Message).starts_with("agentbus --profile 'rev iewer' reply msg_"));
         let request = cmd(KnownType::TaskRequest);
         assert!(request.contains("accept tsk_") && request.contains("complete tsk_"));
-        assert!(!request.contains(" reply "), "a task is answered with its verbs: {request}");
+        assert!(
+            !request.contains(" reply "),
+            "a task is answered with its verbs: {request}"
+        );
         assert!(cmd(KnownType::TaskNeedsInput).contains(" answer tsk_"));
-        for k in [KnownType::TaskResult, KnownType::TaskProgress, KnownType::Ack] {
+        for k in [
+            KnownType::TaskResult,
+            KnownType::TaskProgress,
+            KnownType::Ack,
+        ] {
             assert_eq!(answer_command(Some(k), id, tsk, None), None, "{k:?}");
         }
         // Without the task id the request's own id is what the verbs take.

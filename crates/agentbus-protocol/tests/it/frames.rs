@@ -143,7 +143,10 @@ fn wp_13_1_wp_6_3_3_wp_11_3_4_envelopes_frame_as_section_13_1_writes_them() {
             assert!(header.contains(&format!(" task=\"{t}\"")), "{header}");
         }
         assert_eq!(header.contains(" late=\"true\""), case.late);
-        assert_eq!(out.contains("Warning: this arrived after the task had ended"), case.late);
+        assert_eq!(
+            out.contains("Warning: this arrived after the task had ended"),
+            case.late
+        );
         if frame::receiver_type(&env).is_none() {
             assert!(d.body.starts_with("An opaque message"), "{}", d.body);
             let text = env.data().and_then(|v| v["text"].as_str()).unwrap_or("");
