@@ -8,7 +8,8 @@
 //!   the same shape.
 //! - OpenCode runs no command hooks; it loads plugins. We write a small plugin,
 //!   `~/.config/opencode/plugins/agentbus.js`, that runs `agentbus hook opencode` on
-//!   `chat.message` (context) and `tool.execute.before` (a paused session's deny).
+//!   `chat.message` and `tool.execute.after` (context) and `tool.execute.before` (a paused
+//!   session's deny); see [`plugin_source`].
 //!
 //! The session id always comes from the event, never from the settings.
 
@@ -311,10 +312,23 @@ fn install_plugin(path: &Path, program: &str) -> Result<Change, InstallError> {
     Ok(Change::Changed)
 }
 
-/// The OpenCode plugin that runs `program hook opencode`. OpenCode's plugin API
-/// (`@opencode-ai/plugin`, `Hooks`): `chat.message` may add parts to the user's message, and
-/// `tool.execute.before` may throw to stop a tool call; `shell.env` exports the session id to the
-/// session's shell commands where the OpenCode version has it.
+/// The OpenCode plugin that runs `program hook opencode`, written against OpenCode's plugin API
+/// (the `Hooks` type of `@opencode-ai/plugin`, packages/plugin/src/index.ts):
+///
+/// - `chat.message(input, output)`: `output.parts` is the user message's parts; a `text` part
+///   pushed there (marked `synthetic`, so the UI does not echo it) is in the model's context for
+///   this and every later turn. Messages are shown here.
+/// - `tool.execute.after(input, output)`: `output.output` is the tool result the model reads;
+///   messages are appended to it. So a session busy with tool calls gets its messages without
+///   waiting for the next prompt.
+/// - `tool.execute.before(input, output)`: its output carries only the tool's arguments, nothing
+///   the model reads; throwing an `Error` stops the call and hands its message to the model. It
+///   is used only to block a paused session, and shows (and claims) nothing.
+/// - `shell.env(input, output)`: exports `AGENTBUS_SESSION` to the session's shell commands, so
+///   `agentbus tell` from the session is sent as the session.
+///
+/// The plugin tells the hook whether it can show an answer at all (`context: false` when the
+/// output it would write to is not there), so nothing is claimed that it then cannot show.
 pub fn plugin_source(program: &str) -> String {
     let program_json = serde_json::to_string(program).unwrap_or_default();
     format!(
@@ -330,6 +344,12 @@ function hook(event) {{
   try {{ return JSON.parse(run.stdout) }} catch {{ return {{}} }}
 }}
 
+let parts = 0
+function partID() {{
+  parts += 1
+  return "prt_agentbus" + Date.now().toString(36) + parts.toString(36) + Math.random().toString(36).slice(2, 8)
+}}
+
 export const AgentBus = async ({{ client }}) => {{
   // A child session (a subagent) has a parentID; its events show nothing, so messages wait.
   const subagent = async (id) => {{
@@ -337,12 +357,13 @@ export const AgentBus = async ({{ client }}) => {{
   }}
   return {{
     "chat.message": async (input, output) => {{
-      const answer = hook({{ event: "chat.message", session_id: input.sessionID, subagent: await subagent(input.sessionID) }})
-      if (answer.context) {{
+      const canShow = !!(output && output.message && Array.isArray(output.parts))
+      const answer = hook({{ event: "chat.message", session_id: input.sessionID, subagent: await subagent(input.sessionID), context: canShow }})
+      if (canShow && answer.context) {{
         output.parts.push({{
-          id: "prt_agentbus" + Date.now().toString(36) + Math.random().toString(36).slice(2, 10),
+          id: partID(),
           messageID: output.message.id,
-          sessionID: output.message.sessionID,
+          sessionID: output.message.sessionID || input.sessionID,
           type: "text",
           text: answer.context,
           synthetic: true,
@@ -352,6 +373,11 @@ export const AgentBus = async ({{ client }}) => {{
     "tool.execute.before": async (input) => {{
       const answer = hook({{ event: "tool.execute.before", session_id: input.sessionID, tool: input.tool }})
       if (answer.block) throw new Error(answer.block)
+    }},
+    "tool.execute.after": async (input, output) => {{
+      const canShow = !!(output && typeof output.output === "string")
+      const answer = hook({{ event: "tool.execute.after", session_id: input.sessionID, tool: input.tool, subagent: await subagent(input.sessionID), context: canShow }})
+      if (canShow && answer.context) output.output = output.output + "\n\n" + answer.context
     }},
     "shell.env": async (input, output) => {{
       if (input && input.sessionID && output && output.env) output.env.AGENTBUS_SESSION = input.sessionID

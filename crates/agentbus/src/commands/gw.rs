@@ -153,16 +153,19 @@ impl Ctx {
         Ok((env, receipt))
     }
 
-    /// A receiver for this agent, importing into this machine's local store.
+    /// A receiver for this agent, importing into this machine's local store. It reads the key
+    /// only to sign the read receipts it sends (§5.8).
     pub fn receiver(&self) -> Result<Receiver, CliError> {
         let local = super::local::open_store()?;
+        let (profiles, profile) = (self.profiles.clone(), self.profile.clone());
         Ok(Receiver::new(
             self.gw.clone(),
             self.profile.clone(),
             self.inbox(),
             local,
             Arc::new(SystemClock),
-        ))
+        )
+        .with_signer(Box::new(move || profiles.read_key(&profile))))
     }
 
     /// Waits until `found` returns something or `timeout` passes. While no sidecar runs for this
