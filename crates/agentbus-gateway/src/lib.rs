@@ -16,6 +16,7 @@ pub mod inbox;
 pub mod meta;
 pub mod metrics;
 pub mod publish;
+pub mod receipts;
 pub mod tasks;
 
 use std::path::Path;
@@ -75,6 +76,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/blobs/{id}"),
     ("put", "/v1/blobs/{id}/content"),
     ("get", "/v1/blobs/{id}/content"),
+    ("post", "/v1/inbox/receipts"),
+    ("get", "/v1/inbox/policy"),
+    ("get", "/v1/messages/{id}/delivery"),
 ];
 
 /// The HTTP API.
@@ -132,6 +136,9 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
                 .get(blobs::download::<S>)
                 .layer(DefaultBodyLimit::max(blob_cap)),
         )
+        .route("/v1/inbox/receipts", post(receipts::report::<S>))
+        .route("/v1/inbox/policy", get(receipts::policy::<S>))
+        .route("/v1/messages/{id}/delivery", get(receipts::delivery::<S>))
         .fallback(|| async {
             ApiError::new(Code::NotFound, "no such endpoint; see /v1/openapi.json").into_response()
         })

@@ -107,6 +107,18 @@ DROP INDEX inbox_pending;
 CREATE INDEX inbox_new ON inbox (agent_id, sequence) WHERE state = 0;
 CREATE INDEX inbox_due ON inbox (agent_id, visible_at) WHERE state = 1;
 "#,
+    // Delivery states a sender can read (issue 13): when the recipient's sidecar acked a copy,
+    // and the recipient's report that it was shown in a session's context (one per delivery,
+    // the first stands).
+    r#"
+ALTER TABLE inbox ADD COLUMN acked_at INTEGER;
+CREATE TABLE receipts (
+    agent_id TEXT NOT NULL, sequence INTEGER NOT NULL, message_seq INTEGER NOT NULL,
+    shown_at INTEGER NOT NULL, harness TEXT NOT NULL, event TEXT NOT NULL, reported_at INTEGER NOT NULL,
+    PRIMARY KEY (agent_id, sequence)
+) WITHOUT ROWID;
+CREATE INDEX receipts_message ON receipts (message_seq);
+"#,
 ];
 
 /// Applies every migration newer than the database's `user_version`.
