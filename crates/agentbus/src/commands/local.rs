@@ -240,15 +240,40 @@ pub fn engineer_email() -> Option<String> {
     .then_some(e)
 }
 
-/// The sender (LM: sender): `--from`, else the calling session (`AGENTBUS_SESSION`), else the
-/// engineer.
+/// The sender (LM: sender; issue 13 item 3): a session acts as itself. Inside a harness session
+/// (its environment names or marks it, [`caller`]) a message is sent as that session, and
+/// `--from` may name only that session; a session that cannot be identified sends nothing rather
+/// than send as the engineer. From the engineer's own terminal, `--from` is taken as given and
+/// the default is the engineer.
 fn sender(store: &Store, from: Option<String>) -> Result<Sender, CliError> {
-    let session = from.or_else(|| {
-        std::env::var("AGENTBUS_SESSION")
-            .ok()
-            .filter(|s| !s.is_empty())
-    });
+    use agentbus_local::address::is_engineer;
+    use agentbus_local::session::{Caller, caller};
+    let who = caller(|k| std::env::var(k).ok());
+    let session = match (from, who) {
+        (Some(f), Caller::Session { id, .. }) if f != id => {
+            return Err(not_yourself(&f, &format!("session {id}")));
+        }
+        (Some(f), Caller::UnknownSession { harness }) if is_engineer(&f) => {
+            return Err(not_yourself(&f, &format!("a {harness} session")));
+        }
+        (Some(f), _) => Some(f),
+        (None, Caller::Session { id, .. }) => Some(id),
+        (None, Caller::UnknownSession { harness }) => {
+            return Err(CliError::input(format!(
+                "this runs inside a {harness} session that could not be identified, so it is not sent as the engineer"
+            ))
+            .code(agentbus_protocol::Code::SessionUnknown)
+            .fix("pass --from <session id> (the frame of the message you answer gives it), or run it from the engineer's terminal"));
+        }
+        (None, Caller::Engineer) => None,
+    };
     match session {
+        // From the engineer's terminal, `--from engineer:<email>` names which engineer.
+        Some(e) if is_engineer(&e) => Ok(Sender {
+            by: e,
+            name: None,
+            harness: None,
+        }),
         Some(s) => {
             let presence = store.presence(&s).map_err(store_error)?;
             Ok(Sender {
@@ -263,6 +288,14 @@ fn sender(store: &Store, from: Option<String>) -> Result<Sender, CliError> {
             harness: None,
         }),
     }
+}
+
+fn not_yourself(from: &str, caller: &str) -> CliError {
+    CliError::input(format!(
+        "--from {from} is refused: this runs inside {caller}, and a session sends only as itself"
+    ))
+    .code(agentbus_protocol::Code::NotYourself)
+    .fix("drop --from (or pass the session's own id); the engineer sends from a terminal outside any harness session")
 }
 
 fn send(args: SendArgs, kind: Kind, printer: &Printer) -> CliResult {
