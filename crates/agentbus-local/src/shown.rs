@@ -176,3 +176,18 @@ impl Store {
         }
     }
 }
+
+impl Store {
+    /// The record of `id` (a local `lm_` id) shown to `agent`'s sessions, reported or not.
+    pub fn shown_record(&self, agent: &str, id: &str) -> Option<ShownRecord> {
+        if !is_id(id) {
+            return None;
+        }
+        let dir = self.shown_dir(agent);
+        let name = format!("{id}.json");
+        [dir.join(&name), dir.join("reported").join(&name)]
+            .iter()
+            .find_map(|p| fs::read(p).ok())
+            .and_then(|b| serde_json::from_slice(&b).ok())
+    }
+}

@@ -559,12 +559,32 @@ fn send(args: SendArgs, printer: &Printer) -> CliResult {
         return Ok(ExitCode::SUCCESS);
     };
     let mut seen = std::collections::HashSet::new();
-    let reply = ctx.wait_for(wait, |c| correlated(c, &id, &mut seen, |_| true))?;
+    // While it waits, it says how far the message got with each recipient (§5.8 receipts).
+    let mut watch = super::trace::Watch::new(&id);
+    if !printer.is_json() {
+        printer.line(&format!("sent {id} to {}; waiting for a reply", args.to))?;
+    }
+    let reply = ctx.wait_for(wait, |c| {
+        for line in watch.poll(c) {
+            if !printer.is_json() {
+                printer.line(&line)?;
+            }
+        }
+        // A read receipt (ack.v1) says the message was seen; it is not the reply.
+        correlated(c, &id, &mut seen, |r| {
+            r.attr("type") != Some(KnownType::Ack.as_str())
+        })
+    })?;
+    for line in watch.finish(&ctx) {
+        if !printer.is_json() {
+            printer.line(&line)?;
+        }
+    }
     match reply {
         Some(r) => {
             printer.either(
-                &json!({"sent": sent, "reply": received_json(&r)}),
-                &format!("sent {id} to {}\n{}", args.to, reply_text(&r)),
+                &json!({"sent": sent, "reply": received_json(&r), "delivery": watch.last()}),
+                &reply_text(&r),
             )?;
             // The gateway answering instead of the recipient (undeliverable, expired) is a "no".
             let system = r
@@ -620,6 +640,9 @@ pub fn received_json(r: &Received) -> Value {
         "verified": r.verified,
         "diagnostics": r.diagnostics,
         "attachments": r.attachments,
+        "task": r.task,
+        "late": r.late,
+        "held": r.held,
         "envelope": r.envelope,
     })
 }
@@ -689,12 +712,28 @@ fn ack(args: AckArgs, printer: &Printer) -> CliResult {
     if let Some(n) = args.note {
         data["note"] = json!(n);
     }
+    // §5.8: an ack.v1 is owed when the sender asked for a reply (or policy asks for read
+    // receipts, which the sidecar sends by itself at the first showing); sending one to a
+    // message that did not ask is allowed, and the sender is told what it means.
+    let asked = original
+        .envelope
+        .get("data")
+        .and_then(|d| d.get("expects_reply"))
+        == Some(&Value::Bool(true));
     let draft = Draft::new(KnownType::Ack, &to, data).answering(&original.envelope);
     let (env, receipt) = ctx.publish(draft)?;
-    printer.either(
-        &receipt_json(&env, &receipt.body, receipt.replay),
-        &format!("acknowledged {} ({}) to {to}", args.id, args.level),
-    )?;
+    let mut doc = receipt_json(&env, &receipt.body, receipt.replay);
+    doc["expects_reply"] = json!(asked);
+    let mut human = format!("acknowledged {} ({}) to {to}", args.id, args.level);
+    if !asked {
+        let note = format!(
+            "{} did not ask for a reply (expects_reply is not set): this ack.v1 still reaches {to}, as an application-level acknowledgement (§5.8); nothing else changes",
+            args.id
+        );
+        human.push_str(&format!("\nnote: {note}"));
+        doc["note"] = json!(note);
+    }
+    printer.either(&doc, &human)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -915,6 +954,21 @@ pub fn show(id: &str, printer: &Printer) -> CliResult {
         r.attr("time").unwrap_or("?")
     ));
     text.push_str(&format!("verified:     {}\n", r.verified));
+    if let Some(t) = &r.task {
+        text.push_str(&format!(
+            "task:         {t}{}\n",
+            if r.late {
+                " (late: after the task ended)"
+            } else {
+                ""
+            }
+        ));
+    }
+    if let Some(h) = &r.held {
+        text.push_str(&format!(
+            "held:         {h}: kept from the agent's sessions\n"
+        ));
+    }
     for d in &r.diagnostics {
         text.push_str(&format!("diagnostic:   {} {}\n", d.code, d.message));
     }

@@ -199,8 +199,8 @@ impl Ctx {
             let left = deadline - now;
             match receiver.as_mut() {
                 Some(r) if left >= Duration::from_secs(1) => {
-                    let wait = left.as_secs().min(5);
-                    self.block(r.pull(wait))?;
+                    // A second at a time, so the waiting command also sees delivery states change.
+                    self.block(r.pull(1))?;
                 }
                 Some(r) => {
                     self.block(r.pull(0))?;

@@ -463,15 +463,20 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
             // A gateway message is named by its envelope id, which `reply`, `ack` and `trace`
             // take, and marked when its signature did not re-verify (AB-1303).
             let (id, mark) = match &m.via {
-                Some(v) if v.transport == Transport::Gateway => (
-                    v.ext_id.as_str(),
+                Some(v) if v.transport == Transport::Gateway => {
+                    let mut mark = String::new();
                     if v.verified == agentbus_protocol::frame::Verified::False {
-                        " UNVERIFIED (AB-1303)"
-                    } else {
-                        ""
-                    },
-                ),
-                _ => (m.id.as_str(), ""),
+                        mark.push_str(" UNVERIFIED (AB-1303)");
+                    }
+                    if let Some(h) = &v.held {
+                        mark.push_str(&format!(" HELD ({h}: not shown to sessions)"));
+                    }
+                    if v.late {
+                        mark.push_str(" LATE (after its task ended)");
+                    }
+                    (v.shown_id(), mark)
+                }
+                _ => (m.id.as_str(), String::new()),
             };
             let seen = if i.seen { " (seen)" } else { "" };
             printer.line(&format!(
