@@ -1798,3 +1798,144 @@ fn wp_6_3_3_a_late_result_reaches_the_requester_flagged_with_a_warning() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("(late: after the task ended)"), "{text}");
 }
+
+/// Text a peer could write to reach the engineer's terminal: a window title (OSC ended by BEL), a
+/// colour, a carriage return that overwrites the line, a backspace, a C1 control sequence
+/// introducer. (NUL cannot pass through a command line; `for_terminal`'s own tests cover it.)
+const HOSTILE: &str = "\u{1b}]0;owned\u{7}\u{1b}[31mred\u{1b}[0m\rover\u{8}bs \u{9b}31mc1";
+
+/// Whether `bytes` hold an escape sequence or a raw control character other than newline and tab.
+fn raw_controls(bytes: &[u8]) -> Vec<char> {
+    String::from_utf8_lossy(bytes)
+        .chars()
+        .filter(|c| c.is_control() && *c != '\n' && *c != '\t')
+        .collect()
+}
+
+#[test]
+fn terminal_escapes_never_reach_the_engineer_from_any_command_that_prints_foreign_text() {
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
+    // Hostile text everywhere a peer writes: a local tell, a session's name and a pause reason,
+    // a gateway message, a reply, an agent card.
+    let tell = reviewer.ok(&["--json", "tell", "engineer", &format!("local {HOSTILE}")]);
+    let lm = tell["id"].as_str().unwrap().to_owned();
+    let mut hook = reviewer
+        .cmd(&["hook", "claude"])
+        .env("AGENTBUS_NAME", format!("n{HOSTILE}"))
+        .spawn()
+        .unwrap();
+    hook.stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"session_id":"s1","hook_event_name":"SessionStart"}"#)
+        .unwrap();
+    hook.wait().unwrap();
+    reviewer.ok(&["--json", "pause", "s1", &format!("reason {HOSTILE}")]);
+    let sent = bot.ok(&[
+        "--json",
+        "send",
+        &reviewer.address(),
+        &format!("gateway {HOSTILE}"),
+    ]);
+    let msg = sent["id"].as_str().unwrap().to_owned();
+    bot.run(&[
+        "card",
+        "edit",
+        "--display-name",
+        &format!("d{HOSTILE}"),
+        "--description",
+        &format!("desc {HOSTILE}"),
+    ]);
+    reviewer.ok(&["sidecar", "--once"]);
+
+    let cases: Value = serde_json::from_slice(
+        &std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/terminal-commands.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut printed_hostile = 0;
+    for case in cases["commands"].as_array().unwrap() {
+        let args: Vec<String> = case["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                a.as_str()
+                    .unwrap()
+                    .replace("{lm}", &lm)
+                    .replace("{msg}", &msg)
+                    .replace("{bot}", &bot.address())
+                    .replace("{hostile}", HOSTILE)
+            })
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let m = if case["on"] == "bot" { &bot } else { &reviewer };
+        let out = m.run(&args);
+        for (what, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+            let bad = raw_controls(bytes);
+            assert!(
+                bad.is_empty(),
+                "{args:?} {what}: {bad:?}\n{}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        printed_hostile += usize::from(text.contains("red") || text.contains("over"));
+    }
+    assert!(
+        printed_hostile >= 6,
+        "most commands printed the (cleaned) text: {printed_hostile}"
+    );
+
+    // `send --wait` prints the reply it waited for.
+    let waiting = bot.spawn(&["send", &reviewer.address(), "a question", "--wait", "30s"]);
+    let q = eventually(20, "the question", || {
+        reviewer.run(&["sidecar", "--once"]);
+        reviewer
+            .stored()
+            .into_iter()
+            .find(|r| r["envelope"]["data"]["text"] == "a question")
+    });
+    reviewer.ok(&[
+        "reply",
+        q["envelope"]["id"].as_str().unwrap(),
+        &format!("answer {HOSTILE}"),
+    ]);
+    let out = finish(waiting);
+    assert!(
+        raw_controls(&out.stdout).is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("answer"),
+        "the reply is printed"
+    );
+
+    // `listen` streams them cleaned too (and as JSON, escaped by JSON itself).
+    let mut listen = reviewer.spawn(&["listen", "--count", "1", "--poll-ms", "20"]);
+    // A tell written before the listener looked is not news: tell (each from a new sender, so
+    // none is paced) until it has printed one.
+    for n in 0..2000 {
+        if listen.try_wait().unwrap().is_some() {
+            break;
+        }
+        reviewer.run(&[
+            "tell",
+            "--from",
+            &format!("w{n}"),
+            "engineer",
+            &format!("listen {HOSTILE}"),
+        ]);
+    }
+    let out = finish(listen);
+    assert!(
+        raw_controls(&out.stdout).is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("listen"));
+}
