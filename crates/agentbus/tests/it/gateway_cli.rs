@@ -1562,7 +1562,7 @@ fn acks_in(m: &Machine, id: &str) -> Vec<Value> {
 }
 
 #[test]
-fn wp_5_8_3_a_message_shown_in_a_session_gets_one_read_receipt_and_its_sender_sees_each_state() {
+fn wp_5_8_2_wp_5_8_3_a_message_shown_in_a_session_gets_one_read_receipt_and_its_sender_sees_each_state() {
     let gw = Gw::start();
     let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
     // The reviewer's session is bound to its agent from its first event.
