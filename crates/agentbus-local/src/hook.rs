@@ -38,7 +38,7 @@ use crate::address::is_session_id;
 use crate::consts::{SLACK_MS, TTL_MS};
 use crate::deliver::{Recipient, any_early, for_session, paused, render_block, select};
 use crate::line::{is_id, seen_ids_of};
-use crate::store::{Store, StoreError, io_at, messages, read_small, write_file};
+use crate::store::{Store, StoreError, entries, io_at, messages, read_small, write_file};
 
 /// A harness the hook serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -555,14 +555,8 @@ impl Store {
         if !is_session_id(session) {
             return Err(StoreError::BadSession(session.to_owned()));
         }
-        let dir = self.seen_path().join(session);
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(HashSet::new()),
-            Err(e) => return Err(io_at(&dir)(e)),
-        };
-        Ok(entries
-            .filter_map(Result::ok)
+        Ok(entries(&self.seen_path().join(session))?
+            .into_iter()
             .filter_map(|e| e.file_name().into_string().ok())
             .filter(|n| is_id(n))
             .collect())

@@ -30,7 +30,29 @@ pub struct Rule {
     secret: usize,
     /// Only a secret holding a digit or `=` counts (for rules whose words also occur in prose).
     needs_digit: bool,
-    regex: Regex,
+    /// What a text must contain (lower case) for the rule to run.
+    keywords: Vec<String>,
+    pattern: String,
+    /// Compiled on first need: most texts need no rule at all.
+    regex: OnceLock<Option<Regex>>,
+}
+
+impl Rule {
+    /// The compiled regex; `None` when it does not compile, or names a group it lacks (a test
+    /// checks that no rule does).
+    pub fn regex(&self) -> Option<&Regex> {
+        self.regex
+            .get_or_init(|| {
+                Regex::new(&self.pattern)
+                    .ok()
+                    .filter(|r| self.secret < r.captures_len())
+            })
+            .as_ref()
+    }
+
+    fn may_match(&self, lower: &str) -> bool {
+        self.keywords.iter().any(|k| lower.contains(k.as_str()))
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -40,6 +62,7 @@ struct RuleText {
     secret: usize,
     #[serde(default)]
     needs_digit: bool,
+    keywords: Vec<String>,
     regex: String,
 }
 
@@ -48,42 +71,43 @@ struct RuleFile {
     rules: Vec<RuleText>,
 }
 
-/// The rules in the order they apply. A rule whose regex does not compile is left out (a test
-/// checks that none is), so a bad edit can never stop a message from being stored.
+/// The rules in the order they apply.
 pub fn rules() -> &'static [Rule] {
     static RULES: OnceLock<Vec<Rule>> = OnceLock::new();
     RULES.get_or_init(|| {
         let file: RuleFile = serde_json::from_str(RULES_JSON).unwrap_or(RuleFile { rules: vec![] });
         file.rules
             .into_iter()
-            .filter_map(|r| {
-                let regex = Regex::new(&r.regex).ok()?;
-                (r.secret < regex.captures_len()).then_some(Rule {
-                    id: r.id,
-                    description: r.description,
-                    secret: r.secret,
-                    needs_digit: r.needs_digit,
-                    regex,
-                })
+            .map(|r| Rule {
+                id: r.id,
+                description: r.description,
+                secret: r.secret,
+                needs_digit: r.needs_digit,
+                keywords: r.keywords.iter().map(|k| k.to_lowercase()).collect(),
+                pattern: r.regex,
+                regex: OnceLock::new(),
             })
             .collect()
     })
 }
 
-/// How many rules the rule file declares (to check that every one compiled).
+/// How many rules the rule file declares (to check that every one loaded).
 pub fn declared_rules() -> usize {
     serde_json::from_str::<RuleFile>(RULES_JSON).map_or(0, |f| f.rules.len())
 }
 
-/// Returns `text` with every credential the rules find replaced.
+/// Returns `text` with every credential the rules find replaced. A rule runs only when the text
+/// holds one of its keywords; a rule whose regex does not compile is skipped, so a bad edit can
+/// never stop a message from being stored.
 pub fn redact(text: &str) -> String {
+    let lower = text.to_lowercase();
     let mut out = text.to_owned();
-    for rule in rules() {
-        if !rule.regex.is_match(&out) {
+    for rule in rules().iter().filter(|r| r.may_match(&lower)) {
+        let Some(regex) = rule.regex() else { continue };
+        if !regex.is_match(&out) {
             continue;
         }
-        out = rule
-            .regex
+        out = regex
             .replace_all(&out, |caps: &Captures<'_>| replace(rule, caps))
             .into_owned();
     }

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::address::{is_agent_identity, is_session_id};
 use crate::consts::NAME;
-use crate::store::{Store, StoreError, io_at, read_small, write_file};
+use crate::store::{Store, StoreError, entries, io_at, read_small, write_file};
 
 /// One session's presence record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,14 +106,8 @@ impl Store {
 
     /// Every session known on this machine, by start.
     pub fn sessions(&self) -> Result<Vec<Presence>, StoreError> {
-        let dir = self.sessions_dir();
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io_at(&dir)(e)),
-        };
-        let mut out: Vec<Presence> = entries
-            .filter_map(Result::ok)
+        let mut out: Vec<Presence> = entries(&self.sessions_dir())?
+            .into_iter()
             .map(|e| e.path())
             // Skip a binding's temporary file.
             .filter(|p| p.extension().is_some_and(|x| x == "json"))

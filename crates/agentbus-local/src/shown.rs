@@ -26,7 +26,7 @@ use agentbus_protocol::frame::Transport;
 
 use crate::consts::{SLACK_MS, TTL_MS};
 use crate::line::{Message, is_id};
-use crate::store::{Store, StoreError, io_at, write_file};
+use crate::store::{Store, StoreError, entries, io_at, write_file};
 
 /// Where and when a message was first shown.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,14 +107,8 @@ impl Store {
 
     /// The records of `agent`'s messages shown and not reported yet, oldest first.
     pub fn shown_pending(&self, agent: &str) -> Result<Vec<ShownRecord>, StoreError> {
-        let dir = self.shown_dir(agent);
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io_at(&dir)(e)),
-        };
-        let mut out: Vec<ShownRecord> = entries
-            .filter_map(Result::ok)
+        let mut out: Vec<ShownRecord> = entries(&self.shown_dir(agent))?
+            .into_iter()
             .filter(|e| {
                 e.file_name()
                     .to_str()

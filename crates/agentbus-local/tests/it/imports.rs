@@ -137,6 +137,14 @@ fn imports_refuse_the_local_transport_and_non_identities() {
     ));
 }
 
+/// Imports `msg` and returns its local id.
+fn stored(f: &Fixture, msg: &InboundMessage) -> String {
+    match f.store.import(msg).unwrap() {
+        ImportOutcome::Stored { id } => id,
+        other => panic!("not stored: {other:?}"),
+    }
+}
+
 fn bound_fixture() -> Fixture {
     let f = Fixture::new();
     f.start("s1");
@@ -188,13 +196,7 @@ fn wp_5_8_a_gateway_message_shown_is_recorded_once_with_where_it_was_shown() {
     let f = bound_fixture();
     f.start("s2");
     f.store.bind("s2", Some(REVIEWER)).unwrap();
-    let ImportOutcome::Stored { id } = f
-        .store
-        .import(&inbound(Transport::Gateway, MSG, REVIEWER))
-        .unwrap()
-    else {
-        panic!("not stored")
-    };
+    let id = stored(&f, &inbound(Transport::Gateway, MSG, REVIEWER));
     // An event whose answer the model does not see records nothing.
     let (_, a) = f.hook(Harness::OpenCode, "opencode-pretool.json", "s1");
     assert!(a.shown_ids.is_empty());
@@ -261,13 +263,7 @@ fn wp_13_1_5_a_held_message_is_never_injected_and_stays_in_the_inbox_marked() {
 #[test]
 fn deliver_claims_frames_acknowledges_and_records_like_the_hook() {
     let f = bound_fixture();
-    let ImportOutcome::Stored { id } = f
-        .store
-        .import(&inbound(Transport::Gateway, MSG, REVIEWER))
-        .unwrap()
-    else {
-        panic!("not stored")
-    };
+    let id = stored(&f, &inbound(Transport::Gateway, MSG, REVIEWER));
     let surface = agentbus_local::Surface {
         name: "mcp",
         event: "tools/call",

@@ -64,6 +64,7 @@ fn lm_18_credentials_are_redacted_by_documented_rules() {
     let rules = agentbus_local::redact::rules();
     assert_eq!(rules.len(), agentbus_local::redact::declared_rules());
     for r in rules {
+        assert!(r.regex().is_some(), "rule {} does not compile", r.id);
         assert!(
             covered.contains(&r.id),
             "rule {} has no positive case",

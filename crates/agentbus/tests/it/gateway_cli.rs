@@ -145,13 +145,15 @@ impl Machine {
             .env("AGENTBUS_HOME", self.home())
             .env("AGENTBUS_ENGINEER_EMAIL", "ada@example.com")
             .env_remove("AGENTBUS_PROFILE")
-            .env_remove("AGENTBUS_SESSION")
             // Keys in files: a test never writes to the keychain of the machine it runs on (the
             // keychain choice has its own test).
             .env("AGENTBUS_KEYSTORE", "file")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        for v in crate::harness_vars() {
+            c.env_remove(v);
+        }
         c
     }
 
@@ -607,10 +609,9 @@ fn wp_8_7_a_sidecar_killed_mid_stream_and_restarted_loses_and_duplicates_nothing
     assert_eq!(cursor(), N as u64);
 }
 
-#[test]
-fn wp_3_2_11_wp_13_1_5_a_tampered_envelope_is_stored_unverified_never_dropped() {
-    let gw = Gw::start();
-    let (bot, reviewer) = pair(&gw, "sender", "receiver");
+/// Sends two messages from `bot` to `reviewer`; then someone with access to the gateway's disk
+/// changes the first stored envelope (subject `honest` to `tampered`) after it was verified.
+fn send_one_tampered(gw: &Gw, bot: &Machine, reviewer: &Machine) {
     bot.ok(&[
         "--json",
         "send",
@@ -625,7 +626,6 @@ fn wp_3_2_11_wp_13_1_5_a_tampered_envelope_is_stored_unverified_never_dropped() 
         &reviewer.address(),
         "an untouched message",
     ]);
-    // Someone with access to the gateway's disk changes a stored envelope after it was verified.
     let db = rusqlite::Connection::open(gw.dir.join("agentbus.db")).unwrap();
     db.busy_timeout(Duration::from_secs(5)).unwrap();
     let changed = db
@@ -636,7 +636,13 @@ fn wp_3_2_11_wp_13_1_5_a_tampered_envelope_is_stored_unverified_never_dropped() 
         )
         .unwrap();
     assert_eq!(changed, 1);
-    drop(db);
+}
+
+#[test]
+fn wp_3_2_11_wp_13_1_5_a_tampered_envelope_is_stored_unverified_never_dropped() {
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "sender", "receiver");
+    send_one_tampered(&gw, &bot, &reviewer);
     let out = reviewer.run(&["sidecar", "--once"]);
     assert!(
         out.status.success(),
@@ -1562,7 +1568,8 @@ fn acks_in(m: &Machine, id: &str) -> Vec<Value> {
 }
 
 #[test]
-fn wp_5_8_2_wp_5_8_3_a_message_shown_in_a_session_gets_one_read_receipt_and_its_sender_sees_each_state() {
+fn wp_5_8_2_wp_5_8_3_a_message_shown_in_a_session_gets_one_read_receipt_and_its_sender_sees_each_state()
+ {
     let gw = Gw::start();
     let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
     // The reviewer's session is bound to its agent from its first event.
@@ -1683,29 +1690,7 @@ fn wp_13_1_5_with_require_verified_inbound_a_tampered_message_is_held_from_sessi
         r#"{"default": "allow", "require_verified_inbound": true}"#,
     );
     reviewer.prompt("s1");
-    bot.ok(&[
-        "--json",
-        "send",
-        &reviewer.address(),
-        "the original text",
-        "--subject",
-        "honest",
-    ]);
-    bot.ok(&[
-        "--json",
-        "send",
-        &reviewer.address(),
-        "an untouched message",
-    ]);
-    let db = rusqlite::Connection::open(gw.dir.join("agentbus.db")).unwrap();
-    db.busy_timeout(Duration::from_secs(5)).unwrap();
-    db.execute(
-        "UPDATE messages SET attrs = json_set(attrs, '$.subject', 'tampered') \
-         WHERE json_extract(attrs, '$.subject') = 'honest'",
-        [],
-    )
-    .unwrap();
-    drop(db);
+    send_one_tampered(&gw, &bot, &reviewer);
     reviewer.ok(&["sidecar", "--once"]);
     let bad = reviewer
         .stored()

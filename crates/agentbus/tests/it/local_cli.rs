@@ -23,13 +23,8 @@ fn run_with(home: &Path, vars: &[(&str, &str)], args: &[&str], stdin: &[u8]) -> 
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    for m in crate::opencode_plugin::HARNESS_MARKERS.iter().chain(&[
-        "CODEX_SANDBOX",
-        "CODEX_SANDBOX_NETWORK_DISABLED",
-        "CLAUDE_CONFIG_DIR",
-        "CODEX_HOME",
-        "XDG_CONFIG_HOME",
-    ]) {
+    let config_dirs = ["CLAUDE_CONFIG_DIR", "CODEX_HOME", "XDG_CONFIG_HOME"];
+    for m in crate::harness_vars().chain(config_dirs) {
         cmd.env_remove(m);
     }
     for (k, v) in vars {

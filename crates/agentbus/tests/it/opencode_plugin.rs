@@ -10,17 +10,6 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-/// The environment variables by which a harness marks its sessions' commands: cleared so the
-/// test's own sends are the engineer's wherever the tests run.
-pub const HARNESS_MARKERS: &[&str] = &[
-    "AGENTBUS_SESSION",
-    "CLAUDECODE",
-    "CLAUDE_CODE_SESSION_ID",
-    "CODEX_THREAD_ID",
-    "OPENCODE",
-    "OPENCODE_SESSION_ID",
-];
-
 struct Host {
     home: tempfile::TempDir,
     plugin: PathBuf,
@@ -63,7 +52,7 @@ impl Host {
             .arg(&self.plugin)
             .arg(&file)
             .env("AGENTBUS_HOME", self.home.path());
-        for m in HARNESS_MARKERS {
+        for m in crate::harness_vars() {
             cmd.env_remove(m);
         }
         let out = cmd
@@ -112,7 +101,7 @@ fn agentbus(home: &Path, args: &[&str]) -> Output {
     cmd.args(args)
         .env("AGENTBUS_HOME", home)
         .env("AGENTBUS_ENGINEER_EMAIL", "ada@example.com");
-    for m in HARNESS_MARKERS {
+    for m in crate::harness_vars() {
         cmd.env_remove(m);
     }
     cmd.output().unwrap()
