@@ -85,7 +85,11 @@ fn check_table(harness: Harness) {
                     "{what}: the harness's context lacks the frame: {doc:?}"
                 );
                 assert!(claimed.contains(&id), "{what}: shown but not claimed");
-                assert_eq!(seen_by(&f, "s1"), [id.clone()], "{what}: one Seen line");
+                assert_eq!(
+                    seen_by(&f, "s1"),
+                    std::slice::from_ref(&id),
+                    "{what}: one Seen line"
+                );
                 // LM-26: once.
                 let again = f
                     .store
@@ -105,7 +109,7 @@ fn check_table(harness: Harness) {
                     .unwrap();
                 assert_eq!(
                     next.shown_ids,
-                    [id.clone()],
+                    std::slice::from_ref(&id),
                     "{what}: the next prompt shows it"
                 );
             }

@@ -203,11 +203,11 @@ fn wp_5_8_a_gateway_message_shown_is_recorded_once_with_where_it_was_shown() {
     assert!(f.store.shown_pending(REVIEWER).unwrap().is_empty());
     f.clock.advance_ms(1_500);
     let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s1");
-    assert_eq!(a.shown_ids, [id.clone()]);
+    assert_eq!(a.shown_ids, std::slice::from_ref(&id));
     // A second session bound to the same agent is shown it too; the first showing stands.
     f.clock.advance_ms(1_500);
     let (_, b) = f.hook(Harness::Codex, "codex-prompt.json", "s2");
-    assert_eq!(b.shown_ids, [id.clone()]);
+    assert_eq!(b.shown_ids, std::slice::from_ref(&id));
     let pending = f.store.shown_pending(REVIEWER).unwrap();
     assert_eq!(pending.len(), 1, "{pending:?}");
     let r = &pending[0];
@@ -270,7 +270,7 @@ fn deliver_claims_frames_acknowledges_and_records_like_the_hook() {
         budget: 8_000,
     };
     let d = f.store.deliver("s1", &surface).unwrap();
-    assert_eq!(d.shown_ids, [id.clone()]);
+    assert_eq!(d.shown_ids, std::slice::from_ref(&id));
     assert!(d.context.unwrap().contains(&format!("id=\"{MSG}\"")));
     assert!(f.store.claims("s1").unwrap().contains(&id));
     let pending = f.store.shown_pending(REVIEWER).unwrap();
