@@ -597,7 +597,7 @@ impl Receiver {
         }
         self.retry_at = None;
         if items.is_empty() {
-            self.shown_mark = mark;
+            self.shown_mark = settled(mark);
             return Ok(out);
         }
         let results = match self.gw.report_receipts(&items).await {
@@ -632,7 +632,7 @@ impl Receiver {
             }
             self.done(rec)?;
         }
-        self.shown_mark = self.local.shown_mark(&agent);
+        self.shown_mark = settled(self.local.shown_mark(&agent));
         Ok(out)
     }
 
@@ -665,6 +665,19 @@ impl Receiver {
         let _ = self.inbox.record_sent(&env);
         Ok(())
     }
+}
+
+/// A folder mark that can be trusted to change on the next write: one from the last two seconds
+/// is not, because a file system stamps modification times with a coarse clock and a record
+/// written in the same tick would leave the mark as it was. (File times are the machine's, so this
+/// compares them with the machine's clock, not the receiver's injected one.)
+fn settled(mark: Option<std::time::SystemTime>) -> Option<std::time::SystemTime> {
+    let recent = mark.is_some_and(|m| {
+        std::time::SystemTime::now()
+            .duration_since(m)
+            .map_or(true, |age| age < std::time::Duration::from_secs(2))
+    });
+    if recent { None } else { mark }
 }
 
 /// Whether a message shown calls for a read receipt (§5.8): a `message.v1` whose sender set
