@@ -5,8 +5,8 @@
 //! it until shutdown, finishing in-flight requests. All logic sits above the `agentbus_store::Store`
 //! interface, so a PostgreSQL backend changes nothing here.
 
-pub mod admin;
 pub mod a2a;
+pub mod admin;
 pub mod app;
 pub mod auth;
 pub mod blobs;
@@ -20,6 +20,7 @@ pub mod meta;
 pub mod metrics;
 pub mod policy;
 pub mod publish;
+pub mod receipts;
 pub mod roles;
 pub mod tasks;
 
@@ -90,6 +91,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/agents/{id}/resume"),
     ("get", "/v1/agents/{id}/a2a"),
     ("get", "/v1/agents/{id}/.well-known/agent-card.json"),
+    ("post", "/v1/inbox/receipts"),
+    ("get", "/v1/inbox/policy"),
+    ("get", "/v1/messages/{id}/delivery"),
 ];
 
 /// The HTTP API.
@@ -167,6 +171,9 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
             "/v1/agents/{id}/.well-known/agent-card.json",
             get(a2a::well_known::<S>),
         )
+        .route("/v1/inbox/receipts", post(receipts::report::<S>))
+        .route("/v1/inbox/policy", get(receipts::policy::<S>))
+        .route("/v1/messages/{id}/delivery", get(receipts::delivery::<S>))
         .fallback(|| async {
             ApiError::new(Code::NotFound, "no such endpoint; see /v1/openapi.json").into_response()
         })

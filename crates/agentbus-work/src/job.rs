@@ -127,26 +127,33 @@ Write any files you want returned with your result into {}; they are attached to
 /// every transport uses. The request and any later message a harness is given go through it.
 pub fn framed(r: &Received, task_id: &str) -> String {
     let env = Envelope::from_map(r.envelope.clone());
-    let body = frame::envelope_body(&env);
+    // What a frame shows comes from the one description every receiver uses; the answering
+    // command is left out, since the worker answers for the harness.
+    let d = frame::describe(&env, Some(task_id), None);
+    let mut body = d.body;
+    for diag in &r.diagnostics {
+        body.push_str(&format!("\n[{}] {}", diag.code, diag.message));
+    }
     let paths: Vec<String> = r
         .attachments
         .iter()
         .filter_map(|a| a.path.as_ref().map(|p| p.display().to_string()))
         .collect();
     frame::render(&Frame {
-        id: r.id(),
-        from: r.attr("source").unwrap_or_default(),
-        kind: r.attr("type").unwrap_or_default(),
+        id: &d.id,
+        local_id: None,
+        from: &d.from,
+        kind: &d.kind,
         verified: if r.verified == "true" {
             Verified::True
         } else {
             Verified::False
         },
-        conversation: r.attr("conversation_id"),
+        conversation: d.conversation.as_deref(),
         transport: Transport::Gateway,
-        subject: r.attr("subject"),
-        task: Some(task_id),
-        late: false,
+        subject: d.subject.as_deref(),
+        task: d.task.as_deref().or(Some(task_id)),
+        late: r.late,
         attachments: &paths,
         reply_command: None,
         rest_command: None,

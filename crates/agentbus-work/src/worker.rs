@@ -303,13 +303,27 @@ impl Worker {
                     .unwrap_or_default()
                     .to_owned()
             };
-            match r.attr("type") {
+            let kind = r.attr("type").filter(|t| *t == request || r.held.is_none());
+            match kind {
                 Some(t) if t == request => {
                     let Some(task) = tasks.get(r.id()) else {
                         seen.insert(key);
                         continue; // worked before, or ended already
                     };
                     let task_id = task["id"].as_str().unwrap_or_default().to_owned();
+                    if let Some(why) = &r.held {
+                        // Held from the agent's sessions (§13.1), so from its harness too.
+                        let action = TaskAction::Reject {
+                            reason: "policy".into(),
+                            summary: Some(format!("The request was not worked: {why}")),
+                        };
+                        agent
+                            .act_with(&task_id, action, &[], &Quiet, Extra::default())
+                            .await?;
+                        self.note(json!({"event": "rejected", "task_id": task_id}));
+                        seen.insert(key);
+                        continue;
+                    }
                     let cap = (
                         r.attr("capability").unwrap_or_default().to_owned(),
                         r.attr("capability_version").unwrap_or_default().to_owned(),

@@ -3,8 +3,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod bad_input;
 mod a2a;
+mod bad_input;
 mod blobs;
 mod conversations;
 mod delivery;
@@ -13,6 +13,7 @@ mod isolation;
 mod meta;
 mod policy;
 mod publish;
+mod receipts;
 mod roles;
 mod support;
 mod tasks;

@@ -9,6 +9,7 @@
 //! beside the writer.
 
 mod ops;
+mod receipts;
 mod schema;
 
 use std::collections::{HashMap, HashSet};
