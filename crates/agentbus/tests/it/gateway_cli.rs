@@ -1562,7 +1562,7 @@ impl Machine {
 }
 
 /// Sets the workspace policy of `m`'s workspace (as the admin).
-fn set_policy(gw: &Gw, m: &Machine, policy: &str) {
+pub fn set_policy(gw: &Gw, m: &Machine, policy: &str) {
     let (_, p) = http(gw, "GET", "/v1/inbox/policy", &m.token(), "");
     let ws = p["workspace"].as_str().unwrap();
     let (s, v) = http(

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use agentbus_runtime::Clock as _;
 
-use super::gateway_cli::{Gw, Machine, eventually, pair};
+use super::gateway_cli::{Gw, Machine, eventually, pair, set_policy};
 
 /// A worker process, killed (SIGKILL) when dropped.
 struct Work(Child);
@@ -683,4 +683,33 @@ fn a_task_the_gateway_expires_mid_turn_has_its_turn_stopped_and_no_result() {
         .map(|(k, _)| k)
         .collect();
     assert!(!kinds.iter().any(|k| k == "task.result"), "{kinds:?}");
+}
+
+#[test]
+fn wp_13_1_5_a_request_held_from_the_agents_sessions_is_rejected_not_worked() {
+    let gw = Gw::start();
+    let (bot, reviewer) = setup(&gw);
+    set_policy(
+        &gw,
+        &reviewer,
+        r#"{"default": "allow", "require_verified_inbound": true}"#,
+    );
+    let task = delegate(&bot, &reviewer, "Review.", &["--subject", "honest"]);
+    // Someone with the gateway's disk changes the stored request: it no longer verifies.
+    let db = rusqlite::Connection::open(gw.dir.join("agentbus.db")).unwrap();
+    db.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+    let changed = db
+        .execute(
+            "UPDATE messages SET attrs = json_set(attrs, '$.subject', 'tampered') \
+             WHERE json_extract(attrs, '$.subject') = 'honest'",
+            [],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    let log = reviewer.home().join("standin.log");
+    let _worker = claude_worker(&reviewer, "full.json", &log);
+    let t = until_state(&bot, &task, "rejected");
+    assert_eq!(result_of(&t)["rejection_reason"], "policy");
+    // The harness never saw it.
+    assert!(!standin_log(&log).iter().any(|e| e.get("argv").is_some()));
 }
