@@ -188,16 +188,6 @@ pub enum TaskAction {
         /// Why.
         reason: Option<String>,
     },
-    /// The worker reports a problem it recovered from, or one the requester should know about
-    /// (`task.error`, §5.6: it changes no state).
-    Report {
-        /// A capability-specific or `AB-` code.
-        code: String,
-        /// What happened.
-        message: String,
-        /// Whether the work goes on.
-        recoverable: bool,
-    },
     /// The worker asks the requester something without blocking the task: a `message.v1` in the
     /// task's conversation with `expects_reply` (§7); the task stays in progress.
     Clarify {
@@ -228,7 +218,6 @@ impl TaskAction {
             }
             TaskAction::Answer { .. } => KnownType::TaskInput,
             TaskAction::Cancel { .. } => KnownType::TaskCancel,
-            TaskAction::Report { .. } => KnownType::TaskError,
             TaskAction::Clarify { .. } => KnownType::Message,
         }
     }
@@ -287,15 +276,6 @@ impl TaskAction {
             }
             TaskAction::Answer { answer } => put("answer", Some(json!(answer))),
             TaskAction::Cancel { reason } => put("reason", reason.as_ref().map(|r| json!(r))),
-            TaskAction::Report {
-                code,
-                message,
-                recoverable,
-            } => {
-                put("code", Some(json!(code)));
-                put("message", Some(json!(message)));
-                put("recoverable", Some(json!(recoverable)));
-            }
             TaskAction::Clarify { text } => {
                 put("text", Some(json!(text)));
                 put("expects_reply", Some(json!(true)));
@@ -951,6 +931,12 @@ mod tests {
                 json!({"status": "rejected", "rejection_reason": "busy"}),
             ),
             (TaskAction::Cancel { reason: None }, json!({})),
+            (
+                TaskAction::Clarify {
+                    text: "Is 1.22 fine?".into(),
+                },
+                json!({"text": "Is 1.22 fine?", "expects_reply": true}),
+            ),
         ];
         for (action, data) in cases {
             assert_eq!(action.data(), data, "{action:?}");
