@@ -640,6 +640,12 @@ fn send_one_tampered(gw: &Gw, bot: &Machine, reviewer: &Machine) {
         &reviewer.address(),
         "an untouched message",
     ]);
+    tamper_honest(gw);
+}
+
+/// As someone with the gateway's disk would: the stored envelope whose subject is `honest` gets
+/// the subject `tampered`, so its signature no longer verifies.
+pub fn tamper_honest(gw: &Gw) {
     let db = rusqlite::Connection::open(gw.dir.join("agentbus.db")).unwrap();
     db.busy_timeout(Duration::from_secs(5)).unwrap();
     let changed = db

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use agentbus_runtime::Clock as _;
 
-use super::gateway_cli::{Gw, Machine, eventually, pair, set_policy};
+use super::gateway_cli::{Gw, Machine, eventually, pair, set_policy, tamper_honest};
 
 /// A worker process, killed (SIGKILL) when dropped.
 struct Work(Child);
@@ -696,16 +696,7 @@ fn wp_13_1_5_a_request_held_from_the_agents_sessions_is_rejected_not_worked() {
     );
     let task = delegate(&bot, &reviewer, "Review.", &["--subject", "honest"]);
     // Someone with the gateway's disk changes the stored request: it no longer verifies.
-    let db = rusqlite::Connection::open(gw.dir.join("agentbus.db")).unwrap();
-    db.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
-    let changed = db
-        .execute(
-            "UPDATE messages SET attrs = json_set(attrs, '$.subject', 'tampered') \
-             WHERE json_extract(attrs, '$.subject') = 'honest'",
-            [],
-        )
-        .unwrap();
-    assert_eq!(changed, 1);
+    tamper_honest(&gw);
     let log = reviewer.home().join("standin.log");
     let _worker = claude_worker(&reviewer, "full.json", &log);
     let t = until_state(&bot, &task, "rejected");
