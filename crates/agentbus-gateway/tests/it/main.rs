@@ -8,5 +8,6 @@ mod delivery;
 mod identity;
 mod meta;
 mod publish;
+mod settings;
 mod support;
 mod tasks;
