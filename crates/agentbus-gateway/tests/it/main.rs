@@ -8,6 +8,7 @@ mod delivery;
 mod identity;
 mod meta;
 mod publish;
+mod service;
 mod settings;
 mod support;
 mod tasks;
