@@ -5,6 +5,7 @@
 mod envelope_cli;
 mod gateway_cli;
 mod local_cli;
+mod service_cli;
 mod share_cli;
 
 use std::io::Write as _;
