@@ -114,7 +114,7 @@ impl Config {
         // Settings whose default depends on the machine (listen, data, public_url) keep the
         // values given here; every other default comes from the table, so code and docs agree.
         for s in SETTINGS.iter().filter(|s| !s.default.is_empty()) {
-            let _ = (s.apply)(&mut c, &Raw::Text(s.default.to_owned()));
+            let _ = (s.field.0)(&mut c, &Raw::Text(s.default.to_owned()));
         }
         c
     }
@@ -202,11 +202,13 @@ pub struct Setting {
     pub help: &'static str,
     /// Why the default is what it is.
     pub reason: &'static str,
-    /// Parses, checks and stores a value.
-    apply: fn(&mut Config, &Raw) -> Result<(), Bad>,
-    /// The effective value, written so that it parses back to itself.
-    show: fn(&Config) -> String,
+    /// Parses, checks and stores a value; and shows the effective value, written so that it
+    /// parses back to itself (see [`field!`]).
+    field: (Apply, Show),
 }
+
+type Apply = fn(&mut Config, &Raw) -> Result<(), Bad>;
+type Show = fn(&Config) -> String;
 
 impl Setting {
     /// Whether this setting is a switch (a flag without a value).
@@ -216,7 +218,7 @@ impl Setting {
 
     /// The effective value in `config`, as `--print-config` shows it.
     pub fn value(&self, config: &Config) -> String {
-        (self.show)(config)
+        (self.field.1)(config)
     }
 
     /// The default as the documentation shows it.
@@ -255,23 +257,29 @@ fn int_of(r: &Raw) -> Option<i64> {
     }
 }
 
-/// Parses a duration: `500ms`, `90s`, `5m`, `24h`, `7d`; a bare number is seconds.
-pub fn parse_duration(r: &Raw) -> Result<Duration, Bad> {
-    let fix = "write a duration such as 500ms, 90s, 5m, 24h or 7d; a bare number is seconds";
+/// Splits a value into its number and its unit (`"90s"` is 90 and `s`); a TOML integer has none.
+fn number_and_unit<'a>(r: &'a Raw, what: &str, fix: &str) -> Result<(u64, &'a str), Bad> {
     let text = match r {
-        Raw::Int(i) if *i >= 0 => return Ok(Duration::from_secs(*i as u64)),
+        Raw::Int(i) if *i >= 0 => return Ok((*i as u64, "")),
         Raw::Text(s) => s.trim(),
-        _ => return Err(bad("not a duration", fix)),
+        _ => return Err(bad(format!("not {what}"), fix)),
     };
     let split = text
         .find(|c: char| !c.is_ascii_digit() && c != '_')
         .unwrap_or(text.len());
     let (digits, unit) = text.split_at(split);
-    let n: u64 = digits
+    let n = digits
         .replace('_', "")
         .parse()
-        .map_err(|_| bad("not a duration", fix))?;
-    let ms = match unit.trim() {
+        .map_err(|_| bad(format!("not {what}"), fix))?;
+    Ok((n, unit.trim()))
+}
+
+/// Parses a duration: `500ms`, `90s`, `5m`, `24h`, `7d`; a bare number is seconds.
+pub fn parse_duration(r: &Raw) -> Result<Duration, Bad> {
+    let fix = "write a duration such as 500ms, 90s, 5m, 24h or 7d; a bare number is seconds";
+    let (n, unit) = number_and_unit(r, "a duration", fix)?;
+    let ms = match unit {
         "ms" => Some(n),
         "" | "s" => n.checked_mul(1000),
         "m" => n.checked_mul(60_000),
@@ -307,20 +315,8 @@ pub fn show_duration(d: Duration) -> String {
 /// Parses a byte count: a number of bytes, or one with `KiB`, `MiB` or `GiB`.
 pub fn parse_bytes(r: &Raw) -> Result<u64, Bad> {
     let fix = "write a number of bytes, or one with KiB, MiB or GiB, such as 64KiB or 8MiB";
-    let text = match r {
-        Raw::Int(i) if *i >= 0 => return Ok(*i as u64),
-        Raw::Text(s) => s.trim(),
-        _ => return Err(bad("not a byte count", fix)),
-    };
-    let split = text
-        .find(|c: char| !c.is_ascii_digit() && c != '_')
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let n: u64 = digits
-        .replace('_', "")
-        .parse()
-        .map_err(|_| bad("not a byte count", fix))?;
-    let scale: u64 = match unit.trim() {
+    let (n, unit) = number_and_unit(r, "a byte count", fix)?;
+    let scale: u64 = match unit {
         "" | "B" => 1,
         "KiB" => 1 << 10,
         "MiB" => 1 << 20,
@@ -472,6 +468,112 @@ fn path(r: &Raw) -> Result<PathBuf, Bad> {
     Ok(PathBuf::from(s))
 }
 
+fn days(r: &Raw) -> Result<i64, Bad> {
+    let d = duration_in(r, DAY, LONGEST)?;
+    if !d.as_millis().is_multiple_of(DAY.as_millis()) {
+        return Err(bad(
+            "not a whole number of days",
+            "write it in days, such as 90d",
+        ));
+    }
+    Ok((d.as_secs() / 86_400) as i64)
+}
+
+/// The parse-and-store and the show function of a setting, for a field of [`Config`] of one
+/// value form: one arm per form, so a setting's entry names only its field and bounds.
+macro_rules! field {
+    (secs $f:ident, $min:expr, $max:expr) => {
+        (
+            |c: &mut Config, r: &Raw| {
+                c.$f = seconds(r, $min, $max)? as _;
+                Ok(())
+            },
+            |c: &Config| show_duration(Duration::from_secs(c.$f as u64)),
+        )
+    };
+    (millis $f:ident, $min:expr, $max:expr) => {
+        (
+            |c: &mut Config, r: &Raw| {
+                c.$f = duration_in(r, $min, $max)?.as_millis() as u64;
+                Ok(())
+            },
+            |c: &Config| show_duration(Duration::from_millis(c.$f)),
+        )
+    };
+    (time $f:ident, $min:expr, $max:expr) => {
+        (
+            |c: &mut Config, r: &Raw| {
+                c.$f = duration_in(r, $min, $max)?;
+                Ok(())
+            },
+            |c: &Config| show_duration(c.$f),
+        )
+    };
+    (days $f:ident) => {
+        (
+            |c: &mut Config, r: &Raw| {
+                c.$f = days(r)?;
+                Ok(())
+            },
+            |c: &Config| format!("{}d", c.$f),
+        )
+    };
+    (bytes $f:ident, $min:expr, $max:expr) => {
+        (
+            |c: &mut Config, r: &Raw| {
+                c.$f = bytes_in(r, $min, $max)? as _;
+                Ok(())
+            },
+            |c: &Config| show_bytes(c.$f as u64),
+        )
+    };
+    (whole $f:ident, $min:expr, $max:expr) => {
+        (
+            |c: &mut Config, r: &Raw| {
+                c.$f = count(r, $min, $max)? as _;
+                Ok(())
+            },
+            |c: &Config| c.$f.to_string(),
+        )
+    };
+    (rate $f:ident, $min:expr) => {
+        (
+            |c: &mut Config, r: &Raw| {
+                c.$f = rate(r, $min)?;
+                Ok(())
+            },
+            |c: &Config| c.$f.to_string(),
+        )
+    };
+    (parsed $f:ident, $parse:ident) => {
+        (
+            |c: &mut Config, r: &Raw| {
+                c.$f = $parse(r)?;
+                Ok(())
+            },
+            |c: &Config| c.$f.to_string(),
+        )
+    };
+    (dir $f:ident) => {
+        (
+            |c: &mut Config, r: &Raw| {
+                c.$f = path(r)?;
+                Ok(())
+            },
+            |c: &Config| c.$f.display().to_string(),
+        )
+    };
+    (switch $f:ident) => {
+        (
+            |c: &mut Config, r: &Raw| {
+                c.$f = switch(r)?;
+                Ok(())
+            },
+            |c: &Config| c.$f.to_string(),
+        )
+    };
+}
+
 const SECOND: Duration = Duration::from_secs(1);
 const MS: Duration = Duration::from_millis(1);
 const DAY: Duration = Duration::from_secs(86_400);
@@ -491,11 +593,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "`127.0.0.1:7700`",
         help: "The address to listen on (port 0 picks a free port, printed at start).",
         reason: "Loopback: exposing the gateway to a network is a decision to make, not a default.",
-        apply: |c, r| {
-            c.listen = address(r)?;
-            Ok(())
-        },
-        show: |c| c.listen.to_string(),
+        field: field!(parsed listen, address),
     },
     Setting {
         name: "data",
@@ -506,11 +604,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "`$XDG_DATA_HOME/agentbus/gateway`, else `~/.local/share/agentbus/gateway`",
         help: "The data directory: database, keys and blobs.",
         reason: "The XDG base directory convention for a user's application data.",
-        apply: |c, r| {
-            c.data_dir = path(r)?;
-            Ok(())
-        },
-        show: |c| c.data_dir.display().to_string(),
+        field: field!(dir data_dir),
     },
     Setting {
         name: "public_url",
@@ -521,11 +615,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "`http://<the bound address>`",
         help: "The URL clients reach this gateway at, for links in error bodies and the printed connect command.",
         reason: "Without a proxy in front, clients reach the gateway at the address it is bound to.",
-        apply: |c, r| {
-            c.public_url = url(r)?;
-            Ok(())
-        },
-        show: |c| c.public_url.clone(),
+        field: field!(parsed public_url, url),
     },
     Setting {
         name: "max_skew",
@@ -536,11 +626,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "How far an envelope's `time` may be from the gateway clock (AB-3005).",
         reason: "§3.2 gives 300 s.",
-        apply: |c, r| {
-            c.max_skew_s = seconds(r, SECOND, DAY)?;
-            Ok(())
-        },
-        show: |c| show_duration(Duration::from_secs(c.max_skew_s as u64)),
+        field: field!(secs max_skew_s, SECOND, DAY),
     },
     Setting {
         name: "replay_window",
@@ -551,11 +637,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "How long a `(source, id)` is remembered: a repeat returns the receipt, other content is AB-3006.",
         reason: "§3.2 gives 24 h.",
-        apply: |c, r| {
-            c.replay_window_s = seconds(r, SECOND, LONGEST)?;
-            Ok(())
-        },
-        show: |c| show_duration(Duration::from_secs(c.replay_window_s as u64)),
+        field: field!(secs replay_window_s, SECOND, LONGEST),
     },
     Setting {
         name: "idempotency_window",
@@ -566,11 +648,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "How long an `idempotency_key` returns the original receipt.",
         reason: "§8 gives 7 days.",
-        apply: |c, r| {
-            c.idempotency_window_s = seconds(r, SECOND, LONGEST)?;
-            Ok(())
-        },
-        show: |c| show_duration(Duration::from_secs(c.idempotency_window_s as u64)),
+        field: field!(secs idempotency_window_s, SECOND, LONGEST),
     },
     Setting {
         name: "default_expiry",
@@ -581,11 +659,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "`expires_at` of a message that sets none.",
         reason: "§2.1 gives 24 h.",
-        apply: |c, r| {
-            c.default_expiry_s = seconds(r, SECOND, LONGEST)?;
-            Ok(())
-        },
-        show: |c| show_duration(Duration::from_secs(c.default_expiry_s as u64)),
+        field: field!(secs default_expiry_s, SECOND, LONGEST),
     },
     Setting {
         name: "visibility_timeout",
@@ -596,11 +670,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "How long a delivery waits for its ack before it is delivered again.",
         reason: "Long enough for a sidecar to persist and ack a burst over a slow link; short enough that a crashed receiver's messages come back within a minute.",
-        apply: |c, r| {
-            c.visibility_timeout_s = seconds(r, SECOND, DAY)?;
-            Ok(())
-        },
-        show: |c| show_duration(Duration::from_secs(c.visibility_timeout_s as u64)),
+        field: field!(secs visibility_timeout_s, SECOND, DAY),
     },
     Setting {
         name: "max_attempts",
@@ -611,11 +681,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "Deliveries of a copy before it is dead-lettered (`system.undeliverable`).",
         reason: "Ten visibility timeouts ride out a receiver's restart loop of several minutes, yet a copy that crashes its receiver every time stops within about ten minutes.",
-        apply: |c, r| {
-            c.max_attempts = count(r, 1, 1000)? as u32;
-            Ok(())
-        },
-        show: |c| c.max_attempts.to_string(),
+        field: field!(whole max_attempts, 1, 1000),
     },
     Setting {
         name: "inbox_max_depth",
@@ -626,11 +692,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "Unacknowledged copies an inbox may hold; one more is AB-4040 (§13.6).",
         reason: "A day of an agent's traffic at several messages a minute, while one stuck receiver cannot fill the disk.",
-        apply: |c, r| {
-            c.inbox_max_depth = count(r, 1, 100_000_000)?;
-            Ok(())
-        },
-        show: |c| c.inbox_max_depth.to_string(),
+        field: field!(whole inbox_max_depth, 1, 100_000_000),
     },
     Setting {
         name: "rate_per_agent",
@@ -641,11 +703,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "Publishes per second one agent may make (token bucket; AB-5001 above it, §13.6).",
         reason: "Above what one gateway on two cores sustains (about 10,000 msg/s, docs/benchmarks.md): the limit stops a runaway agent, not normal bursts.",
-        apply: |c, r| {
-            c.rate_per_agent = rate(r, 0.001)?;
-            Ok(())
-        },
-        show: |c| c.rate_per_agent.to_string(),
+        field: field!(rate rate_per_agent, 0.001),
     },
     Setting {
         name: "rate_burst",
@@ -656,11 +714,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "The size of that bucket: publishes an idle agent may make at once.",
         reason: "Two seconds of the rate, so a batch job's burst passes.",
-        apply: |c, r| {
-            c.rate_burst = rate(r, 1.0)?;
-            Ok(())
-        },
-        show: |c| c.rate_burst.to_string(),
+        field: field!(rate rate_burst, 1.0),
     },
     Setting {
         name: "max_wait",
@@ -671,11 +725,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "The longest `wait` a long-poll may ask for.",
         reason: "Below the idle timeouts of common proxies and load balancers (60 s or more), so a waiting poll is not cut by one.",
-        apply: |c, r| {
-            c.max_wait_s = seconds(r, Duration::ZERO, Duration::from_secs(3600))? as u64;
-            Ok(())
-        },
-        show: |c| show_duration(Duration::from_secs(c.max_wait_s)),
+        field: field!(secs max_wait_s, Duration::ZERO, Duration::from_secs(3600)),
     },
     Setting {
         name: "key_lifetime",
@@ -686,18 +736,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "A key's lifetime when its registration gives no `expires_at` (whole days).",
         reason: "§3.3 gives 365 days.",
-        apply: |c, r| {
-            let d = duration_in(r, DAY, LONGEST)?;
-            if !d.as_millis().is_multiple_of(DAY.as_millis()) {
-                return Err(bad(
-                    "not a whole number of days",
-                    "write it in days, such as 90d",
-                ));
-            }
-            c.key_lifetime_days = (d.as_secs() / 86_400) as i64;
-            Ok(())
-        },
-        show: |c| format!("{}d", c.key_lifetime_days),
+        field: field!(days key_lifetime_days),
     },
     Setting {
         name: "min_sidecar_version",
@@ -708,11 +747,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "The oldest sidecar version served; older ones get AB-6002 (§11.4).",
         reason: "Every released agentbus speaks this gateway's protocol; raise it when a release must be retired.",
-        apply: |c, r| {
-            c.min_sidecar_version = version(r)?;
-            Ok(())
-        },
-        show: |c| c.min_sidecar_version.clone(),
+        field: field!(parsed min_sidecar_version, version),
     },
     Setting {
         name: "reaper_interval",
@@ -723,11 +758,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "How often task timers, dead letters and expiries are swept; 0s turns the sweep off.",
         reason: "The task timers' resolution (`agentbus_protocol::task::REAPER_INTERVAL_S`, 5 s): finer costs a database scan more often for nothing.",
-        apply: |c, r| {
-            c.reaper_interval_ms = duration_in(r, Duration::ZERO, DAY)?.as_millis() as u64;
-            Ok(())
-        },
-        show: |c| show_duration(Duration::from_millis(c.reaper_interval_ms)),
+        field: field!(millis reaper_interval_ms, Duration::ZERO, DAY),
     },
     Setting {
         name: "blob_inline_max",
@@ -738,11 +769,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "The largest inline blob upload (`PUT /v1/blobs/{id}/content`); more is AB-3040.",
         reason: "§9 gives 8 MiB, and names this variable.",
-        apply: |c, r| {
-            c.blob_inline_max = bytes_in(r, 1, 1 << 40)?;
-            Ok(())
-        },
-        show: |c| show_bytes(c.blob_inline_max),
+        field: field!(bytes blob_inline_max, 1, 1 << 40),
     },
     Setting {
         name: "plan_blob_bytes",
@@ -753,11 +780,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "The plan's largest blob (§9 `blob_bytes`); a larger declared size is AB-3040.",
         reason: "What an object store would take; inline uploads are capped lower by `blob_inline_max`.",
-        apply: |c, r| {
-            c.plan_blob_bytes = bytes_in(r, 1, 1 << 40)?;
-            Ok(())
-        },
-        show: |c| show_bytes(c.plan_blob_bytes),
+        field: field!(bytes plan_blob_bytes, 1, 1 << 40),
     },
     Setting {
         name: "tenant_blob_quota",
@@ -768,11 +791,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "A tenant's unexpired blob bytes; more is AB-5005 (§13.6).",
         reason: "Over a hundred full-size inline blobs, while one tenant cannot fill a small disk.",
-        apply: |c, r| {
-            c.tenant_blob_quota = bytes_in(r, 1, 1 << 50)?;
-            Ok(())
-        },
-        show: |c| show_bytes(c.tenant_blob_quota),
+        field: field!(bytes tenant_blob_quota, 1, 1 << 50),
     },
     Setting {
         name: "blob_ttl",
@@ -783,11 +802,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "How long a blob lives; after it, reads are AB-4009.",
         reason: "§9 gives 30 days, and names this variable.",
-        apply: |c, r| {
-            c.blob_ttl_s = seconds(r, SECOND, LONGEST)?;
-            Ok(())
-        },
-        show: |c| show_duration(Duration::from_secs(c.blob_ttl_s as u64)),
+        field: field!(secs blob_ttl_s, SECOND, LONGEST),
     },
     Setting {
         name: "header_timeout",
@@ -798,11 +813,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "How long a request's headers may take, from their first byte or from the connection's accept; then the connection is closed.",
         reason: "Headers are a few hundred bytes: 10 s is generous on any link, and a slowloris client holds a connection no longer.",
-        apply: |c, r| {
-            c.header_timeout = duration_in(r, MS, Duration::from_secs(600))?;
-            Ok(())
-        },
-        show: |c| show_duration(c.header_timeout),
+        field: field!(time header_timeout, MS, Duration::from_secs(600)),
     },
     Setting {
         name: "body_timeout",
@@ -813,11 +824,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "How long a request body may take to arrive in full, from its headers (then AB-3031, 408, and the connection is closed), and how long a response may wait for its reader.",
         reason: "An 8 MiB upload needs 1.2 Mbit/s to finish in 60 s; a slow-body client holds a connection no longer than that.",
-        apply: |c, r| {
-            c.body_timeout = duration_in(r, MS, Duration::from_secs(3600))?;
-            Ok(())
-        },
-        show: |c| show_duration(c.body_timeout),
+        field: field!(time body_timeout, MS, Duration::from_secs(3600)),
     },
     Setting {
         name: "idle_timeout",
@@ -828,11 +835,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "How long a kept-alive connection may wait for its next request.",
         reason: "Longer than `max_wait`, so a sidecar's next long-poll finds its connection open; nginx's default keep-alive is also 75 s.",
-        apply: |c, r| {
-            c.idle_timeout = duration_in(r, MS, Duration::from_secs(3600))?;
-            Ok(())
-        },
-        show: |c| show_duration(c.idle_timeout),
+        field: field!(time idle_timeout, MS, Duration::from_secs(3600)),
     },
     Setting {
         name: "max_connections",
@@ -843,11 +846,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "Concurrent connections, WebSockets included; one more gets a 503 with AB-9002 and is closed.",
         reason: "Several hundred agents, each with a sidecar's WebSocket and a few HTTP connections; each connection costs a file descriptor (the gateway raises its soft open-file limit to fit) and some 50 KiB.",
-        apply: |c, r| {
-            c.max_connections = count(r, 1, 1_000_000)? as usize;
-            Ok(())
-        },
-        show: |c| c.max_connections.to_string(),
+        field: field!(whole max_connections, 1, 1_000_000),
     },
     Setting {
         name: "ws_per_agent",
@@ -858,11 +857,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "WebSockets one agent may hold open; one more is refused with AB-5002 (429).",
         reason: "One sidecar per agent, with room for a restart overlapping the old socket and for a second machine joining the agent.",
-        apply: |c, r| {
-            c.ws_per_agent = count(r, 1, 10_000)? as usize;
-            Ok(())
-        },
-        show: |c| c.ws_per_agent.to_string(),
+        field: field!(whole ws_per_agent, 1, 10_000),
     },
     Setting {
         name: "ws_send_buffer",
@@ -873,11 +868,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "Delivery bytes a WebSocket may have waiting in the gateway for its reader (one frame beyond it always fits).",
         reason: "Some hundred typical deliveries, enough for full-rate pushing (docs/benchmarks.md); 100 sockets that never read then pin at most about 130 MiB.",
-        apply: |c, r| {
-            c.ws_send_buffer = bytes_in(r, 1024, 1 << 30)? as usize;
-            Ok(())
-        },
-        show: |c| show_bytes(c.ws_send_buffer as u64),
+        field: field!(bytes ws_send_buffer, 1024, 1 << 30),
     },
     Setting {
         name: "ws_send_timeout",
@@ -888,11 +879,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "How long deliveries may wait for a WebSocket's reader; then it is closed (1008, AB-5003) and its deliveries return to the inbox.",
         reason: "A reader that takes 30 s to accept a few hundred KiB is not reading; its messages go to the next connection instead of waiting out the visibility timeout.",
-        apply: |c, r| {
-            c.ws_send_timeout = duration_in(r, MS, Duration::from_secs(3600))?;
-            Ok(())
-        },
-        show: |c| show_duration(c.ws_send_timeout),
+        field: field!(time ws_send_timeout, MS, Duration::from_secs(3600)),
     },
     Setting {
         name: "card_max_bytes",
@@ -903,11 +890,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "The largest agent card body (`POST /v1/agents`, `PATCH /v1/agents/{id}`); more is AB-3041 (413).",
         reason: "Cards travel in every directory listing (§10): a generous card is a few KiB, and a listing of a thousand stays a few MiB.",
-        apply: |c, r| {
-            c.card_max_bytes = bytes_in(r, 1024, 1 << 20)? as usize;
-            Ok(())
-        },
-        show: |c| show_bytes(c.card_max_bytes as u64),
+        field: field!(bytes card_max_bytes, 1024, 1 << 20),
     },
     Setting {
         name: "shutdown_grace",
@@ -918,11 +901,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "How long SIGTERM or SIGINT waits for in-flight requests before the gateway exits anyway.",
         reason: "A publish finishes in milliseconds; 10 s is inside the stop timeouts of systemd (90 s) and Kubernetes (30 s), so the gateway exits on its own.",
-        apply: |c, r| {
-            c.shutdown_grace = duration_in(r, MS, Duration::from_secs(600))?;
-            Ok(())
-        },
-        show: |c| show_duration(c.shutdown_grace),
+        field: field!(time shutdown_grace, MS, Duration::from_secs(600)),
     },
     Setting {
         name: "unsafe_test_clock",
@@ -933,11 +912,7 @@ pub static SETTINGS: &[Setting] = &[
         default_doc: "",
         help: "UNSAFE, for black-box tests only: time an admin can move forward over HTTP (`POST /v1/test/clock`). Refused on a data directory created without it.",
         reason: "Off, and only a flag can turn it on: an environment variable or a file line left behind must never move a production gateway's clock.",
-        apply: |c, r| {
-            c.unsafe_test_clock = switch(r)?;
-            Ok(())
-        },
-        show: |c| c.unsafe_test_clock.to_string(),
+        field: field!(switch unsafe_test_clock),
     },
 ];
 
@@ -1178,7 +1153,7 @@ pub fn resolve(sources: &Sources) -> Result<Resolved, Vec<SettingError>> {
             origins.push(Origin::Default);
             continue;
         };
-        if let Err(b) = (s.apply)(&mut config, &raw) {
+        if let Err(b) = (s.field.0)(&mut config, &raw) {
             errors.push(SettingError {
                 what: match &origin {
                     Origin::Flag(f) => format!("--{f} {raw}"),
@@ -1283,7 +1258,7 @@ mod tests {
             if !s.default.is_empty() {
                 let mut d = c.clone();
                 assert!(
-                    (s.apply)(&mut d, &Raw::Text(s.default.into())).is_ok(),
+                    (s.field.0)(&mut d, &Raw::Text(s.default.into())).is_ok(),
                     "{}",
                     s.name
                 );
@@ -1299,7 +1274,7 @@ mod tests {
             let shown = s.value(&c);
             let mut again = c.clone();
             assert!(
-                (s.apply)(&mut again, &Raw::Text(shown.clone())).is_ok(),
+                (s.field.0)(&mut again, &Raw::Text(shown.clone())).is_ok(),
                 "{}",
                 s.name
             );

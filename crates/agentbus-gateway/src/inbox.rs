@@ -292,12 +292,6 @@ impl Sockets {
             agent: agent_id.to_owned(),
         })
     }
-
-    /// How many WebSockets `agent_id` holds open.
-    pub fn count(&self, agent_id: &str) -> usize {
-        let m = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        m.get(agent_id).copied().unwrap_or(0)
-    }
 }
 
 /// One open WebSocket's place among its agent's; given back when the socket ends.

@@ -525,16 +525,7 @@ impl Store for SqliteStore {
         let id = id.to_owned();
         self.read(move |c| {
             Ok(c.prepare_cached("SELECT id, tenant_id, workspace_id, name, role, created_at FROM users WHERE id = ?1")?
-                .query_row([id], |r| {
-                    Ok(UserRow {
-                        id: r.get(0)?,
-                        tenant_id: r.get(1)?,
-                        workspace_id: r.get(2)?,
-                        name: r.get(3)?,
-                        role: role_from(&r.get::<_, String>(4)?),
-                        created_at: r.get(5)?,
-                    })
-                })
+                .query_row([id], user_row)
                 .optional()?)
         })
         .await
@@ -1237,16 +1228,7 @@ impl Store for SqliteStore {
             Ok(c.prepare_cached(
                 "SELECT id, tenant_id, workspace_id, name, role, created_at FROM users ORDER BY created_at, rowid LIMIT 1",
             )?
-            .query_row([], |r| {
-                Ok(UserRow {
-                    id: r.get(0)?,
-                    tenant_id: r.get(1)?,
-                    workspace_id: r.get(2)?,
-                    name: r.get(3)?,
-                    role: role_from(&r.get::<_, String>(4)?),
-                    created_at: r.get(5)?,
-                })
-            })
+            .query_row([], user_row)
             .optional()?)
         })
         .await
@@ -1317,6 +1299,18 @@ impl Store for SqliteStore {
         })
         .await
     }
+}
+
+/// A `users` row, selected as `id, tenant_id, workspace_id, name, role, created_at`.
+fn user_row(r: &Row<'_>) -> rusqlite::Result<UserRow> {
+    Ok(UserRow {
+        id: r.get(0)?,
+        tenant_id: r.get(1)?,
+        workspace_id: r.get(2)?,
+        name: r.get(3)?,
+        role: role_from(&r.get::<_, String>(4)?),
+        created_at: r.get(5)?,
+    })
 }
 
 fn set_aliases(

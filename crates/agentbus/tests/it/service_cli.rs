@@ -251,15 +251,26 @@ fn envelope(
     text: &str,
     extra: Value,
 ) -> Map<String, Value> {
-    let now = gw.now_ms();
+    envelope_at(from, &to.address, id, text, gw.now_ms(), extra)
+}
+
+/// A signed message.v1 from `from` to the address `to`, stamped `now_ms`, with `extra` attributes.
+fn envelope_at(
+    from: &Agent,
+    to: &str,
+    id: &str,
+    text: &str,
+    now_ms: i64,
+    extra: Value,
+) -> Map<String, Value> {
     let mut env = json!({
         "specversion": "1.0",
         "id": id,
         "source": from.address,
         "type": "agentbus.message.v1",
-        "time": agentbus_protocol::timestamp::Timestamp(now).to_string(),
+        "time": agentbus_protocol::timestamp::Timestamp(now_ms).to_string(),
         "datacontenttype": "application/json",
-        "to": to.address,
+        "to": to,
         "conversation_id": agentbus_runtime::mint(IdKind::Conversation).to_string(),
         "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
         "schema": "https://komsary.agentbus.exchange/schemas/agentbus.message/v1.json",
@@ -296,6 +307,11 @@ fn publish(gw: &GwProc, from: &Agent, env: &Map<String, Value>) -> (u16, Value, 
     )
 }
 
+/// Publishes a plain message from `a` to `b`; answers the status.
+fn send(gw: &GwProc, a: &Agent, b: &Agent, id: &str, text: &str) -> u16 {
+    publish(gw, a, &envelope(gw, a, b, id, text, json!({}))).0
+}
+
 fn poll(gw: &GwProc, a: &Agent, after: u64) -> Vec<Value> {
     let (s, v) = http(
         &gw.url,
@@ -328,10 +344,7 @@ fn wp_8_1_black_box_an_id_is_blocked_for_the_replay_window_only() {
     let (_tmp, gw) = test_gateway(&[]);
     let (a, b) = (register(&gw, "alpha"), register(&gw, "bravo"));
     let id = new_id();
-    assert_eq!(
-        publish(&gw, &a, &envelope(&gw, &a, &b, &id, "one", json!({}))).0,
-        202
-    );
+    assert_eq!(send(&gw, &a, &b, &id, "one"), 202);
     gw.advance("23h");
     let (s, v, _) = publish(&gw, &a, &envelope(&gw, &a, &b, &id, "two", json!({})));
     assert_eq!((s, code(&v)), (409, "AB-3006"), "{v}");
@@ -374,15 +387,7 @@ fn wp_6_1_4_wp_5_10_1_black_box_an_undelivered_message_expires_after_24h() {
     let (_tmp, gw) = test_gateway(&[]);
     let (a, b) = (register(&gw, "alpha"), register(&gw, "bravo"));
     let id = new_id();
-    assert_eq!(
-        publish(
-            &gw,
-            &a,
-            &envelope(&gw, &a, &b, &id, "soon stale", json!({}))
-        )
-        .0,
-        202
-    );
+    assert_eq!(send(&gw, &a, &b, &id, "soon stale"), 202);
     gw.advance("23h");
     let reaped = gw.advance("3601s");
     assert_eq!(reaped["reaped"]["expired"], 1, "{reaped}");
@@ -471,15 +476,7 @@ fn wp_9_4_agentbus_blob_inline_max_caps_inline_uploads() {
 fn wp_8_5_black_box_an_unacked_delivery_comes_back_after_the_visibility_timeout() {
     let (_tmp, gw) = test_gateway(&[]);
     let (a, b) = (register(&gw, "alpha"), register(&gw, "bravo"));
-    assert_eq!(
-        publish(
-            &gw,
-            &a,
-            &envelope(&gw, &a, &b, &new_id(), "ack me", json!({}))
-        )
-        .0,
-        202
-    );
+    assert_eq!(send(&gw, &a, &b, &new_id(), "ack me"), 202);
     let first = poll(&gw, &b, 0);
     assert_eq!(first.len(), 1);
     assert!(
@@ -516,15 +513,7 @@ fn wp_5_9_1_black_box_dead_lettered_after_the_maximum_attempts() {
     let (_tmp, gw) = test_gateway(&["--max-attempts", "2"]);
     let (a, b) = (register(&gw, "alpha"), register(&gw, "bravo"));
     let id = new_id();
-    assert_eq!(
-        publish(
-            &gw,
-            &a,
-            &envelope(&gw, &a, &b, &id, "never acked", json!({}))
-        )
-        .0,
-        202
-    );
+    assert_eq!(send(&gw, &a, &b, &id, "never acked"), 202);
     assert_eq!(poll(&gw, &b, 0).len(), 1);
     gw.advance("61s");
     assert_eq!(poll(&gw, &b, 0)[0]["attempt"], 2);
@@ -760,7 +749,8 @@ fn sigterm_keeps_every_publish_that_got_a_202() {
                 let mut accepted = Vec::new();
                 while !stop.load(std::sync::atomic::Ordering::SeqCst) {
                     let id = new_id();
-                    let body = Value::Object(sign_for(&a, &to, &id)).to_string();
+                    let now = agentbus_runtime::Clock::now(&agentbus_runtime::SystemClock).millis();
+                    let body = Value::Object(envelope_at(&a, &to, &id, "load", now, json!({}))).to_string();
                     let Ok(mut c) = std::net::TcpStream::connect(&addr) else {
                         break;
                     };
@@ -842,24 +832,6 @@ fn sigterm_keeps_every_publish_that_got_a_202() {
         accepted.len()
     );
     assert!(accepted.len() > 10, "{}", accepted.len());
-}
-
-/// A message from `a` to the address `to`, signed, stamped with the system time.
-fn sign_for(a: &Agent, to: &str, id: &str) -> Map<String, Value> {
-    let mut env = json!({
-        "specversion": "1.0", "id": id, "source": a.address, "type": "agentbus.message.v1",
-        "time": agentbus_protocol::timestamp::Timestamp(agentbus_runtime::Clock::now(&agentbus_runtime::SystemClock).millis()).to_string(),
-        "datacontenttype": "application/json", "to": to,
-        "conversation_id": agentbus_runtime::mint(IdKind::Conversation).to_string(),
-        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-        "schema": "https://komsary.agentbus.exchange/schemas/agentbus.message/v1.json",
-        "data": {"text": "load"}
-    })
-    .as_object()
-    .unwrap()
-    .clone();
-    sign_envelope(&mut env, &a.key, a.key_id.parse::<Id>().unwrap()).unwrap();
-    env
 }
 
 /// Bad settings stop the start: one line per bad value, each with its fix, exit 4, and nothing
