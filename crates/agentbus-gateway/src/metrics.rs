@@ -58,6 +58,7 @@ struct Registry {
     refused_connections: AtomicU64,
     timed_out_connections: AtomicU64,
     slow_consumers: AtomicU64,
+    open_connections: AtomicU64,
     publish_latency: Histogram,
     delivery_latency: Histogram,
 }
@@ -120,6 +121,16 @@ pub fn count_slow_consumer() {
     registry().slow_consumers.fetch_add(1, Ordering::Relaxed);
 }
 
+/// Counts a connection opened (WebSockets included).
+pub fn connection_opened() {
+    registry().open_connections.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Counts a connection closed.
+pub fn connection_closed() {
+    registry().open_connections.fetch_sub(1, Ordering::Relaxed);
+}
+
 /// Records an inbox's unacknowledged depth.
 pub fn set_depth(agent: &str, depth: u64) {
     if let Ok(mut m) = registry().depth.lock() {
@@ -160,6 +171,11 @@ pub fn render() -> String {
             v.load(Ordering::Relaxed)
         );
     }
+    let _ = writeln!(
+        out,
+        "# TYPE agentbus_open_connections gauge\nagentbus_open_connections {}",
+        r.open_connections.load(Ordering::Relaxed)
+    );
     out.push_str("# TYPE agentbus_inbox_depth gauge\n");
     if let Ok(m) = r.depth.lock() {
         for (agent, n) in m.iter() {

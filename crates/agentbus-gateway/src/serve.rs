@@ -52,6 +52,12 @@ pub struct Bounds {
 }
 
 impl Bounds {
+    /// How often a connection's watcher looks at least: a quarter of the shortest timeout, so it
+    /// always looks again before a deadline that began since its last look comes.
+    fn tick(&self) -> Duration {
+        (self.header.min(self.idle).min(self.body) / 4).max(Duration::from_millis(1))
+    }
+
     /// The bounds `config` sets.
     pub fn of(config: &Config) -> Bounds {
         Bounds {
@@ -87,7 +93,10 @@ impl Connections {
                 .open
                 .compare_exchange(n, n + 1, Ordering::SeqCst, Ordering::SeqCst)
             {
-                Ok(_) => return Some(Slot(self.clone())),
+                Ok(_) => {
+                    crate::metrics::connection_opened();
+                    return Some(Slot(self.clone()));
+                }
                 Err(now) => n = now,
             }
         }
@@ -113,15 +122,17 @@ struct Slot(Arc<Connections>);
 impl Drop for Slot {
     fn drop(&mut self) {
         self.0.open.fetch_sub(1, Ordering::SeqCst);
+        crate::metrics::connection_closed();
         self.0.closed.notify_waiters();
     }
 }
 
-/// What a connection has been doing, for its timeouts.
+/// What a connection has been doing, for its timeouts. The hot path only records instants; the
+/// connection's watcher computes its deadline from them when it looks, at least every
+/// [`Bounds::tick`], so no request wakes it and every deadline is still exact.
 #[derive(Debug)]
 struct Activity {
     state: Mutex<State>,
-    changed: Notify,
 }
 
 #[derive(Debug)]
@@ -150,7 +161,6 @@ impl Activity {
                 first_byte: None,
                 write_blocked: None,
             }),
-            changed: Notify::new(),
         }
     }
 
@@ -162,19 +172,13 @@ impl Activity {
         let mut s = self.lock();
         if s.in_flight == 0 && s.first_byte.is_none() {
             s.first_byte = Some(Instant::now());
-            drop(s);
-            self.changed.notify_one();
         }
     }
 
     fn wrote(&self, blocked: bool) {
         let mut s = self.lock();
         match (blocked, s.write_blocked) {
-            (true, None) => {
-                s.write_blocked = Some(Instant::now());
-                drop(s);
-                self.changed.notify_one();
-            }
+            (true, None) => s.write_blocked = Some(Instant::now()),
             (false, Some(_)) => s.write_blocked = None,
             _ => {}
         }
@@ -182,7 +186,6 @@ impl Activity {
 
     fn begin(self: &Arc<Self>) -> InFlight {
         self.lock().in_flight += 1;
-        self.changed.notify_one();
         InFlight(self.clone())
     }
 
@@ -226,8 +229,6 @@ impl Drop for InFlight {
             s.idle_since = Instant::now();
             s.first_byte = None;
         }
-        drop(s);
-        self.0.changed.notify_one();
     }
 }
 
@@ -386,6 +387,9 @@ pub fn raise_open_files(_connections: usize) -> Option<u64> {
     None
 }
 
+/// The largest request head (request line and headers) a connection may send.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+
 /// Refusals answered at once: more than this many unfinished ones are dropped unanswered, so
 /// refusing cannot itself use up descriptors.
 const REFUSALS: usize = 64;
@@ -503,6 +507,9 @@ async fn connection(
     };
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
+        // A request head may be at most this large (hyper answers 431 past it): hyper's default,
+        // about 400 KiB, would let a thousand connections hold 400 MiB of headers.
+        .max_buf_size(MAX_HEAD_BYTES)
         // The watcher below enforces the header and idle timeouts (hyper's one timer would
         // cover both with one value).
         .header_read_timeout(None)
@@ -513,9 +520,13 @@ async fn connection(
     if stopping {
         conn.as_mut().graceful_shutdown();
     }
+    // One timer, moved to the deadline or the next look, whichever comes first.
+    let timer = tokio::time::sleep(bounds.tick());
+    tokio::pin!(timer);
     loop {
-        let due = activity.deadline(&bounds);
-        let changed = activity.changed.notified();
+        let look = Instant::now() + bounds.tick();
+        let due = activity.deadline(&bounds).map_or(look, |d| d.0.min(look));
+        timer.as_mut().reset(due);
         tokio::select! {
             result = conn.as_mut() => {
                 if let Err(e) = result {
@@ -527,8 +538,7 @@ async fn connection(
                 stopping = true;
                 conn.as_mut().graceful_shutdown();
             }
-            _ = changed => {}
-            _ = sleep_until_some(due.map(|d| d.0)) => {
+            _ = &mut timer => {
                 if let Some((at, why)) = activity.deadline(&bounds)
                     && at <= Instant::now()
                 {
@@ -538,13 +548,6 @@ async fn connection(
                 }
             }
         }
-    }
-}
-
-async fn sleep_until_some(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 

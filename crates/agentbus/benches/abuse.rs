@@ -6,8 +6,9 @@
 //! Phases, one after another on one gateway:
 //! 1. 200 idle connections, 200 slowloris clients (a header line a second, never the blank line)
 //!    and 50 slow bodies (a byte a second): when each is closed.
-//! 2. 100 WebSockets that never read, one per agent, while 40 messages of 4 KiB go to each: the
-//!    gateway's RSS (sampled every 100 ms), and when each socket is closed.
+//! 2. 100 WebSockets that never read, one per agent, while 100 messages of 64 KiB go to each: the
+//!    gateway's RSS (sampled every 100 ms), and when each socket is closed; before it, the same
+//!    traffic to 100 agents without sockets, for the RSS the store's caches take anyway.
 //! 3. `max_connections` + 50 connections held: how many are refused with AB-9002.
 //! 4. 3,000 oversized publishes (2 MiB) on 8 connections: how many get their 413.
 //!
@@ -31,6 +32,12 @@ const HEADER_TIMEOUT_S: u64 = 10;
 const BODY_TIMEOUT_S: u64 = 10;
 const WS_SEND_TIMEOUT_S: u64 = 10;
 const MAX_CONNECTIONS: usize = 600;
+/// Messages to each never-reading socket, and their size: well past what the kernel's socket
+/// buffers and `ws_send_buffer` hold together (on loopback the gateway's send buffer grows to
+/// `tcp_wmem`'s maximum, 4 MiB here, and the reader's holds 128 KiB), so the gateway has to stop
+/// pushing.
+const PER_AGENT: usize = 100;
+const MESSAGE_BYTES: usize = 64 * 1024;
 
 struct Gateway {
     child: std::process::Child,
@@ -57,7 +64,10 @@ fn start(bin: &str, dir: &std::path::Path, new_build: bool) -> Gateway {
         .arg(dir)
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null());
+        .stderr(match std::env::var_os("BENCH_LOG") {
+            Some(path) => std::fs::File::create(path).unwrap().into(),
+            None => std::process::Stdio::null(),
+        });
     if new_build {
         cmd.args([
             "--header-timeout",
@@ -265,6 +275,34 @@ fn well_behaved(
     (stop_tx, task)
 }
 
+/// A counter or gauge of the gateway's `/metrics`.
+async fn metric(addr: &str, name: &str) -> u64 {
+    let Ok((_, body)) = Conn::open(addr)
+        .await
+        .call("GET", "/metrics", "", b"")
+        .await
+    else {
+        return 0;
+    };
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Polls `/metrics` until `name` reaches `want` or `limit` passes; answers how long it took.
+async fn until_metric(addr: &str, name: &str, want: u64, limit: Duration) -> Option<Duration> {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if metric(addr, name).await >= want {
+            return Some(t.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
+}
+
 fn percentiles(mut v: Vec<Duration>) -> String {
     if v.is_empty() {
         return "none".into();
@@ -377,11 +415,31 @@ async fn main() {
     );
     println!("  RSS after phase 1: {} MiB", rss_kib(pid) / 1024);
 
-    // 2. WebSockets that never read.
+    // 2. WebSockets that never read. First the same traffic to agents without sockets, so the
+    // store's page cache and the message tables have grown as they will, then with the sockets.
+    let text = "w".repeat(MESSAGE_BYTES);
+    let mut c = Conn::open(&gw.addr).await;
+    let mut control = Vec::new();
+    for i in 0..100 {
+        control.push(register(&gw, &format!("no-socket-{i:03}")).await);
+    }
+    let before_control = rss_kib(pid);
+    for _ in 0..PER_AGENT {
+        for a in &control {
+            let body = signed(&sender, &a.address, &text);
+            let (s, b) = c
+                .call("POST", "/v1/messages", &sender.token, &body)
+                .await
+                .unwrap();
+            assert_eq!(s, 202, "{}", String::from_utf8_lossy(&b));
+        }
+    }
+    let after_control = rss_kib(pid);
     let mut agents = Vec::new();
     for i in 0..100 {
         agents.push(register(&gw, &format!("never-reads-{i:03}")).await);
     }
+    let before_sockets = rss_kib(pid);
     let mut sockets = Vec::new();
     for a in &agents {
         let mut s = TcpStream::connect(&gw.addr).await.unwrap();
@@ -415,10 +473,8 @@ async fn main() {
         })
     };
     let (stop, publisher) = well_behaved(&gw, sender.clone(), receiver.clone(), 200);
-    let text = "w".repeat(4096);
-    let mut c = Conn::open(&gw.addr).await;
     let pushing = Instant::now();
-    for _ in 0..40 {
+    for _ in 0..PER_AGENT {
         for a in &agents {
             let body = signed(&sender, &a.address, &text);
             let (s, b) = c
@@ -428,27 +484,47 @@ async fn main() {
             assert_eq!(s, 202, "{}", String::from_utf8_lossy(&b));
         }
     }
-    println!(
-        "phase 2: 4,000 messages of 4 KiB published in {:.1} s",
-        pushing.elapsed().as_secs_f64()
-    );
-    let waits: Vec<_> = sockets
-        .into_iter()
-        .map(|s| tokio::spawn(closed_after(s, b"", observe)))
-        .collect();
-    let mut closed = Vec::new();
-    for w in waits {
-        closed.push(w.await.unwrap());
-    }
+    let published = pushing.elapsed();
+    // The sockets are never read: the gateway says when it has closed them as slow consumers.
+    let slow = if new_build {
+        until_metric(&gw.addr, "agentbus_slow_consumers_total", 100, observe).await
+    } else {
+        tokio::time::sleep(observe).await;
+        None
+    };
+    let at_close = rss_kib(pid);
+    drop(sockets);
     let _ = stop.send(true);
     let lat = publisher.await.unwrap();
     sampler.abort();
     println!(
-        "  100 never-reading WebSockets: RSS {} MiB before, peak {} MiB, {} MiB after; sockets {}",
+        "phase 2: {} messages of {} KiB to each of 100 agents (published in {:.1} s each time)",
+        PER_AGENT,
+        MESSAGE_BYTES / 1024,
+        published.as_secs_f64()
+    );
+    println!(
+        "  without sockets: RSS {} -> {} MiB",
+        before_control / 1024,
+        after_control / 1024
+    );
+    println!(
+        "  100 never-reading WebSockets: RSS {} MiB before opening, {} MiB open, peak {} MiB, {} MiB when closed; {}",
+        before_sockets / 1024,
         base / 1024,
         peak.load(std::sync::atomic::Ordering::Relaxed) / 1024,
-        rss_kib(pid) / 1024,
-        summary(closed)
+        at_close / 1024,
+        match slow {
+            Some(t) => format!(
+                "all 100 closed as slow consumers {:.1} s after the last publish",
+                t.as_secs_f64()
+            ),
+            None => format!(
+                "{} of 100 closed as slow consumers within {} s",
+                metric(&gw.addr, "agentbus_slow_consumers_total").await,
+                observe.as_secs()
+            ),
+        }
     );
     println!(
         "  well-behaved publisher at 200/s meanwhile: {}",
@@ -456,13 +532,17 @@ async fn main() {
     );
 
     if new_build {
-        // 3. The connection cap.
+        // 3. The connection cap: hold connections until the gateway has max_connections open,
+        // then try 50 more, one at a time.
         let mut held = Vec::new();
-        for _ in 0..MAX_CONNECTIONS + 50 {
+        // The gauge counts the connection that reads it, so one more is held after the loop.
+        while metric(&gw.addr, "agentbus_open_connections").await < MAX_CONNECTIONS as u64 {
             held.push(TcpStream::connect(&gw.addr).await.unwrap());
         }
+        held.push(TcpStream::connect(&gw.addr).await.unwrap());
         let mut refused = 0;
-        for mut s in held.drain(MAX_CONNECTIONS..) {
+        for _ in 0..50 {
+            let mut s = TcpStream::connect(&gw.addr).await.unwrap();
             let _ = s
                 .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
                 .await;
@@ -476,8 +556,7 @@ async fn main() {
         }
         drop(held);
         println!(
-            "phase 3: {} connections held; of 50 more, {refused} answered 503 AB-9002",
-            MAX_CONNECTIONS
+            "phase 3: {MAX_CONNECTIONS} connections open; of 50 more, {refused} answered 503 AB-9002"
         );
     }
 
