@@ -29,17 +29,12 @@ pub enum Principal {
 }
 
 impl Principal {
-    /// The principal's tenant.
+    /// The principal's tenant (empty for the gateway operator, who belongs to none).
     pub fn tenant_id(&self) -> &str {
         match self {
             Principal::User(u) => &u.tenant_id,
             Principal::Agent(a) => &a.tenant_id,
         }
-    }
-
-    /// Whether this is a workspace admin of `workspace_id`.
-    pub fn is_admin_of(&self, workspace_id: &str) -> bool {
-        matches!(self, Principal::User(u) if u.role == Role::Admin && u.workspace_id == workspace_id)
     }
 }
 
@@ -87,6 +82,8 @@ pub struct App<S: Store> {
     pub sockets: crate::inbox::Sockets,
     /// The black-box test clock, when the gateway runs on it (`--unsafe-test-clock`).
     pub test_clock: Option<Arc<crate::testclock::TestClock>>,
+    /// Parsed workspace policies, cleared with the directory.
+    pub policies: crate::policy::PolicyCache,
 }
 
 /// SHA-256 of a bearer token, the only form tokens are stored in.
@@ -131,6 +128,7 @@ impl<S: Store> App<S> {
             gateway_key_id,
             sockets: Default::default(),
             test_clock: None,
+            policies: Default::default(),
         }
     }
 
@@ -286,6 +284,7 @@ impl<S: Store> App<S> {
     /// Forgets every cached identity row; called after any identity write.
     pub fn invalidate_directory(&self) {
         *self.dir() = Directory::default();
+        self.policies.clear();
         if let Ok(mut m) = self.tokens.lock() {
             m.clear();
         }

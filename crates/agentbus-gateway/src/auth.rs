@@ -22,7 +22,8 @@ pub fn version_lt(a: &str, b: &str) -> bool {
 }
 
 /// The principal of the request's `Authorization: Bearer` token. A sidecar that announces a version
-/// below `min_sidecar_version` is refused with AB-6002 before anything else (§11.4).
+/// below `min_sidecar_version` is refused with AB-6002 before anything else (§11.4); a credential of
+/// a suspended tenant (AB-1003) or agent (AB-1004) after it.
 pub async fn bearer<S: Store>(app: &App<S>, headers: &HeaderMap) -> ApiResult<Principal> {
     if let Some(v) = headers
         .get(SIDECAR_VERSION_HEADER)
@@ -52,7 +53,9 @@ pub async fn bearer<S: Store>(app: &App<S>, headers: &HeaderMap) -> ApiResult<Pr
                 "the Authorization header is not `Bearer <token>`",
             )
         })?;
-    app.authenticate(token).await
+    let principal = app.authenticate(token).await?;
+    crate::roles::ensure_active(app, &principal).await?;
+    Ok(principal)
 }
 
 /// The calling agent, refusing user tokens.

@@ -106,20 +106,29 @@ pub async fn create<S: Store>(
     Ok((StatusCode::CREATED, Json(out)))
 }
 
-async fn readable<S: Store>(app: &App<S>, agent: &AgentRow, id: &str) -> ApiResult<BlobRow> {
-    // Another tenant's blob answers exactly as one that does not exist.
-    let b = app
+/// The blob `id` if `agent` may use it: it uploaded the blob, or is a party of a message that
+/// references it (§9). Any other blob, of its tenant or another, is exactly a blob that does not
+/// exist to it (`None`).
+async fn usable<S: Store>(app: &App<S>, agent: &AgentRow, id: &str) -> ApiResult<Option<BlobRow>> {
+    let Some(b) = app
         .store
         .blob(id)
         .await?
         .filter(|b| b.tenant_id == agent.tenant_id)
-        .ok_or_else(ApiError::not_found)?;
-    if b.uploader_id != agent.id && !app.store.blob_party(&b.id, &agent.id).await? {
-        return Err(ApiError::new(
-            Code::AttachmentForbidden,
-            "only the uploader and parties of a message referencing this blob may read it",
-        ));
+    else {
+        return Ok(None);
+    };
+    if b.uploader_id == agent.id || app.store.blob_party(&b.id, &agent.id).await? {
+        Ok(Some(b))
+    } else {
+        Ok(None)
     }
+}
+
+async fn readable<S: Store>(app: &App<S>, agent: &AgentRow, id: &str) -> ApiResult<BlobRow> {
+    let b = usable(app, agent, id)
+        .await?
+        .ok_or_else(ApiError::not_found)?;
     if b.expires_at <= app.now() {
         return Err(ApiError::new(Code::BlobExpired, "this blob expired"));
     }
@@ -226,9 +235,11 @@ pub async fn download<S: Store>(
     result.unwrap_or_else(IntoResponse::into_response)
 }
 
-/// Checks every `data.attachments[].ref` and returns the referenced blob ids: unknown → AB-4008,
-/// pending → AB-4021, another tenant's or not the sender's to forward → AB-4022, size or hash
-/// differing from the blob → AB-3021.
+/// Checks every `data.attachments[].ref` and returns the referenced blob ids (§9). A `ref` naming
+/// another tenant (`blob://<slug>/…` with a slug not the sender's) is AB-4022, decided from the
+/// text alone; a blob the sender may not use, of its own tenant or another, answers AB-4008
+/// exactly like one that does not exist; then pending is AB-4021, expired AB-4009, and a size or
+/// hash differing from the blob AB-3021.
 pub async fn check_attachments<S: Store>(
     app: &App<S>,
     sender: &AgentRow,
@@ -240,30 +251,32 @@ pub async fn check_attachments<S: Store>(
     else {
         return Ok(Vec::new());
     };
+    let tenant = app
+        .tenant_row(&sender.tenant_id)
+        .await?
+        .ok_or_else(ApiError::not_found)?;
     let mut ids = Vec::new();
     for (i, a) in items.iter().enumerate() {
         let r = a.get("ref").and_then(Value::as_str).unwrap_or_default();
-        let id = r.rsplit('/').next().unwrap_or_default();
-        let blob = app.store.blob(id).await?.ok_or_else(|| {
+        let (slug, id) = r
+            .strip_prefix("blob://")
+            .and_then(|rest| rest.split_once('/'))
+            .unwrap_or_default();
+        if slug != tenant.slug {
+            return Err(ApiError::new(
+                Code::AttachmentForbidden,
+                format!(
+                    "attachment {i}: {r} names another tenant; attach blobs of your own (blob://{}/…)",
+                    tenant.slug
+                ),
+            ));
+        }
+        let blob = usable(app, sender, id).await?.ok_or_else(|| {
             ApiError::new(
                 Code::UnknownAttachment,
                 format!("attachment {i}: no blob {r}"),
             )
         })?;
-        if blob.tenant_id != sender.tenant_id {
-            // Another tenant's blob answers like one that does not exist to that tenant's peers,
-            // but §9 names AB-4022 for it at publish.
-            return Err(ApiError::new(
-                Code::AttachmentForbidden,
-                format!("attachment {i}: {r} is not yours to forward"),
-            ));
-        }
-        if blob.uploader_id != sender.id && !app.store.blob_party(&blob.id, &sender.id).await? {
-            return Err(ApiError::new(
-                Code::AttachmentForbidden,
-                format!("attachment {i}: {r} is not yours to forward"),
-            ));
-        }
         if !blob.complete {
             return Err(ApiError::new(
                 Code::AttachmentPending,

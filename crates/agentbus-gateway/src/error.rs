@@ -52,6 +52,18 @@ impl ApiError {
     pub fn not_found() -> ApiError {
         ApiError::new(Code::NotFound, "no such resource")
     }
+
+    /// A refusal listing every violation (`details.violations`), with the first one's code and
+    /// place as the message; `violations` must not be empty.
+    pub fn with_violations(violations: Vec<agentbus_protocol::envelope::Violation>) -> ApiError {
+        let (code, message) = violations
+            .first()
+            .map_or((Code::InvalidRequest, String::from("invalid")), |v| {
+                (v.code, format!("{}: {}", v.path, v.message))
+            });
+        let details = serde_json::to_value(&violations).unwrap_or(serde_json::Value::Null);
+        ApiError::new(code, message).details(json!({"violations": details}))
+    }
 }
 
 impl From<StoreError> for ApiError {

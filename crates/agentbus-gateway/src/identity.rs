@@ -17,6 +17,7 @@ use crate::app::{App, Principal, new_token, token_hash};
 use crate::auth::bearer;
 use crate::error::{ApiError, ApiResult, Body};
 use crate::extract::{Json, Path};
+use crate::roles::administers;
 
 /// Card fields a PATCH may change (§10); `id`, `name` and `address` never change (§4.1).
 const EDITABLE: &[&str] = &[
@@ -34,7 +35,8 @@ const IMMUTABLE: &[&str] = &["id", "name", "address", "owner", "created_at", "up
 const MAX_ALIASES: usize = 5;
 const MAX_ACTIVE_KEYS: usize = 3;
 
-fn body_object(body: &[u8]) -> ApiResult<Map<String, Value>> {
+/// A request body that must be one JSON object (AB-3001 when it is not I-JSON).
+pub(crate) fn body_object(body: &[u8]) -> ApiResult<Map<String, Value>> {
     match agentbus_protocol::json::parse(body) {
         Ok(Value::Object(m)) => Ok(m),
         Ok(_) => Err(ApiError::new(
@@ -45,19 +47,6 @@ fn body_object(body: &[u8]) -> ApiResult<Map<String, Value>> {
     }
 }
 
-/// The workspace a user names by slug in its tenant, or else the user's own.
-async fn chosen_workspace<S: Store>(
-    app: &App<S>,
-    user: &UserRow,
-    slug: Option<&str>,
-) -> ApiResult<WorkspaceRow> {
-    let ws = match slug {
-        Some(slug) => app.store.workspace_by_slug(&user.tenant_id, slug).await?,
-        None => app.store.workspace(&user.workspace_id).await?,
-    };
-    ws.ok_or_else(ApiError::not_found)
-}
-
 /// Result of the first start.
 #[derive(Debug, Clone)]
 pub struct Bootstrap {
@@ -65,188 +54,34 @@ pub struct Bootstrap {
     pub tenant: String,
     /// Workspace slug.
     pub workspace: String,
-    /// The admin's integration token, shown once.
+    /// The first tenant admin's integration token, shown once.
     pub admin_token: String,
+    /// The gateway operator's integration token (tenants: create, list, suspend), shown once.
+    pub operator_token: String,
 }
 
-/// Creates the first tenant, workspace and admin user, unless a tenant exists.
+/// On the first start (no tenant yet), creates the gateway operator and the first tenant with its
+/// workspace and tenant admin. On any later start, creates the operator if the data directory has
+/// none (one from before roles were scoped), without a token; `Ok(None)` then.
 pub async fn bootstrap<S: Store>(
     app: &App<S>,
     tenant_slug: &str,
     workspace_slug: &str,
 ) -> ApiResult<Option<Bootstrap>> {
     if !app.store.tenants().await?.is_empty() {
+        crate::admin::ensure_operator(app, false).await?;
         return Ok(None);
     }
-    let now = app.now();
-    let tenant = TenantRow {
-        id: app.mint(IdKind::Tenant),
-        slug: tenant_slug.to_owned(),
-        data_key: app.wrap_new_tenant_key(),
-        created_at: now,
-    };
-    app.store.create_tenant(tenant.clone()).await?;
-    let ws = WorkspaceRow {
-        id: app.mint(IdKind::Workspace),
-        tenant_id: tenant.id.clone(),
-        slug: workspace_slug.to_owned(),
-        policy: "{\"default\":\"allow\"}".into(),
-        created_at: now,
-    };
-    app.store.create_workspace(ws.clone()).await?;
-    app.invalidate_directory();
-    let user = UserRow {
-        id: app.mint(IdKind::User),
-        tenant_id: tenant.id.clone(),
-        workspace_id: ws.id.clone(),
-        name: "admin".into(),
-        role: Role::Admin,
-        created_at: now,
-    };
-    app.store.create_user(user.clone()).await?;
-    let token = new_token("abu_");
-    app.store
-        .create_token(TokenRow {
-            hash: token_hash(&token),
-            subject: TokenSubject::User(user.id),
-            created_at: now,
-        })
-        .await?;
-    Ok(Some(Bootstrap {
-        tenant: tenant.slug,
-        workspace: ws.slug,
-        admin_token: token,
-    }))
-}
-
-async fn admin_user<S: Store>(app: &App<S>, headers: &HeaderMap) -> ApiResult<UserRow> {
-    match bearer(app, headers).await? {
-        Principal::User(u) if u.role == Role::Admin => Ok(u),
-        _ => Err(ApiError::new(
-            Code::NotPermitted,
-            "a workspace admin's integration token is required",
-        )),
-    }
-}
-
-/// `POST /v1/workspaces` `{slug}` (admin): a new workspace in the admin's tenant.
-pub async fn create_workspace<S: Store>(
-    State(app): State<Arc<App<S>>>,
-    headers: HeaderMap,
-    Body(body): Body,
-) -> ApiResult<(StatusCode, Json<Value>)> {
-    let admin = admin_user(&app, &headers).await?;
-    let b = body_object(&body)?;
-    let slug = b
-        .get("slug")
-        .and_then(Value::as_str)
-        .filter(|s| is_slug(s))
-        .ok_or_else(|| {
-            ApiError::new(
-                Code::InvalidAddress,
-                "`slug` must be 3-40 characters of a-z, 0-9 and '-'",
-            )
-        })?;
-    let ws = WorkspaceRow {
-        id: app.mint(IdKind::Workspace),
-        tenant_id: admin.tenant_id.clone(),
-        slug: slug.to_owned(),
-        policy: "{\"default\":\"allow\"}".into(),
-        created_at: app.now(),
-    };
-    app.store
-        .create_workspace(ws.clone())
-        .await
-        .map_err(|e| match e {
-            StoreError::Conflict(_) => {
-                ApiError::new(Code::NameTaken, format!("workspace {slug} exists"))
-            }
-            e => e.into(),
-        })?;
-    app.invalidate_directory();
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({"id": ws.id, "slug": ws.slug})),
-    ))
-}
-
-/// `PUT /v1/workspaces/{id}/policy` (admin of that workspace).
-pub async fn set_policy<S: Store>(
-    State(app): State<Arc<App<S>>>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    Body(body): Body,
-) -> ApiResult<Json<Value>> {
-    let admin = admin_user(&app, &headers).await?;
-    let ws = app
-        .store
-        .workspace(&id)
+    let first = crate::admin::provision(app, tenant_slug, workspace_slug, "admin").await?;
+    let operator_token = crate::admin::ensure_operator(app, true)
         .await?
-        .filter(|w| w.tenant_id == admin.tenant_id)
-        .ok_or_else(ApiError::not_found)?;
-    let policy = body_object(&body)?;
-    if let Some(d) = policy.get("default")
-        && d != "allow"
-        && d != "deny"
-    {
-        return Err(ApiError::new(
-            Code::InvalidRequest,
-            "`default` is allow or deny",
-        ));
-    }
-    app.store
-        .set_workspace_policy(&ws.id, Value::Object(policy.clone()).to_string())
-        .await?;
-    app.invalidate_directory();
-    Ok(Json(Value::Object(policy)))
-}
-
-/// `POST /v1/users` `{name, role, workspace?}` (admin): a user and its integration token.
-pub async fn create_user<S: Store>(
-    State(app): State<Arc<App<S>>>,
-    headers: HeaderMap,
-    Body(body): Body,
-) -> ApiResult<(StatusCode, Json<Value>)> {
-    let admin = admin_user(&app, &headers).await?;
-    let b = body_object(&body)?;
-    let name = b
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or("user")
-        .to_owned();
-    let role = match b.get("role").and_then(Value::as_str) {
-        Some("admin") => Role::Admin,
-        None | Some("member") => Role::Member,
-        Some(_) => {
-            return Err(ApiError::new(
-                Code::InvalidRequest,
-                "`role` is admin or member",
-            ));
-        }
-    };
-    let ws = chosen_workspace(&app, &admin, b.get("workspace").and_then(Value::as_str)).await?;
-    let now = app.now();
-    let user = UserRow {
-        id: app.mint(IdKind::User),
-        tenant_id: admin.tenant_id.clone(),
-        workspace_id: ws.id.clone(),
-        name,
-        role,
-        created_at: now,
-    };
-    app.store.create_user(user.clone()).await?;
-    let token = new_token("abu_");
-    app.store
-        .create_token(TokenRow {
-            hash: token_hash(&token),
-            subject: TokenSubject::User(user.id.clone()),
-            created_at: now,
-        })
-        .await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({"id": user.id, "role": role.as_str(), "workspace": ws.slug, "token": token})),
-    ))
+        .unwrap_or_default();
+    Ok(Some(Bootstrap {
+        tenant: first.tenant.slug,
+        workspace: first.workspace.slug,
+        admin_token: first.token,
+        operator_token,
+    }))
 }
 
 /// Checked card fields: the stored card object, new aliases, new visibility.
@@ -308,10 +143,15 @@ fn check_card(fields: &Map<String, Value>, registering: bool) -> ApiResult<CardC
                 }
                 card.insert(k.clone(), v.clone());
             }
-            "display_name" | "description" | "capabilities" | "tags" | "harness" | "status" => {
+            "capabilities" => {
+                // §10: a declaration is a contract requests are checked against (§5.2).
+                crate::capabilities::check_declarations(v).map_err(ApiError::with_violations)?;
+                card.insert(k.clone(), v.clone());
+            }
+            "display_name" | "description" | "tags" | "harness" | "status" => {
                 let (ok, what) = match k.as_str() {
                     "display_name" | "description" => (v.is_string(), "a string"),
-                    "capabilities" | "tags" => (v.is_array(), "an array"),
+                    "tags" => (v.is_array(), "an array"),
                     _ => (v.is_object(), "an object"),
                 };
                 if !ok {
@@ -322,14 +162,19 @@ fn check_card(fields: &Map<String, Value>, registering: bool) -> ApiResult<CardC
                 }
                 card.insert(k.clone(), v.clone());
             }
-            "name" if registering => {}
-            k if IMMUTABLE.contains(&k) => {
+            "name" | "public_key" | "workspace" if registering => {}
+            k if IMMUTABLE.contains(&k) || k == "workspace" => {
                 return Err(ApiError::new(
                     Code::ImmutableField,
                     format!("`{k}` never changes (§4.1)"),
                 ));
             }
-            "public_key" | "workspace" => {}
+            "public_key" => {
+                return Err(ApiError::new(
+                    Code::InvalidRequest,
+                    "keys are registered with POST /v1/agents/{id}/keys (§3.3)",
+                ));
+            }
             other => {
                 return Err(ApiError::new(
                     Code::InvalidRequest,
@@ -387,6 +232,8 @@ pub async fn card_json<S: Store>(app: &App<S>, a: &AgentRow) -> ApiResult<Value>
         "created_at": Timestamp(a.created_at).to_string(),
         "updated_at": Timestamp(a.updated_at).to_string(),
         "deleted": a.deleted_at.is_some(),
+        "suspended": a.suspended_at.is_some(),
+        "suspended_at": a.suspended_at.map(|t| Timestamp(t).to_string()),
         "keys": keys,
     }))
 }
@@ -396,21 +243,16 @@ fn base64url(b: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b)
 }
 
-/// `POST /v1/agents` (user token): registers an agent and returns its card and credential.
+/// `POST /v1/agents` (a user of a tenant): registers an agent in the user's own workspace, or in
+/// the `workspace` named when the user administers it (a tenant admin any of its tenant's), and
+/// returns its card and credential.
 pub async fn register_agent<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
     Body(body): Body,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let user = match bearer(&app, &headers).await? {
-        Principal::User(u) => u,
-        Principal::Agent(_) => {
-            return Err(ApiError::new(
-                Code::NotPermitted,
-                "register agents with a user's integration token",
-            ));
-        }
-    };
+    let who = bearer(&app, &headers).await?;
+    let user = crate::roles::tenant_user(who.clone())?;
     let b = body_object(&body)?;
     let name = b
         .get("name")
@@ -422,7 +264,20 @@ pub async fn register_agent<S: Store>(
             format!("name {name:?} must be 3-40 characters of a-z, 0-9 and '-' (§4.1)"),
         ));
     }
-    let ws = chosen_workspace(&app, &user, b.get("workspace").and_then(Value::as_str)).await?;
+    let ws = match b.get("workspace") {
+        Some(v) => {
+            let slug = v.as_str().filter(|s| is_slug(s)).ok_or_else(|| {
+                ApiError::new(
+                    Code::InvalidAddress,
+                    "`workspace` must be 3-40 characters of a-z, 0-9 and '-' (§4.1)",
+                )
+            })?;
+            app.store.workspace_by_slug(&user.tenant_id, slug).await?
+        }
+        None => app.store.workspace(&user.workspace_id).await?,
+    }
+    .filter(|w| w.id == user.workspace_id || administers(&who, &w.tenant_id, &w.id))
+    .ok_or_else(ApiError::not_found)?;
     let tenant = app
         .store
         .tenant(&user.tenant_id)
@@ -447,6 +302,7 @@ pub async fn register_agent<S: Store>(
         created_at: now,
         updated_at: now,
         deleted_at: None,
+        suspended_at: None,
     };
     app.store
         .create_agent(agent.clone(), aliases.unwrap_or_default())
@@ -474,19 +330,23 @@ pub async fn register_agent<S: Store>(
     Ok((StatusCode::CREATED, Json(out)))
 }
 
-/// Whether `who` may see `a` in the directory (§10 visibility; `public` acts as `tenant` in v1).
+/// Whether `who` may see `a` in the directory (§10 visibility; `public` acts as `tenant` in v1):
+/// the agent itself, its owner and an admin whose scope covers its workspace always; others as its
+/// visibility says, never across tenants. The gateway operator belongs to no tenant and sees none.
 fn visible(who: &Principal, a: &AgentRow) -> bool {
     if a.tenant_id != who.tenant_id() {
         return false;
     }
-    let (me, my_ws, admin) = match who {
-        Principal::Agent(x) => (Some(x.id.as_str()), x.workspace_id.as_str(), false),
-        Principal::User(u) => (None, u.workspace_id.as_str(), u.role == Role::Admin),
+    if may_manage(who, a) {
+        return true;
+    }
+    let my_ws = match who {
+        Principal::Agent(x) => x.workspace_id.as_str(),
+        Principal::User(u) => u.workspace_id.as_str(),
     };
-    let owner = matches!(who, Principal::User(u) if a.owner_id.as_deref() == Some(u.id.as_str()));
     match a.visibility.as_str() {
-        "private" => me == Some(a.id.as_str()) || owner || (admin && my_ws == a.workspace_id),
-        "workspace" => my_ws == a.workspace_id || owner,
+        "private" => false,
+        "workspace" => my_ws == a.workspace_id,
         _ => true,
     }
 }
@@ -506,7 +366,12 @@ pub async fn list_agents<S: Store>(
     Ok(Json(json!({"agents": out})))
 }
 
-async fn visible_agent<S: Store>(app: &App<S>, who: &Principal, id: &str) -> ApiResult<AgentRow> {
+/// The agent `id` if `who` may see it; "not yours" answers exactly like "does not exist".
+pub(crate) async fn visible_agent<S: Store>(
+    app: &App<S>,
+    who: &Principal,
+    id: &str,
+) -> ApiResult<AgentRow> {
     app.store
         .agent(id)
         .await?
@@ -525,17 +390,29 @@ pub async fn get_agent<S: Store>(
     Ok(Json(card_json(&app, &a).await?))
 }
 
+/// Whether `who` manages `a`: the agent itself, its owner, or an admin whose scope covers its
+/// workspace.
 fn may_manage(who: &Principal, a: &AgentRow) -> bool {
     match who {
         Principal::Agent(x) => x.id == a.id,
         Principal::User(u) => {
-            a.owner_id.as_deref() == Some(u.id.as_str())
-                || (u.role == Role::Admin && u.workspace_id == a.workspace_id)
+            (u.tenant_id == a.tenant_id && a.owner_id.as_deref() == Some(u.id.as_str()))
+                || administers(who, &a.tenant_id, &a.workspace_id)
         }
     }
 }
 
-/// `PATCH /v1/agents/{id}` (the agent, its owner, or a workspace admin).
+/// The agent `id` if `who` manages it; otherwise exactly what a missing agent gets, so a refusal
+/// never tells that the agent exists.
+async fn managed_agent<S: Store>(app: &App<S>, who: &Principal, id: &str) -> ApiResult<AgentRow> {
+    app.store
+        .agent(id)
+        .await?
+        .filter(|a| a.deleted_at.is_none() && may_manage(who, a))
+        .ok_or_else(ApiError::not_found)
+}
+
+/// `PATCH /v1/agents/{id}` (the agent, its owner, or an admin whose scope covers it).
 pub async fn patch_agent<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
@@ -543,13 +420,7 @@ pub async fn patch_agent<S: Store>(
     Body(body): Body,
 ) -> ApiResult<Json<Value>> {
     let who = bearer(&app, &headers).await?;
-    let mut a = visible_agent(&app, &who, &id).await?;
-    if !may_manage(&who, &a) {
-        return Err(ApiError::new(
-            Code::Forbidden,
-            "only the agent, its owner or a workspace admin may change its card",
-        ));
-    }
+    let mut a = managed_agent(&app, &who, &id).await?;
     let b = body_object(&body)?;
     let (changes, aliases, visibility) = check_card(&b, false)?;
     let mut card: Map<String, Value> = serde_json::from_str(&a.card).unwrap_or_default();
@@ -573,7 +444,7 @@ pub async fn patch_agent<S: Store>(
     Ok(Json(card_json(&app, &a).await?))
 }
 
-/// `DELETE /v1/agents/{id}` (owner or admin): queued messages are dead-lettered and their senders
+/// `DELETE /v1/agents/{id}` (its owner, or an admin whose scope covers it): queued messages are dead-lettered and their senders
 /// told (§5.9).
 pub async fn delete_agent<S: Store>(
     State(app): State<Arc<App<S>>>,
@@ -581,13 +452,8 @@ pub async fn delete_agent<S: Store>(
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
     let who = bearer(&app, &headers).await?;
-    let a = visible_agent(&app, &who, &id).await?;
-    if !matches!(who, Principal::User(_)) || !may_manage(&who, &a) {
-        return Err(ApiError::new(
-            Code::Forbidden,
-            "only the agent's owner or a workspace admin may delete it",
-        ));
-    }
+    crate::roles::tenant_user(who.clone())?;
+    let a = managed_agent(&app, &who, &id).await?;
     let pending = app.store.delete_agent(&a.id, app.now()).await?;
     app.invalidate_directory();
     app.forget_agent(&a.id);
@@ -644,7 +510,8 @@ async fn add_key_inner<S: Store>(
     }))
 }
 
-/// `POST /v1/agents/{id}/keys` `{public_key, expires_at?}` (the agent or its owner's token).
+/// `POST /v1/agents/{id}/keys` `{public_key, expires_at?}` (the agent, its owner, or an admin whose
+/// scope covers it).
 pub async fn add_key<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
@@ -652,13 +519,7 @@ pub async fn add_key<S: Store>(
     Body(body): Body,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let who = bearer(&app, &headers).await?;
-    let a = visible_agent(&app, &who, &id).await?;
-    if !may_manage(&who, &a) {
-        return Err(ApiError::new(
-            Code::Forbidden,
-            "only the agent or its owner may register its keys (§3.3)",
-        ));
-    }
+    let a = managed_agent(&app, &who, &id).await?;
     let b = body_object(&body)?;
     let pk = b.get("public_key").and_then(Value::as_str).ok_or_else(|| {
         ApiError::new(Code::InvalidRequest, "`public_key` (base64url) is required")
@@ -675,13 +536,7 @@ pub async fn revoke_key<S: Store>(
     Path((id, key_id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let who = bearer(&app, &headers).await?;
-    let a = visible_agent(&app, &who, &id).await?;
-    if !may_manage(&who, &a) {
-        return Err(ApiError::new(
-            Code::Forbidden,
-            "only the agent or its owner may revoke its keys",
-        ));
-    }
+    let a = managed_agent(&app, &who, &id).await?;
     let now = app.now();
     app.store.revoke_key(&a.id, &key_id, now).await?;
     app.invalidate_directory();
@@ -742,17 +597,35 @@ pub async fn list_topics<S: Store>(
     Ok(Json(json!({"topics": topics})))
 }
 
-/// `GET /v1/conversations/{id}`: every envelope of the conversation in `received_at` order, to
-/// parties only (§7); everyone else gets exactly what an unknown id gets.
+/// `GET /v1/conversations/{id}`: the conversation's envelopes the caller may read, in
+/// `received_at` order (§7). An agent reads what it sent or received, message by message (joining
+/// someone else's `conversation_id` shows nothing of theirs); a workspace admin what its
+/// workspace's agents sent or received; a tenant admin the whole conversation (the console's view).
+/// With nothing to read, the answer is exactly what an unknown id gets.
 pub async fn conversation<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let a = crate::auth::agent(&app, &headers).await?;
+    let who = bearer(&app, &headers).await?;
+    let viewer = match &who {
+        Principal::Agent(a) => ConversationViewer::Agent(a.id.clone()),
+        Principal::User(_) => match crate::roles::admin_scope(&who) {
+            Some(crate::roles::AdminScope::Tenant(_)) => ConversationViewer::Tenant,
+            Some(crate::roles::AdminScope::Workspace(w)) => {
+                ConversationViewer::Workspace(w.to_owned())
+            }
+            None => {
+                return Err(ApiError::new(
+                    Code::NotPermitted,
+                    "conversations are read by their agents and by admins",
+                ));
+            }
+        },
+    };
     let rows = app
         .store
-        .conversation(&a.tenant_id, &id, &a.id)
+        .conversation(who.tenant_id(), &id, &viewer)
         .await?
         .ok_or_else(ApiError::not_found)?;
     let mut envelopes = Vec::with_capacity(rows.len());

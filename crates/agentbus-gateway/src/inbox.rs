@@ -56,6 +56,8 @@ async fn lease<S: Store>(
     after: u64,
     limit: u32,
 ) -> ApiResult<Vec<DeliveryOut>> {
+    // A connection outlives the credential check at its start: a suspension since then stops it.
+    crate::roles::still_receives(app, agent).await?;
     app.mark_seen(&agent.id);
     let now = app.now();
     let leased = app

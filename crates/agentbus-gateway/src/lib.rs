@@ -5,9 +5,12 @@
 //! it until shutdown, finishing in-flight requests. All logic sits above the `agentbus_store::Store`
 //! interface, so a PostgreSQL backend changes nothing here.
 
+pub mod a2a;
+pub mod admin;
 pub mod app;
 pub mod auth;
 pub mod blobs;
+pub mod capabilities;
 pub mod config;
 pub mod crypto;
 pub mod error;
@@ -16,7 +19,10 @@ pub mod identity;
 pub mod inbox;
 pub mod meta;
 pub mod metrics;
+pub mod policy;
 pub mod publish;
+pub mod receipts;
+pub mod roles;
 pub mod serve;
 pub mod tasks;
 pub mod testclock;
@@ -80,6 +86,19 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/blobs/{id}"),
     ("put", "/v1/blobs/{id}/content"),
     ("get", "/v1/blobs/{id}/content"),
+    ("post", "/v1/tenants"),
+    ("get", "/v1/tenants"),
+    ("post", "/v1/tenants/{id}/suspend"),
+    ("post", "/v1/tenants/{id}/resume"),
+    ("get", "/v1/workspaces"),
+    ("get", "/v1/workspaces/{id}/policy"),
+    ("post", "/v1/agents/{id}/suspend"),
+    ("post", "/v1/agents/{id}/resume"),
+    ("get", "/v1/agents/{id}/a2a"),
+    ("get", "/v1/agents/{id}/.well-known/agent-card.json"),
+    ("post", "/v1/inbox/receipts"),
+    ("get", "/v1/inbox/policy"),
+    ("get", "/v1/messages/{id}/delivery"),
 ];
 
 /// Routes served only by a gateway started with `--unsafe-test-clock` (`docs/settings.md`): not
@@ -89,6 +108,7 @@ pub const TEST_CLOCK_ROUTES: &[(&str, &str)] =
 
 /// The HTTP API.
 pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
+    use admin as adm;
     use identity as id;
     let base = app.config.public_url.clone();
     // Blob content is any bytes, up to the inline cap (§9); cards are bounded so that directory
@@ -111,11 +131,17 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/errors/{code}", get(meta::error_page))
         .route("/healthz", get(meta::health))
         .route("/readyz", get(meta::ready::<S>))
-        .route("/metrics", get(meta::metrics))
+        .route("/metrics", get(meta::metrics::<S>))
         .route("/v1/openapi.json", get(meta::openapi))
-        .route("/v1/workspaces", post(id::create_workspace::<S>))
-        .route("/v1/workspaces/{id}/policy", put(id::set_policy::<S>))
-        .route("/v1/users", post(id::create_user::<S>))
+        .route(
+            "/v1/workspaces",
+            post(adm::create_workspace::<S>).get(adm::list_workspaces::<S>),
+        )
+        .route(
+            "/v1/workspaces/{id}/policy",
+            put(adm::set_policy::<S>).get(adm::get_policy::<S>),
+        )
+        .route("/v1/users", post(adm::create_user::<S>))
         .route(
             "/v1/agents",
             post(id::register_agent::<S>)
@@ -155,7 +181,23 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
             put(blobs::upload::<S>)
                 .get(blobs::download::<S>)
                 .layer(Extension(blob_content)),
-        );
+        )
+        .route(
+            "/v1/tenants",
+            post(adm::create_tenant::<S>).get(adm::list_tenants::<S>),
+        )
+        .route("/v1/tenants/{id}/suspend", post(adm::suspend_tenant::<S>))
+        .route("/v1/tenants/{id}/resume", post(adm::resume_tenant::<S>))
+        .route("/v1/agents/{id}/suspend", post(adm::suspend_agent::<S>))
+        .route("/v1/agents/{id}/resume", post(adm::resume_agent::<S>))
+        .route("/v1/agents/{id}/a2a", get(a2a::card::<S>))
+        .route(
+            "/v1/agents/{id}/.well-known/agent-card.json",
+            get(a2a::well_known::<S>),
+        )
+        .route("/v1/inbox/receipts", post(receipts::report::<S>))
+        .route("/v1/inbox/policy", get(receipts::policy::<S>))
+        .route("/v1/messages/{id}/delivery", get(receipts::delivery::<S>));
     let test_clock = app.test_clock.clone();
     if test_clock.is_some() {
         r = r.route(
@@ -215,7 +257,8 @@ async fn with_request_id(base: String, req: Request, next: Next) -> Response {
 pub struct Gateway {
     /// The shared state.
     pub app: Arc<App<SqliteStore>>,
-    /// Set on the first start of a data directory: the admin credential, to show once.
+    /// Set on the first start of a data directory: the operator's and the first admin's
+    /// credentials, to show once.
     pub bootstrap: Option<Bootstrap>,
     /// The data directory's lock, held while this gateway lives: a second gateway, or
     /// `admin-token`, on the same directory is refused.
@@ -413,12 +456,22 @@ impl Gateway {
     }
 }
 
-/// The admin whose token `admin-token` reissues: the first user the first start's bootstrap made.
-async fn operator<S: Store>(store: &S) -> Result<agentbus_store::UserRow, StartError> {
-    store
-        .first_user()
-        .await?
-        .ok_or_else(|| StartError::Bootstrap("the data directory has no admin user yet".into()))
+/// The admin whose token `admin-token` reissues: the gateway operator, or else the first user
+/// the first start's bootstrap made (the first tenant's admin).
+async fn reissued<S: Store>(
+    store: &S,
+    operator: bool,
+) -> Result<agentbus_store::UserRow, StartError> {
+    let found = if operator {
+        store
+            .users_with_role(agentbus_store::Role::Operator)
+            .await?
+            .into_iter()
+            .next()
+    } else {
+        store.first_user().await?
+    };
+    found.ok_or_else(|| StartError::Bootstrap("the data directory has no such admin yet".into()))
 }
 
 /// A reissued admin credential.
@@ -434,16 +487,20 @@ pub struct AdminToken {
     pub revoked: u64,
 }
 
-/// Issues a new integration token for the gateway's first admin and revokes its others, offline:
-/// refused while a gateway holds the data directory (a running gateway keeps tokens cached).
-pub async fn reissue_admin_token(data_dir: &Path) -> Result<AdminToken, StartError> {
+/// Issues a new integration token for the gateway's first tenant admin (or, with `operator`, the
+/// gateway operator) and revokes its others, offline: refused while a gateway holds the data
+/// directory (a running gateway keeps tokens cached).
+pub async fn reissue_admin_token(
+    data_dir: &Path,
+    operator: bool,
+) -> Result<AdminToken, StartError> {
     let db = data_dir.join("agentbus.db");
     if !db.exists() {
         return Err(StartError::NoData(data_dir.display().to_string()));
     }
     let _lock = lock_data_dir(data_dir)?;
     let store = SqliteStore::open(&db)?;
-    let admin = operator(&store).await?;
+    let admin = reissued(&store, operator).await?;
     let tenant = store
         .tenant(&admin.tenant_id)
         .await?

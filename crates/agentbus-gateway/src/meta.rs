@@ -26,7 +26,7 @@ pub async fn well_known<S: Store>(State(app): State<Arc<App<S>>>) -> Json<Value>
         "min_sidecar_version": app.config.min_sidecar_version,
         "deprecations": [],
         "types": KnownType::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
-        "schemas": SCHEMA_FILES.iter().map(|(p, _)| format!("/schemas/{p}")).collect::<Vec<_>>(),
+        "schemas": SCHEMA_FILES.iter().map(|(p, _)| *p).chain(GATEWAY_SCHEMAS.iter().map(|(p, _)| *p)).map(|p| format!("/schemas/{p}")).collect::<Vec<_>>(),
         "gateway_keys": [{
             "id": app.gateway_key_id,
             "public_key": app.gateway_key.public().to_base64url(),
@@ -43,9 +43,18 @@ pub async fn well_known<S: Store>(State(app): State<Arc<App<S>>>) -> Json<Value>
     }))
 }
 
-/// `GET /schemas/{path}`: every schema of §5, by its registry path.
+/// The gateway's own documents' schemas, beside the wire protocol's (`SCHEMA_FILES`).
+pub const GATEWAY_SCHEMAS: &[(&str, &str)] =
+    &[(crate::policy::SCHEMA_PATH, crate::policy::SCHEMA_TEXT)];
+
+/// `GET /schemas/{path}`: every schema of §5, and the gateway's own (the workspace policy), by
+/// registry path.
 pub async fn schema(Path(path): Path<String>) -> Response {
-    match schema_text(&path) {
+    let gateway = GATEWAY_SCHEMAS
+        .iter()
+        .find(|(p, _)| *p == path)
+        .map(|(_, text)| *text);
+    match gateway.or_else(|| schema_text(&path)) {
         Some(text) => ([(header::CONTENT_TYPE, "application/schema+json")], text).into_response(),
         None => ApiError::not_found().into_response(),
     }
@@ -92,13 +101,21 @@ pub async fn ready<S: Store>(State(app): State<Arc<App<S>>>) -> Result<Json<Valu
     Ok(Json(json!({"status": "ready"})))
 }
 
-/// `GET /metrics`: Prometheus text.
-pub async fn metrics() -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        crate::metrics::render(),
-    )
-        .into_response()
+/// `GET /metrics`: Prometheus text, for the gateway operator's token only: its series name agents
+/// of every tenant (inbox depths), which no tenant may learn about another.
+pub async fn metrics<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) -> Response {
+    let allowed = match crate::auth::bearer(&app, &headers).await {
+        Ok(p) => crate::roles::operator(p).map(|_| ()),
+        Err(e) => Err(e),
+    };
+    match allowed {
+        Ok(()) => (
+            [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+            crate::metrics::render(),
+        )
+            .into_response(),
+        Err(e) => e.into_response(),
+    }
 }
 
 /// `GET /v1/openapi.json`.

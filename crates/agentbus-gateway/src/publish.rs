@@ -30,6 +30,8 @@ use crate::error::{ApiError, ApiResult, Body};
 struct Route {
     /// The resolved id: the agent's, or the topic's.
     to_id: String,
+    /// The recipient's canonical address (aliases and `agt_` ids resolved), which policy matches.
+    address: String,
     /// Inboxes that get a copy.
     recipients: Vec<AgentRow>,
     /// The workspace whose policy applies.
@@ -272,17 +274,13 @@ async fn store_checked<S: Store>(
         received_bytes: Some(c.received_bytes),
         ..ValidateOptions::default()
     });
-    if let Some(first) = violations.first() {
-        let details = serde_json::to_value(&violations).unwrap_or(Value::Null);
-        return Err(
-            ApiError::new(first.code, format!("{}: {}", first.path, first.message))
-                .details(json!({"violations": details})),
-        );
+    if !violations.is_empty() {
+        return Err(ApiError::with_violations(violations));
     }
     // 8. Resolution.
     let route = early_route?;
     // 9. Policy.
-    check_policy(app, c.my_address, env.to().unwrap_or_default(), &route).await?;
+    check_policy(app, c.my_address, &route).await?;
     // 10. Rate limit.
     app.rate_limit(&agent.id)?;
     // 11. Inbox depth: checked by the store inside the transaction that would add the entry
@@ -354,6 +352,7 @@ async fn store_checked<S: Store>(
                 crate::metrics::set_depth(agent_id, depth);
             }
             app.wake(route.recipients.iter().map(|r| r.id.as_str()));
+            held_for_suspended(app, &route, &message, &sequences).await?;
             Ok((StatusCode::ACCEPTED, receipt_with_trace(&message, &trace)))
         }
         PublishOutcome::DuplicateId(existing) => replayed(existing, c.signed_hash, c.idem_key),
@@ -373,6 +372,32 @@ async fn store_checked<S: Store>(
             Err(e)
         }
     }
+}
+
+/// §5.9: a copy stored for a suspended recipient is held in its inbox, and the sender is told so
+/// (`system.undeliverable`, AB-4013, not dead-lettered).
+async fn held_for_suspended<S: Store>(
+    app: &App<S>,
+    route: &Route,
+    message: &MessageRow,
+    sequences: &[(String, u64)],
+) -> ApiResult<()> {
+    let code = Code::RecipientSuspended.to_string();
+    for r in route.recipients.iter().filter(|r| r.suspended_at.is_some()) {
+        let Some((_, sequence)) = sequences.iter().find(|(id, _)| *id == r.id) else {
+            continue;
+        };
+        let entry = InboxEntry {
+            agent_id: r.id.clone(),
+            sequence: *sequence,
+            state: EntryState::Ready,
+            attempts: 0,
+            last_attempt_at: None,
+            message: message.clone(),
+        };
+        app.notice_undeliverable(&entry, &code, false).await?;
+    }
+    Ok(())
 }
 
 fn source_owned(attrs: &Map<String, Value>) -> String {
@@ -442,6 +467,7 @@ async fn resolve<S: Store>(app: &App<S>, sender: &AgentRow, to: &str) -> ApiResu
             )?;
             Ok(Route {
                 to_id: agent.id.clone(),
+                address: format!("agent://{}/{}/{}", tenant.slug, ws.slug, agent.name),
                 workspace_id: agent.workspace_id.clone(),
                 recipients: vec![agent],
             })
@@ -455,6 +481,7 @@ async fn resolve<S: Store>(app: &App<S>, sender: &AgentRow, to: &str) -> ApiResu
             let agent = live(agent)?;
             Ok(Route {
                 to_id: agent.id.clone(),
+                address: app.address_of(&agent).await?,
                 workspace_id: agent.workspace_id.clone(),
                 recipients: vec![agent],
             })
@@ -491,6 +518,7 @@ async fn resolve<S: Store>(app: &App<S>, sender: &AgentRow, to: &str) -> ApiResu
             }
             Ok(Route {
                 to_id: topic.id,
+                address: format!("topic://{}/{}/{}", tenant.slug, ws.slug, t.topic),
                 recipients,
                 workspace_id: ws.id,
             })
@@ -498,38 +526,18 @@ async fn resolve<S: Store>(app: &App<S>, sender: &AgentRow, to: &str) -> ApiResu
     }
 }
 
-/// The recipient workspace's policy (`{"default": "allow"|"deny", "rules": [{from, to, effect}]}`;
-/// the first rule whose `from` and `to` match, `*` matching anything, decides).
-async fn check_policy<S: Store>(
-    app: &App<S>,
-    from: &str,
-    to: &str,
-    route: &Route,
-) -> ApiResult<()> {
-    let ws = app
-        .workspace_row(&route.workspace_id)
+/// §4.2, after resolution: the recipient workspace's policy (`crate::policy`) decides on the
+/// sender's and the recipient's canonical addresses, so an alias or an `agt_` id is matched like
+/// the name it stands for.
+async fn check_policy<S: Store>(app: &App<S>, from: &str, route: &Route) -> ApiResult<()> {
+    let policy = crate::policy::of_workspace(app, &route.workspace_id)
         .await?
         .ok_or_else(ApiError::not_found)?;
-    let policy: Value = serde_json::from_str(&ws.policy).unwrap_or(Value::Null);
-    let matches =
-        |pattern: Option<&str>, value: &str| pattern.is_some_and(|p| p == "*" || p == value);
-    let mut allowed = policy.get("default").and_then(Value::as_str) != Some("deny");
-    if let Some(rules) = policy.get("rules").and_then(Value::as_array) {
-        for r in rules {
-            if matches(r.get("from").and_then(Value::as_str), from)
-                && matches(r.get("to").and_then(Value::as_str), to)
-            {
-                allowed = r.get("effect").and_then(Value::as_str) == Some("allow");
-                break;
-            }
-        }
-    }
-    if allowed {
-        Ok(())
-    } else {
-        Err(ApiError::new(
+    match policy.decide(from, &route.address) {
+        crate::policy::Effect::Allow => Ok(()),
+        crate::policy::Effect::Deny => Err(ApiError::new(
             Code::PolicyDenied,
-            format!("policy does not allow {from} to message {to}"),
-        ))
+            format!("policy does not allow {from} to message {}", route.address),
+        )),
     }
 }

@@ -26,6 +26,7 @@ use crate::app::{App, Principal};
 use crate::auth::bearer;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Path, Query};
+use crate::roles::administers;
 
 /// Per-task locks, so two lifecycle messages of one task never race.
 #[derive(Default)]
@@ -104,6 +105,7 @@ fn event(
         to_state: o.to.as_str().to_owned(),
         flag: o.flag.map(|f| f.as_str().to_owned()),
         timer: o.timer.map(|t| t.as_str().to_owned()),
+        warnings: None,
     }
 }
 
@@ -118,8 +120,14 @@ pub struct TaskEffect {
     pub _guard: Option<OwnedMutexGuard<()>>,
 }
 
-/// Checks a task message against its task and computes its effect (§6.2, §6.3). `recipient` is the
-/// resolved recipient of a task.request.
+/// Checks a task message against its task and computes its effect (§5.2, §6.2, §6.3, §7).
+/// `recipient` is the message's one resolved agent recipient (`None` for a topic).
+///
+/// A request must name a capability the recipient declares, with an `input` that passes its
+/// schema. A lifecycle message is checked in this order: its sender is a party §6.2 allows (AB-2004;
+/// a task the sender is not a party of answers alike whether or not it exists), `correlation_id` is
+/// the request (AB-3017), `conversation_id` is the task's (AB-3023), `to` is the counterpart
+/// (AB-4014), and then the state machine (AB-4020).
 pub async fn effect<S: Store>(
     app: &App<S>,
     sender: &AgentRow,
@@ -136,6 +144,7 @@ pub async fn effect<S: Store>(
         let recipient = recipient.ok_or_else(|| {
             ApiError::new(Code::TaskToTopic, "a task.request has one agent recipient")
         })?;
+        crate::capabilities::check_request(recipient, env)?;
         let data = env.data().cloned().unwrap_or(Value::Null);
         let expires_at = env
             .expires_at()
@@ -172,6 +181,7 @@ pub async fn effect<S: Store>(
             to_state: TaskState::Submitted.as_str().to_owned(),
             flag: None,
             timer: None,
+            warnings: None,
         };
         return Ok(Some(TaskEffect {
             task_id,
@@ -184,10 +194,10 @@ pub async fn effect<S: Store>(
     }
     let data = env.data().cloned().unwrap_or(Value::Null);
     let task_id = env.task_id().unwrap_or_default().to_owned();
-    let unknown = || {
+    let not_a_party = || {
         ApiError::new(
-            Code::UnknownTask,
-            format!("no task {task_id} you are a party of"),
+            Code::WrongTaskSender,
+            format!("§6.2: {task_id} is not a task you are a party of"),
         )
     };
     let guard = app.task_locks.lock(&task_id).await;
@@ -196,18 +206,21 @@ pub async fn effect<S: Store>(
         .task(&task_id)
         .await?
         .filter(|t| t.tenant_id == sender.tenant_id)
-        .ok_or_else(unknown)?;
+        .filter(|t| t.requester_id == sender.id || t.recipient_id == sender.id)
+        .ok_or_else(not_a_party)?;
     let party = Sender {
         requester: row.requester_id == sender.id,
         recipient: row.recipient_id == sender.id,
         admin: false,
     };
-    if !party.requester && !party.recipient {
-        // Not a party: §6.2's rule, without telling whether the task exists beyond the tenant.
-        return Err(ApiError::new(
-            Code::WrongTaskSender,
-            "§6.2: only the task's parties send its lifecycle messages",
-        ));
+    let ev = TaskEvent::from_message(kind, &data)
+        .ok_or_else(|| ApiError::new(Code::DataInvalid, "unreadable task message"))?;
+    // The state machine runs on a copy first: its sender rule (§6.2) answers before the
+    // addressing rules below, its state rule (AB-4020) after them.
+    let mut machine = machine_of(&row);
+    let applied = machine.apply(ev, party, Timestamp(now));
+    if let Err(e @ agentbus_protocol::task::TaskError::WrongSender) = applied {
+        return Err(ApiError::new(e.code(), e.to_string()));
     }
     if env.correlation_id() != Some(row.request_id.as_str()) {
         return Err(ApiError::new(
@@ -218,20 +231,85 @@ pub async fn effect<S: Store>(
             ),
         ));
     }
-    let ev = TaskEvent::from_message(kind, &data)
-        .ok_or_else(|| ApiError::new(Code::DataInvalid, "unreadable task message"))?;
-    let mut machine = machine_of(&row);
-    let outcome = machine
-        .apply(ev, party, Timestamp(now))
-        .map_err(|e| ApiError::new(e.code(), e.to_string()))?;
+    if env.conversation_id() != Some(row.conversation_id.as_str()) {
+        return Err(ApiError::new(
+            Code::TaskConversation,
+            format!(
+                "the lifecycle messages of {task_id} belong to its conversation {} (§7)",
+                row.conversation_id
+            ),
+        ));
+    }
+    // §6.2, §7: between the parties only; the requester's input and cancel go to the worker, the
+    // worker's messages to the requester. One agent that is both parties addresses itself.
+    let counterpart = if matches!(kind, KnownType::TaskInput | KnownType::TaskCancel) {
+        &row.recipient_id
+    } else {
+        &row.requester_id
+    };
+    if recipient.map(|r| r.id.as_str()) != Some(counterpart.as_str()) {
+        return Err(ApiError::new(
+            Code::TaskCounterpart,
+            format!(
+                "a {} of {task_id} goes to the task's {} (§6.2)",
+                kind.as_str(),
+                if counterpart == &row.requester_id {
+                    "requester"
+                } else {
+                    "recipient"
+                }
+            ),
+        ));
+    }
+    let outcome = applied.map_err(|e| ApiError::new(e.code(), e.to_string()))?;
+    let mut ev = event(now, actor, Some(id), kind.as_str(), &outcome);
+    if kind == KnownType::TaskResult && data["status"] == "succeeded" {
+        let warnings = result_warnings(app, &row, &data).await?;
+        if !warnings.is_empty() {
+            ev.warnings = Some(Value::Array(warnings).to_string());
+        }
+    }
     let expected = row.version;
     let new_row = with_machine(row, &machine, now);
-    let ev = event(now, actor, Some(id), kind.as_str(), &outcome);
     Ok(Some(TaskEffect {
         task_id,
         write: TaskWrite::Update(new_row, expected, ev),
         _guard: Some(guard),
     }))
+}
+
+/// G-WP-37: a result's `output` against the capability's `output_schema` (from the worker's card)
+/// and the request's `constraints.output_schema`. Advisory: the findings go on the timeline and
+/// the result is applied all the same.
+async fn result_warnings<S: Store>(
+    app: &App<S>,
+    row: &TaskRow,
+    data: &Value,
+) -> ApiResult<Vec<Value>> {
+    let Some(request) = find_request(app, row).await? else {
+        return Ok(Vec::new());
+    };
+    let attrs: serde_json::Map<String, Value> =
+        serde_json::from_str(&request.attrs).unwrap_or_default();
+    let version = attrs
+        .get("capability_version")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let card: serde_json::Map<String, Value> = match app.agent_row(&row.recipient_id).await? {
+        Some(worker) => serde_json::from_str(&worker.card).unwrap_or_default(),
+        None => serde_json::Map::new(),
+    };
+    let capability = crate::capabilities::declared(&card, &row.capability, version);
+    let key = app.tenant_key(&row.tenant_id).await?;
+    let request_data: Value = key
+        .open(&request.data)
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(Value::Null);
+    Ok(crate::capabilities::output_warnings(
+        capability,
+        request_data.get("constraints"),
+        data.get("output"),
+    ))
 }
 
 /// One reaper pass over due tasks (§6.1): fires each due timer, records it with `actor: system`,
@@ -373,6 +451,7 @@ async fn task_json<S: Store>(app: &App<S>, row: &TaskRow) -> ApiResult<Value> {
                 "late": e.flag.as_deref() == Some("late"),
                 "ignored": e.flag.as_deref() == Some("ignored"),
                 "timer": e.timer,
+                "warnings": e.warnings.as_deref().and_then(|w| serde_json::from_str::<Value>(w).ok()).unwrap_or_else(|| json!([])),
             })
         })
         .collect();
@@ -397,33 +476,52 @@ async fn task_json<S: Store>(app: &App<S>, row: &TaskRow) -> ApiResult<Value> {
     }))
 }
 
-fn may_read(who: &Principal, row: &TaskRow) -> bool {
-    match who {
+/// Whether `who` may read a task: its parties, and admins whose scope covers the workspace of
+/// either party.
+async fn may_read<S: Store>(app: &App<S>, who: &Principal, row: &TaskRow) -> ApiResult<bool> {
+    Ok(match who {
         Principal::Agent(a) => {
             a.tenant_id == row.tenant_id && (a.id == row.requester_id || a.id == row.recipient_id)
         }
-        Principal::User(u) => {
-            u.tenant_id == row.tenant_id
-                && u.role == Role::Admin
-                && u.workspace_id == row.workspace_id
+        Principal::User(_) => {
+            administers(who, &row.tenant_id, &row.workspace_id)
+                || match app.agent_row(&row.recipient_id).await? {
+                    Some(r) => administers(who, &r.tenant_id, &r.workspace_id),
+                    None => false,
+                }
         }
+    })
+}
+
+/// Task routes take an agent's credential or an admin's token; a member's or the operator's is
+/// refused whatever task it names.
+fn reader(who: Principal) -> ApiResult<Principal> {
+    match who {
+        Principal::Agent(_) => Ok(who),
+        user => crate::roles::admin(user).map(Principal::User),
+    }
+}
+
+/// The task `id` if `who` may read it, else exactly what an unknown id gets (AB-4012).
+async fn readable<S: Store>(app: &App<S>, who: &Principal, id: &str) -> ApiResult<TaskRow> {
+    let unknown = || ApiError::new(Code::UnknownTask, "no such task");
+    let row = app.store.task(id).await?.ok_or_else(unknown)?;
+    if may_read(app, who, &row).await? {
+        Ok(row)
+    } else {
+        Err(unknown())
     }
 }
 
 /// `GET /v1/tasks/{id}`: state, parties, constraints and the timeline, to the task's parties and
-/// workspace admins; anyone else gets what an unknown id gets.
+/// the admins whose scope covers a party; anyone else gets what an unknown id gets.
 pub async fn get<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let who = bearer(&app, &headers).await?;
-    let row = app
-        .store
-        .task(&id)
-        .await?
-        .filter(|r| may_read(&who, r))
-        .ok_or_else(ApiError::not_found)?;
+    let who = reader(bearer(&app, &headers).await?)?;
+    let row = readable(&app, &who, &id).await?;
     Ok(Json(task_json(&app, &row).await?))
 }
 
@@ -457,8 +555,8 @@ fn cancel_reason(body: &[u8]) -> ApiResult<Option<String>> {
     Ok(c.reason)
 }
 
-/// `POST /v1/tasks/{id}/cancel` `{reason?}`: a workspace admin cancels a task through the console
-/// (§5.7, §6.2). The gateway records the cancel in the timeline (actor `user:<id>`) and tells both
+/// `POST /v1/tasks/{id}/cancel` `{reason?}`: an admin whose scope covers a party cancels a task
+/// through the console (§5.7, §6.2). The gateway records the cancel in the timeline (actor `user:<id>`) and tells both
 /// parties with a `task.cancel` notice from `agent://system/gateway/tasks`; the transition follows
 /// the same rules as the requester's cancel.
 pub async fn admin_cancel<S: Store>(
@@ -468,25 +566,23 @@ pub async fn admin_cancel<S: Store>(
     crate::error::Body(body): crate::error::Body,
 ) -> ApiResult<Json<Value>> {
     let who = bearer(&app, &headers).await?;
-    let Principal::User(user) = &who else {
-        return Err(ApiError::new(
-            Code::NotPermitted,
-            "agents cancel by sending task.cancel; this endpoint is the console's",
-        ));
+    let user = match &who {
+        Principal::Agent(_) => {
+            return Err(ApiError::new(
+                Code::NotPermitted,
+                "agents cancel by sending task.cancel; this endpoint is the console's",
+            ));
+        }
+        Principal::User(u) => u.clone(),
     };
-    let row = app
-        .store
-        .task(&id)
-        .await?
-        .filter(|r| r.tenant_id == user.tenant_id)
-        .ok_or_else(ApiError::not_found)?;
-    if !may_read(&who, &row) {
+    if crate::roles::admin_scope(&who).is_none() {
         return Err(ApiError::new(
             Code::WrongTaskSender,
             "§6.2: only the requester or a workspace admin may cancel a task",
         ));
     }
     let reason = cancel_reason(&body)?;
+    let row = readable(&app, &who, &id).await?;
     let now = app.now();
     let outcome = {
         let _guard = app.task_locks.lock(&id).await;
@@ -552,14 +648,14 @@ pub struct ListQuery {
     pub limit: Option<u32>,
 }
 
-/// `GET /v1/tasks?state=&requester=&recipient=`: an agent sees its own tasks, an admin its
-/// workspace's.
+/// `GET /v1/tasks?state=&requester=&recipient=`: an agent sees its own tasks, an admin those of
+/// the workspaces it administers.
 pub async fn list<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<Value>> {
-    let who = bearer(&app, &headers).await?;
+    let who = reader(bearer(&app, &headers).await?)?;
     if let Some(s) = &q.state
         && s.parse::<TaskState>().is_err()
     {
@@ -581,7 +677,7 @@ pub async fn list<S: Store>(
     };
     let mut out = Vec::new();
     for row in app.store.tasks(filter).await? {
-        if may_read(&who, &row) {
+        if may_read(&app, &who, &row).await? {
             out.push(task_json(&app, &row).await?);
         }
     }

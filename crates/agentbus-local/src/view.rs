@@ -71,18 +71,21 @@ impl Store {
     }
 
     /// Acknowledges, as this engineer, the items shown that no Seen of theirs lists yet
-    /// (LM: ack_engineer, LM-45).
+    /// (LM: ack_engineer, LM-45), and records the gateway messages among them as shown in the
+    /// engineer's inbox, for their senders' receipts.
     pub fn ack_engineer(
         &self,
         email: Option<&str>,
         shown: &[InboxItem],
     ) -> Result<usize, StoreError> {
-        let ids: Vec<String> = shown
-            .iter()
-            .filter(|i| !i.seen)
-            .map(|i| i.message.id.clone())
-            .collect();
-        self.ack(&engineer_by(email), &ids)
+        let by = engineer_by(email);
+        let fresh: Vec<&InboxItem> = shown.iter().filter(|i| !i.seen).collect();
+        for i in &fresh {
+            // Best effort: a record not written costs a receipt, never the message.
+            let _ = self.record_shown(&i.message, &by, "inbox", "agentbus inbox");
+        }
+        let ids: Vec<String> = fresh.iter().map(|i| i.message.id.clone()).collect();
+        self.ack(&by, &ids)
     }
 
     /// The message `id`, whole, whoever it is for (`agentbus inbox --show`).
@@ -104,20 +107,37 @@ impl Store {
                 agent: p.agent.clone(),
             };
             let claims = self.claims(&p.session)?;
-            let unread = for_session(&msgs, &r, now)
-                .iter()
-                .filter(|m| !claims.contains(&m.id))
-                .count();
+            let (waiting, paused) = state_of(&msgs, &r, &claims, now);
+            let unread = waiting.len();
             let mut shown: Vec<String> = claims.into_iter().collect();
             shown.sort();
             out.push(SessionView {
-                paused: paused(&msgs, &r, now),
+                paused,
                 presence: p,
                 unread,
                 shown,
             });
         }
         Ok(out)
+    }
+
+    /// What `session` would be shown next (unclaimed, oldest first) and the engineer's reason
+    /// while it is paused. A peek: it claims and acknowledges nothing (the MCP server's inbox
+    /// resource and its push notifications; only delivery itself claims).
+    pub fn waiting_for(&self, session: &str) -> Result<(Vec<Message>, Option<String>), StoreError> {
+        let claims = self.claims(session)?;
+        let Some(p) = self.presence(session)? else {
+            return Ok((Vec::new(), None));
+        };
+        let r = Recipient {
+            session: p.session,
+            node: self.node()?,
+            started_ms: Some(p.started_ms),
+            agent: p.agent,
+        };
+        let msgs = self.read()?;
+        let (waiting, paused) = state_of(&msgs, &r, &claims, self.now());
+        Ok((waiting.into_iter().cloned().collect(), paused))
     }
 
     /// Every id shown, with the sessions it was shown to (LM: seen_by, LM-47).
@@ -130,4 +150,18 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// One session's unclaimed messages (LM-37) and its pause (G-LM-7), from messages already read.
+fn state_of<'a>(
+    msgs: &'a [Message],
+    r: &Recipient,
+    claims: &HashSet<String>,
+    now: i64,
+) -> (Vec<&'a Message>, Option<String>) {
+    let waiting = for_session(msgs, r, now)
+        .into_iter()
+        .filter(|m| !claims.contains(&m.id))
+        .collect();
+    (waiting, paused(msgs, r, now))
 }

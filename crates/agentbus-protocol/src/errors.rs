@@ -81,8 +81,16 @@ catalogue! {
         fix: "Send `Authorization: Bearer <token>` with the agent credential returned at registration, or the integration token of a user.";
     /// The credential is valid but may not perform this operation.
     NotPermitted = 1002, 403, Project, "Credential not permitted",
-        cause: "The credential is valid but its role may not perform this operation (for example an agent credential calling an admin endpoint).",
-        fix: "Use a credential with the needed role: a workspace admin's integration token for administration, the agent's own credential for its inbox.";
+        cause: "The credential is valid but its role may not perform this operation, whatever object it names (for example an agent credential calling an admin endpoint, a member creating users, a workspace admin creating workspaces, anyone but the gateway operator managing tenants).",
+        fix: "Use a credential with the needed role (`docs/security.md`, Roles): the gateway operator's for tenants, a tenant admin's for workspaces, a tenant or workspace admin's for users, policy and suspension, the agent's own credential for its inbox.";
+    /// The credential's tenant is suspended.
+    TenantSuspended = 1003, 403, Project, "Tenant suspended",
+        cause: "The gateway operator suspended the tenant this credential belongs to: every user and agent credential of the tenant is refused until it is resumed. Nothing stored is lost.",
+        fix: "Ask the gateway operator to resume the tenant (`POST /v1/tenants/{id}/resume`).";
+    /// The calling agent is suspended.
+    AgentSuspended = 1004, 403, Project, "Agent suspended",
+        cause: "An admin suspended this agent (§5.9): its credential may neither publish nor read its inbox. Messages sent to it are kept in its inbox, and each sender is told with AB-4013.",
+        fix: "Ask an admin of the agent's workspace to resume it (`POST /v1/agents/{id}/resume`); the held messages are then delivered.";
     /// The `sig` attribute is malformed.
     MalformedSignature = 1010, 400, Project, "Malformed sig attribute",
         cause: "`sig` is not `ed25519:<key_id>:<base64url signature without padding>`: a wrong algorithm, a missing part, padding, non-base64url characters, or a signature that is not 64 bytes.",
@@ -107,6 +115,14 @@ catalogue! {
     ReverifyFailed = 1303, 0, Spec, "Re-verification failed at the receiver",
         cause: "The receiving sidecar re-verified a delivered envelope against the sender's registered keys and the signature did not verify. The message is kept and framed with `verified=\"false\"`; it is never dropped.",
         fix: "Treat the message as unauthenticated. Check `agentbus doctor`; if it repeats for one sender, that sender's key or the path between you is at fault.";
+    /// A command run inside a harness session that could not say which session it is.
+    SessionUnknown = 1304, 0, Project, "Harness session not identified",
+        cause: "The command runs inside a Claude Code, Codex or OpenCode session (the harness marked its environment), but no session id was found (`AGENTBUS_SESSION`, `CLAUDE_CODE_SESSION_ID`, `CODEX_THREAD_ID`, `OPENCODE_SESSION_ID`), so it is not sent: a session must never act with the engineer's authority.",
+        fix: "Pass `--from <session id>` (every frame's answering command gives it), or run the command from the engineer's own terminal.";
+    /// `--from` names someone other than the session the command runs in.
+    NotYourself = 1305, 0, Project, "Sessions act as themselves",
+        cause: "`--from` names the engineer or another session, but the command runs inside a harness session that its environment identifies; a session may send only as itself.",
+        fix: "Drop `--from`, or pass the session's own id; the engineer sends from a terminal outside any harness session.";
 
     /// Policy denies this sender this recipient.
     PolicyDenied = 2001, 403, Spec, "Denied by policy",
@@ -122,7 +138,7 @@ catalogue! {
         fix: "Ask a party of the task or conversation, or a workspace admin, to act.";
     /// A lifecycle message from a sender §6.2 does not allow.
     WrongTaskSender = 2004, 403, Spec, "Not allowed to send this task message",
-        cause: "§6.2: accept, progress, result, error and needs_input come only from the task's recipient; input only from its requester; cancel from the requester or a workspace admin.",
+        cause: "§6.2: accept, progress, result, error and needs_input come only from the task's recipient; input only from its requester; cancel from the requester or a workspace admin. A lifecycle message naming a task the sender is not a party of gets this code whether or not that task exists, so the answer never tells.",
         fix: "Send the message from the agent §6.2 names, or address a task you are a party of.";
 
     /// The body is not well-formed I-JSON.
@@ -209,6 +225,22 @@ catalogue! {
     InvalidAttachmentName = 3022, 400, Project, "Attachment name invalid",
         cause: "Attachment names are plain file names: no `/` or `\\`, no NUL or other control character, not `.` or `..`, at most 255 characters (§9, checklist G-WP-21).",
         fix: "Use the file's base name.";
+    /// A task lifecycle message names another conversation than its task's.
+    TaskConversation = 3023, 400, Project, "Task message outside its conversation",
+        cause: "Every lifecycle message of a task (accept, progress, needs_input, input, result, error, cancel) carries the `conversation_id` of its `task.request` (§7); this one names another conversation.",
+        fix: "Copy `conversation_id` from the request (`GET /v1/tasks/{id}` shows it); `agentbus accept`, `progress`, `result` and the other task commands do this.";
+    /// `data.input` fails the capability's `input_schema`.
+    CapabilityInputInvalid = 3024, 422, Project, "Input does not match the capability",
+        cause: "`data.input` of a `task.request` fails the `input_schema` the recipient's card declares for this capability and version (§5.2, §10); an absent `input` is checked as `{}`. `details.violations` lists each failure with its JSON Pointer.",
+        fix: "Correct the input at the paths given; `GET /v1/agents/{id}` shows the capability's `input_schema`.";
+    /// A card's capability declaration is malformed.
+    InvalidCapabilityDeclaration = 3025, 422, Project, "Capability declaration invalid",
+        cause: "An entry of the card's `capabilities` is not valid (§10): not an object, a `name` that is not dot-separated lowercase identifiers, a `version` that is not a major such as \"1\", a name and version declared twice, a field of the wrong type, or an `input_schema`/`output_schema` that is not a JSON Schema (draft 2020-12) the gateway can compile without fetching anything. `details.violations` lists each problem with its JSON Pointer.",
+        fix: "Correct the declaration at the paths given; schemas must be self-contained (no remote `$ref`).";
+    /// A workspace policy document does not match the policy schema.
+    InvalidPolicy = 3026, 422, Project, "Policy document invalid",
+        cause: "The policy does not match `/schemas/gateway/policy/v1.json`: an unknown field, a wrong type, a `from` or `to` that is not an address pattern, or an `effect` other than `allow` or `deny`. `details.violations` lists each problem with its JSON Pointer; nothing was changed.",
+        fix: "Correct the document at the paths given; `GET /schemas/gateway/policy/v1.json` returns the schema and `docs/api.md` explains the patterns.";
     /// The body's media type is not the one the endpoint takes.
     UnsupportedMediaType = 3030, 415, Project, "Unsupported media type",
         cause: "The endpoint takes a JSON body and the request's `Content-Type` names something else (a form, plain text), or a WebSocket client sent a binary frame where the socket takes JSON text frames.",
@@ -276,8 +308,20 @@ catalogue! {
         fix: "Use a topic of your workspace.";
     /// No task has this id.
     UnknownTask = 4012, 404, Project, "Unknown task",
-        cause: "The `task_id`, or the request named by `correlation_id`, is not a task the caller is party to.",
+        cause: "No task with this id exists for the caller: it does not exist, or the caller is neither a party of it nor an admin whose scope covers it (both answer alike).",
         fix: "Use the `task_id` from the request's receipt or delivery.";
+    /// The recipient is suspended; the message is held.
+    RecipientSuspended = 4013, 409, Project, "Recipient suspended",
+        cause: "The recipient agent is suspended (§5.9). The message was stored and is held in its inbox until an admin resumes the agent. This code reaches the sender in an `agentbus.system.undeliverable.v1` notice with `dead_lettered: false`, for each held message.",
+        fix: "Wait for the recipient to be resumed, or send to another agent; the held message is delivered on resumption unless it expires first.";
+    /// A lifecycle message is not addressed to the task's counterpart.
+    TaskCounterpart = 4014, 400, Project, "Task message not addressed to the counterpart",
+        cause: "Task lifecycle messages go between the task's parties (§6.2, §7): the worker's to the requester, the requester's to the worker. This one's `to` resolves to another agent, or to a topic.",
+        fix: "Address it to the other party of the task; `GET /v1/tasks/{id}` lists both, and the `agentbus` task commands address it for you.";
+    /// The recipient's card does not declare the requested capability.
+    CapabilityNotDeclared = 4015, 422, Project, "Capability not declared",
+        cause: "A `task.request` names a `capability` and `capability_version` the recipient's card does not declare (§5.2, §10).",
+        fix: "Read the recipient's capabilities with `GET /v1/agents/{id}` (`agentbus agents show`), or ask its owner to declare the capability (`agentbus card edit --capability name@major`).";
     /// task.input while no question is open.
     NoOpenQuestion = 4020, 409, Spec, "No question is open",
         cause: "`task.input` is accepted only while the task is `needs_input` (§5.7b).",
@@ -298,6 +342,54 @@ catalogue! {
     MethodNotAllowed = 4041, 405, Project, "Method not allowed",
         cause: "The endpoint exists but does not take this HTTP method; the `Allow` header lists the methods it takes.",
         fix: "Use a method from the `Allow` header; `docs/api.md` and `/v1/openapi.json` list every operation.";
+    /// A receipt names no delivery of the caller's inbox.
+    UnknownDelivery = 4050, 404, Project, "Unknown delivery",
+        cause: "A receipt (`POST /v1/inbox/receipts`) names an inbox sequence at which the calling agent has no delivery, or a message id other than the one delivered there. Receipts are reported only by a message's recipient, for copies it received.",
+        fix: "Report each message with the `sequence` and `id` it was delivered with; `agentbus sidecar` does this for you.";
+    /// No message of the caller has this id.
+    UnknownMessage = 4051, 404, Project, "Unknown message",
+        cause: "`GET /v1/messages/{id}/delivery` answers only the sender of a message; no message with this id was sent by the calling agent (a message sent by someone else answers exactly the same).",
+        fix: "Pass the `msg_` id of a message this agent sent (`agentbus trace msg_…` on the sending machine).";
+    /// An MCP tool's arguments do not fit its schema.
+    ToolArguments = 4070, 0, Project, "Tool arguments do not fit the tool",
+        cause: "An MCP tool was called with a missing or unknown argument, or one of the wrong type or value (see the tool's input schema in `tools/list`).",
+        fix: "Call the tool again with the arguments its schema names; `docs/mcp.md` lists each tool.";
+    /// No agent profile is connected for a gateway address.
+    NoAgentConnected = 4071, 0, Project, "No agent connected for the gateway",
+        cause: "The address names the gateway (agent://, topic://, agt_, tsk_, msg_), but the MCP server runs without a connected agent profile.",
+        fix: "Run `agentbus connect` on this machine (or start `agentbus mcp --profile <name>`), then restart the MCP server.";
+    /// The transport an address names is not set up here.
+    TransportNotSetUp = 4072, 0, Project, "Transport not set up here",
+        cause: "The address names a git share (share:<operator>/<agent>), but no share checkout is configured for this server.",
+        fix: "Start `agentbus mcp --share <checkout>` (or set AGENTBUS_SHARE) after `agentbus share join`.";
+    /// The local store refused the message.
+    LocalRefused = 4073, 0, Project, "Refused by the local store",
+        cause: "The local log refused the message: the recipient has not read your earlier messages (its pacing window is full), the clock runs behind, or the text is malformed.",
+        fix: "Wait until the recipient reads your earlier messages (`directory` lists sessions with unread counts), then send again.";
+    /// A local address names no one session.
+    UnknownRecipient = 4074, 0, Project, "No such recipient here",
+        cause: "The local address is not an address, or names no session of this machine, or several.",
+        fix: "Use local, all, engineer, or a session id from the `directory` tool (give more of the id when several match).";
+    /// The id names nothing held here.
+    NothingHeldHere = 4075, 0, Project, "Not held here",
+        cause: "No message or task with that id was received or sent by this agent or session on this machine.",
+        fix: "Use an id from `read_inbox` or `trace`; a message not received yet cannot be answered.";
+    /// The session is paused by the engineer.
+    SessionPaused = 4076, 0, Project, "Session paused",
+        cause: "The engineer paused this session (`agentbus pause`); its tool calls are refused until they resume it.",
+        fix: "Stop and wait for the engineer; `agentbus resume <session>` lifts the pause.";
+    /// The gateway could not be reached.
+    GatewayUnreachable = 4077, 0, Project, "Gateway unreachable",
+        cause: "The connected agent's gateway did not answer (refused, timed out, TLS or DNS failure). Nothing was sent.",
+        fix: "Check that the gateway runs and its URL in the profile (`agentbus doctor`), then retry.";
+    /// A file to attach cannot be used.
+    AttachmentUnreadable = 4078, 0, Project, "Attachment cannot be read",
+        cause: "A path in `attachments` does not name a readable file on this machine.",
+        fix: "Pass paths of existing files (absolute, or relative to the MCP server's working directory).";
+    /// This machine's state failed.
+    LocalStateFailed = 4079, 0, Project, "Local state failed",
+        cause: "Reading or writing this machine's AgentBus state (AGENTBUS_HOME: the local log, the agent's inbox, a share checkout) failed.",
+        fix: "Check that AGENTBUS_HOME (and the share checkout) exist and are writable; the message says which file.";
 
     /// The publish rate limit was exceeded.
     RateLimited = 5001, 429, Spec, "Rate limit exceeded",

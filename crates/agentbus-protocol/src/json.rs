@@ -547,6 +547,20 @@ mod tests {
         assert!(matches!(err("1e400"), JsonError::NumberOutOfRange { .. }));
     }
 
+    /// Found by the `ijson_jcs` fuzz target: a fractional literal above 2^53 is a double, kept; its
+    /// canonical form is integer digits, which this reader refuses as a literal (by design,
+    /// `docs/protocol.md`, "I-JSON input"). Signing covers those bytes; nothing re-reads them.
+    #[test]
+    fn a_fractional_literal_beyond_2_53_canonicalises_to_digits_it_would_refuse() {
+        let v = parse(b"[33333338888888888833.331111111111111111]").unwrap();
+        let canonical = crate::jcs::canonicalize(&v).unwrap();
+        assert_eq!(canonical, b"[33333338888888890000]");
+        assert!(matches!(
+            parse(&canonical),
+            Err(JsonError::IntegerOutOfRange { .. })
+        ));
+    }
+
     #[test]
     fn refuses_what_rfc_8259_refuses() {
         for bad in [

@@ -81,6 +81,29 @@ pub trait Store: Send + Sync + 'static {
     fn create_token(&self, t: TokenRow) -> impl Future<Output = StoreResult<()>> + Send;
     /// The live token with this hash.
     fn token(&self, hash: [u8; 32]) -> impl Future<Output = StoreResult<Option<TokenRow>>> + Send;
+    /// Suspends (`Some(at)`) or resumes (`None`) a tenant.
+    fn set_tenant_suspended(
+        &self,
+        id: &str,
+        at: Option<i64>,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+    /// Every workspace of a tenant, by slug.
+    fn workspaces(
+        &self,
+        tenant_id: &str,
+    ) -> impl Future<Output = StoreResult<Vec<WorkspaceRow>>> + Send;
+    /// Every user holding `role`, oldest first (the gateway operator is found this way).
+    fn users_with_role(&self, role: Role)
+    -> impl Future<Output = StoreResult<Vec<UserRow>>> + Send;
+    /// Creates a tenant with its first workspace, its first user and that user's token, all or
+    /// nothing; a taken slug is [`StoreError::Conflict`].
+    fn provision_tenant(
+        &self,
+        t: TenantRow,
+        w: WorkspaceRow,
+        u: UserRow,
+        token: TokenRow,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
 
     // Agents, aliases, keys.
 
@@ -133,6 +156,15 @@ pub trait Store: Send + Sync + 'static {
     fn keys(&self, agent_id: &str) -> impl Future<Output = StoreResult<Vec<KeyRow>>> + Send;
     /// One key.
     fn key(&self, key_id: &str) -> impl Future<Output = StoreResult<Option<KeyRow>>> + Send;
+    /// Suspends a live agent at `at` (§5.9) and returns its undelivered inbox entries, which stay
+    /// queued; suspending a suspended agent changes nothing and returns them again.
+    fn suspend_agent(
+        &self,
+        id: &str,
+        at: i64,
+    ) -> impl Future<Output = StoreResult<Vec<InboxEntry>>> + Send;
+    /// Lifts a live agent's suspension; its held inbox becomes deliverable.
+    fn resume_agent(&self, id: &str) -> impl Future<Output = StoreResult<()>> + Send;
 
     // Topics.
 
@@ -207,12 +239,13 @@ pub trait Store: Send + Sync + 'static {
     /// lease runs out), if any. Ready entries are deliverable already.
     fn next_visible(&self, agent_id: &str)
     -> impl Future<Output = StoreResult<Option<i64>>> + Send;
-    /// Every message of a conversation in `received_at` order, if `party` sent or received one.
+    /// The messages of a conversation that `viewer` may read (§7), in `received_at` order; `None`
+    /// when it may read none, exactly as for a conversation that does not exist.
     fn conversation(
         &self,
         tenant_id: &str,
         conversation_id: &str,
-        party: &str,
+        viewer: &ConversationViewer,
     ) -> impl Future<Output = StoreResult<Option<Vec<MessageRow>>>> + Send;
     /// A message by its storage sequence.
     fn message(&self, seq: i64) -> impl Future<Output = StoreResult<Option<MessageRow>>> + Send;
@@ -281,4 +314,22 @@ pub trait Store: Send + Sync + 'static {
     /// Answers when the store is reachable and its schema is the one this build expects
     /// (readiness); `Backend` says what is wrong otherwise.
     fn check_ready(&self) -> impl Future<Output = StoreResult<()>> + Send;
+    // Receipts (delivery states a sender reads).
+
+    /// Records that messages of `agent_id`'s inbox were shown in a session's context, each named
+    /// by its inbox sequence and message id; the first receipt of a delivery stands.
+    fn record_receipts(
+        &self,
+        agent_id: &str,
+        receipts: Vec<ShownReceipt>,
+        now: i64,
+    ) -> impl Future<Output = StoreResult<Vec<ReceiptOutcome>>> + Send;
+    /// The message `source` (an agent's address) sent with `message_id`, and its delivery to
+    /// every recipient: entry state, lease, transport ack, shown receipt, first answer and ack.
+    fn delivery_states(
+        &self,
+        tenant_id: &str,
+        source: &str,
+        message_id: &str,
+    ) -> impl Future<Output = StoreResult<Option<(MessageRow, Vec<DeliveryStateRow>)>>> + Send;
 }

@@ -11,6 +11,8 @@ pub struct TenantRow {
     pub data_key: Vec<u8>,
     /// Creation time.
     pub created_at: i64,
+    /// When the gateway operator suspended it; its credentials are refused until it resumes.
+    pub suspended_at: Option<i64>,
 }
 
 /// A workspace.
@@ -28,30 +30,41 @@ pub struct WorkspaceRow {
     pub created_at: i64,
 }
 
-/// A user's role in its workspace.
+/// A user's role, and so the scope it administers (`docs/security.md`, "Roles").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
-    /// May administer the workspace.
+    /// Administers the gateway's tenants (created at first start); belongs to no tenant.
+    Operator,
+    /// Administers every workspace of its tenant.
+    TenantAdmin,
+    /// Administers one workspace.
     Admin,
     /// May register and manage its own agents.
     Member,
 }
 
 impl Role {
-    /// The stored name.
+    /// Every role.
+    pub const ALL: [Role; 4] = [Role::Operator, Role::TenantAdmin, Role::Admin, Role::Member];
+
+    /// The stored and wire name.
     pub fn as_str(self) -> &'static str {
         match self {
+            Role::Operator => "operator",
+            Role::TenantAdmin => "tenant_admin",
             Role::Admin => "admin",
             Role::Member => "member",
         }
     }
 
+    /// The role of a wire name, if it is one.
+    pub fn from_name(s: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// A stored name; anything unknown holds the least privilege.
     fn parse(s: &str) -> Role {
-        if s == "admin" {
-            Role::Admin
-        } else {
-            Role::Member
-        }
+        Role::from_name(s).unwrap_or(Role::Member)
     }
 }
 
@@ -115,6 +128,8 @@ pub struct AgentRow {
     pub updated_at: i64,
     /// Deletion time.
     pub deleted_at: Option<i64>,
+    /// When an admin suspended it (§5.9): it cannot publish or receive, its inbox holds.
+    pub suspended_at: Option<i64>,
 }
 
 /// A registered public key.
@@ -496,6 +511,9 @@ pub struct TaskEventRow {
     pub flag: Option<String>,
     /// The timer that fired.
     pub timer: Option<String>,
+    /// Advisory findings about the envelope (a result whose output does not match its output
+    /// schema), as a JSON array the gateway writes and reads.
+    pub warnings: Option<String>,
 }
 
 /// A task change made with a message.
@@ -522,4 +540,77 @@ pub struct TaskFilter {
     pub party_id: Option<String>,
     /// Most rows.
     pub limit: u32,
+}
+
+/// Whose view of a conversation is asked for (§7): nobody reads an envelope it neither sent nor
+/// received, except an admin whose scope covers a party's workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConversationViewer {
+    /// An agent: the envelopes it sent or has a copy of.
+    Agent(String),
+    /// A workspace admin: the envelopes sent by, or copied to, an agent of this workspace.
+    Workspace(String),
+    /// A tenant admin: every envelope of the conversation in its tenant.
+    Tenant,
+}
+
+/// A recipient's report that a message it received was shown in a session's context (the
+/// sidecar's "shown" receipt).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShownReceipt {
+    /// The inbox sequence the message was delivered at.
+    pub sequence: u64,
+    /// The message's `id`, which must be the one delivered at that sequence.
+    pub message_id: String,
+    /// When it was first shown (the recipient's clock, kept within the message's life).
+    pub shown_at: i64,
+    /// Into which harness (`claude`, `codex`, `opencode`, `inbox`, `mcp`, …).
+    pub harness: String,
+    /// At which harness event.
+    pub event: String,
+}
+
+/// The answer to one receipt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReceiptOutcome {
+    /// Recorded now.
+    Recorded,
+    /// A receipt for this delivery was recorded before; the first stands.
+    AlreadyRecorded,
+    /// The caller has no delivery at that sequence, or another message is there.
+    Unknown,
+}
+
+/// The delivery of one message to one recipient, as its sender may see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryStateRow {
+    /// The recipient.
+    pub agent_id: String,
+    /// Its inbox sequence.
+    pub sequence: u64,
+    /// The entry's state.
+    pub state: EntryState,
+    /// Deliveries so far.
+    pub attempts: u32,
+    /// When it was last leased.
+    pub last_attempt_at: Option<i64>,
+    /// When the recipient's sidecar acknowledged it (a transport ack).
+    pub acked_at: Option<i64>,
+    /// The shown receipt, when reported.
+    pub shown: Option<ShownReceipt>,
+    /// The recipient's first answer: a message or task envelope correlated to it, not an ack.
+    pub answer: Option<AnswerRow>,
+    /// The recipient's first `ack.v1` correlated to it.
+    pub ack: Option<AnswerRow>,
+}
+
+/// An envelope that answers another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnswerRow {
+    /// Its `id`.
+    pub id: String,
+    /// Its `type`.
+    pub kind: String,
+    /// When the gateway received it.
+    pub received_at: i64,
 }

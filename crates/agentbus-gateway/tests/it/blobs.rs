@@ -27,7 +27,8 @@ async fn wp_9_upload_reference_download_and_access() {
     let mut m = message(&h, &a, &b.address, "see attached");
     m["data"]["attachments"] = json!([attachment(&blob)]);
     assert_eq!(h.publish(&a, &sign(&a, m)).await.0, 202);
-    // The recipient may download; a third agent may not (AB-4022).
+    // The recipient may download; to a third agent the blob is one that does not exist (§9 names
+    // AB-4022 here; docs/protocol.md says why a refusal never tells that a blob exists).
     let id = blob["id"].as_str().unwrap();
     let resp = h
         .http
@@ -39,7 +40,11 @@ async fn wp_9_upload_reference_download_and_access() {
     assert_eq!(resp.status().as_u16(), 200);
     assert_eq!(resp.bytes().await.unwrap().as_ref(), secret);
     let (s, v) = h.get(&format!("/v1/blobs/{id}"), &c.token).await;
-    assert_eq!((s, v["error"]["code"].as_str()), (403, Some("AB-4022")));
+    let (s2, v2) = h
+        .get("/v1/blobs/blb_01J9ZK8A0000000000000000D9", &c.token)
+        .await;
+    assert_eq!((s, &v["error"]["code"]), (s2, &v2["error"]["code"]));
+    assert_eq!(s, 404);
     // Another tenant gets exactly what an unknown id gets.
     let other = h.agent_in(&h.second_tenant().await, "outsider").await;
     let (s1, v1) = h.get(&format!("/v1/blobs/{id}"), &other.token).await;
@@ -104,12 +109,13 @@ async fn wp_9_rejections_at_upload_and_publish() {
     let mut m = message(&h, &a, &b.address, "x");
     m["data"]["attachments"] = json!([att]);
     assert_eq!(code(&h.publish(&a, &sign(&a, m)).await.1), "AB-3021");
-    // Not the sender's to forward: bravo never received charlie's blob.
+    // Not the sender's to forward: bravo never received charlie's blob, which answers like a blob
+    // that does not exist.
     let c = h.agent("charlie").await;
     let theirs = h.upload(&c, "z.txt", b"private").await;
     let mut m = message(&h, &b, &a.address, "x");
     m["data"]["attachments"] = json!([attachment(&theirs)]);
-    assert_eq!(code(&h.publish(&b, &sign(&b, m)).await.1), "AB-4022");
+    assert_eq!(code(&h.publish(&b, &sign(&b, m)).await.1), "AB-4008");
 }
 
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
@@ -254,4 +260,77 @@ async fn hostile_attachment_names_write_nothing_outside_the_blob_store() {
             "{bad:?} was accepted"
         );
     }
+}
+
+/// WP-9-6: an attachment carries the size and sha256 of the blob it references.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_9_6_an_attachment_must_match_its_blobs_size_and_hash() {
+    let h = Harness::start().await;
+    let a = h.agent("alpha").await;
+    let b = h.agent("bravo").await;
+    let blob = h.upload(&a, "change.diff", b"the diff").await;
+    for (field, value) in [("size", json!(9)), ("sha256", json!("0".repeat(64)))] {
+        let mut att = attachment(&blob);
+        att[field] = value;
+        let mut m = message(&h, &a, &b.address, "x");
+        m["data"]["attachments"] = json!([att]);
+        let (s, v, _) = h.publish(&a, &sign(&a, m)).await;
+        assert_eq!(
+            (s, v["error"]["code"].as_str()),
+            (400, Some("AB-3021")),
+            "{field}"
+        );
+    }
+    let mut m = message(&h, &a, &b.address, "x");
+    m["data"]["attachments"] = json!([attachment(&blob)]);
+    assert_eq!(h.publish(&a, &sign(&a, m)).await.0, 202);
+}
+
+/// WP-9-9 and issue 11 item 6: a `ref` naming another tenant is AB-4022 whether or not the blob
+/// exists; a ref under one's own tenant slug to another tenant's blob answers like an unknown blob.
+/// No answer tells that a blob exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_9_9_another_tenants_blob_is_refused_and_never_revealed() {
+    let h = Harness::start().await;
+    let a = h.agent("alpha").await;
+    let b = h.agent("bravo").await;
+    let other = h.agent_in(&h.second_tenant().await, "outsider").await;
+    let theirs = h.upload(&other, "secret.txt", b"theirs").await;
+    let id = theirs["id"].as_str().unwrap();
+    let made_up = "blb_01J9ZK8A0000000000000000D9";
+    let attempt = |r: String| {
+        let mut att = attachment(&theirs);
+        att["ref"] = json!(r);
+        let mut m = message(&h, &a, &b.address, "x");
+        m["data"]["attachments"] = json!([att]);
+        let env = sign(&a, m);
+        let h = &h;
+        let a = a.clone();
+        async move {
+            let (s, v, _) = h.publish(&a, &env).await;
+            let msg = v["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .replace(&r, "REF");
+            (
+                s,
+                v["error"]["code"].as_str().unwrap_or_default().to_owned(),
+                msg,
+            )
+        }
+    };
+    let foreign = attempt(format!("blob://other/{id}")).await;
+    assert_eq!((foreign.0, foreign.1.as_str()), (403, "AB-4022"));
+    assert_eq!(foreign, attempt(format!("blob://other/{made_up}")).await);
+    let own_slug = attempt(format!("blob://default/{id}")).await;
+    assert_eq!((own_slug.0, own_slug.1.as_str()), (422, "AB-4008"));
+    assert_eq!(own_slug, attempt(format!("blob://default/{made_up}")).await);
+    // Tenant B's agent referencing A's blob under A's slug, as WP-9-9 has it.
+    let mine = h.upload(&a, "mine.txt", b"mine").await;
+    let mut att = attachment(&mine);
+    att["ref"] = mine["ref"].clone();
+    let mut m = message(&h, &other, &other.address, "x");
+    m["data"]["attachments"] = json!([att]);
+    let (s, v, _) = h.publish(&other, &sign(&other, m)).await;
+    assert_eq!((s, v["error"]["code"].as_str()), (403, Some("AB-4022")));
 }

@@ -3,11 +3,18 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod a2a;
+mod bad_input;
 mod blobs;
+mod conversations;
 mod delivery;
 mod identity;
+mod isolation;
 mod meta;
+mod policy;
 mod publish;
+mod receipts;
+mod roles;
 mod service;
 mod settings;
 mod support;

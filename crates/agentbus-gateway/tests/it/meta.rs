@@ -68,7 +68,10 @@ async fn wp_5_1_schemas_and_wp_1_8_error_pages_are_served() {
     let (s, wk) = h.get("/.well-known/agentbus.json", "").await;
     assert_eq!(s, 200);
     assert!(wk["min_sidecar_version"].is_string() && wk["deprecations"].is_array());
-    let (s, metrics) = h.get("/metrics", "").await;
+    // Metrics name agents of every tenant: the operator's token only.
+    assert_eq!(h.get("/metrics", "").await.0, 401);
+    assert_eq!(h.get("/metrics", &h.admin).await.0, 403);
+    let (s, metrics) = h.get("/metrics", &h.operator).await;
     assert_eq!(s, 200);
     assert!(
         metrics
@@ -94,6 +97,7 @@ async fn metrics_report_inbox_depth_after_publishes() {
     let resp = h
         .http
         .get(format!("{}/metrics", h.url))
+        .bearer_auth(&h.operator)
         .send()
         .await
         .unwrap();

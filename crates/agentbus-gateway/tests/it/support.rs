@@ -14,7 +14,10 @@ use agentbus_store::SqliteStore;
 /// A running gateway.
 pub struct Harness {
     pub url: String,
+    /// The first tenant admin's token (tenant `default`).
     pub admin: String,
+    /// The gateway operator's token.
+    pub operator: String,
     pub clock: ManualClock,
     pub app: Arc<agentbus_gateway::App<SqliteStore>>,
     pub http: reqwest::Client,
@@ -35,6 +38,11 @@ pub struct Agent {
 }
 
 pub const T0: i64 = 1_795_000_000_000;
+
+/// The capability test workers declare: `code.review` version 1, no schemas.
+pub static CODE_REVIEW: std::sync::LazyLock<Value> = std::sync::LazyLock::new(
+    || json!({"name": "code.review", "version": "1", "description": "Review a diff."}),
+);
 
 impl Harness {
     pub async fn start() -> Harness {
@@ -76,6 +84,11 @@ impl Harness {
             .as_ref()
             .map(|b| b.admin_token.clone())
             .unwrap_or_default();
+        let operator = gw
+            .bootstrap
+            .as_ref()
+            .map(|b| b.operator_token.clone())
+            .unwrap_or_default();
         let app = gw.app.clone();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
@@ -88,6 +101,7 @@ impl Harness {
         Harness {
             url: format!("http://{addr}"),
             admin,
+            operator,
             clock,
             app,
             http: http_client(),
@@ -152,6 +166,13 @@ impl Harness {
 
     pub async fn agent_with(&self, name: &str, extra: Value) -> Agent {
         self.register(&self.admin, name, extra).await
+    }
+
+    /// Registers an agent that declares the capability `code.review` version 1 (§10), so task
+    /// requests for it are accepted (§5.2).
+    pub async fn worker(&self, name: &str) -> Agent {
+        self.agent_with(name, json!({"capabilities": [CODE_REVIEW.clone()]}))
+            .await
     }
 
     /// Registers an agent with a fresh key, using `admin`'s token, with extra card fields.
@@ -247,6 +268,40 @@ pub fn message(h: &Harness, from: &Agent, to: &str, text: &str) -> Map<String, V
     .clone()
 }
 
+/// An unsigned task.request for `code.review` version 1 from `from` to `to`.
+pub fn request(h: &Harness, from: &Agent, to: &Agent, constraints: Value) -> Map<String, Value> {
+    let mut m = message(h, from, &to.address, "");
+    m["type"] = json!("agentbus.task.request.v1");
+    m["schema"] = json!("https://komsary.agentbus.exchange/schemas/agentbus.task.request/v1.json");
+    m.insert("capability".into(), json!("code.review"));
+    m.insert("capability_version".into(), json!("1"));
+    m["data"] = json!({"instructions": "Review change 482 for concurrency bugs.", "constraints": constraints});
+    m
+}
+
+/// A lifecycle message from `from` about the task of `req`.
+pub fn followup(
+    h: &Harness,
+    from: &Agent,
+    to: &Agent,
+    req: &Map<String, Value>,
+    task: &str,
+    kind: &str,
+    data: Value,
+) -> Map<String, Value> {
+    let mut m = message(h, from, &to.address, "");
+    m["type"] = json!(format!("agentbus.task.{kind}.v1"));
+    m["schema"] = json!(format!(
+        "https://komsary.agentbus.exchange/schemas/agentbus.task.{kind}/v1.json"
+    ));
+    m["conversation_id"] = req["conversation_id"].clone();
+    m.insert("correlation_id".into(), req["id"].clone());
+    let mut data = data;
+    data["task_id"] = json!(task);
+    m["data"] = data;
+    sign(from, m)
+}
+
 /// Signs with the agent's registered key.
 pub fn sign(a: &Agent, mut env: Map<String, Value>) -> Map<String, Value> {
     env.shift_remove("sig");
@@ -259,45 +314,36 @@ pub fn signed(h: &Harness, from: &Agent, to: &str, text: &str) -> Map<String, Va
 }
 
 impl Harness {
-    /// Creates a second tenant (`other`) with a workspace and an admin; returns the admin token.
+    /// Creates a second tenant (`other`) with a workspace and an admin, through the operator's
+    /// `POST /v1/tenants`; returns the admin token.
     pub async fn second_tenant(&self) -> String {
-        use agentbus_store::*;
-        let app = &self.app;
-        let now = self.now().millis();
-        let t = TenantRow {
-            id: app.mint(IdKind::Tenant),
-            slug: "other".into(),
-            data_key: app.wrap_new_tenant_key(),
-            created_at: now,
-        };
-        app.store.create_tenant(t.clone()).await.unwrap();
-        let w = WorkspaceRow {
-            id: app.mint(IdKind::Workspace),
-            tenant_id: t.id.clone(),
-            slug: "default".into(),
-            policy: "{}".into(),
-            created_at: now,
-        };
-        app.store.create_workspace(w.clone()).await.unwrap();
-        let u = UserRow {
-            id: app.mint(IdKind::User),
-            tenant_id: t.id,
-            workspace_id: w.id,
-            name: "admin".into(),
-            role: Role::Admin,
-            created_at: now,
-        };
-        app.store.create_user(u.clone()).await.unwrap();
-        let token = agentbus_gateway::app::new_token("abu_");
-        app.store
-            .create_token(TokenRow {
-                hash: agentbus_gateway::app::token_hash(&token),
-                subject: TokenSubject::User(u.id),
-                created_at: now,
-            })
-            .await
-            .unwrap();
-        token
+        self.tenant("other").await["admin"]["token"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// Creates a tenant with the operator's token; returns the answer (its admin's token at
+    /// `admin.token`).
+    pub async fn tenant(&self, slug: &str) -> Value {
+        let (s, v) = self
+            .post("/v1/tenants", &self.operator, json!({"slug": slug}))
+            .await;
+        assert_eq!(s, 201, "{v}");
+        v
+    }
+
+    /// A user of `workspace` (a slug) with `role`, made by `admin`; returns its token.
+    pub async fn user(&self, admin: &str, role: &str, workspace: &str) -> String {
+        let (s, v) = self
+            .post(
+                "/v1/users",
+                admin,
+                json!({"role": role, "workspace": workspace}),
+            )
+            .await;
+        assert_eq!(s, 201, "{v}");
+        v["token"].as_str().unwrap().to_owned()
     }
 
     /// Registers an agent using `admin` (another tenant's admin token).

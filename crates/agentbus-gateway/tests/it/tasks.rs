@@ -1,45 +1,14 @@
 //! Tasks over HTTP (§6): the §12.2 lifecycle, sender rules, timers driven by the test clock, late
 //! results, cancels, idempotent requests, and the timeline.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
+
+use agentbus_store::Store as _;
 
 use crate::support::*;
 
 fn code(v: &Value) -> &str {
     v["error"]["code"].as_str().unwrap_or_default()
-}
-
-fn request(h: &Harness, from: &Agent, to: &Agent, constraints: Value) -> Map<String, Value> {
-    let mut m = message(h, from, &to.address, "");
-    m["type"] = json!("agentbus.task.request.v1");
-    m["schema"] = json!("https://komsary.agentbus.exchange/schemas/agentbus.task.request/v1.json");
-    m.insert("capability".into(), json!("code.review"));
-    m.insert("capability_version".into(), json!("1"));
-    m["data"] = json!({"instructions": "Review change 482 for concurrency bugs.", "constraints": constraints});
-    m
-}
-
-/// A lifecycle message from `from` about the task of `req`.
-fn followup(
-    h: &Harness,
-    from: &Agent,
-    to: &Agent,
-    req: &Map<String, Value>,
-    task: &str,
-    kind: &str,
-    data: Value,
-) -> Map<String, Value> {
-    let mut m = message(h, from, &to.address, "");
-    m["type"] = json!(format!("agentbus.task.{kind}.v1"));
-    m["schema"] = json!(format!(
-        "https://komsary.agentbus.exchange/schemas/agentbus.task.{kind}/v1.json"
-    ));
-    m["conversation_id"] = req["conversation_id"].clone();
-    m.insert("correlation_id".into(), req["id"].clone());
-    let mut data = data;
-    data["task_id"] = json!(task);
-    m["data"] = data;
-    sign(from, m)
 }
 
 async fn state(h: &Harness, a: &Agent, task: &str) -> String {
@@ -52,7 +21,7 @@ async fn state(h: &Harness, a: &Agent, task: &str) -> String {
 async fn wp_12_2_full_lifecycle_with_timeline() {
     let h = Harness::start().await;
     let bot = h.agent("release-bot").await;
-    let rev = h.agent("reviewer").await;
+    let rev = h.worker("reviewer").await;
     let mut req = request(
         &h,
         &bot,
@@ -184,7 +153,7 @@ async fn wp_12_2_full_lifecycle_with_timeline() {
 async fn wp_6_2_forbidden_senders_and_inputs() {
     let h = Harness::start().await;
     let bot = h.agent("release-bot").await;
-    let rev = h.agent("reviewer").await;
+    let rev = h.worker("reviewer").await;
     let other = h.agent("other").await;
     let req = sign(&bot, request(&h, &bot, &rev, json!({})));
     let task = h.publish(&bot, &req).await.1["task_id"]
@@ -234,7 +203,8 @@ async fn wp_6_2_forbidden_senders_and_inputs() {
         ),
         "AB-4020"
     );
-    // A correlation that is not the request: AB-3017; an unknown task: AB-4012.
+    // A correlation that is not the request: AB-3017; an unknown task: AB-2004, as for a task of
+    // other parties (§6.2; the answer never tells whether the task exists).
     let mut wrong = followup(&h, &rev, &bot, &req, &task, "accept", json!({}));
     wrong["correlation_id"] = json!("msg_01J9ZK7A0000000000000000A0");
     assert_eq!(
@@ -250,7 +220,7 @@ async fn wp_6_2_forbidden_senders_and_inputs() {
         "accept",
         json!({}),
     );
-    assert_eq!(code(&h.publish(&rev, &ghost).await.1), "AB-4012");
+    assert_eq!(code(&h.publish(&rev, &ghost).await.1), "AB-2004");
     // needs_input → input by the requester resumes (WP-5.7b-3).
     h.publish(
         &rev,
@@ -321,7 +291,7 @@ async fn wp_6_2_forbidden_senders_and_inputs() {
 async fn wp_6_1_timers_fire_on_the_test_clock_with_notices() {
     let h = Harness::start().await;
     let bot = h.agent("release-bot").await;
-    let rev = h.agent("reviewer").await;
+    let rev = h.worker("reviewer").await;
     // Accept timeout: 120 s → expired, the requester gets system.expired.
     let req = sign(
         &bot,
@@ -405,7 +375,7 @@ async fn wp_6_1_timers_fire_on_the_test_clock_with_notices() {
 async fn wp_5_7_cancel_acknowledged_and_cancel_by_grace() {
     let h = Harness::start().await;
     let bot = h.agent("release-bot").await;
-    let rev = h.agent("reviewer").await;
+    let rev = h.worker("reviewer").await;
     // Before accept: immediate.
     let req = sign(&bot, request(&h, &bot, &rev, json!({})));
     let t0 = h.publish(&bot, &req).await.1["task_id"]
@@ -485,7 +455,7 @@ async fn wp_5_7_cancel_acknowledged_and_cancel_by_grace() {
 async fn wp_6_1_3_max_duration_and_wp_6_1_4_expires_at_over_http() {
     let h = Harness::start().await;
     let bot = h.agent("release-bot").await;
-    let rev = h.agent("reviewer").await;
+    let rev = h.worker("reviewer").await;
     // Max duration: 60 s from accept, despite steady progress.
     let req = sign(
         &bot,
@@ -570,7 +540,7 @@ async fn wp_6_1_3_max_duration_and_wp_6_1_4_expires_at_over_http() {
 async fn wp_5_7_1_a_workspace_admin_cancels_through_the_console() {
     let h = Harness::start().await;
     let bot = h.agent("release-bot").await;
-    let rev = h.agent("reviewer").await;
+    let rev = h.worker("reviewer").await;
     let req = sign(&bot, request(&h, &bot, &rev, json!({})));
     let task = h.publish(&bot, &req).await.1["task_id"]
         .as_str()
@@ -618,4 +588,326 @@ async fn wp_5_7_1_a_workspace_admin_cancels_through_the_console() {
                     && d["envelope"]["data"]["reason"] == "freeze")
         );
     }
+}
+
+/// The data a lifecycle type is sent with in the addressing table.
+fn lifecycle_data(kind: &str) -> Value {
+    match kind {
+        "needs_input" => json!({"question": "Which repository?"}),
+        "input" => json!({"answer": "agentbus"}),
+        "result" => json!({"status": "succeeded", "summary": "done"}),
+        "error" => json!({"code": "E1", "message": "retrying"}),
+        _ => json!({}),
+    }
+}
+
+/// WP-6.2-2, WP-5.7-1, WP-5.7b-2, WP-7-3: every row of `tests/data/tasks/addressing.table`. A
+/// lifecycle message goes from the party §6.2 names to the other party, in the task's
+/// conversation; anything else is refused and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_6_2_2_wp_7_3_lifecycle_messages_go_between_the_parties_in_the_tasks_conversation() {
+    let h = Harness::start().await;
+    let bot = h.agent("release-bot").await;
+    let rev = h.worker("reviewer").await;
+    let by = h.agent("bystander").await;
+    let (s, _) = h
+        .req(
+            reqwest::Method::PUT,
+            "/v1/topics/task-news/subscription",
+            &by.token,
+            None,
+        )
+        .await;
+    assert_eq!(s, 200);
+    let topic = "topic://default/default/task-news";
+    let agents = [(&bot, "requester"), (&rev, "recipient"), (&by, "bystander")];
+    let pending = || async {
+        let mut v = Vec::new();
+        for (a, _) in agents {
+            v.push(h.app.store.pending_count(&a.id).await.unwrap());
+        }
+        v
+    };
+    let mut rows = 0;
+    for (n, line) in include_str!("../data/tasks/addressing.table")
+        .lines()
+        .enumerate()
+    {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let at = format!("addressing.table line {}: {line}", n + 1);
+        let c: Vec<&str> = line.split_whitespace().collect();
+        let [kind, sender, to, conversation, expect] = c[..] else {
+            panic!("{at}: five columns");
+        };
+        let party = |role: &str| agents.iter().find(|(_, r)| *r == role).map(|(a, _)| *a);
+        // A fresh task in the state this type needs.
+        let req = sign(&bot, request(&h, &bot, &rev, json!({})));
+        let (s, receipt, _) = h.publish(&bot, &req).await;
+        assert_eq!(s, 202, "{at}: {receipt}");
+        let task = receipt["task_id"].as_str().unwrap().to_owned();
+        if kind != "accept" {
+            let accept = followup(&h, &rev, &bot, &req, &task, "accept", json!({}));
+            assert_eq!(h.publish(&rev, &accept).await.0, 202, "{at}");
+        }
+        if kind == "input" {
+            let ask = followup(
+                &h,
+                &rev,
+                &bot,
+                &req,
+                &task,
+                "needs_input",
+                lifecycle_data("needs_input"),
+            );
+            assert_eq!(h.publish(&rev, &ask).await.0, 202, "{at}");
+        }
+        let from = party(sender).unwrap_or_else(|| panic!("{at}: sender"));
+        let mut env = followup(&h, from, &bot, &req, &task, kind, lifecycle_data(kind));
+        env["to"] = json!(match party(to) {
+            Some(a) => a.address.clone(),
+            None => topic.to_owned(),
+        });
+        if conversation == "new" {
+            env["conversation_id"] = json!(
+                agentbus_runtime::mint(agentbus_protocol::ids::IdKind::Conversation).to_string()
+            );
+        }
+        let env = sign(from, env);
+        let (_, before) = h.get(&format!("/v1/tasks/{task}"), &bot.token).await;
+        let inboxes = pending().await;
+        let (s, v, _) = h.publish(from, &env).await;
+        let (_, after) = h.get(&format!("/v1/tasks/{task}"), &bot.token).await;
+        if expect == "202" {
+            assert_eq!(s, 202, "{at}: {v}");
+            assert_eq!(
+                after["timeline"].as_array().unwrap().len(),
+                before["timeline"].as_array().unwrap().len() + 1,
+                "{at}"
+            );
+        } else {
+            assert_eq!(code(&v), expect, "{at}: {v}");
+            assert!((400..500).contains(&s), "{at}: {s}");
+            assert_eq!(after["state"], before["state"], "{at}: state changed");
+            assert_eq!(
+                after["timeline"], before["timeline"],
+                "{at}: timeline changed"
+            );
+            assert_eq!(
+                pending().await,
+                inboxes,
+                "{at}: an inbox got the refused envelope"
+            );
+        }
+        rows += 1;
+    }
+    assert!(rows >= 40, "{rows} rows");
+    // The cancel to a bystander: refused above, so the grace period never cancels a task
+    // the worker was not told about.
+}
+
+/// A card whose capability declares this input schema.
+async fn schema_worker(h: &Harness, name: &str) -> Agent {
+    h.agent_with(
+        name,
+        json!({"capabilities": [{
+            "name": "code.review",
+            "version": "1",
+            "input_schema": {
+                "type": "object",
+                "required": ["artifact_id"],
+                "properties": {"artifact_id": {"type": "string"}, "revision": {"type": "integer"}}
+            },
+            "output_schema": {"type": "object", "required": ["findings"]}
+        }]}),
+    )
+    .await
+}
+
+/// WP-5.2-7: `data.input` is validated against the declared `input_schema`; violations are listed
+/// with JSON pointers, and a refused request makes no task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_5_2_7_input_is_validated_against_the_capabilitys_input_schema() {
+    let h = Harness::start().await;
+    let bot = h.agent("release-bot").await;
+    let rev = schema_worker(&h, "reviewer").await;
+    for (input, paths) in [
+        (Some(json!({})), vec!["/data/input"]),
+        (None, vec!["/data/input"]),
+        (
+            Some(json!({"artifact_id": 5})),
+            vec!["/data/input/artifact_id"],
+        ),
+        (
+            Some(json!({"artifact_id": 5, "revision": "seven"})),
+            vec!["/data/input/artifact_id", "/data/input/revision"],
+        ),
+    ] {
+        let mut req = request(&h, &bot, &rev, json!({}));
+        if let Some(i) = &input {
+            req["data"]["input"] = i.clone();
+        }
+        let (s, v, _) = h.publish(&bot, &sign(&bot, req)).await;
+        assert_eq!((s, code(&v)), (422, "AB-3024"), "{input:?}: {v}");
+        let got: Vec<&str> = v["error"]["details"]["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["path"].as_str().unwrap())
+            .collect();
+        assert_eq!(got, paths, "{input:?}");
+    }
+    assert_eq!(h.get("/v1/tasks", &bot.token).await.1["tasks"], json!([]));
+    let mut req = request(&h, &bot, &rev, json!({}));
+    req["data"]["input"] = json!({"artifact_id": "change-482", "revision": 7});
+    assert_eq!(h.publish(&bot, &sign(&bot, req)).await.0, 202);
+}
+
+/// §5.2, §10: a request names a capability and major version the recipient's card declares.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_5_2_7_a_request_names_a_capability_the_recipient_declares() {
+    let h = Harness::start().await;
+    let bot = h.agent("release-bot").await;
+    let rev = h.worker("reviewer").await;
+    let idle = h.agent("idle").await;
+    for (to, capability, version) in [
+        (&rev, "code.summarise", "1"),
+        (&rev, "code.review", "2"),
+        (&idle, "code.review", "1"),
+    ] {
+        let mut req = request(&h, &bot, to, json!({}));
+        req["capability"] = json!(capability);
+        req["capability_version"] = json!(version);
+        let (s, v, _) = h.publish(&bot, &sign(&bot, req)).await;
+        assert_eq!(
+            (s, code(&v)),
+            (422, "AB-4015"),
+            "{capability} v{version}: {v}"
+        );
+    }
+    assert_eq!(h.get("/v1/tasks", &bot.token).await.1["tasks"], json!([]));
+}
+
+/// §10: a card's `input_schema` and `output_schema` must be JSON Schemas the gateway can compile
+/// without fetching anything; a refused card changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_10_capability_schemas_must_be_valid_when_a_card_is_saved() {
+    let h = Harness::start().await;
+    let rev = h.worker("reviewer").await;
+    let path = format!("/v1/agents/{}", rev.id);
+    let (_, before) = h.get(&path, &rev.token).await;
+    for (caps, pointer) in [
+        (
+            json!([{"name": "code.review", "version": "1", "input_schema": {"type": "nothing"}}]),
+            "/capabilities/0/input_schema",
+        ),
+        (
+            json!([{"name": "code.review", "version": "1", "output_schema": {"$ref": "https://example.com/findings.json"}}]),
+            "/capabilities/0/output_schema",
+        ),
+        (
+            json!([{"name": "code.review", "version": "1", "input_schema": "object"}]),
+            "/capabilities/0/input_schema",
+        ),
+        (
+            json!([{"name": "Code Review", "version": "1"}]),
+            "/capabilities/0/name",
+        ),
+        (
+            json!([{"name": "code.review", "version": 1}]),
+            "/capabilities/0/version",
+        ),
+        (
+            json!([{"name": "code.review", "version": "1"}, {"name": "code.review", "version": "1"}]),
+            "/capabilities/1",
+        ),
+        (json!({"name": "code.review"}), "/capabilities"),
+    ] {
+        let (s, v) = h
+            .req(
+                reqwest::Method::PATCH,
+                &path,
+                &rev.token,
+                Some(json!({"capabilities": caps})),
+            )
+            .await;
+        assert_eq!((s, code(&v)), (422, "AB-3025"), "{caps}: {v}");
+        assert_eq!(
+            v["error"]["details"]["violations"][0]["path"], pointer,
+            "{caps}"
+        );
+    }
+    let (_, after) = h.get(&path, &rev.token).await;
+    assert_eq!(after["capabilities"], before["capabilities"]);
+    assert_eq!(after["updated_at"], before["updated_at"]);
+    // Registration is refused the same way, and registers nothing.
+    let (s, v) = h
+        .post("/v1/agents", &h.admin, json!({"name": "broken", "capabilities": [{"name": "a.b", "version": "1", "input_schema": {"minimum": "five"}}]}))
+        .await;
+    assert_eq!((s, code(&v)), (422, "AB-3025"), "{v}");
+    let (_, list) = h.get("/v1/agents", &h.admin).await;
+    assert!(
+        list["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["name"] != "broken")
+    );
+}
+
+/// G-WP-37 (docs/protocol.md): a succeeded result's `output` is checked against the capability's
+/// `output_schema` and the request's `constraints.output_schema`, advisorily: the result applies
+/// and the timeline entry carries the findings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_5_2_6_output_schemas_are_checked_on_the_timeline_not_refused() {
+    let h = Harness::start().await;
+    let bot = h.agent("release-bot").await;
+    let rev = schema_worker(&h, "reviewer").await;
+    let mut req = request(
+        &h,
+        &bot,
+        &rev,
+        json!({"output_schema": {"type": "object", "properties": {"score": {"type": "number"}}}}),
+    );
+    req["data"]["input"] = json!({"artifact_id": "change-482"});
+    let req = sign(&bot, req);
+    let task = h.publish(&bot, &req).await.1["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    h.publish(
+        &rev,
+        &followup(&h, &rev, &bot, &req, &task, "accept", json!({})),
+    )
+    .await;
+    let result = followup(
+        &h,
+        &rev,
+        &bot,
+        &req,
+        &task,
+        "result",
+        json!({"status": "succeeded", "output": {"score": "high"}}),
+    );
+    assert_eq!(h.publish(&rev, &result).await.0, 202);
+    let (_, t) = h.get(&format!("/v1/tasks/{task}"), &bot.token).await;
+    assert_eq!(t["state"], "succeeded");
+    let last = t["timeline"].as_array().unwrap().last().unwrap().clone();
+    let found: Vec<(&str, &str)> = last["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["schema"].as_str().unwrap(), w["path"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("capability", "/data/output"),
+            ("request", "/data/output/score")
+        ]
+    );
+    // Earlier entries carry none.
+    assert_eq!(t["timeline"][0]["warnings"], json!([]));
 }

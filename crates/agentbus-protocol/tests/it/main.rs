@@ -11,6 +11,7 @@ mod es6_numbers;
 mod frames;
 mod jcs_vectors;
 mod properties;
+mod task_model;
 mod task_table;
 
 use std::path::PathBuf;

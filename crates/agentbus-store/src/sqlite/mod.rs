@@ -9,6 +9,7 @@
 //! beside the writer.
 
 mod ops;
+mod receipts;
 mod schema;
 
 use std::collections::{HashMap, HashSet};
@@ -133,6 +134,33 @@ impl SqliteStore {
             let mode: String = c.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
             let sync: i64 = c.pragma_query_value(None, "synchronous", |r| r.get(0))?;
             Ok((mode, sync))
+        })
+        .await
+    }
+
+    /// Every stored row of every table, one line each (`table: value | value …`), sorted: what
+    /// tests compare to prove that a refused request changed nothing stored.
+    pub async fn dump(&self) -> StoreResult<Vec<String>> {
+        self.read(|c| {
+            let tables: Vec<String> = c
+                .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")?
+                .query_map([], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            let mut lines = Vec::new();
+            for t in tables {
+                let mut stmt = c.prepare(&format!("SELECT * FROM \"{t}\""))?;
+                let n = stmt.column_count();
+                let mut rows = stmt.query([])?;
+                while let Some(row) = rows.next()? {
+                    let mut line = format!("{t}:");
+                    for i in 0..n {
+                        line.push_str(&format!(" {:?} |", row.get_ref(i)?));
+                    }
+                    lines.push(line);
+                }
+            }
+            lines.sort();
+            Ok(lines)
         })
         .await
     }

@@ -38,8 +38,11 @@ fn tenant_row(r: &Row<'_>) -> rusqlite::Result<TenantRow> {
         slug: r.get(1)?,
         data_key: r.get(2)?,
         created_at: r.get(3)?,
+        suspended_at: r.get(4)?,
     })
 }
+
+const TENANT_COLS: &str = "id, slug, data_key, created_at, suspended_at";
 
 fn workspace_row(r: &Row<'_>) -> rusqlite::Result<WorkspaceRow> {
     Ok(WorkspaceRow {
@@ -51,7 +54,7 @@ fn workspace_row(r: &Row<'_>) -> rusqlite::Result<WorkspaceRow> {
     })
 }
 
-const AGENT_COLS: &str = "id, tenant_id, workspace_id, name, owner_id, card, visibility, created_at, updated_at, deleted_at";
+const AGENT_COLS: &str = "id, tenant_id, workspace_id, name, owner_id, card, visibility, created_at, updated_at, deleted_at, suspended_at";
 
 fn agent_row(r: &Row<'_>) -> rusqlite::Result<AgentRow> {
     Ok(AgentRow {
@@ -65,6 +68,7 @@ fn agent_row(r: &Row<'_>) -> rusqlite::Result<AgentRow> {
         created_at: r.get(7)?,
         updated_at: r.get(8)?,
         deleted_at: r.get(9)?,
+        suspended_at: r.get(10)?,
     })
 }
 
@@ -108,7 +112,7 @@ fn conflict(what: &str) -> impl FnOnce(rusqlite::Error) -> StoreError + '_ {
     }
 }
 
-fn message_by_seq(c: &Connection, seq: i64) -> rusqlite::Result<Option<MessageRow>> {
+pub(super) fn message_by_seq(c: &Connection, seq: i64) -> rusqlite::Result<Option<MessageRow>> {
     c.prepare_cached(&format!(
         "SELECT {MESSAGE_COLS} FROM messages m WHERE m.seq = ?1"
     ))?
@@ -281,10 +285,10 @@ fn task_row(r: &Row<'_>) -> rusqlite::Result<TaskRow> {
 
 fn insert_event(t: &Transaction<'_>, task_id: &str, e: &TaskEventRow) -> rusqlite::Result<()> {
     t.prepare_cached(
-        "INSERT INTO task_events (task_id, n, at, actor, envelope_id, kind, from_state, to_state, flag, timer) \
-         VALUES (?1, (SELECT coalesce(max(n), 0) + 1 FROM task_events WHERE task_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        "INSERT INTO task_events (task_id, n, at, actor, envelope_id, kind, from_state, to_state, flag, timer, warnings) \
+         VALUES (?1, (SELECT coalesce(max(n), 0) + 1 FROM task_events WHERE task_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )?
-    .execute(params![task_id, e.at, e.actor, e.envelope_id, e.kind, e.from_state, e.to_state, e.flag, e.timer])?;
+    .execute(params![task_id, e.at, e.actor, e.envelope_id, e.kind, e.from_state, e.to_state, e.flag, e.timer, e.warnings])?;
     Ok(())
 }
 
@@ -406,27 +410,86 @@ fn lease_token(agent: &str, sequence: u64, attempt: u32, now: i64) -> String {
     format!("d{sequence}.{attempt}.{now}")
 }
 
+/// An update of one row by its id: `NotFound` when it changed none.
+fn one_changed(rows: usize) -> StoreResult<()> {
+    if rows == 0 {
+        Err(StoreError::NotFound)
+    } else {
+        Ok(())
+    }
+}
+
+fn insert_tenant(tx: &Transaction<'_>, t: &TenantRow) -> StoreResult<()> {
+    tx.execute(
+        &format!("INSERT INTO tenants ({TENANT_COLS}) VALUES (?1, ?2, ?3, ?4, ?5)"),
+        params![t.id, t.slug, t.data_key, t.created_at, t.suspended_at],
+    )
+    .map_err(conflict("tenant"))?;
+    Ok(())
+}
+
+fn insert_workspace(tx: &Transaction<'_>, w: &WorkspaceRow) -> StoreResult<()> {
+    tx.execute(
+        "INSERT INTO workspaces (id, tenant_id, slug, policy, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![w.id, w.tenant_id, w.slug, w.policy, w.created_at],
+    )
+    .map_err(conflict("workspace"))?;
+    Ok(())
+}
+
+const USER_COLS: &str = "id, tenant_id, workspace_id, name, role, created_at";
+
+fn user_row(r: &Row<'_>) -> rusqlite::Result<UserRow> {
+    Ok(UserRow {
+        id: r.get(0)?,
+        tenant_id: r.get(1)?,
+        workspace_id: r.get(2)?,
+        name: r.get(3)?,
+        role: role_from(&r.get::<_, String>(4)?),
+        created_at: r.get(5)?,
+    })
+}
+
+fn insert_user(tx: &Transaction<'_>, u: &UserRow) -> StoreResult<()> {
+    tx.execute(
+        &format!("INSERT INTO users ({USER_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
+        params![
+            u.id,
+            u.tenant_id,
+            u.workspace_id,
+            u.name,
+            u.role.as_str(),
+            u.created_at
+        ],
+    )?;
+    Ok(())
+}
+
+fn insert_token(tx: &Transaction<'_>, t: &TokenRow) -> StoreResult<()> {
+    let (kind, subject) = match &t.subject {
+        TokenSubject::User(id) => ("user", id.as_str()),
+        TokenSubject::Agent(id) => ("agent", id.as_str()),
+    };
+    tx.execute(
+        "INSERT INTO tokens (hash, kind, subject_id, created_at) VALUES (?1, ?2, ?3, ?4)",
+        params![t.hash.to_vec(), kind, subject, t.created_at],
+    )?;
+    Ok(())
+}
+
 impl Store for SqliteStore {
     async fn create_tenant(&self, t: TenantRow) -> StoreResult<()> {
-        self.write(move |tx| {
-            tx.execute(
-                "INSERT INTO tenants (id, slug, data_key, created_at) VALUES (?1, ?2, ?3, ?4)",
-                params![t.id, t.slug, t.data_key, t.created_at],
-            )
-            .map_err(conflict("tenant"))?;
-            Ok(())
-        })
-        .await
+        self.write(move |tx| insert_tenant(tx, &t)).await
     }
 
     async fn tenant(&self, id: &str) -> StoreResult<Option<TenantRow>> {
         let id = id.to_owned();
         self.read(move |c| {
-            Ok(c.prepare_cached(
-                "SELECT id, slug, data_key, created_at FROM tenants WHERE id = ?1",
-            )?
-            .query_row([id], tenant_row)
-            .optional()?)
+            Ok(
+                c.prepare_cached(&format!("SELECT {TENANT_COLS} FROM tenants WHERE id = ?1"))?
+                    .query_row([id], tenant_row)
+                    .optional()?,
+            )
         })
         .await
     }
@@ -434,9 +497,9 @@ impl Store for SqliteStore {
     async fn tenant_by_slug(&self, slug: &str) -> StoreResult<Option<TenantRow>> {
         let slug = slug.to_owned();
         self.read(move |c| {
-            Ok(c.prepare_cached(
-                "SELECT id, slug, data_key, created_at FROM tenants WHERE slug = ?1",
-            )?
+            Ok(c.prepare_cached(&format!(
+                "SELECT {TENANT_COLS} FROM tenants WHERE slug = ?1"
+            ))?
             .query_row([slug], tenant_row)
             .optional()?)
         })
@@ -445,9 +508,9 @@ impl Store for SqliteStore {
 
     async fn tenants(&self) -> StoreResult<Vec<TenantRow>> {
         self.read(|c| {
-            let mut s = c.prepare_cached(
-                "SELECT id, slug, data_key, created_at FROM tenants ORDER BY created_at",
-            )?;
+            let mut s = c.prepare_cached(&format!(
+                "SELECT {TENANT_COLS} FROM tenants ORDER BY created_at"
+            ))?;
             let rows = s.query_map([], tenant_row)?.collect::<Result<_, _>>()?;
             Ok(rows)
         })
@@ -455,15 +518,7 @@ impl Store for SqliteStore {
     }
 
     async fn create_workspace(&self, w: WorkspaceRow) -> StoreResult<()> {
-        self.write(move |tx| {
-            tx.execute(
-                "INSERT INTO workspaces (id, tenant_id, slug, policy, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![w.id, w.tenant_id, w.slug, w.policy, w.created_at],
-            )
-            .map_err(conflict("workspace"))?;
-            Ok(())
-        })
-        .await
+        self.write(move |tx| insert_workspace(tx, &w)).await
     }
 
     async fn workspace(&self, id: &str) -> StoreResult<Option<WorkspaceRow>> {
@@ -501,49 +556,29 @@ impl Store for SqliteStore {
                 "UPDATE workspaces SET policy = ?2 WHERE id = ?1",
                 params![id, policy],
             )?;
-            if n == 0 {
-                Err(StoreError::NotFound)
-            } else {
-                Ok(())
-            }
+            one_changed(n)
         })
         .await
     }
 
     async fn create_user(&self, u: UserRow) -> StoreResult<()> {
-        self.write(move |tx| {
-            tx.execute(
-                "INSERT INTO users (id, tenant_id, workspace_id, name, role, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![u.id, u.tenant_id, u.workspace_id, u.name, u.role.as_str(), u.created_at],
-            )?;
-            Ok(())
-        })
-        .await
+        self.write(move |tx| insert_user(tx, &u)).await
     }
 
     async fn user(&self, id: &str) -> StoreResult<Option<UserRow>> {
         let id = id.to_owned();
         self.read(move |c| {
-            Ok(c.prepare_cached("SELECT id, tenant_id, workspace_id, name, role, created_at FROM users WHERE id = ?1")?
-                .query_row([id], user_row)
-                .optional()?)
+            Ok(
+                c.prepare_cached(&format!("SELECT {USER_COLS} FROM users WHERE id = ?1"))?
+                    .query_row([id], user_row)
+                    .optional()?,
+            )
         })
         .await
     }
 
     async fn create_token(&self, t: TokenRow) -> StoreResult<()> {
-        self.write(move |tx| {
-            let (kind, subject) = match &t.subject {
-                TokenSubject::User(id) => ("user", id.clone()),
-                TokenSubject::Agent(id) => ("agent", id.clone()),
-            };
-            tx.execute(
-                "INSERT INTO tokens (hash, kind, subject_id, created_at) VALUES (?1, ?2, ?3, ?4)",
-                params![t.hash.to_vec(), kind, subject, t.created_at],
-            )?;
-            Ok(())
-        })
-        .await
+        self.write(move |tx| insert_token(tx, &t)).await
     }
 
     async fn token(&self, hash: [u8; 32]) -> StoreResult<Option<TokenRow>> {
@@ -571,6 +606,61 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn set_tenant_suspended(&self, id: &str, at: Option<i64>) -> StoreResult<()> {
+        let id = id.to_owned();
+        self.write(move |tx| {
+            let n = tx.execute(
+                "UPDATE tenants SET suspended_at = ?2 WHERE id = ?1",
+                params![id, at],
+            )?;
+            one_changed(n)
+        })
+        .await
+    }
+
+    async fn workspaces(&self, tenant_id: &str) -> StoreResult<Vec<WorkspaceRow>> {
+        let tenant_id = tenant_id.to_owned();
+        self.read(move |c| {
+            let mut s = c.prepare_cached(
+                "SELECT id, tenant_id, slug, policy, created_at FROM workspaces WHERE tenant_id = ?1 ORDER BY slug",
+            )?;
+            let rows = s
+                .query_map([tenant_id], workspace_row)?
+                .collect::<Result<_, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn users_with_role(&self, role: Role) -> StoreResult<Vec<UserRow>> {
+        self.read(move |c| {
+            let mut s = c.prepare_cached(&format!(
+                "SELECT {USER_COLS} FROM users WHERE role = ?1 ORDER BY created_at, id"
+            ))?;
+            let rows = s
+                .query_map([role.as_str()], user_row)?
+                .collect::<Result<_, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn provision_tenant(
+        &self,
+        t: TenantRow,
+        w: WorkspaceRow,
+        u: UserRow,
+        token: TokenRow,
+    ) -> StoreResult<()> {
+        self.write(move |tx| {
+            insert_tenant(tx, &t)?;
+            insert_workspace(tx, &w)?;
+            insert_user(tx, &u)?;
+            insert_token(tx, &token)
+        })
+        .await
+    }
+
     async fn create_agent(&self, a: AgentRow, aliases: Vec<String>) -> StoreResult<()> {
         self.write(move |tx| {
             // A name may not equal a live agent's name or alias in the workspace (§4.1, §4.3).
@@ -581,8 +671,8 @@ impl Store for SqliteStore {
                 return Err(StoreError::Conflict(format!("name {}", a.name)));
             }
             tx.execute(
-                &format!("INSERT INTO agents ({AGENT_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
-                params![a.id, a.tenant_id, a.workspace_id, a.name, a.owner_id, a.card, a.visibility, a.created_at, a.updated_at, a.deleted_at],
+                &format!("INSERT INTO agents ({AGENT_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+                params![a.id, a.tenant_id, a.workspace_id, a.name, a.owner_id, a.card, a.visibility, a.created_at, a.updated_at, a.deleted_at, a.suspended_at],
             )
             .map_err(conflict(&format!("name {}", a.name)))?;
             set_aliases(tx, &a.workspace_id, &a.id, &aliases)
@@ -659,9 +749,7 @@ impl Store for SqliteStore {
                 "UPDATE agents SET card = ?2, visibility = ?3, updated_at = ?4 WHERE id = ?1 AND deleted_at IS NULL",
                 params![a.id, a.card, a.visibility, a.updated_at],
             )?;
-            if n == 0 {
-                return Err(StoreError::NotFound);
-            }
+            one_changed(n)?;
             if let Some(aliases) = aliases {
                 tx.execute("DELETE FROM aliases WHERE agent_id = ?1", [&a.id])?;
                 set_aliases(tx, &a.workspace_id, &a.id, &aliases)?;
@@ -678,9 +766,7 @@ impl Store for SqliteStore {
                 "UPDATE agents SET deleted_at = ?2 WHERE id = ?1 AND deleted_at IS NULL",
                 params![id, at],
             )?;
-            if n == 0 {
-                return Err(StoreError::NotFound);
-            }
+            one_changed(n)?;
             tx.execute("DELETE FROM aliases WHERE agent_id = ?1", [&id])?;
             tx.execute("DELETE FROM subscriptions WHERE agent_id = ?1", [&id])?;
             let pending = entries_where(tx, "i.agent_id = ?1 AND i.state IN (0, 1)", [&id])?;
@@ -715,7 +801,7 @@ impl Store for SqliteStore {
                 "UPDATE keys SET revoked_at = coalesce(revoked_at, ?3) WHERE id = ?1 AND agent_id = ?2",
                 params![key_id, agent_id, at],
             )?;
-            if n == 0 { Err(StoreError::NotFound) } else { Ok(()) }
+            one_changed(n)
         })
         .await
     }
@@ -738,6 +824,35 @@ impl Store for SqliteStore {
             Ok(c.prepare_cached("SELECT id, agent_id, public_key, created_at, expires_at, revoked_at FROM keys WHERE id = ?1")?
                 .query_row([key_id], key_row)
                 .optional()?)
+        })
+        .await
+    }
+
+    async fn suspend_agent(&self, id: &str, at: i64) -> StoreResult<Vec<InboxEntry>> {
+        let id = id.to_owned();
+        self.write(move |tx| {
+            let n = tx.execute(
+                "UPDATE agents SET suspended_at = coalesce(suspended_at, ?2) WHERE id = ?1 AND deleted_at IS NULL",
+                params![id, at],
+            )?;
+            one_changed(n)?;
+            Ok(entries_where(
+                tx,
+                "i.agent_id = ?1 AND i.state IN (0, 1)",
+                [&id],
+            )?)
+        })
+        .await
+    }
+
+    async fn resume_agent(&self, id: &str) -> StoreResult<()> {
+        let id = id.to_owned();
+        self.write(move |tx| {
+            let n = tx.execute(
+                "UPDATE agents SET suspended_at = NULL WHERE id = ?1 AND deleted_at IS NULL",
+                [id],
+            )?;
+            one_changed(n)
         })
         .await
     }
@@ -998,7 +1113,6 @@ impl Store for SqliteStore {
         at: i64,
     ) -> StoreResult<Vec<AckOutcome>> {
         let agent = agent_id.to_owned();
-        let _ = at;
         self.write_shared(false, move |tx| {
             let mut out = Vec::with_capacity(acks.len());
             let mut settled = 0i64;
@@ -1010,8 +1124,8 @@ impl Store for SqliteStore {
                 let outcome = match row {
                     Some((state, Some(lease))) if lease == token => match state_from(state) {
                         EntryState::Leased => {
-                            tx.prepare_cached("UPDATE inbox SET state = 2 WHERE agent_id = ?1 AND sequence = ?2")?
-                                .execute(params![agent, sequence as i64])?;
+                            tx.prepare_cached("UPDATE inbox SET state = 2, acked_at = ?3 WHERE agent_id = ?1 AND sequence = ?2")?
+                                .execute(params![agent, sequence as i64, at])?;
                             settled += 1;
                             AckOutcome::Acked
                         }
@@ -1062,25 +1176,35 @@ impl Store for SqliteStore {
         &self,
         tenant_id: &str,
         conversation_id: &str,
-        party: &str,
+        viewer: &ConversationViewer,
     ) -> StoreResult<Option<Vec<MessageRow>>> {
-        let (t, cnv, party) = (
-            tenant_id.to_owned(),
-            conversation_id.to_owned(),
-            party.to_owned(),
-        );
+        let (t, cnv) = (tenant_id.to_owned(), conversation_id.to_owned());
+        let viewer = viewer.clone();
         self.read(move |c| {
+            // §7, per message: an agent reads what it sent or holds a copy of; a workspace admin
+            // what an agent of its workspace sent or holds; a tenant admin all of its tenant's.
+            let (filter, who) = match &viewer {
+                ConversationViewer::Agent(id) => (
+                    "AND (m.source_agent_id = ?3 OR EXISTS (SELECT 1 FROM inbox i \
+                     WHERE i.message_seq = m.seq AND i.agent_id = ?3))",
+                    id.clone(),
+                ),
+                ConversationViewer::Workspace(ws) => (
+                    "AND (EXISTS (SELECT 1 FROM agents a WHERE a.id = m.source_agent_id AND a.workspace_id = ?3) \
+                     OR EXISTS (SELECT 1 FROM inbox i JOIN agents a ON a.id = i.agent_id \
+                     WHERE i.message_seq = m.seq AND a.workspace_id = ?3))",
+                    ws.clone(),
+                ),
+                ConversationViewer::Tenant => ("AND ?3 IS NOT NULL", String::new()),
+            };
             let mut s = c.prepare_cached(&format!(
-                "SELECT {MESSAGE_COLS} FROM messages m WHERE m.tenant_id = ?1 AND m.conversation_id = ?2 ORDER BY m.received_at, m.seq"
+                "SELECT {MESSAGE_COLS} FROM messages m WHERE m.tenant_id = ?1 AND m.conversation_id = ?2 {filter} \
+                 ORDER BY m.received_at, m.seq"
             ))?;
-            let rows: Vec<MessageRow> = s.query_map(params![t, cnv], |r| message_row(r, 0))?.collect::<Result<_, _>>()?;
-            let is_party = rows.iter().any(|m| m.source_agent_id.as_deref() == Some(party.as_str()))
-                || c.prepare_cached(
-                    "SELECT EXISTS (SELECT 1 FROM messages m JOIN inbox i ON i.message_seq = m.seq \
-                     WHERE m.tenant_id = ?1 AND m.conversation_id = ?2 AND i.agent_id = ?3)",
-                )?
-                .query_row(params![t, cnv, party], |r| r.get::<_, bool>(0))?;
-            Ok(if rows.is_empty() || !is_party { None } else { Some(rows) })
+            let rows: Vec<MessageRow> = s
+                .query_map(params![t, cnv, who], |r| message_row(r, 0))?
+                .collect::<Result<_, _>>()?;
+            Ok(if rows.is_empty() { None } else { Some(rows) })
         })
         .await
     }
@@ -1105,7 +1229,7 @@ impl Store for SqliteStore {
         let id = id.to_owned();
         self.read(move |c| {
             let mut s = c.prepare_cached(
-                "SELECT at, actor, envelope_id, kind, from_state, to_state, flag, timer FROM task_events WHERE task_id = ?1 ORDER BY n",
+                "SELECT at, actor, envelope_id, kind, from_state, to_state, flag, timer, warnings FROM task_events WHERE task_id = ?1 ORDER BY n",
             )?;
             let rows = s
                 .query_map([id], |r| {
@@ -1118,6 +1242,7 @@ impl Store for SqliteStore {
                         to_state: r.get(5)?,
                         flag: r.get(6)?,
                         timer: r.get(7)?,
+                        warnings: r.get(8)?,
                     })
                 })?
                 .collect::<Result<_, _>>()?;
@@ -1190,11 +1315,7 @@ impl Store for SqliteStore {
         let id = id.to_owned();
         self.write(move |tx| {
             let n = tx.execute("UPDATE blobs SET complete = 1 WHERE id = ?1", [id])?;
-            if n == 0 {
-                Err(StoreError::NotFound)
-            } else {
-                Ok(())
-            }
+            one_changed(n)
         })
         .await
     }
@@ -1225,9 +1346,9 @@ impl Store for SqliteStore {
 
     async fn first_user(&self) -> StoreResult<Option<UserRow>> {
         self.read(|c| {
-            Ok(c.prepare_cached(
-                "SELECT id, tenant_id, workspace_id, name, role, created_at FROM users ORDER BY created_at, rowid LIMIT 1",
-            )?
+            Ok(c.prepare_cached(&format!(
+                "SELECT {USER_COLS} FROM users ORDER BY created_at, rowid LIMIT 1"
+            ))?
             .query_row([], user_row)
             .optional()?)
         })
@@ -1299,18 +1420,32 @@ impl Store for SqliteStore {
         })
         .await
     }
-}
 
-/// A `users` row, selected as `id, tenant_id, workspace_id, name, role, created_at`.
-fn user_row(r: &Row<'_>) -> rusqlite::Result<UserRow> {
-    Ok(UserRow {
-        id: r.get(0)?,
-        tenant_id: r.get(1)?,
-        workspace_id: r.get(2)?,
-        name: r.get(3)?,
-        role: role_from(&r.get::<_, String>(4)?),
-        created_at: r.get(5)?,
-    })
+    async fn record_receipts(
+        &self,
+        agent_id: &str,
+        receipts: Vec<ShownReceipt>,
+        now: i64,
+    ) -> StoreResult<Vec<ReceiptOutcome>> {
+        let agent = agent_id.to_owned();
+        self.write(move |tx| super::receipts::record(tx, &agent, &receipts, now))
+            .await
+    }
+
+    async fn delivery_states(
+        &self,
+        tenant_id: &str,
+        source: &str,
+        message_id: &str,
+    ) -> StoreResult<Option<(MessageRow, Vec<DeliveryStateRow>)>> {
+        let (t, s, id) = (
+            tenant_id.to_owned(),
+            source.to_owned(),
+            message_id.to_owned(),
+        );
+        self.read(move |c| super::receipts::states(c, &t, &s, &id))
+            .await
+    }
 }
 
 fn set_aliases(

@@ -107,6 +107,29 @@ DROP INDEX inbox_pending;
 CREATE INDEX inbox_new ON inbox (agent_id, sequence) WHERE state = 0;
 CREATE INDEX inbox_due ON inbox (agent_id, visible_at) WHERE state = 1;
 "#,
+    // Trust boundaries (issue 11): tenant and agent suspension, advisory warnings on timeline
+    // entries, roles found by value (the operator). Before roles were scoped, a tenant's first
+    // user (the bootstrap admin) administered the whole tenant; it keeps that as `tenant_admin`.
+    r#"
+ALTER TABLE tenants ADD COLUMN suspended_at INTEGER;
+ALTER TABLE agents ADD COLUMN suspended_at INTEGER;
+ALTER TABLE task_events ADD COLUMN warnings TEXT;
+CREATE INDEX users_role ON users (role);
+UPDATE users SET role = 'tenant_admin' WHERE role = 'admin' AND created_at =
+    (SELECT min(u.created_at) FROM users u WHERE u.tenant_id = users.tenant_id AND u.role = 'admin');
+"#,
+    // Delivery states a sender can read (issue 13): when the recipient's sidecar acked a copy,
+    // and the recipient's report that it was shown in a session's context (one per delivery,
+    // the first stands).
+    r#"
+ALTER TABLE inbox ADD COLUMN acked_at INTEGER;
+CREATE TABLE receipts (
+    agent_id TEXT NOT NULL, sequence INTEGER NOT NULL, message_seq INTEGER NOT NULL,
+    shown_at INTEGER NOT NULL, harness TEXT NOT NULL, event TEXT NOT NULL, reported_at INTEGER NOT NULL,
+    PRIMARY KEY (agent_id, sequence)
+) WITHOUT ROWID;
+CREATE INDEX receipts_message ON receipts (message_seq);
+"#,
 ];
 
 /// The `user_version` of a database with every migration applied.
@@ -124,4 +147,51 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
         t.commit()?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A database from before roles were scoped: each tenant's first admin (the bootstrap admin)
+    /// administers the tenant afterwards; other admins and members keep their roles.
+    #[test]
+    fn migration_4_makes_each_tenants_first_admin_its_tenant_admin() {
+        let mut c = Connection::open_in_memory().expect("memory database");
+        let scoped = MIGRATIONS
+            .iter()
+            .position(|m| m.contains("'tenant_admin'"))
+            .expect("the roles migration");
+        for (i, sql) in MIGRATIONS.iter().enumerate().take(scoped) {
+            c.execute_batch(sql).expect("old migration");
+            c.pragma_update(None, "user_version", i + 1)
+                .expect("version");
+        }
+        c.execute_batch(
+            "INSERT INTO users VALUES ('usr_a', 'ten_1', 'ws_1', 'admin', 'admin', 10), \
+             ('usr_b', 'ten_1', 'ws_2', 'second', 'admin', 20), \
+             ('usr_c', 'ten_1', 'ws_1', 'early member', 'member', 5), \
+             ('usr_d', 'ten_2', 'ws_3', 'admin', 'admin', 30);",
+        )
+        .expect("old users");
+        migrate(&mut c).expect("migrate");
+        let mut s = c
+            .prepare("SELECT id, role FROM users ORDER BY id")
+            .expect("query");
+        let roles: Vec<(String, String)> = s
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        let want = [
+            ("usr_a", "tenant_admin"),
+            ("usr_b", "admin"),
+            ("usr_c", "member"),
+            ("usr_d", "tenant_admin"),
+        ];
+        assert_eq!(
+            roles,
+            want.map(|(a, b)| (a.to_owned(), b.to_owned())).to_vec()
+        );
+    }
 }

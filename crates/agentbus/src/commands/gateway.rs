@@ -65,6 +65,9 @@ struct AdminTokenArgs {
     /// The gateway's settings file, to find its data directory.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Reissue the gateway operator's token (tenants) instead of the first tenant admin's.
+    #[arg(long)]
+    operator: bool,
 }
 
 /// Every setting's flag, built from the settings table.
@@ -295,6 +298,7 @@ pub fn run(args: GatewayArgs, printer: &Printer) -> CliResult {
                 doc["tenant"] = json!(b.tenant);
                 doc["workspace"] = json!(b.workspace);
                 doc["admin_token"] = json!(b.admin_token);
+                doc["operator_token"] = json!(b.operator_token);
                 doc["connect"] = json!(c);
             }
             // One line, so a supervisor reads the whole document with one read of a line.
@@ -304,11 +308,13 @@ pub fn run(args: GatewayArgs, printer: &Printer) -> CliResult {
                 printer.line(&format!(
                     "AgentBus gateway initialised in {shown_dir} (tenant {t}, workspace {w}).\n\
                      Admin token, shown once (stored only hashed; `agentbus gateway admin-token --data {d}` issues a new one):\n  {token}\n\
+                     Gateway operator token (tenants: create, list, suspend; shown once; `admin-token --operator` issues a new one):\n  {operator}\n\
                      Connect an agent from this machine (the name is yours to choose):\n  {c}",
                     t = b.tenant,
                     w = b.workspace,
                     d = shell_quote(&shown_dir),
                     token = b.admin_token,
+                    operator = b.operator_token,
                 ))?;
             }
             if test_clock {
@@ -333,19 +339,23 @@ fn admin_token(args: AdminTokenArgs, printer: &Printer) -> CliResult {
     let data = resolved.config.data_dir;
     let rt = super::gw::runtime()?;
     let t = rt
-        .block_on(agentbus_gateway::reissue_admin_token(&data))
+        .block_on(agentbus_gateway::reissue_admin_token(&data, args.operator))
         .map_err(|e| start_error(e, &data))?;
+    let whom = if args.operator {
+        "the gateway operator".to_owned()
+    } else {
+        format!("tenant {}, workspace {}", t.tenant, t.workspace)
+    };
     printer.either(
         &json!({
             "admin_token": t.token,
+            "role": if args.operator { "operator" } else { "tenant_admin" },
             "tenant": t.tenant,
             "workspace": t.workspace,
             "revoked": t.revoked,
         }),
         &format!(
-            "New admin token for tenant {}, workspace {} (shown once; {} older token{} revoked):\n  {}",
-            t.tenant,
-            t.workspace,
+            "New admin token for {whom} (shown once; {} older token{} revoked):\n  {}",
             t.revoked,
             if t.revoked == 1 { "" } else { "s" },
             t.token

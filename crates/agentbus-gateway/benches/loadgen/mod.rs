@@ -1,0 +1,314 @@
+//! The AgentBus load generator, shared by the gateway's own bench (`benches/throughput.rs`, a
+//! gateway in the same process) and the side-by-side bench (`bench/`, the `agentbus` binary
+//! against NATS JetStream): signed `message.v1` publishes over plain HTTP/1.1 connections to one
+//! WebSocket subscriber that acks in bursts, as a receiver under load does.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt as _, StreamExt as _};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest as _};
+
+use agentbus_protocol::ids::{Id, IdKind};
+use agentbus_protocol::signing::{SigningKey, sign_envelope};
+use agentbus_runtime::{SystemClock, mint};
+
+/// A registered agent: its address, credential and key.
+pub struct Agent {
+    /// `agent://…`.
+    pub address: String,
+    /// Its `aba_` credential.
+    pub token: String,
+    key: SigningKey,
+    key_id: Id,
+}
+
+/// Registers an agent named `name` with the admin token.
+pub async fn register(http: &reqwest::Client, url: &str, admin: &str, name: &str) -> Agent {
+    let key = SigningKey::from_seed(agentbus_runtime::random_bytes());
+    let v: Value = http
+        .post(format!("{url}/v1/agents"))
+        .bearer_auth(admin)
+        .json(&json!({"name": name, "public_key": key.public().to_base64url()}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    Agent {
+        address: v["agent"]["address"].as_str().unwrap().to_owned(),
+        token: v["token"].as_str().unwrap().to_owned(),
+        key,
+        key_id: v["key"]["id"].as_str().unwrap().parse().unwrap(),
+    }
+}
+
+/// A signed envelope from `from` to `to` whose serialised form is `size` bytes (or its minimum, if
+/// that is larger): its id and body. The text is padded so that both sides of a comparison carry
+/// the same number of bytes.
+pub fn envelope(from: &Agent, to: &str, n: usize, size: usize) -> (String, Vec<u8>) {
+    let id = mint(IdKind::Message).to_string();
+    let conversation = mint(IdKind::Conversation).to_string();
+    let time = agentbus_protocol::timestamp::Timestamp(
+        agentbus_runtime::Clock::now(&SystemClock).millis(),
+    )
+    .to_string();
+    let build = |text: &str| {
+        let mut env = json!({
+            "specversion": "1.0", "id": id, "source": from.address, "type": "agentbus.message.v1",
+            "time": time, "datacontenttype": "application/json", "to": to,
+            "conversation_id": conversation,
+            "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "schema": "https://komsary.agentbus.exchange/schemas/agentbus.message/v1.json",
+            "data": {"text": text}
+        })
+        .as_object()
+        .unwrap()
+        .clone();
+        sign_envelope(&mut env, &from.key, from.key_id).unwrap();
+        Value::Object(env).to_string().into_bytes()
+    };
+    let text = format!("message {n}: is change 482 clear for the 14:30 deploy?");
+    let body = build(&text);
+    if body.len() >= size {
+        return (id, body);
+    }
+    // The signature's length is fixed, so padding the text by the difference hits `size` exactly.
+    let padded = format!("{text}{}", " ".repeat(size - body.len()));
+    (id.clone(), build(&padded))
+}
+
+/// When each message id reached the subscriber.
+pub type Arrivals = Arc<Mutex<HashMap<String, Instant>>>;
+
+/// Holds the subscriber's WebSocket, recording arrivals and acking in bursts.
+pub async fn subscribe(url: &str, token: &str, arrivals: Arrivals) -> tokio::task::JoinHandle<()> {
+    let mut req = format!("{}/v1/inbox/ws", url.replacen("http", "ws", 1))
+        .into_client_request()
+        .unwrap();
+    req.headers_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    let (ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    let (mut sink, mut stream) = ws.split();
+    tokio::spawn(async move {
+        use futures_util::FutureExt as _;
+        // What a receiver needs of a delivery frame; the envelope is read no further than its id.
+        #[derive(serde::Deserialize)]
+        struct Frame<'a> {
+            #[serde(borrow)]
+            r#type: &'a str,
+            delivery: Option<Delivery<'a>>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Delivery<'a> {
+            sequence: u64,
+            #[serde(borrow)]
+            delivery: &'a str,
+            envelope: EnvelopeId<'a>,
+        }
+        #[derive(serde::Deserialize)]
+        struct EnvelopeId<'a> {
+            #[serde(borrow)]
+            id: &'a str,
+        }
+        let mut acks: Vec<Value> = Vec::new();
+        loop {
+            // Acks are collected as deliveries arrive and sent as one `acks` frame when none is
+            // waiting (or 1,000 are due).
+            let next = match stream.next().now_or_never() {
+                Some(next) if acks.len() < 1000 => next,
+                other => {
+                    if !acks.is_empty() {
+                        let frame = json!({"type": "acks", "acks": std::mem::take(&mut acks)});
+                        let _ = sink.send(Message::Text(frame.to_string().into())).await;
+                    }
+                    match other {
+                        Some(next) => next,
+                        None => stream.next().await,
+                    }
+                }
+            };
+            let Some(Ok(msg)) = next else { break };
+            let Message::Text(t) = msg else { continue };
+            let f: Frame<'_> = serde_json::from_str(&t).unwrap();
+            let (Some(d), "delivery") = (f.delivery, f.r#type) else {
+                continue;
+            };
+            arrivals
+                .lock()
+                .unwrap()
+                .insert(d.envelope.id.to_owned(), Instant::now());
+            acks.push(json!({"sequence": d.sequence, "delivery": d.delivery}));
+        }
+        eprintln!("subscriber: the gateway closed the WebSocket");
+    })
+}
+
+/// A gateway with a subscriber and eight senders, ready for load.
+pub struct Setup {
+    /// The gateway's address.
+    pub addr: SocketAddr,
+    url: String,
+    http: reqwest::Client,
+    subscriber: Agent,
+    senders: Vec<Agent>,
+    arrivals: Arrivals,
+    _ws: tokio::task::JoinHandle<()>,
+}
+
+impl Setup {
+    /// Registers the agents (names made unique by `tag`) and opens the subscriber's socket.
+    pub async fn new(addr: SocketAddr, admin: &str, tag: &str) -> Setup {
+        let url = format!("http://{addr}");
+        // reqwest is built without a rustls provider in this workspace (see the root Cargo.toml).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(256)
+            .build()
+            .unwrap();
+        let subscriber = register(&http, &url, admin, &format!("sub-{tag}")).await;
+        let mut senders = Vec::new();
+        for i in 0..8 {
+            senders.push(register(&http, &url, admin, &format!("send-{tag}-{i}")).await);
+        }
+        let arrivals: Arrivals = Arc::default();
+        let ws = subscribe(&url, &subscriber.token, arrivals.clone()).await;
+        Setup {
+            addr,
+            url,
+            http,
+            subscriber,
+            senders,
+            arrivals,
+            _ws: ws,
+        }
+    }
+
+    fn messages(&self, n: usize, size: usize) -> Vec<(String, Vec<u8>, String)> {
+        (0..n)
+            .map(|i| {
+                let s = &self.senders[i % self.senders.len()];
+                let (id, body) = envelope(s, &self.subscriber.address, i, size);
+                (id, body, s.token.clone())
+            })
+            .collect()
+    }
+
+    /// Publishes `n` pre-signed messages over `concurrency` keep-alive connections as fast as
+    /// they go; returns (publish time, time until all were delivered), or `None` on a stall.
+    pub async fn throughput(
+        &self,
+        n: usize,
+        size: usize,
+        concurrency: usize,
+    ) -> Option<(Duration, Duration)> {
+        self.arrivals.lock().unwrap().clear();
+        let addr = self.addr;
+        let queue = Arc::new(Mutex::new(self.messages(n, size)));
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        for _ in 0..concurrency {
+            let queue = queue.clone();
+            tasks.push(tokio::spawn(async move {
+                // One keep-alive HTTP/1.1 connection per publisher, as a fleet of agents holds.
+                let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+                tcp.set_nodelay(true).unwrap();
+                let (mut send, conn) =
+                    hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+                        .await
+                        .unwrap();
+                tokio::spawn(conn);
+                loop {
+                    let next = queue.lock().unwrap().pop();
+                    let Some((_, body, token)) = next else { break };
+                    let req = hyper::Request::post("/v1/messages")
+                        .header("host", addr.to_string())
+                        .header("authorization", format!("Bearer {token}"))
+                        .header("content-type", "application/json")
+                        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+                        .unwrap();
+                    let r = send.send_request(req).await.unwrap();
+                    assert_eq!(r.status().as_u16(), 202);
+                    // Read the receipt to the end so the connection is ready for the next one.
+                    http_body_util::BodyExt::collect(r.into_body())
+                        .await
+                        .unwrap();
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let published = started.elapsed();
+        while self.arrivals.lock().unwrap().len() < n {
+            // Delivery normally ends within a second of the last publish: report a stall.
+            if started.elapsed() > published + Duration::from_secs(30) {
+                eprintln!(
+                    "stalled: {} of {n} delivered 30 s after the last publish",
+                    self.arrivals.lock().unwrap().len()
+                );
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        Some((published, started.elapsed()))
+    }
+
+    /// Publishes at `rate` per second for `seconds`; returns each message's publish→delivery
+    /// time in milliseconds, sorted.
+    pub async fn latency(&self, rate: u64, seconds: u64, size: usize) -> Vec<f64> {
+        self.arrivals.lock().unwrap().clear();
+        let total = (rate * seconds) as usize;
+        let sent: Arrivals = Arc::default();
+        // Bounded in flight, so a slow moment cannot open thousands of sockets.
+        let permits = Arc::new(tokio::sync::Semaphore::new(256));
+        let start = Instant::now();
+        let mut handles = Vec::with_capacity(total);
+        for (i, (id, body, token)) in self.messages(total, size).into_iter().enumerate() {
+            let due = start + Duration::from_micros(i as u64 * 1_000_000 / rate);
+            tokio::time::sleep_until(due.into()).await;
+            let http = self.http.clone();
+            let url = self.url.clone();
+            let sent = sent.clone();
+            let permit = permits.clone().acquire_owned().await.unwrap();
+            handles.push(tokio::spawn(async move {
+                let _permit = permit;
+                sent.lock().unwrap().insert(id, Instant::now());
+                let r = http
+                    .post(format!("{url}/v1/messages"))
+                    .bearer_auth(token)
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status().as_u16(), 202);
+            }));
+        }
+        for h in handles {
+            h.await.unwrap();
+        }
+        while self.arrivals.lock().unwrap().len() < total {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let sent = sent.lock().unwrap();
+        let arrived = self.arrivals.lock().unwrap();
+        let mut lat: Vec<f64> = sent
+            .iter()
+            .map(|(id, t)| arrived[id].duration_since(*t).as_secs_f64() * 1000.0)
+            .collect();
+        lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        lat
+    }
+}
+
+/// The `p`-quantile of sorted values.
+pub fn quantile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)]
+}
