@@ -410,11 +410,25 @@ impl Store {
         }
     }
 
+    /// [`Store::present`] under `note` (the pause note), which takes its share of the budget.
+    fn present_noted(&self, look: &Look, surface: &Surface<'_>, note: Option<String>) -> Delivery {
+        let budget = surface
+            .budget
+            .saturating_sub(note.as_ref().map_or(0, |n| n.chars().count()));
+        let mut delivery = self.present(look, &Surface { budget, ..*surface });
+        if let Some(note) = note {
+            let rest = delivery.context.take().unwrap_or_default();
+            delivery.context = Some(format!("{note}{rest}"));
+        }
+        delivery
+    }
+
     /// Delivers to `session` what waits for it, within `surface.budget`, outside any harness
     /// hook: claimed, framed, acknowledged by a Seen line and recorded as shown, exactly as the
     /// hook does, so a caller that hands the result to a model (an MCP server's inbox tool)
     /// counts as showing it. Call it only when the result will be put in front of the model. A
-    /// session seen for the first time is recorded with `surface.name` as its harness.
+    /// session seen for the first time is recorded with `surface.name` as its harness; a paused
+    /// one gets the pause note first.
     pub fn deliver(&self, session: &str, surface: &Surface<'_>) -> Result<Delivery, StoreError> {
         let presence = match self.presence(session)? {
             Some(p) => p,
@@ -424,7 +438,9 @@ impl Store {
             return Ok(Delivery::default());
         }
         let look = self.look(session, &presence)?;
-        let delivery = self.present(&look, surface);
+        // A paused session is told so above its messages, as the hook tells it at a prompt.
+        let note = paused(&look.msgs, &look.recipient, look.now).map(|r| pause_note(&r));
+        let delivery = self.present_noted(&look, surface, note);
         let mut to_ack = delivery.shown_ids.clone();
         to_ack.extend(look.owed.iter().cloned());
         if !to_ack.is_empty() {
@@ -487,18 +503,12 @@ impl Store {
         }
         let note = pause.as_deref().map(pause_note).filter(|_| can_show);
         if can_show {
-            let budget = ev
-                .harness
-                .context_chars()
-                .saturating_sub(note.as_ref().map_or(0, |n| n.chars().count()));
-            let shown = self.present(
-                &look,
-                &Surface {
-                    name: ev.harness.as_str(),
-                    event: &ev.name,
-                    budget,
-                },
-            );
+            let surface = Surface {
+                name: ev.harness.as_str(),
+                event: &ev.name,
+                budget: ev.harness.context_chars(),
+            };
+            let shown = self.present_noted(&look, &surface, note);
             pending |= shown.waiting;
             answer.shown_ids = shown.shown_ids;
             answer.context = shown.context;
@@ -507,10 +517,6 @@ impl Store {
             pending |= for_session(&look.msgs, &look.recipient, look.now)
                 .iter()
                 .any(|m| !look.claimed.contains(&m.id));
-        }
-        if let Some(note) = note {
-            let rest = answer.context.take().unwrap_or_default();
-            answer.context = Some(format!("{note}{rest}"));
         }
 
         let mut to_ack = answer.shown_ids.clone();

@@ -1740,6 +1740,8 @@ fn wp_6_3_3_a_late_result_reaches_the_requester_flagged_with_a_warning() {
     let gw = Gw::start();
     let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
     bot.prompt("bot-1");
+    // Task requests name a capability the worker declares (§5.2).
+    reviewer.ok(&["--json", "card", "edit", "--capability", "code.review@1"]);
     let r = bot.ok(&[
         "--json",
         "delegate",
