@@ -252,3 +252,58 @@ pub async fn no_method(method: axum::http::Method) -> ApiError {
         format!("this endpoint does not take {method}; the Allow header lists what it takes"),
     )
 }
+
+/// Closes the connection after a response whose request body the handler never read to its end
+/// (a route that takes no body, sent one anyway): the unread rest would otherwise be parsed as
+/// the next request, or hyper drops the connection under a client that reuses it and reports
+/// a broken pipe instead of the answer it got.
+pub async fn close_after_unread_body(req: Request, next: axum::middleware::Next) -> Response {
+    let chunked = req.headers().contains_key(header::TRANSFER_ENCODING);
+    if !chunked && declared_length(req.headers()).unwrap_or(0) == 0 {
+        return next.run(req).await;
+    }
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (parts, body) = req.into_parts();
+    let body = axum::body::Body::new(Watched {
+        inner: body,
+        done: done.clone(),
+    });
+    let mut resp = next.run(Request::from_parts(parts, body)).await;
+    if !done.load(std::sync::atomic::Ordering::Acquire) {
+        resp.headers_mut().insert(
+            header::CONNECTION,
+            axum::http::HeaderValue::from_static("close"),
+        );
+    }
+    resp
+}
+
+/// A request body that records when it was read to its end.
+struct Watched {
+    inner: axum::body::Body,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl http_body::Body for Watched {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, std::task::Poll::Ready(None)) || self.inner.is_end_stream() {
+            self.done.store(true, std::sync::atomic::Ordering::Release);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}

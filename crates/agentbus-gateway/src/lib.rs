@@ -208,6 +208,7 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
     let mut r = r
         .fallback(extract::no_route)
         .method_not_allowed_fallback(extract::no_method)
+        .layer(middleware::from_fn(extract::close_after_unread_body))
         .layer(middleware::from_fn(move |req: Request, next: Next| {
             let base = base.clone();
             async move { with_request_id(base, req, next).await }

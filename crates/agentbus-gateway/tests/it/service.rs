@@ -357,7 +357,7 @@ async fn wp_3_2_5_a_time_sent_as_a_number_is_ab_3003() {
 async fn the_console_cancel_checks_its_body() {
     let h = Harness::start().await;
     let bot = h.agent("bot").await;
-    let rev = h.agent("reviewer").await;
+    let rev = h.worker("reviewer").await;
     let mut env = message(&h, &bot, &rev.address, "x");
     env.insert("type".into(), json!("agentbus.task.request.v1"));
     env.insert(
@@ -614,4 +614,33 @@ async fn shutdown_closes_websockets_with_a_going_away_frame() {
         .await
         .unwrap()
         .unwrap();
+}
+
+/// A body sent to a route that takes none is never read: the answer closes the connection, so a
+/// client reusing it cannot have its next request fail on the unread rest (a broken pipe).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unread_body_closes_the_connection_after_the_answer() {
+    let h = Harness::start().await;
+    let a = h.agent("alpha").await;
+    let resp = h
+        .http
+        .post(format!("{}/v1/agents/{}/suspend", h.url, a.id))
+        .bearer_auth(&h.admin)
+        .header("content-type", "application/json")
+        .body(vec![b' '; 512 * 1024])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["connection"], "close");
+    let read = h
+        .http
+        .post(format!("{}/v1/workspaces", h.url))
+        .bearer_auth(&h.admin)
+        .header("content-type", "application/json")
+        .body(r#"{"slug": "read-body"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), 201);
+    assert!(read.headers().get("connection").is_none());
 }
