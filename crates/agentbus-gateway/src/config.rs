@@ -1233,7 +1233,7 @@ pub fn render_markdown() -> String {
     out.push_str(
         "\n## The test clock\n\n\
          `--unsafe-test-clock` gives black-box tests a clock they can move: the gateway's time is the \
-         system time plus an offset that `POST /v1/test/clock` with `{\"advance\": \"25h\"}` (an admin's \
+         system time plus an offset that `POST /v1/test/clock` with `{\"advance\": \"25h\"}` (the gateway operator's \
          token) moves forward, then runs one reaper pass, so timers due by the new time have fired when it \
          answers; `GET /v1/test/clock` reads it. The offset is kept in the data directory, so a restart \
          keeps the time. It can never be switched on by accident: it is a flag only (no variable, no \

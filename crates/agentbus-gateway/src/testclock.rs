@@ -1,5 +1,5 @@
 //! The black-box test clock (`--unsafe-test-clock`, docs/settings.md): the system time plus an
-//! offset that an admin moves forward over HTTP, so a test outside the process can cross the
+//! offset that the gateway operator moves forward over HTTP, so a test outside the process can cross the
 //! replay window, the idempotency window, expiries, TTLs and lease timeouts without waiting.
 //!
 //! It cannot be switched on by accident: only a flag turns it on; a data directory records at
@@ -144,11 +144,12 @@ pub struct Advance {
 
 async fn admin<S: Store>(app: &App<S>, headers: &HeaderMap) -> ApiResult<Arc<TestClock>> {
     match crate::auth::bearer(app, headers).await? {
-        Principal::User(u) if u.role == Role::Admin => {}
+        // The clock is the whole gateway's, every tenant's: only its operator moves it.
+        Principal::User(u) if u.role == Role::Operator => {}
         _ => {
             return Err(ApiError::new(
                 Code::NotPermitted,
-                "the test clock is moved with an admin's integration token",
+                "the test clock is moved with the gateway operator's integration token",
             ));
         }
     }
@@ -159,7 +160,7 @@ fn now_json(clock: &TestClock) -> Value {
     json!({"now": clock.now().to_string(), "offset_ms": clock.offset_ms()})
 }
 
-/// `GET /v1/test/clock` (admin): the test clock's time.
+/// `GET /v1/test/clock` (operator): the test clock's time.
 pub async fn read<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
@@ -168,7 +169,7 @@ pub async fn read<S: Store>(
     Ok(Json(now_json(&clock)))
 }
 
-/// `POST /v1/test/clock` `{"advance": "25h"}` (admin): moves the clock forward, then runs one
+/// `POST /v1/test/clock` `{"advance": "25h"}` (operator): moves the clock forward, then runs one
 /// reaper pass, so every timer due by the new time has fired when this answers.
 pub async fn advance<S: Store>(
     State(app): State<Arc<App<S>>>,

@@ -24,6 +24,8 @@ pub struct GwProc {
     pub url: String,
     /// The first start's admin token (empty on later starts).
     pub admin: String,
+    /// The first start's gateway operator token (empty on later starts): it moves the test clock.
+    pub operator: String,
     /// The start-up document (`--json`).
     pub doc: Value,
     /// Its log lines, read as they come (so a full pipe never blocks the gateway).
@@ -83,6 +85,10 @@ impl GwProc {
         GwProc {
             url: doc["url"].as_str().unwrap().to_owned(),
             admin: doc["admin_token"].as_str().unwrap_or_default().to_owned(),
+            operator: doc["operator_token"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
             child: Some(child),
             doc,
             logs,
@@ -129,7 +135,7 @@ impl GwProc {
             &self.url,
             "POST",
             "/v1/test/clock",
-            &self.admin,
+            &self.operator,
             Some(&json!({"advance": by})),
         );
         assert_eq!(s, 200, "{v}");
@@ -552,7 +558,7 @@ fn the_test_clock_is_refused_unless_the_data_directory_was_made_for_it() {
         &gw.url,
         "POST",
         "/v1/test/clock",
-        &gw.admin,
+        &gw.operator,
         Some(&json!({"advance": "1h"})),
     );
     assert_eq!(s, 404, "no test clock route without the flag");
