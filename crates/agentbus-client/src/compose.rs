@@ -33,6 +33,8 @@ pub struct Draft {
     pub expires_at: Option<Timestamp>,
     /// `capability` and `capability_version` (task requests).
     pub capability: Option<(String, String)>,
+    /// `budget`: `{currency, max}` (§2.1; task requests).
+    pub budget: Option<Value>,
 }
 
 impl Draft {
@@ -49,6 +51,7 @@ impl Draft {
             idempotency_key: None,
             expires_at: None,
             capability: None,
+            budget: None,
         }
     }
 
@@ -125,6 +128,9 @@ pub fn seal(
     if let Some((cap, version)) = draft.capability {
         env.insert("capability".into(), json!(cap));
         env.insert("capability_version".into(), json!(version));
+    }
+    if let Some(b) = draft.budget {
+        env.insert("budget".into(), b);
     }
     env.insert("data".into(), draft.data);
     sign_envelope(&mut env, key, key_id)
