@@ -783,10 +783,40 @@ fn lifecycle(task: &str, action: TaskAction, attach: &[PathBuf], printer: &Print
                 e
             }
         })?;
+    // The gateway stores a late or ignored lifecycle message but applies nothing (§6.3): that
+    // is not success, and the receipt says which it was and the task's state.
+    let receipt = &acted.sent.receipt.body;
+    let state = receipt["task_state"].as_str().unwrap_or("?");
+    let refused = if receipt["late"] == json!(true) {
+        Some(format!("it arrived after the task had ended ({state})"))
+    } else if receipt["ignored"] == json!(true) {
+        Some(format!("a {state} task takes no {}", acted.verb))
+    } else {
+        None
+    };
+    if let Some(why) = refused {
+        let e = CliError::new(
+            ErrorKind::Failed,
+            format!(
+                "{} for {} was recorded but changed nothing: {why}",
+                acted.verb, acted.task_id
+            ),
+        )
+        .fix(format!(
+            "see what happened to the task: agentbus trace {}",
+            acted.task_id
+        ));
+        if printer.is_json() {
+            // The receipt is still printed: the envelope was stored.
+            printer.json(&json!({"sent": acted.sent.summary(), "error": {"kind": "failed", "message": e.message, "fix": e.fix}}))?;
+            return Ok(ErrorKind::Failed.exit_code());
+        }
+        return Err(e);
+    }
     printer.either(
         &acted.sent.summary(),
         &format!(
-            "sent {} for {} to {}",
+            "sent {} for {} to {} (task {state})",
             acted.verb,
             acted.task_id,
             acted.sent.to()
