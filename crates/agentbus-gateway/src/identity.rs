@@ -2,8 +2,7 @@
 
 use std::sync::Arc;
 
-use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Map, Value, json};
 
@@ -17,6 +16,7 @@ use agentbus_store::*;
 use crate::app::{App, Principal, new_token, token_hash};
 use crate::auth::bearer;
 use crate::error::{ApiError, ApiResult, Body};
+use crate::extract::{Json, Path};
 use crate::roles::administers;
 
 /// Card fields a PATCH may change (§10); `id`, `name` and `address` never change (§4.1).

@@ -8,8 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -26,6 +25,7 @@ use agentbus_store::*;
 use crate::app::{App, Principal};
 use crate::auth::bearer;
 use crate::error::{ApiError, ApiResult};
+use crate::extract::{Json, Path, Query};
 use crate::roles::administers;
 
 /// Per-task locks, so two lifecycle messages of one task never race.
@@ -525,6 +525,36 @@ pub async fn get<S: Store>(
     Ok(Json(task_json(&app, &row).await?))
 }
 
+/// The most characters of a cancel's `reason`: what the `task.cancel` notice it becomes may carry
+/// (§5, its schema's `maxLength`).
+const MAX_CANCEL_REASON: usize = 2000;
+
+/// The body of `POST /v1/tasks/{id}/cancel`: nothing, or `{"reason"?: string}`; anything else is
+/// refused before the task is touched.
+fn cancel_reason(body: &[u8]) -> ApiResult<Option<String>> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Cancel {
+        reason: Option<String>,
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let c: Cancel = crate::extract::parse_json(body)?;
+    if let Some(r) = &c.reason
+        && r.chars().count() > MAX_CANCEL_REASON
+    {
+        return Err(ApiError::new(
+            Code::InvalidRequest,
+            format!(
+                "`reason` is {} characters; at most {MAX_CANCEL_REASON} (the task.cancel schema, §5)",
+                r.chars().count()
+            ),
+        ));
+    }
+    Ok(c.reason)
+}
+
 /// `POST /v1/tasks/{id}/cancel` `{reason?}`: an admin whose scope covers a party cancels a task
 /// through the console (§5.7, §6.2). The gateway records the cancel in the timeline (actor `user:<id>`) and tells both
 /// parties with a `task.cancel` notice from `agent://system/gateway/tasks`; the transition follows
@@ -551,10 +581,8 @@ pub async fn admin_cancel<S: Store>(
             "§6.2: only the requester or a workspace admin may cancel a task",
         ));
     }
+    let reason = cancel_reason(&body)?;
     let row = readable(&app, &who, &id).await?;
-    let reason = agentbus_protocol::json::parse(&body)
-        .ok()
-        .and_then(|v| v.get("reason").and_then(Value::as_str).map(str::to_owned));
     let now = app.now();
     let outcome = {
         let _guard = app.task_locks.lock(&id).await;
