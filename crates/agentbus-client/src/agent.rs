@@ -113,8 +113,92 @@ pub struct Delegation {
     pub max_duration_s: Option<u64>,
     /// The request expires this long after sending.
     pub expires_in: Option<Duration>,
-    /// Makes retries safe: the same key returns the original task (§8).
+    /// Makes retries safe: the same key returns the original task (§8). When absent, one is
+    /// derived from the delegation itself ([`Delegation::derived_key`]).
     pub idempotency_key: Option<String>,
+    /// Send no idempotency key at all: a new task even for a delegation repeated within the
+    /// idempotency window.
+    pub new_task: bool,
+    /// `budget` (§2.1), advisory in v1.
+    pub budget: Option<Budget>,
+}
+
+/// How long a request stays deliverable when the caller names no expiry: the wire protocol's
+/// default message expiry (§6.3, 24 h), sent explicitly so the worker sees it (§5.2).
+pub const DEFAULT_TASK_EXPIRY: Duration = Duration::from_secs(24 * 3600);
+
+/// A task's `budget` (§2.1): a maximum amount in a currency.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Budget {
+    /// Three upper-case letters (ISO 4217), such as `USD`.
+    pub currency: String,
+    /// A non-negative decimal string, such as `2.00`.
+    pub max: String,
+}
+
+impl Budget {
+    /// Parses `2.00`, `2.00 USD`, `2.00USD` or `USD 2.00` (the currency defaults to USD).
+    pub fn parse(text: &str) -> Result<Budget> {
+        let t = text.trim();
+        let split = |s: &str| {
+            let letters: String = s.chars().filter(char::is_ascii_alphabetic).collect();
+            let amount: String = s
+                .chars()
+                .filter(|c| !c.is_ascii_alphabetic() && !c.is_whitespace())
+                .collect();
+            (letters, amount)
+        };
+        let (currency, max) = split(t);
+        let currency = if currency.is_empty() {
+            "USD".to_owned()
+        } else {
+            currency
+        };
+        let ok_currency = currency.len() == 3 && currency.bytes().all(|b| b.is_ascii_uppercase());
+        let ok_max = {
+            let (whole, frac) = max.split_once('.').unwrap_or((&max, "0"));
+            !whole.is_empty()
+                && !frac.is_empty()
+                && whole.bytes().all(|b| b.is_ascii_digit())
+                && frac.bytes().all(|b| b.is_ascii_digit())
+        };
+        if !ok_currency || !ok_max {
+            return Err(ClientError::Invalid(format!(
+                "{text:?} is not a budget: write an amount and a currency of three upper-case letters, like 2.00 USD"
+            )));
+        }
+        Ok(Budget { currency, max })
+    }
+
+    /// The attribute's value.
+    pub fn to_json(&self) -> Value {
+        json!({"currency": self.currency, "max": self.max})
+    }
+}
+
+impl Delegation {
+    /// The idempotency key a delegation gets by default: a hash of everything the caller said
+    /// (sender, worker, capability, instructions, input, files named, constraints, budget), so
+    /// that repeating the same delegation (a retry after a timeout) within the gateway's
+    /// idempotency window (§8: 7 days) returns the original task instead of making a second.
+    pub fn derived_key(&self, sender: &str) -> String {
+        use sha2::Digest as _;
+        let said = json!({
+            "from": sender,
+            "to": self.to,
+            "capability": self.capability,
+            "capability_version": self.capability_version.as_deref().unwrap_or("1"),
+            "instructions": self.instructions,
+            "input": self.input,
+            "attach": self.attach.iter().map(|p| p.to_string_lossy()).collect::<Vec<_>>(),
+            "subject": self.subject,
+            "constraints": [self.accept_timeout_s, self.progress_timeout_s, self.max_duration_s],
+            "expires_in_ms": self.expires_in.map(|d| d.as_millis() as u64),
+            "budget": self.budget.as_ref().map(Budget::to_json),
+        });
+        let digest = sha2::Sha256::digest(said.to_string().as_bytes());
+        format!("cmd-{}", hex::encode(&digest[..16]))
+    }
 }
 
 /// A delegated task.
@@ -427,6 +511,7 @@ impl Agent {
 
     /// Sends a `message.v1`.
     pub async fn send(&self, m: Message, progress: &dyn UploadProgress) -> Result<Sent> {
+        destination(&m.to)?;
         let mut data = json!({"text": m.text});
         if m.expects_reply {
             data["expects_reply"] = json!(true);
@@ -480,6 +565,13 @@ impl Agent {
         d: Delegation,
         progress: &dyn UploadProgress,
     ) -> Result<Delegated> {
+        destination(&d.to)?;
+        // §5.2 strongly recommends idempotency_key, expires_at and budget on a request.
+        let key = match (&d.idempotency_key, d.new_task) {
+            (Some(k), _) => Some(k.clone()),
+            (None, false) => Some(d.derived_key(&self.profile.agent_id)),
+            (None, true) => None,
+        };
         let mut data = json!({"instructions": d.instructions});
         if let Some(i) = d.input {
             if !i.is_object() {
@@ -511,10 +603,10 @@ impl Agent {
             d.capability,
             d.capability_version.unwrap_or_else(|| "1".into()),
         ));
-        draft.idempotency_key = d.idempotency_key;
-        draft.expires_at = d
-            .expires_in
-            .map(|e| SystemClock.now().plus_ms(e.as_millis() as i64));
+        draft.idempotency_key = key;
+        let expires_in = d.expires_in.unwrap_or(DEFAULT_TASK_EXPIRY);
+        draft.expires_at = Some(SystemClock.now().plus_ms(expires_in.as_millis() as i64));
+        draft.budget = d.budget.as_ref().map(Budget::to_json);
         let sent = self.publish(draft).await?;
         let field = |k: &str| sent.receipt.body[k].as_str().unwrap_or_default().to_owned();
         let (task_id, request_id) = (field("task_id"), field("id"));
@@ -857,6 +949,14 @@ impl Wait {
         self.feed.step(left.min(Duration::from_secs(1))).await?;
         Ok(true)
     }
+}
+
+/// Checks a destination's form (§4.1) here, before anything is uploaded or sent: a malformed
+/// address is the caller's mistake, not the gateway's refusal.
+fn destination(to: &str) -> Result<()> {
+    to.parse::<agentbus_protocol::address::Address>()
+        .map(drop)
+        .map_err(|e| ClientError::Address(e.to_string()))
 }
 
 /// Whom an answer to `original` goes to: its `reply_to`, else its `source` (§7).

@@ -35,6 +35,8 @@ pub struct Draft {
     pub capability: Option<(String, String)>,
     /// The `usage` extension (§5.5's shared usage schema), when the sender measured it.
     pub usage: Option<Value>,
+    /// `budget`: `{currency, max}` (§2.1; task requests).
+    pub budget: Option<Value>,
 }
 
 impl Draft {
@@ -52,6 +54,7 @@ impl Draft {
             expires_at: None,
             capability: None,
             usage: None,
+            budget: None,
         }
     }
 
@@ -131,6 +134,9 @@ pub fn seal(
     }
     if let Some(u) = draft.usage {
         env.insert("usage".into(), u);
+    }
+    if let Some(b) = draft.budget {
+        env.insert("budget".into(), b);
     }
     env.insert("data".into(), draft.data);
     sign_envelope(&mut env, key, key_id)

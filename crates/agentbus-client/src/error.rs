@@ -70,6 +70,17 @@ pub enum ClientError {
     /// An argument or input cannot be used.
     #[error("{0}")]
     Invalid(String),
+    /// A destination is not an address (§4.1); found before any request.
+    #[error("{0}")]
+    Address(String),
+    /// A gateway URL that no request can be made to; found before any request.
+    #[error("{url:?} is not a gateway URL: {why}")]
+    GatewayUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        why: String,
+    },
     /// Handing a message to local delivery failed.
     #[error("local delivery refused the message: {0}")]
     Import(String),

@@ -85,6 +85,7 @@ pub fn install_crypto_provider() {
 impl Gateway {
     /// A client of the gateway at `base` (e.g. `http://127.0.0.1:7700`) with `token`.
     pub fn new(base: &str, token: &str) -> Result<Gateway> {
+        check_url(base)?;
         install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
@@ -161,7 +162,7 @@ impl Gateway {
         }
         let resp = req.send().await.map_err(|e| ClientError::Unreachable {
             url: url.clone(),
-            detail: e.to_string(),
+            detail: unreachable_detail(&e),
         })?;
         let status = resp.status();
         let header = |name: &str| {
@@ -400,7 +401,7 @@ impl Gateway {
             .await
             .map_err(|e| ClientError::Unreachable {
                 url: url.clone(),
-                detail: e.to_string(),
+                detail: unreachable_detail(&e),
             })?;
         let status = resp.status();
         let bytes = resp.bytes().await.map_err(|e| ClientError::Unreachable {
@@ -487,5 +488,51 @@ pub fn api_error(status: StatusCode, body: &Value) -> ClientError {
             code_str
         },
         message,
+    }
+}
+
+/// Checks that `base` is an `http://` or `https://` URL with a host, so that a mistyped
+/// `--gateway` is named as such rather than reported as a failed request.
+pub fn check_url(base: &str) -> Result<()> {
+    let bad = |why: &str| ClientError::GatewayUrl {
+        url: base.to_owned(),
+        why: why.to_owned(),
+    };
+    let Some((scheme, _)) = base.split_once("://") else {
+        return Err(bad("it has no scheme (http:// or https://)"));
+    };
+    if scheme != "http" && scheme != "https" {
+        return Err(bad("the scheme must be http or https"));
+    }
+    let url = reqwest::Url::parse(base).map_err(|e| bad(&e.to_string()))?;
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(bad("it names no host"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(bad("a gateway URL takes no query or fragment"));
+    }
+    Ok(())
+}
+
+/// The detail of an [`ClientError::Unreachable`] whose connection was refused.
+pub const CONNECTION_REFUSED: &str = "connection refused";
+
+/// What a failed request's cause was, in the words a person uses: the innermost error of the
+/// HTTP stack ("connection refused") rather than its outer "error sending request".
+pub fn unreachable_detail(e: &reqwest::Error) -> String {
+    let mut inner: &dyn std::error::Error = e;
+    while let Some(next) = inner.source() {
+        inner = next;
+    }
+    if let Some(io) = inner.downcast_ref::<std::io::Error>()
+        && io.kind() == std::io::ErrorKind::ConnectionRefused
+    {
+        return CONNECTION_REFUSED.to_owned();
+    }
+    let text = inner.to_string();
+    if e.is_timeout() {
+        format!("timed out ({text})")
+    } else {
+        text
     }
 }

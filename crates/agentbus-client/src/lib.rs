@@ -21,6 +21,7 @@ pub mod inbox;
 pub mod keystore;
 pub mod profile;
 pub mod receive;
+pub mod suggest;
 
 pub use agent::Agent;
 pub use error::{ClientError, Result};

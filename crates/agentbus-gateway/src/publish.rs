@@ -340,6 +340,13 @@ async fn store_checked<S: Store>(
         idempotency_since,
         max_depth: Some(app.config.inbox_max_depth),
     };
+    // What the message did to its task, for the receipt: a late or ignored lifecycle message is
+    // stored and recorded (§6.3, G-WP-7) but changed nothing, and its sender is told so.
+    let task_outcome = task.as_ref().map(|t| match &t.write {
+        TaskWrite::Create(row, ev) | TaskWrite::Update(row, _, ev) => {
+            (row.state.clone(), ev.flag.clone())
+        }
+    });
     let stored = app.store.publish(msg).await;
     drop(task);
     match stored? {
@@ -353,7 +360,13 @@ async fn store_checked<S: Store>(
             }
             app.wake(route.recipients.iter().map(|r| r.id.as_str()));
             held_for_suspended(app, &route, &message, &sequences).await?;
-            Ok((StatusCode::ACCEPTED, receipt_with_trace(&message, &trace)))
+            let mut body = receipt_with_trace(&message, &trace);
+            if let Some((state, flag)) = task_outcome {
+                body["task_state"] = json!(state);
+                body["late"] = json!(flag.as_deref() == Some("late"));
+                body["ignored"] = json!(flag.as_deref() == Some("ignored"));
+            }
+            Ok((StatusCode::ACCEPTED, body))
         }
         PublishOutcome::DuplicateId(existing) => replayed(existing, c.signed_hash, c.idem_key),
         PublishOutcome::IdempotentReplay(existing) => Ok((StatusCode::OK, receipt_body(&existing))),

@@ -11,10 +11,10 @@ use agentbus_protocol::timestamp::Timestamp;
 
 use crate::address::{Address, is_agent_identity, is_engineer, is_session_id};
 use crate::bound::bound;
-use crate::consts::LINE_VERSION;
 use crate::consts::SEEN_IDS;
+use crate::consts::{LINE_VERSION, V1_RATE_MS};
 use crate::line::{Kind, Line, Message, SEEN, Seen, Via, bound_text, import_id, message_id};
-use crate::pace::{Window, window_for};
+use crate::pace::{Pace, Window, window_for};
 use crate::redact::redact;
 use crate::store::{Store, StoreError};
 
@@ -61,10 +61,9 @@ pub enum SendError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The sender's window to this recipient is full (LM-57).
-    #[error(
-        "window full: {to} has not acknowledged {outstanding} of your messages (window {size}); wait until it reads them"
-    )]
+    /// The sender's window to this recipient is full (LM-57), or its fixed pace is (LM-63,
+    /// LM-64); the message states the rule that refused it.
+    #[error("{}", refusal(to, *pace, *outstanding, *size, *next_in_ms))]
     WindowFull {
         /// The recipient.
         to: String,
@@ -72,6 +71,10 @@ pub enum SendError {
         outstanding: u32,
         /// The window.
         size: u32,
+        /// The rule pacing this pair.
+        pace: Pace,
+        /// For a fixed pace, how long until the next message is admitted.
+        next_in_ms: Option<i64>,
     },
     /// The message would push one of the sender's own unread messages to the same recipient out
     /// of the log (LM-67).
@@ -431,6 +434,13 @@ fn check_pair(m: &Message, w: &Window, snap: &crate::store::Snapshot) -> Result<
             to: m.to.clone(),
             outstanding: w.outstanding,
             size: w.size,
+            pace: w.pace,
+            next_in_ms: match w.pace {
+                Pace::Window => None,
+                Pace::Floor | Pace::Rate => w
+                    .last_ms
+                    .map(|l| (l + V1_RATE_MS - m.ms).clamp(1, V1_RATE_MS)),
+            },
         });
     }
     if let Some(latest) = w.last_ms.filter(|&l| l > m.ms) {
@@ -480,5 +490,26 @@ fn check_steer(m: &Message, to: &Address, node: &str) -> Result<(), SendError> {
             "a {} to {to} would not count: steers count only for sessions of this machine",
             m.kind.as_str()
         ))),
+    }
+}
+
+/// The words of a pacing refusal: which rule refused the message and when the next one goes.
+fn refusal(to: &str, pace: Pace, outstanding: u32, size: u32, next_in_ms: Option<i64>) -> String {
+    let per = V1_RATE_MS / 1000;
+    let next = next_in_ms.map_or_else(String::new, |ms| {
+        format!("; the next is admitted in {} s", (ms + 999) / 1000)
+    });
+    match pace {
+        Pace::Window => format!(
+            "window full: {to} has not acknowledged {outstanding} of your messages (window {size}); wait until it reads them"
+        ),
+        // LM-63: nobody is bound to acknowledge a broadcast or the engineer.
+        Pace::Floor => format!(
+            "paced: {to} takes one message per {per} s from you while {outstanding} of yours are unacknowledged (window {size}){next}"
+        ),
+        // LM-64: a session of another node, until that node acknowledges the pair.
+        Pace::Rate => format!(
+            "paced: {to} is on another node that has acknowledged none of your messages, so it takes one per {per} s{next}"
+        ),
     }
 }

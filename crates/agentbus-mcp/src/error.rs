@@ -73,7 +73,8 @@ impl From<ClientError> for ToolError {
             ClientError::UnknownMessage { .. } | ClientError::UnknownTask { .. } => {
                 Code::NothingHeldHere
             }
-            ClientError::Invalid(_) => Code::ToolArguments,
+            ClientError::Invalid(_) | ClientError::Address(_) => Code::ToolArguments,
+            ClientError::GatewayUrl { .. } => Code::LocalStateFailed,
             ClientError::NoHome
             | ClientError::Io { .. }
             | ClientError::Key(_)

@@ -481,8 +481,35 @@ pub fn envelope_body(env: &Envelope) -> String {
                 let _ = write!(out, " {n}");
             }
         }
-        Some(KnownType::SystemUndeliverable | KnownType::SystemExpired) => {
-            out.push_str(&json(data))
+        // System notices read as sentences (§5.9, §5.10), not as the JSON they travel in.
+        Some(KnownType::SystemUndeliverable) => {
+            let _ = write!(
+                out,
+                "Undeliverable: your message {} could not be delivered ({}",
+                s("original_message_id").unwrap_or("?"),
+                s("code").unwrap_or("?"),
+            );
+            if let Some(n) = data.get("attempts").and_then(Value::as_i64) {
+                let _ = write!(out, ", after {n} attempts");
+            }
+            out.push_str(").");
+            if data.get("dead_lettered") == Some(&Value::Bool(true)) {
+                out.push_str(" It was dead-lettered.");
+            }
+        }
+        Some(KnownType::SystemExpired) => {
+            let _ = write!(
+                out,
+                "Expired: your message {} was not delivered before it expired at {}",
+                s("original_message_id").unwrap_or("?"),
+                s("expired_at").unwrap_or("?"),
+            );
+            match s("last_state") {
+                Some(state) => {
+                    let _ = write!(out, " (it had been {state}).");
+                }
+                None => out.push('.'),
+            }
         }
         None => {
             // A known type with a schema of another major is named as such: its data may mean
@@ -535,6 +562,35 @@ mod receiver_rules {
             "data": {"text": "secret payload", "x_new_field": 1}, "x_unknown_attr": true
         });
         Envelope::from_map(v.as_object().cloned().unwrap_or_default())
+    }
+
+    fn notice(kind: KnownType, data: serde_json::Value) -> String {
+        let v = serde_json::json!({
+            "type": kind.as_str(), "schema": kind.schema_url(), "data": data,
+        });
+        envelope_body(&Envelope::from_map(
+            v.as_object().cloned().unwrap_or_default(),
+        ))
+    }
+
+    #[test]
+    fn system_notices_read_as_sentences_not_json() {
+        let body = notice(
+            KnownType::SystemUndeliverable,
+            serde_json::json!({"original_message_id": "msg_1", "code": "AB-4013", "attempts": 5, "dead_lettered": true}),
+        );
+        assert_eq!(
+            body,
+            "Undeliverable: your message msg_1 could not be delivered (AB-4013, after 5 attempts). It was dead-lettered."
+        );
+        let body = notice(
+            KnownType::SystemExpired,
+            serde_json::json!({"original_message_id": "msg_2", "expired_at": "2026-10-10T15:05:00Z", "last_state": "routed"}),
+        );
+        assert_eq!(
+            body,
+            "Expired: your message msg_2 was not delivered before it expired at 2026-10-10T15:05:00Z (it had been routed)."
+        );
     }
 
     #[test]

@@ -1,12 +1,12 @@
 //! The command line, as clap sees it. Each area's arguments are defined next to its command module.
 
-use clap::{Parser, Subcommand};
+use clap::{Arg, ArgMatches, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 use crate::commands::{
-    agent::AgentCommand, directory::AgentsArgs, directory::CardArgs, directory::TopicArgs,
-    doctor::DoctorArgs, envelope::EnvelopeArgs, explain::ExplainArgs, gateway::GatewayArgs,
-    keys::KeysArgs, local::LocalCommand, mcp::McpArgs, share::ShareArgs, sidecar::SidecarArgs,
-    trace::TraceArgs, work::WorkArgs,
+    agent::AgentCommand, completions::CompletionsArgs, directory::AgentsArgs, directory::CardArgs,
+    directory::TopicArgs, doctor::DoctorArgs, envelope::EnvelopeArgs, explain::ExplainArgs,
+    gateway::GatewayArgs, keys::KeysArgs, local::LocalCommand, mcp::McpArgs, share::ShareArgs,
+    sidecar::SidecarArgs, trace::TraceArgs, work::WorkArgs,
 };
 
 /// AgentBus: messaging for fleets of AI agents, on one machine, across a team through a gateway,
@@ -26,9 +26,13 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
-    /// The agent profile to act as (see `agentbus connect`); default: the only one saved.
-    #[arg(long, global = true, env = "AGENTBUS_PROFILE")]
-    pub profile: Option<String>,
+    /// Print only results and errors: no progress bars, no running commentary on stderr.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+
+    /// Say more on stderr: which profile, agent and gateway a command acts through.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
 
     #[command(subcommand)]
     pub command: Command,
@@ -78,4 +82,92 @@ pub enum Command {
     /// Work this agent's delegated tasks headless: drive a harness (Claude Code, Codex, OpenCode, or any command)
     /// through accept, heartbeats, questions, cancels and results.
     Work(WorkArgs),
+    /// Print a shell completion script (LM-80).
+    #[command(
+        after_help = "Examples:\n  agentbus completions bash > ~/.local/share/bash-completion/completions/agentbus\n  agentbus completions zsh > \"${fpath[1]}/_agentbus\"\n  agentbus completions fish > ~/.config/fish/completions/agentbus.fish"
+    )]
+    Completions(CompletionsArgs),
+}
+
+/// The commands that act as an agent profile, and so take `--profile` (a space separates a
+/// subcommand; the option then holds for everything below it). Other commands do not show it.
+const PROFILE_COMMANDS: &[&str] = &[
+    "connect",
+    "send",
+    "ack",
+    "delegate",
+    "accept",
+    "progress",
+    "needs-input",
+    "complete",
+    "fail",
+    "reject",
+    "answer",
+    "cancel",
+    "tell",
+    "ask",
+    "reply",
+    "inbox",
+    "listen",
+    "sidecar",
+    "trace",
+    "agents",
+    "card",
+    "topic",
+    "doctor",
+    "mcp",
+    "work",
+    "keys list",
+    "keys rotate",
+    "keys revoke",
+];
+
+/// The option's id in the parsed matches.
+const PROFILE: &str = "profile";
+
+fn profile_arg() -> Arg {
+    Arg::new(PROFILE)
+        .long(PROFILE)
+        .env("AGENTBUS_PROFILE")
+        .global(true)
+        .value_name("NAME")
+        .help("The agent profile to act as (see `agentbus connect`); default: the only one saved")
+}
+
+/// The whole command line: the derived parser with `--profile` on the commands that use it.
+/// Completions are generated from this too, so they offer `--profile` exactly where it applies.
+pub fn command() -> clap::Command {
+    // Before the subcommand (`agentbus --profile x reply …`, as frames suggest) it stays
+    // accepted, and hidden: help pages show it on the commands where it means something.
+    let mut cmd = Cli::command().arg(
+        Arg::new(PROFILE)
+            .long(PROFILE)
+            .value_name("NAME")
+            .hide(true),
+    );
+    for path in PROFILE_COMMANDS {
+        cmd = add_profile(cmd, &path.split(' ').collect::<Vec<_>>());
+    }
+    cmd
+}
+
+fn add_profile(cmd: clap::Command, path: &[&str]) -> clap::Command {
+    match path {
+        [] => cmd.arg(profile_arg()),
+        [first, rest @ ..] => cmd.mut_subcommand(*first, |sub| add_profile(sub, rest)),
+    }
+}
+
+/// Parses the process's arguments (exiting as clap does on a usage error): the command and the
+/// `--profile` given to it, if any.
+pub fn parse() -> (Cli, Option<String>) {
+    let matches = command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    (cli, profile_of(&matches))
+}
+
+/// The deepest `--profile` value along the chosen subcommands.
+fn profile_of(m: &ArgMatches) -> Option<String> {
+    let here = m.try_get_one::<String>(PROFILE).ok().flatten().cloned();
+    m.subcommand().and_then(|(_, sub)| profile_of(sub)).or(here)
 }

@@ -9,8 +9,6 @@ mod route;
 
 use std::process::ExitCode;
 
-use clap::Parser as _;
-
 use crate::error::ErrorKind;
 use crate::printer::Printer;
 
@@ -20,9 +18,10 @@ use crate::printer::Printer;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let (cli, profile) = cli::parse();
+    printer::set_verbosity(printer::Verbosity::from_flags(cli.quiet, cli.verbose));
     let printer = Printer::new(cli.json);
-    let _ = commands::gw::PROFILE.set(cli.profile.clone());
+    let _ = commands::gw::PROFILE.set(profile);
     match commands::run(cli.command, &printer) {
         Ok(code) => code,
         Err(e) => {

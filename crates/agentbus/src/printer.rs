@@ -9,12 +9,54 @@
 #![allow(clippy::print_stdout)]
 
 use std::io::Write as _;
+use std::sync::OnceLock;
 
 use serde_json::Value;
 
 use agentbus_protocol::text::for_terminal;
 
 use crate::error::CliError;
+
+/// How much a command says besides its result and its errors (`-q`, `-v`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Verbosity {
+    /// `-q`: results and errors only; no progress bars, no commentary.
+    Quiet,
+    /// The default: progress on a terminal, commentary while waiting.
+    Normal,
+    /// `-v`: also what the command acts through (profile, agent, gateway).
+    Verbose,
+}
+
+impl Verbosity {
+    /// The level the global flags ask for.
+    pub fn from_flags(quiet: bool, verbose: bool) -> Verbosity {
+        match (quiet, verbose) {
+            (true, _) => Verbosity::Quiet,
+            (false, true) => Verbosity::Verbose,
+            (false, false) => Verbosity::Normal,
+        }
+    }
+}
+
+static VERBOSITY: OnceLock<Verbosity> = OnceLock::new();
+
+/// Sets the level once, from `main`.
+pub fn set_verbosity(v: Verbosity) {
+    let _ = VERBOSITY.set(v);
+}
+
+/// The level in force (`Normal` unless `main` set another).
+pub fn verbosity() -> Verbosity {
+    VERBOSITY.get().copied().unwrap_or(Verbosity::Normal)
+}
+
+/// Writes a `-v` line to stderr, made safe for a terminal; nothing at the other levels.
+pub fn detail(text: &str) {
+    if verbosity() >= Verbosity::Verbose {
+        let _ = writeln!(std::io::stderr().lock(), "{}", for_terminal(text));
+    }
+}
 
 /// Writes the command's output to stdout and its errors to stderr.
 #[derive(Debug, Clone, Copy)]
@@ -44,6 +86,14 @@ impl Printer {
     /// Writes one line of human output, made safe for a terminal.
     pub fn line(&self, text: &str) -> Result<(), CliError> {
         self.data_line(&for_terminal(text))
+    }
+
+    /// Writes a line of running commentary (what a wait is waiting for, how far it got): human
+    /// mode only, and not with `-q`. Losing it loses nothing the result does not say.
+    pub fn commentary(&self, text: &str) {
+        if !self.json && verbosity() > Verbosity::Quiet {
+            let _ = self.line(text);
+        }
     }
 
     /// Writes one line of machine output (a JSON line, a harness's answer) exactly as given.

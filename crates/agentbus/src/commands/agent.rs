@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use agentbus_client::agent::{Delegation, Message, TaskAction, received_json};
+use agentbus_client::agent::{Budget, Delegation, Message, TaskAction, received_json};
 use agentbus_client::inbox::Received;
 use agentbus_client::profile::Profiles;
 use agentbus_client::{ClientError, Gateway, KeyStore, Profile};
@@ -16,7 +16,7 @@ use agentbus_protocol::signing::SigningKey;
 use agentbus_runtime::keyfile::KeyFileError;
 use agentbus_runtime::random_bytes;
 
-use super::gw::{Ctx, client_error, json_object, parse_duration, runtime};
+use super::gw::{Ctx, client_error, json_object, parse_duration, recipient_hint, runtime};
 use super::progress::Transfer;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
@@ -176,12 +176,22 @@ pub struct DelegateArgs {
     /// Seconds the whole task may take once accepted (30-604800).
     #[arg(long, value_name = "S")]
     max_duration: Option<u64>,
-    /// The request expires after this long (sets expires_at).
-    #[arg(long, value_name = "DURATION")]
-    expires_in: Option<String>,
-    /// A key that makes retries safe: the same key returns the original task (§8).
-    #[arg(long)]
+    /// The request expires after this long unless a worker takes it (sets expires_at; default
+    /// 24h).
+    #[arg(long, visible_alias = "expires-in", value_name = "DURATION")]
+    expires: Option<String>,
+    /// A key that makes retries safe: the same key returns the original task (§8). Default: one
+    /// derived from this command line, so running the same command again within the gateway's
+    /// idempotency window (7 days) returns the same task.
+    #[arg(long, conflicts_with = "new_task")]
     idempotency_key: Option<String>,
+    /// Make a new task even if this same command ran within the idempotency window (sends no
+    /// idempotency key).
+    #[arg(long)]
+    new_task: bool,
+    /// The most the task may cost, like 2.00 USD (the budget attribute; advisory in v1).
+    #[arg(long, value_name = "AMOUNT")]
+    budget: Option<String>,
 }
 
 /// Arguments of `accept`.
@@ -367,6 +377,7 @@ pub fn run(command: AgentCommand, printer: &Printer) -> CliResult {
 }
 
 fn connect(args: ConnectArgs, printer: &Printer) -> CliResult {
+    agentbus_client::http::check_url(&args.gateway).map_err(client_error)?;
     let profiles = Profiles::open_default().map_err(client_error)?;
     let name = super::gw::PROFILE
         .get()
@@ -541,7 +552,9 @@ fn send(args: SendArgs, printer: &Printer) -> CliResult {
         expects_reply: args.expects_reply || wait.is_some(),
     };
     let progress = Transfer::new(message.attach.len());
-    let sent = ctx.block(agent.send(message, &progress))?;
+    let sent = ctx
+        .block(agent.send(message, &progress))
+        .map_err(|e| recipient_hint(&ctx, &args.to, e))?;
     drop(progress);
     let summary = sent.summary();
     let id = sent.id().to_owned();
@@ -552,15 +565,10 @@ fn send(args: SendArgs, printer: &Printer) -> CliResult {
     let local = super::local::open_store()?;
     // While it waits, it says how far the message got with each recipient (§5.8 receipts).
     let mut watch = super::trace::Watch::new();
-    if !printer.is_json() {
-        printer.line(&format!("sent {id} to {}; waiting for a reply", args.to))?;
-    }
+    printer.commentary(&format!("sent {id} to {}; waiting for a reply", args.to));
     let reply = ctx.block(agent.wait_reply(&local, &id, wait, &mut |d| {
         for line in watch.take(d) {
-            if !printer.is_json() {
-                // A line that cannot be printed loses nothing the final answer does not say.
-                let _ = printer.line(&line);
-            }
+            printer.commentary(&line);
         }
     }))?;
     match reply {
@@ -660,7 +668,7 @@ fn delegate(args: DelegateArgs, printer: &Printer) -> CliResult {
         .transpose()
         .map_err(usage)?;
     let expires_in = args
-        .expires_in
+        .expires
         .as_deref()
         .map(parse_duration)
         .transpose()
@@ -670,6 +678,15 @@ fn delegate(args: DelegateArgs, printer: &Printer) -> CliResult {
         .as_deref()
         .map(|i| json_object("--input", i))
         .transpose()?;
+    let budget = args
+        .budget
+        .as_deref()
+        .map(Budget::parse)
+        .transpose()
+        .map_err(|e| {
+            CliError::new(ErrorKind::Usage, e.to_string())
+                .fix("write it like --budget \"2.00 USD\"")
+        })?;
     let ctx = Ctx::open()?;
     let agent = ctx.agent();
     let delegation = Delegation {
@@ -685,16 +702,26 @@ fn delegate(args: DelegateArgs, printer: &Printer) -> CliResult {
         max_duration_s: args.max_duration,
         expires_in,
         idempotency_key: args.idempotency_key,
+        new_task: args.new_task,
+        budget,
     };
     let progress = Transfer::new(delegation.attach.len());
-    let d = ctx.block(agent.delegate(delegation, &progress))?;
+    let d = ctx
+        .block(agent.delegate(delegation, &progress))
+        .map_err(|e| recipient_hint(&ctx, &args.to, e))?;
     drop(progress);
     let sent = d.sent.summary();
+    // A derived idempotency key makes a repeated command the same task (§8): say so.
+    let verb = if d.sent.receipt.replay {
+        "already delegated (the same command ran before; pass --new-task for another)"
+    } else {
+        "delegated"
+    };
     let Some(wait) = wait else {
         printer.either(
             &sent,
             &format!(
-                "delegated {} (request {}) to {}",
+                "{verb} {} (request {}) to {}",
                 d.task_id, d.request_id, args.to
             ),
         )?;
@@ -756,10 +783,40 @@ fn lifecycle(task: &str, action: TaskAction, attach: &[PathBuf], printer: &Print
                 e
             }
         })?;
+    // The gateway stores a late or ignored lifecycle message but applies nothing (§6.3): that
+    // is not success, and the receipt says which it was and the task's state.
+    let receipt = &acted.sent.receipt.body;
+    let state = receipt["task_state"].as_str().unwrap_or("?");
+    let refused = if receipt["late"] == json!(true) {
+        Some(format!("it arrived after the task had ended ({state})"))
+    } else if receipt["ignored"] == json!(true) {
+        Some(format!("a {state} task takes no {}", acted.verb))
+    } else {
+        None
+    };
+    if let Some(why) = refused {
+        let e = CliError::new(
+            ErrorKind::Failed,
+            format!(
+                "{} for {} was recorded but changed nothing: {why}",
+                acted.verb, acted.task_id
+            ),
+        )
+        .fix(format!(
+            "see what happened to the task: agentbus trace {}",
+            acted.task_id
+        ));
+        if printer.is_json() {
+            // The receipt is still printed: the envelope was stored.
+            printer.json(&json!({"sent": acted.sent.summary(), "error": {"kind": "failed", "message": e.message, "fix": e.fix}}))?;
+            return Ok(ErrorKind::Failed.exit_code());
+        }
+        return Err(e);
+    }
     printer.either(
         &acted.sent.summary(),
         &format!(
-            "sent {} for {} to {}",
+            "sent {} for {} to {} (task {state})",
             acted.verb,
             acted.task_id,
             acted.sent.to()

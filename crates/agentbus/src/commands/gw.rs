@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use agentbus_client::http::CONNECTION_REFUSED;
 use agentbus_client::profile::Profiles;
 use agentbus_client::receive::Receiver;
 use agentbus_client::{Agent, AgentInbox, ClientError, Gateway, KeyStore, Profile};
+use agentbus_protocol::Code;
 
 use crate::error::{CliError, ErrorKind};
 
@@ -31,13 +33,28 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
 pub fn client_error(e: ClientError) -> CliError {
     let msg = e.to_string();
     match e {
+        ClientError::Unreachable { url, detail } if detail == CONNECTION_REFUSED => {
+            CliError::new(
+                ErrorKind::Unavailable,
+                format!("connection refused at {url}: no gateway is listening there"),
+            )
+            .fix("start the gateway (agentbus gateway), or connect again with its right URL: agentbus connect --gateway <url> …")
+        }
         ClientError::Unreachable { .. } => CliError::new(ErrorKind::Unavailable, msg)
             .fix("check that the gateway is running and its URL in the profile (agentbus doctor)"),
+        ClientError::GatewayUrl { .. } => CliError::new(ErrorKind::Usage, msg)
+            .fix("write the whole URL, e.g. --gateway http://127.0.0.1:7700"),
+        ClientError::Address(_) => CliError::new(ErrorKind::Usage, msg).fix(
+            "write agent://<tenant>/<workspace>/<name>, topic://<tenant>/<workspace>/<topic> or an agt_ id; `agentbus agents` lists the addresses",
+        ),
         ClientError::Api { code, .. } => {
             let err = CliError::new(ErrorKind::Refused, msg);
             match code {
                 Some(c) => {
-                    let mut err = err.code(c);
+                    let mut err = match cli_fix(c) {
+                        Some(fix) => err.fix(fix).code(c),
+                        None => err.code(c),
+                    };
                     // The code is already in the message the gateway wrote.
                     err.message = e_message(&err.message, c);
                     err
@@ -86,7 +103,43 @@ pub fn client_error(e: ClientError) -> CliError {
     }
 }
 
-fn e_message(message: &str, code: agentbus_protocol::Code) -> String {
+/// The fix of a gateway code in the words of this command line, where the catalogue's (written
+/// for any client of the HTTP API) names headers and routes.
+fn cli_fix(code: Code) -> Option<&'static str> {
+    Some(match code {
+        Code::MissingCredential => {
+            "the profile's credential is not accepted: connect again (agentbus connect --gateway <url> --token <token> --name <agent>), or choose another profile with --profile"
+        }
+        Code::UnknownKey => {
+            "register a new key with `agentbus keys rotate`, or connect again; `agentbus keys list` shows the registered keys"
+        }
+        Code::TenantSuspended | Code::AgentSuspended => {
+            "ask the gateway's operator to resume it; nothing can be sent until then"
+        }
+        Code::CapabilityInputInvalid => {
+            "correct --input at the paths given; `agentbus agents show <worker>` prints the capability's input_schema"
+        }
+        Code::UnknownAgent => "check the address; `agentbus agents` lists the directory",
+        _ => return None,
+    })
+}
+
+/// Adds "did you mean" to a refusal for an unknown recipient, from the directory this agent
+/// sees (one more request, made only once the send has failed).
+pub fn recipient_hint(ctx: &Ctx, to: &str, e: CliError) -> CliError {
+    if e.code != Some(Code::UnknownAgent) {
+        return e;
+    }
+    let cards = ctx.rt.block_on(ctx.gw.agents()).unwrap_or_default();
+    match agentbus_client::suggest::recipient(to, &cards) {
+        Some(near) => e.fix(format!(
+            "did you mean {near}? `agentbus agents` lists the directory"
+        )),
+        None => e,
+    }
+}
+
+fn e_message(message: &str, code: Code) -> String {
     message
         .strip_prefix(&format!("{code}: "))
         .unwrap_or(message)
@@ -110,8 +163,14 @@ impl Ctx {
     pub fn open() -> Result<Ctx, CliError> {
         let profiles = Profiles::open_default().map_err(client_error)?;
         let chosen = PROFILE.get().cloned().flatten();
-        let profile = profiles.select(chosen.as_deref()).map_err(client_error)?;
+        let profile = profiles
+            .select(chosen.as_deref())
+            .map_err(|e| profile_hint(&profiles, e))?;
         let gw = Gateway::new(&profile.gateway, &profile.token).map_err(client_error)?;
+        crate::printer::detail(&format!(
+            "profile {}: {} ({}) at {}",
+            profile.name, profile.address, profile.agent_id, profile.gateway
+        ));
         Ok(Ctx {
             profiles,
             profile,
@@ -151,6 +210,24 @@ impl Ctx {
     /// only to sign the read receipts it sends (§5.8).
     pub fn receiver(&self) -> Result<Receiver, CliError> {
         Ok(self.agent().receiver(super::local::open_store()?))
+    }
+}
+
+/// A missing profile's error, with the saved profile its name is a slip of, if any.
+fn profile_hint(profiles: &Profiles, e: ClientError) -> CliError {
+    let name = match &e {
+        ClientError::NoProfile(name) => name.clone(),
+        _ => return client_error(e),
+    };
+    let names = profiles.names().unwrap_or_default();
+    let near = agentbus_client::suggest::closest(&name, names.iter().map(String::as_str));
+    match near {
+        Some(near) => client_error(e).fix(format!("did you mean --profile {near}?")),
+        None if !name.is_empty() && !names.is_empty() => client_error(e).fix(format!(
+            "saved profiles: {}; pick one with --profile, or run `agentbus connect` for this one",
+            names.join(", ")
+        )),
+        None => client_error(e),
     }
 }
 

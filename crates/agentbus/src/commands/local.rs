@@ -202,6 +202,11 @@ fn send_error(e: SendError) -> CliError {
     match e {
         SendError::Store(e) => store_error(e),
         SendError::Malformed(_) => CliError::input(format!("refused ({reason}): {e}")),
+        SendError::WindowFull {
+            pace: agentbus_local::pace::Pace::Floor | agentbus_local::pace::Pace::Rate,
+            ..
+        } => CliError::new(ErrorKind::Failed, format!("refused ({reason}): {e}"))
+            .fix("send it again when that time has passed, or to one session by name (agentbus sessions lists them)"),
         _ => CliError::new(ErrorKind::Failed, format!("refused ({reason}): {e}")).fix(match reason {
             "not_admitted" => "steer only sessions of this machine, from the engineer's terminal",
             "clock_behind" => "check this machine's clock",

@@ -1,6 +1,7 @@
 //! One module per area of subcommands.
 
 pub mod agent;
+pub mod completions;
 pub mod directory;
 pub mod doctor;
 pub mod envelope;
@@ -43,6 +44,7 @@ pub fn run(command: Command, printer: &Printer) -> CliResult {
         Command::Doctor(args) => doctor::run(args, printer),
         Command::Mcp(args) => mcp::run(args, printer),
         Command::Work(args) => work::run(args, printer),
+        Command::Completions(args) => completions::run(args, printer),
     }
 }
 

@@ -12,9 +12,10 @@ pub struct Transfer {
 }
 
 impl Transfer {
-    /// A display for `files` transfers; hidden unless stderr is a terminal.
+    /// A display for `files` transfers; hidden unless stderr is a terminal, and with `-q`.
     pub fn new(files: usize) -> Transfer {
-        let bar = (files > 0 && std::io::stderr().is_terminal()).then(|| {
+        let shown = crate::printer::verbosity() > crate::printer::Verbosity::Quiet;
+        let bar = (files > 0 && shown && std::io::stderr().is_terminal()).then(|| {
             let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
             bar.set_style(
                 ProgressStyle::with_template("{prefix} {wide_msg} {bytes}/{total_bytes} {spinner}")

@@ -1772,8 +1772,22 @@ fn wp_6_3_3_a_late_result_reaches_the_requester_flagged_with_a_warning() {
     reviewer.ok(&["sidecar", "--once"]);
     reviewer.ok(&["--json", "accept", &task]);
     reviewer.ok(&["--json", "fail", &task, "--message", "stopped"]);
-    // The worker's result after the terminal state is persisted, delivered and flagged late.
-    reviewer.ok(&["--json", "complete", &task, "--summary", "done anyway"]);
+    // The worker's result after the terminal state is persisted, delivered and flagged late,
+    // and its sender is told so: exit 1, with the task's state (issue 14 item 4).
+    let out = reviewer.run(&["--json", "complete", &task, "--summary", "done anyway"]);
+    assert_eq!(out.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["sent"]["late"], true, "{doc}");
+    assert_eq!(doc["sent"]["task_state"], "failed", "{doc}");
+    let out = reviewer.run(&["progress", &task, "--percent", "90"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&format!(
+            "task.progress for {task} was recorded but changed nothing: it arrived after the task had ended (failed)"
+        )),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let timeline = bot.ok(&["--json", "trace", &task])["task"]["timeline"].clone();
     let late: Vec<&Value> = timeline
         .as_array()

@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod cli_ux;
 mod envelope_cli;
 mod gateway_cli;
 mod local_cli;
