@@ -21,6 +21,8 @@ pub mod policy;
 pub mod publish;
 pub mod roles;
 pub mod tasks;
+pub mod usage;
+pub mod views;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -87,6 +89,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/workspaces/{id}/policy"),
     ("post", "/v1/agents/{id}/suspend"),
     ("post", "/v1/agents/{id}/resume"),
+    ("get", "/v1/conversations"),
+    ("get", "/v1/usage"),
 ];
 
 /// The HTTP API.
@@ -159,6 +163,8 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/v1/tenants/{id}/resume", post(adm::resume_tenant::<S>))
         .route("/v1/agents/{id}/suspend", post(adm::suspend_agent::<S>))
         .route("/v1/agents/{id}/resume", post(adm::resume_agent::<S>))
+        .route("/v1/conversations", get(id::list_conversations::<S>))
+        .route("/v1/usage", get(usage::list::<S>))
         .fallback(|| async {
             ApiError::new(Code::NotFound, "no such endpoint; see /v1/openapi.json").into_response()
         })
@@ -205,6 +211,8 @@ pub struct Gateway {
     /// Set on the first start of a data directory: the operator's and the first admin's
     /// credentials, to show once.
     pub bootstrap: Option<Bootstrap>,
+    /// Routes served beside the API ([`Gateway::mount`]).
+    mounted: Option<Router>,
 }
 
 /// Why the gateway could not start.
@@ -283,7 +291,29 @@ impl Gateway {
         let bootstrap = identity::bootstrap(&app, "default", "default")
             .await
             .map_err(|e| StartError::Bootstrap(e.message))?;
-        Ok(Gateway { app, bootstrap })
+        Ok(Gateway {
+            app,
+            bootstrap,
+            mounted: None,
+        })
+    }
+
+    /// Serves `routes` beside the API on the same listener; they must not overlap the API's
+    /// paths. The binary mounts the console (`/console`) here: the gateway knows no HTML.
+    pub fn mount(&mut self, routes: Router) {
+        self.mounted = Some(match self.mounted.take() {
+            Some(r) => r.merge(routes),
+            None => routes,
+        });
+    }
+
+    /// The API's router with whatever was mounted beside it.
+    fn service(&self) -> Router {
+        let api = router(self.app.clone());
+        match &self.mounted {
+            Some(extra) => api.merge(extra.clone()),
+            None => api,
+        }
     }
 
     /// Serves until `shutdown` resolves, then finishes in-flight requests. Runs the reaper.
@@ -325,7 +355,7 @@ impl Gateway {
                 tracing::debug!(error = %e, "TCP_NODELAY not set on a connection");
             }
         });
-        let result = axum::serve(listener, router(self.app.clone()))
+        let result = axum::serve(listener, self.service())
             .with_graceful_shutdown(shutdown)
             .await
             .map_err(|source| StartError::Listen { addr, source });
