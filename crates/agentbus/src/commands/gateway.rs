@@ -61,9 +61,11 @@ pub fn run(args: GatewayArgs, printer: &Printer) -> CliResult {
         .build()
         .map_err(|e| CliError::new(ErrorKind::Internal, e.to_string()))?;
     runtime.block_on(async move {
-        let gateway = Gateway::open(config, Arc::new(SystemClock))
+        let mut gateway = Gateway::open(config, Arc::new(SystemClock))
             .await
             .map_err(|e| CliError::new(ErrorKind::Config, e.to_string()).fix("check that the data directory is writable and not used by another gateway"))?;
+        // The web console, beside the API (`docs/console.md`).
+        gateway.mount(agentbus_console::router(gateway.app.clone(), Default::default()));
         if let Some(b) = &gateway.bootstrap {
             let url = format!("http://{}", args.listen);
             printer.line(&format!(
@@ -75,7 +77,7 @@ pub fn run(args: GatewayArgs, printer: &Printer) -> CliResult {
                 dir = data.display(), t = b.tenant, w = b.workspace, token = b.admin_token, operator = b.operator_token,
             ))?;
         }
-        printer.line(&format!("listening on http://{} (data: {})", args.listen, data.display()))?;
+        printer.line(&format!("listening on http://{} (data: {}); console at http://{}/console", args.listen, data.display(), args.listen))?;
         gateway
             .serve(shutdown_signal())
             .await
