@@ -3,6 +3,8 @@
 import json
 import os
 import pathlib
+import re
+import socket
 import subprocess
 
 import pytest
@@ -11,6 +13,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 PROTOCOL = REPO / "crates" / "agentbus-protocol"
 SCHEMAS = PROTOCOL / "schemas"
 VECTORS = PROTOCOL / "tests" / "data" / "vectors"
+BINARY = os.environ.get("AGENTBUS_BIN", str(REPO / "target" / "debug" / "agentbus"))
 GATEWAY_SET = {"tenant", "workspace", "to_id", "sequence", "received_at", "receipt", "hops"}
 
 
@@ -55,3 +58,69 @@ def minimal_envelope(**extra):
 
 def dumps(obj):
     return json.dumps(obj, ensure_ascii=False).encode()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Bus:
+    """A gateway on loopback and two agents, alpha and beta, each with its own AGENTBUS_HOME."""
+
+    def __init__(self, tmp_path):
+        self.tmp = tmp_path
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.gateway = subprocess.Popen(
+            [BINARY, "gateway", "--listen", f"127.0.0.1:{port}", "--data", str(tmp_path / "gw")],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )
+        self.admin = None
+        for line in self.gateway.stdout:
+            m = re.search(r"admin token \(shown once, stored only hashed\): (\S+)", line)
+            if m:
+                self.admin = m.group(1)
+            if line.startswith("listening on"):
+                break
+        assert self.admin, "the gateway printed no admin token"
+        self.homes = {}
+        for name in ("alpha", "beta"):
+            home = tmp_path / name
+            home.mkdir()
+            self.homes[name] = home
+            self.cli(name, "connect", "--gateway", self.url, "--token", self.admin, "--name", name)
+
+    def env(self, name):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTBUS_")}
+        env.update({"AGENTBUS_HOME": str(self.homes[name]), "AGENTBUS_KEYSTORE": "file",
+                    "HOME": str(self.homes[name])})
+        return env
+
+    def cli(self, name, *args):
+        proc = subprocess.run([BINARY, "--json", *args], env=self.env(name), capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0, f"{args}: {proc.stderr}"
+        return json.loads(proc.stdout) if proc.stdout.strip() else None
+
+    def profile(self, name):
+        """The saved profile of `name` (its agent id and credential)."""
+        return json.loads((self.homes[name] / "profiles" / f"{name}.json").read_text())
+
+    def close(self):
+        self.gateway.terminate()
+        self.gateway.wait(timeout=10)
+
+
+@pytest.fixture
+def bus(tmp_path):
+    """A gateway with the agents alpha and beta connected, stopped after the test."""
+    b = Bus(tmp_path)
+    yield b
+    b.close()
+
+
+def address(name):
+    """The address of an agent of the bootstrap tenant and workspace."""
+    return f"agent://default/default/{name}"

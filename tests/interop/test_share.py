@@ -33,7 +33,7 @@ def share(tmp_path):
         assert proc.returncode == 0, proc.stderr.decode()
         return proc.stdout.decode()
 
-    run("git", "init", "--quiet", "--bare", "--initial-branch=main", "remote.git")
+    run("git", "init", "--quiet", "--bare", "remote.git")  # the README's recipe: git's default branch
     run(binary, "share", "init", "admin", "--remote", str(tmp_path / "remote.git"))
     run("git", "clone", "--quiet", "remote.git", "a")
     checkout = tmp_path / "a"
@@ -97,3 +97,21 @@ def test_as_6_1_a_publication_loads_with_its_keys(share):
     assert fm["topic"] == f.parent.name
     assert isinstance(fm["last_verified"], str)
     assert fm["source"] == {"repo": "https://git.example.org/acme/docs"}
+
+
+def test_as_8_1_registry_keys_a_yaml_1_1_reader_would_type_stay_strings(share, tmp_path):
+    """issue 15 item 7: `join --operator 0x1f` must not read back as the integer 31."""
+    run, checkout = share
+    run("share", "join", "--operator", "0x1f", "--instance", "1e3", "--agent", "y2k", "--offline")
+    registry = yaml.safe_load((checkout / "operators.yaml").read_text(encoding="utf-8"))
+    assert "0x1f" in registry and 31 not in registry
+    assert list(registry["0x1f"]["instances"]) == ["1e3"]
+    assert registry["0x1f"]["instances"]["1e3"]["agents"] == ["y2k"]
+    assert registry["acme"]["instances"]["fleet"]["agents"] == ["reviewer"]
+
+
+def test_g_as_4_gitattributes_keep_artifacts_byte_exact(share):
+    """issue 15 item 6: init's .gitattributes stops CRLF conversion of artifacts."""
+    _, checkout = share
+    rules = [l.split() for l in (checkout / ".gitattributes").read_text().splitlines() if l and l[0] != "#"]
+    assert ["messages/**", "-text"] in rules and ["log/*.jsonl", "merge=union"] in rules

@@ -73,6 +73,30 @@ pub enum ClientError {
     /// Handing a message to local delivery failed.
     #[error("local delivery refused the message: {0}")]
     Import(String),
+    /// A file to attach cannot be read.
+    #[error("cannot attach {}: {why}", path.display())]
+    Attachment {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+    /// No message of that id was received (or sent) by this agent.
+    #[error("no message {id} has been received by {agent}")]
+    UnknownMessage {
+        /// The id asked for.
+        id: String,
+        /// The agent's address.
+        agent: String,
+    },
+    /// No task of this agent has that request id.
+    #[error("no task of {agent} has request {id}")]
+    UnknownTask {
+        /// The id asked for.
+        id: String,
+        /// The agent's address.
+        agent: String,
+    },
 }
 
 impl ClientError {

@@ -1,5 +1,7 @@
 //! The typed client of an AgentBus gateway, and the agent's state on this machine.
 //!
+//! - [`agent`]: the agent's verbs (send, reply, ack, delegate, task actions, trace, waiting),
+//!   shared by the CLI and the MCP server;
 //! - [`profile`]: saved connections (one per agent), the state directory;
 //! - [`keystore`]: where each profile's private keys live: the OS keychain, or 0600 files;
 //! - [`http`]: the gateway's HTTP API as typed calls ([`http::Gateway`]);
@@ -11,6 +13,7 @@
 //!
 //! The binary does the talking to people; this crate returns [`ClientError`] values.
 
+pub mod agent;
 pub mod compose;
 pub mod error;
 pub mod http;
@@ -19,6 +22,7 @@ pub mod keystore;
 pub mod profile;
 pub mod receive;
 
+pub use agent::Agent;
 pub use error::{ClientError, Result};
 pub use http::Gateway;
 pub use inbox::AgentInbox;

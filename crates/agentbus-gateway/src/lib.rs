@@ -5,6 +5,7 @@
 //! it until shutdown, finishing in-flight requests. All logic sits above the `agentbus_store::Store`
 //! interface, so a PostgreSQL backend changes nothing here.
 
+pub mod a2a;
 pub mod admin;
 pub mod app;
 pub mod auth;
@@ -89,6 +90,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/workspaces/{id}/policy"),
     ("post", "/v1/agents/{id}/suspend"),
     ("post", "/v1/agents/{id}/resume"),
+    ("get", "/v1/agents/{id}/a2a"),
+    ("get", "/v1/agents/{id}/.well-known/agent-card.json"),
     ("get", "/v1/conversations"),
     ("get", "/v1/usage"),
 ];
@@ -163,6 +166,11 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/v1/tenants/{id}/resume", post(adm::resume_tenant::<S>))
         .route("/v1/agents/{id}/suspend", post(adm::suspend_agent::<S>))
         .route("/v1/agents/{id}/resume", post(adm::resume_agent::<S>))
+        .route("/v1/agents/{id}/a2a", get(a2a::card::<S>))
+        .route(
+            "/v1/agents/{id}/.well-known/agent-card.json",
+            get(a2a::well_known::<S>),
+        )
         .route("/v1/conversations", get(id::list_conversations::<S>))
         .route("/v1/usage", get(usage::list::<S>))
         .fallback(|| async {

@@ -186,3 +186,108 @@ fn prefix(s: &str, n: usize) -> &str {
         None => s,
     }
 }
+
+/// Where a message to an address goes: the form of the address picks its transport, in one
+/// place for every front end (the CLI's `tell`/`ask`/`reply`, the MCP server's `send`).
+///
+/// - `agent://…`, `topic://…` and an `agt_` id go to the gateway (wire protocol §4.1);
+/// - `share:<operator>/<agent>` (the agent may be `any`) goes to a git share;
+/// - everything else is this machine's local log: `local`, `all`, `collective`,
+///   `<session>@<node>`, `engineer`, `engineer:<email>`, or a session id prefix or display name,
+///   which the store resolves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// The gateway, with the address as given.
+    Gateway(String),
+    /// A git share: the recipient's operator and agent (`any` for whoever reads).
+    Share {
+        /// The operator (organisation).
+        operator: String,
+        /// The agent, or `any`.
+        agent: String,
+    },
+    /// The local log, with the address as given (resolved by the store).
+    Local(String),
+}
+
+/// An address that names no transport.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    /// Nothing was given.
+    #[error("the address is empty")]
+    Empty,
+    /// `share:` without `<operator>/<agent>`.
+    #[error("{0:?} is not a share address")]
+    BadShare(String),
+}
+
+impl Route {
+    /// The transport's name.
+    pub fn transport(&self) -> &'static str {
+        match self {
+            Route::Gateway(_) => "gateway",
+            Route::Share { .. } => "share",
+            Route::Local(_) => "local",
+        }
+    }
+}
+
+/// Parses any address a user gives and picks its transport.
+pub fn route(address: &str) -> Result<Route, RouteError> {
+    let a = address.trim();
+    if a.starts_with("agent://") || a.starts_with("topic://") || a.starts_with("agt_") {
+        return Ok(Route::Gateway(a.to_owned()));
+    }
+    if let Some(rest) = a.strip_prefix("share:") {
+        let ok = |s: &str| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        };
+        return match rest.split_once('/') {
+            Some((operator, agent)) if ok(operator) && ok(agent) => Ok(Route::Share {
+                operator: operator.to_owned(),
+                agent: agent.to_owned(),
+            }),
+            _ => Err(RouteError::BadShare(a.to_owned())),
+        };
+    }
+    if a.is_empty() {
+        return Err(RouteError::Empty);
+    }
+    Ok(Route::Local(a.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_form_picks_its_transport() {
+        let cases = [
+            ("agent://acme/backend/reviewer", "gateway"),
+            ("topic://acme/builds", "gateway"),
+            ("agt_01J9ZK6Q8R2M3N4P5Q6R7S8T9V", "gateway"),
+            ("share:acme/reviewer", "share"),
+            ("share:acme/any", "share"),
+            ("local", "local"),
+            ("all", "local"),
+            ("collective", "local"),
+            ("engineer", "local"),
+            ("engineer:ada@example.com", "local"),
+            ("3f2a@node1", "local"),
+            ("3f2a", "local"),
+            ("reviewer", "local"),
+        ];
+        for (address, transport) in cases {
+            assert_eq!(
+                route(address).map(|r| r.transport()).ok(),
+                Some(transport),
+                "{address}"
+            );
+        }
+        assert!(route("share:acme").is_err());
+        assert!(route("share:/x").is_err());
+        assert_eq!(route("  "), Err(RouteError::Empty));
+    }
+}

@@ -104,20 +104,37 @@ impl Store {
                 agent: p.agent.clone(),
             };
             let claims = self.claims(&p.session)?;
-            let unread = for_session(&msgs, &r, now)
-                .iter()
-                .filter(|m| !claims.contains(&m.id))
-                .count();
+            let (waiting, paused) = state_of(&msgs, &r, &claims, now);
+            let unread = waiting.len();
             let mut shown: Vec<String> = claims.into_iter().collect();
             shown.sort();
             out.push(SessionView {
-                paused: paused(&msgs, &r, now),
+                paused,
                 presence: p,
                 unread,
                 shown,
             });
         }
         Ok(out)
+    }
+
+    /// What `session` would be shown next (unclaimed, oldest first) and the engineer's reason
+    /// while it is paused. A peek: it claims and acknowledges nothing (the MCP server's inbox
+    /// resource and its push notifications; only delivery itself claims).
+    pub fn waiting_for(&self, session: &str) -> Result<(Vec<Message>, Option<String>), StoreError> {
+        let claims = self.claims(session)?;
+        let Some(p) = self.presence(session)? else {
+            return Ok((Vec::new(), None));
+        };
+        let r = Recipient {
+            session: p.session,
+            node: self.node()?,
+            started_ms: Some(p.started_ms),
+            agent: p.agent,
+        };
+        let msgs = self.read()?;
+        let (waiting, paused) = state_of(&msgs, &r, &claims, self.now());
+        Ok((waiting.into_iter().cloned().collect(), paused))
     }
 
     /// Every id shown, with the sessions it was shown to (LM: seen_by, LM-47).
@@ -130,4 +147,18 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// One session's unclaimed messages (LM-37) and its pause (G-LM-7), from messages already read.
+fn state_of<'a>(
+    msgs: &'a [Message],
+    r: &Recipient,
+    claims: &HashSet<String>,
+    now: i64,
+) -> (Vec<&'a Message>, Option<String>) {
+    let waiting = for_session(msgs, r, now)
+        .into_iter()
+        .filter(|m| !claims.contains(&m.id))
+        .collect();
+    (waiting, paused(msgs, r, now))
 }

@@ -322,6 +322,46 @@ catalogue! {
     InboxFull = 4040, 429, Spec, "Inbox full",
         cause: "The recipient's inbox holds its maximum number of unacknowledged messages (§13.6).",
         fix: "Retry later (see `Retry-After`); the recipient must drain its inbox.";
+    /// An MCP tool's arguments do not fit its schema.
+    ToolArguments = 4070, 0, Project, "Tool arguments do not fit the tool",
+        cause: "An MCP tool was called with a missing or unknown argument, or one of the wrong type or value (see the tool's input schema in `tools/list`).",
+        fix: "Call the tool again with the arguments its schema names; `docs/mcp.md` lists each tool.";
+    /// No agent profile is connected for a gateway address.
+    NoAgentConnected = 4071, 0, Project, "No agent connected for the gateway",
+        cause: "The address names the gateway (agent://, topic://, agt_, tsk_, msg_), but the MCP server runs without a connected agent profile.",
+        fix: "Run `agentbus connect` on this machine (or start `agentbus mcp --profile <name>`), then restart the MCP server.";
+    /// The transport an address names is not set up here.
+    TransportNotSetUp = 4072, 0, Project, "Transport not set up here",
+        cause: "The address names a git share (share:<operator>/<agent>), but no share checkout is configured for this server.",
+        fix: "Start `agentbus mcp --share <checkout>` (or set AGENTBUS_SHARE) after `agentbus share join`.";
+    /// The local store refused the message.
+    LocalRefused = 4073, 0, Project, "Refused by the local store",
+        cause: "The local log refused the message: the recipient has not read your earlier messages (its pacing window is full), the clock runs behind, or the text is malformed.",
+        fix: "Wait until the recipient reads your earlier messages (`directory` lists sessions with unread counts), then send again.";
+    /// A local address names no one session.
+    UnknownRecipient = 4074, 0, Project, "No such recipient here",
+        cause: "The local address is not an address, or names no session of this machine, or several.",
+        fix: "Use local, all, engineer, or a session id from the `directory` tool (give more of the id when several match).";
+    /// The id names nothing held here.
+    NothingHeldHere = 4075, 0, Project, "Not held here",
+        cause: "No message or task with that id was received or sent by this agent or session on this machine.",
+        fix: "Use an id from `read_inbox` or `trace`; a message not received yet cannot be answered.";
+    /// The session is paused by the engineer.
+    SessionPaused = 4076, 0, Project, "Session paused",
+        cause: "The engineer paused this session (`agentbus pause`); its tool calls are refused until they resume it.",
+        fix: "Stop and wait for the engineer; `agentbus resume <session>` lifts the pause.";
+    /// The gateway could not be reached.
+    GatewayUnreachable = 4077, 0, Project, "Gateway unreachable",
+        cause: "The connected agent's gateway did not answer (refused, timed out, TLS or DNS failure). Nothing was sent.",
+        fix: "Check that the gateway runs and its URL in the profile (`agentbus doctor`), then retry.";
+    /// A file to attach cannot be used.
+    AttachmentUnreadable = 4078, 0, Project, "Attachment cannot be read",
+        cause: "A path in `attachments` does not name a readable file on this machine.",
+        fix: "Pass paths of existing files (absolute, or relative to the MCP server's working directory).";
+    /// This machine's state failed.
+    LocalStateFailed = 4079, 0, Project, "Local state failed",
+        cause: "Reading or writing this machine's AgentBus state (AGENTBUS_HOME: the local log, the agent's inbox, a share checkout) failed.",
+        fix: "Check that AGENTBUS_HOME (and the share checkout) exist and are writable; the message says which file.";
 
     /// The publish rate limit was exceeded.
     RateLimited = 5001, 429, Spec, "Rate limit exceeded",

@@ -156,6 +156,9 @@ mod tests {
             ("a b", "'a b'"),
             ("`id`", "'`id`'"),
             ("a\nb", "'a\nb'"),
+            // Ids and threads from the git share's hostile test files (issue 15 item 4).
+            ("it's `touch PWNED2` time", r"'it'\''s `touch PWNED2` time'"),
+            ("t; touch PWNED3", "'t; touch PWNED3'"),
         ];
         for (word, quoted) in cases {
             assert_eq!(shell_quote(word), quoted, "{word:?}");

@@ -74,7 +74,7 @@ fn build(dir: &Path) {
             ("operators.yaml".into(), registry),
             (
                 ".gitattributes".into(),
-                agentbus_share::ops::GITATTRIBUTES.into(),
+                agentbus_share::init::GITATTRIBUTES.into(),
             ),
         ],
     );
@@ -154,11 +154,13 @@ fn bench(c: &mut Criterion) {
     if std::env::var_os("BENCH_BREAKDOWN").is_some() {
         for args in [
             &["rev-list", "--count", "HEAD"][..],
+            &["rev-list", "--max-parents=0", "HEAD"],
             &[
                 "log",
-                "--format=%x00%H",
+                "--format=%x00%H %P",
                 "--name-status",
                 "--no-renames",
+                "--diff-merges=first-parent",
                 "--diff-filter=MDT",
                 "HEAD",
             ],

@@ -166,6 +166,7 @@ pub fn check(dir: &Path) -> Result<Report, ShareError> {
                 Ok(registry) => {
                     check_files(&git, &snap, &registry, &mut out);
                     check_logs(&root, &mut out);
+                    check_attributes(&root, &mut out);
                 }
                 Err(e) => out.v("§8", "AS-8-1", naming::REGISTRY, e.to_string()),
             }
@@ -269,13 +270,20 @@ struct Common<'a> {
 
 impl Common<'_> {
     fn check(&self, git: &Git, registry: &Registry, out: &mut Out, path: &str) {
-        if self.hash_check == HashCheck::Mismatch {
-            out.v(
+        match self.hash_check {
+            HashCheck::Mismatch => out.v(
                 "§3.2",
                 "AS-3.2-3",
                 path,
                 "content_hash does not verify against the body".into(),
-            );
+            ),
+            HashCheck::BadForm => out.v(
+                "§3.2",
+                "AS-3.2-1",
+                path,
+                "content_hash must be \"blake3:\" followed by 64 lowercase hex digits".into(),
+            ),
+            HashCheck::Absent | HashCheck::Verified => {}
         }
         if *self.version == Version::Withdrawn {
             check_withdrawn(git, out, path, self.created);
@@ -471,6 +479,8 @@ fn check_files(git: &Git, snap: &Snapshot, registry: &Registry, out: &mut Out) {
         }
     }
 
+    check_replayed_threads(snap, out);
+
     // G-AS-7: a thread id used by unrelated conversations.
     let mut threads: BTreeMap<&str, Vec<(&str, &str, &str)>> = BTreeMap::new();
     for m in snap.all_messages() {
@@ -554,6 +564,72 @@ fn check_files(git: &Git, snap: &Snapshot, registry: &Registry, out: &mut Out) {
                 format!("{id} is on a supersedes cycle: the item has no live version"),
             );
         }
+    }
+}
+
+/// G-AS-3: a new message (no `re:`) whose thread is the id of another message its operator wrote
+/// in the same second. That is what a replay after a lost race leaves when it renames a message
+/// but not its thread: the message joins the other one's thread, and an ack of either closes both
+/// (§5). A deliberate follow-up (`--thread` naming an earlier message) is seconds apart at least.
+fn check_replayed_threads(snap: &Snapshot, out: &mut Out) {
+    let second = |m: &crate::frontmatter::Message| {
+        m.created
+            .as_ref()
+            .and_then(|c| c.at)
+            .map(|t| t.millis().div_euclid(1000))
+    };
+    let by_id: HashMap<&str, &crate::frontmatter::Message> = snap
+        .all_messages()
+        .map(|m| (m.doc.id.as_str(), &m.doc))
+        .collect();
+    for m in snap.all_messages() {
+        let d = &m.doc;
+        if d.re.is_some() || d.thread == d.id {
+            continue;
+        }
+        let Some(other) = by_id.get(d.thread.as_str()) else {
+            continue;
+        };
+        if other.from.operator == d.from.operator
+            && second(other).is_some()
+            && second(other) == second(d)
+        {
+            out.w(
+                "§5",
+                "G-AS-3",
+                &m.path,
+                format!(
+                    "new message {:?} is in the thread of {:?}, another message {} wrote the same second: a replay after a lost race that kept the old id as thread? An ack of either closes both",
+                    d.id, other.id, d.from.operator
+                ),
+            );
+        }
+    }
+}
+
+/// G-AS-4 and the CRLF rule: the share's `.gitattributes` should carry the lines `init` writes,
+/// or instances' audit logs conflict and Windows checkouts rewrite artifact bytes.
+fn check_attributes(root: &Path, out: &mut Out) {
+    let have = std::fs::read_to_string(root.join(".gitattributes")).unwrap_or_default();
+    let lines: BTreeSet<String> = have
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    let missing: Vec<&str> = crate::init::GITATTRIBUTES_RULES
+        .iter()
+        .copied()
+        .filter(|r| !lines.contains(*r))
+        .collect();
+    if !missing.is_empty() {
+        out.w(
+            "§1",
+            "G-AS-4",
+            ".gitattributes",
+            format!(
+                "lacks {}: without them two instances' audit lines conflict and a CRLF checkout changes artifact bytes",
+                missing.join(", ")
+            ),
+        );
     }
 }
 
@@ -642,18 +718,25 @@ fn check_history(git: &Git, out: &mut Out) -> Result<(usize, bool), ShareError> 
         .unwrap_or(0);
     // §1 and §5: a committed artifact is never modified, deleted or renamed by a later commit.
     // No pathspec: git is twice as fast filtering nothing, and we keep the protocol folders below.
+    // A merge is diffed against its first parent, so an edit made inside a merge is seen too; what
+    // a merge only brings in from a commit already flagged is not reported twice.
     let log = git.ok(&[
         "log",
-        "--format=%x00%H",
+        "--format=%x00%H %P",
         "--name-status",
         "--no-renames",
+        "--diff-merges=first-parent",
         "--diff-filter=MDT",
         &tip,
     ])?;
+    let mut edits: Vec<(String, bool, String, String)> = Vec::new();
     let mut commit = String::new();
+    let mut merge = false;
     for line in log.lines() {
         if let Some(h) = line.strip_prefix('\0') {
-            commit = h.to_owned();
+            let mut parts = h.split(' ');
+            commit = parts.next().unwrap_or_default().to_owned();
+            merge = parts.filter(|p| !p.is_empty()).count() > 1;
             continue;
         }
         let Some((status, path)) = line.split_once('\t') else {
@@ -669,18 +752,47 @@ fn check_history(git: &Git, out: &mut Out) -> Result<(usize, bool), ShareError> 
         {
             continue;
         }
+        edits.push((commit.clone(), merge, status.to_owned(), path.to_owned()));
+    }
+    let flagged: BTreeSet<&str> = edits
+        .iter()
+        .filter(|(_, merge, _, _)| !merge)
+        .map(|(_, _, _, p)| p.as_str())
+        .collect();
+    for (commit, merge, status, path) in &edits {
+        if *merge && flagged.contains(path.as_str()) {
+            continue;
+        }
         let (rule, what) = if status == "D" {
             ("AS-1-3", "deleted")
         } else {
             ("AS-1-2", "edited")
         };
+        let by = if *merge { "merge commit" } else { "commit" };
         out.push(
             Severity::Violation,
             "§1",
             rule,
             Some(path),
-            Some(&commit),
-            format!("a committed artifact was {what} by commit {}; state changes only by new files (§1, §5)", &commit[..commit.len().min(12)]),
+            Some(commit),
+            format!("a committed artifact was {what} by {by} {}; state changes only by new files (§1, §5)", &commit[..commit.len().min(12)]),
+        );
+    }
+    // One share is one history: a second root commit is a history somebody started beside it.
+    let roots = git.ok(&["rev-list", "--max-parents=0", &tip])?;
+    let roots: Vec<&str> = roots.lines().collect();
+    if roots.len() > 1 {
+        out.push(
+            Severity::Warning,
+            "§2",
+            "AS-2-1",
+            None,
+            Some(roots[0]),
+            format!(
+                "the shared branch joins {} unrelated histories (root commits {}); a share is one repository history",
+                roots.len(),
+                roots.iter().map(|r| &r[..r.len().min(12)]).collect::<Vec<_>>().join(", ")
+            ),
         );
     }
     // §1: a force-push is visible as a remote-tracking update that was not a fast-forward.

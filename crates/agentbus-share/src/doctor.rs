@@ -13,6 +13,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use agentbus_protocol::text::shell_quote;
+
 use crate::error::ShareError;
 use crate::git::Git;
 use crate::registry::Registry;
@@ -62,6 +64,76 @@ fn local_remote(url: &str, root: &Path) -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
+/// One share is one history on the branch the remote's HEAD names: several root commits among
+/// the remote's branches (a `join` on a clone that checked out nothing used to start one), or a
+/// checkout on another branch than the remote's HEAD, means some participants never see the
+/// others' files.
+fn histories(git: &Git) -> Vec<Note> {
+    let mut notes = Vec::new();
+    let branches = git.remote_branches();
+    if branches.is_empty() {
+        return notes;
+    }
+    let mut roots: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for b in &branches {
+        let list = git
+            .ok(&[
+                "rev-list",
+                "--max-parents=0",
+                &format!("refs/remotes/{}/{b}", crate::git::REMOTE),
+            ])
+            .unwrap_or_default();
+        for r in list.lines() {
+            roots.entry(r.to_owned()).or_default().push(b.clone());
+        }
+    }
+    if roots.len() > 1 {
+        let list: Vec<String> = roots
+            .iter()
+            .map(|(r, bs)| format!("{} on {}", &r[..r.len().min(12)], bs.join(", ")))
+            .collect();
+        notes.push(note(
+            Level::Warn,
+            "AS-2-1",
+            format!(
+                "the remote holds {} unrelated histories (root commits {}); each participant sees only one",
+                roots.len(),
+                list.join("; ")
+            ),
+            Some("keep the branch the remote's HEAD names; copy what was written on the others onto it by hand (git cherry-pick) and stop using them"),
+        ));
+    }
+    let head = git.remote_head();
+    let mine = git.branch();
+    match head {
+        Some(h) if h != mine => notes.push(note(
+            Level::Warn,
+            "AS-2-1",
+            format!("this checkout writes to {mine}, but the remote's HEAD names {h}: fresh clones check out {h} and never see what is written here"),
+            Some(&format!("git checkout {}", shell_quote(&h))),
+        )),
+        None if git.has_remote() => notes.push(note(
+            Level::Warn,
+            "AS-2-1",
+            "the remote's HEAD names no branch it has (or the remote cannot be reached): fresh clones check out nothing".to_owned(),
+            Some(&format!(
+                "point the remote's HEAD at {mine}: on a host, make it the default branch; for a bare repository, git --git-dir <repository> symbolic-ref HEAD {}",
+                shell_quote(&format!("refs/heads/{mine}"))
+            )),
+        )),
+        _ => {}
+    }
+    if roots.len() <= 1 && notes.is_empty() {
+        notes.push(note(
+            Level::Ok,
+            "AS-2-1",
+            format!("one history, on {mine}, the branch the remote's HEAD names"),
+            None,
+        ));
+    }
+    notes
+}
+
 /// Runs every check.
 pub fn doctor(share: &Share) -> Result<Vec<Note>, ShareError> {
     let git = share.git();
@@ -90,7 +162,7 @@ pub fn doctor(share: &Share) -> Result<Vec<Note>, ShareError> {
                         Level::Warn,
                         "AS-11-1",
                         format!("{url} allows force-pushes (receive.denyNonFastForwards is not set); anyone can rewrite the share's history"),
-                        Some(&format!("git --git-dir {} config receive.denyNonFastForwards true", path.display())),
+                        Some(&format!("git --git-dir {} config receive.denyNonFastForwards true", shell_quote(&path.to_string_lossy()))),
                     ));
                 }
                 if !flag("receive.denyDeletes") {
@@ -100,7 +172,7 @@ pub fn doctor(share: &Share) -> Result<Vec<Note>, ShareError> {
                         format!("{url} allows deleting branches (receive.denyDeletes is not set)"),
                         Some(&format!(
                             "git --git-dir {} config receive.denyDeletes true",
-                            path.display()
+                            shell_quote(&path.to_string_lossy())
                         )),
                     ));
                 }
@@ -113,6 +185,8 @@ pub fn doctor(share: &Share) -> Result<Vec<Note>, ShareError> {
             )),
         },
     }
+
+    notes.extend(histories(git));
 
     let tip = git.upstream().unwrap_or_else(|| "HEAD".to_owned());
     let log = if git.rev(&tip).is_some() {

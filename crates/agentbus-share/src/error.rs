@@ -69,9 +69,67 @@ pub enum ShareError {
     /// `operators.yaml` could not be read.
     #[error("operators.yaml: {0}")]
     Registry(String),
-    /// `init` was pointed at a folder that already holds a share or other files.
-    #[error("{0} already holds a share or other files; `init` makes a new share only")]
+    /// `init` was pointed at a folder that already holds other files.
+    #[error(
+        "{0} already holds files that are not a share; `init` makes a share only in an empty folder"
+    )]
     NotEmpty(PathBuf),
+    /// The folder given as the share does not exist.
+    #[error("{0} does not exist")]
+    NoSuchDir(PathBuf),
+    /// Tracked files have uncommitted changes, which a rebase or reset would have to touch; agentbus
+    /// never commits or discards somebody's uncommitted work.
+    #[error("uncommitted changes to {} stop the sync; agentbus never commits or discards them for you", .0.join(", "))]
+    Dirty(Vec<String>),
+    /// This clone's unpushed commits modify or delete an artifact that was already pushed (§1).
+    #[error(
+        "your unpushed commits modify or delete {0}, which is already in the share; agentshare never edits or deletes a pushed file (§1), so sync will not push them"
+    )]
+    LocalEdit(String),
+    /// This clone's unpushed edit of a registry block conflicts with the remote's edit of it (§8).
+    #[error(
+        "your unpushed change to {0} conflicts with another change to it on the remote; sync keeps both commits and pushes neither version"
+    )]
+    RegistryConflict(String),
+    /// The remote has branches, but not the one this checkout writes to.
+    #[error("the remote has no branch {branch} (it has {}); writing would start a second, unrelated history", .others.join(", "))]
+    NoShareBranch {
+        /// The branch this checkout is on.
+        branch: String,
+        /// The branches the remote has.
+        others: Vec<String>,
+    },
+    /// This checkout's history and the remote's branch have no commit in common.
+    #[error(
+        "this checkout's {0} and the remote's share no commit (two unrelated histories); pushing would need a force-push"
+    )]
+    Unrelated(String),
+    /// `init` found a remote that already holds a different history.
+    #[error("{url} already holds a share on {branch}, with a history this checkout does not have")]
+    AlreadyAShare {
+        /// The remote.
+        url: String,
+        /// Its branch.
+        branch: String,
+    },
+    /// The share was pushed, but the remote's HEAD names another branch (or none), so clones would
+    /// check out nothing.
+    #[error("pushed the share to {branch} on {url}, but the remote's HEAD {}, so clones check out nothing", .head.as_deref().map_or("names no branch".to_owned(), |h| format!("names {h}")))]
+    RemoteHead {
+        /// The remote.
+        url: String,
+        /// The branch pushed.
+        branch: String,
+        /// The branch the remote's HEAD names, when it names one.
+        head: Option<String>,
+    },
+    /// The remote holds no share yet: no commit, so no `operators.yaml`, README or
+    /// `.gitattributes` to join.
+    #[error("the share's remote holds no share yet (no commit at all)")]
+    Uninitialised,
+    /// A recipient is not declared in `operators.yaml`, and the send was strict.
+    #[error("{0}; --strict refuses to write it into the share, where it would stay for good")]
+    UnknownRecipient(String),
 }
 
 impl ShareError {

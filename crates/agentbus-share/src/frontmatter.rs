@@ -310,6 +310,50 @@ pub enum FormatError {
     /// A required key is missing or has the wrong shape (G-AS-6).
     #[error("{0}")]
     Key(String),
+    /// An identifying field (id, thread, re, a party, the type) is unsafe to carry into file
+    /// names, command lines, frames and the local store: it holds a control or invisible
+    /// character, or is longer than [`MAX_FIELD`] characters.
+    #[error("unsafe: {0}")]
+    Unsafe(String),
+}
+
+/// The longest identifying field (id, thread, re, supersedes, operator, instance, agent, topic,
+/// type) a reader accepts; anything longer is reported and skipped, like a file it cannot read.
+pub const MAX_FIELD: usize = 256;
+
+/// Why an identifying field read from somebody else's file cannot be used, if it cannot: such a
+/// value ends up in command lines printed for a person, in frame attributes and in the local store,
+/// so it must be one visible line of bounded length.
+fn unsafe_field(key: &str, value: &str) -> Option<String> {
+    if let Some(c) = value
+        .chars()
+        .find(|&c| c.is_control() || agentbus_protocol::frame::is_hidden(c))
+    {
+        return Some(format!(
+            "`{key}` holds the control or invisible character U+{:04X}",
+            u32::from(c)
+        ));
+    }
+    let n = value.chars().count();
+    (n > MAX_FIELD).then(|| format!("`{key}` is {n} characters long (at most {MAX_FIELD})"))
+}
+
+fn check_fields(fields: &[(&str, Option<&str>)]) -> Result<(), FormatError> {
+    match fields
+        .iter()
+        .find_map(|(k, v)| v.and_then(|v| unsafe_field(k, v)))
+    {
+        Some(why) => Err(FormatError::Unsafe(why)),
+        None => Ok(()),
+    }
+}
+
+fn party_fields_of<'a>(key: &'a str, p: &'a Party) -> [(&'a str, Option<&'a str>); 3] {
+    [
+        (key, Some(p.operator.as_str())),
+        (key, p.instance.as_deref()),
+        (key, Some(p.agent.as_str())),
+    ]
 }
 
 /// Splits a document into its frontmatter text and its body, body bytes verbatim.
@@ -424,15 +468,26 @@ pub fn read_message(text_: &str) -> Result<Message, FormatError> {
             instance: from.instance.clone(),
         });
     let content_hash = text(map.get("content_hash"));
+    let thread = text(map.get("thread"));
+    let re = text(map.get("re"));
+    let mut fields = vec![
+        ("id", Some(id.as_str())),
+        ("thread", thread.as_deref()),
+        ("re", re.as_deref()),
+        ("type", Some(kind.as_str())),
+    ];
+    fields.extend(party_fields_of("from", &from));
+    fields.extend(party_fields_of("to", &to));
+    check_fields(&fields)?;
     Ok(Message {
         version: Version::of(&protocol),
         protocol,
-        thread: text(map.get("thread")).unwrap_or_else(|| id.clone()),
+        thread: thread.unwrap_or_else(|| id.clone()),
         id,
         from,
         to,
         kind,
-        re: text(map.get("re")),
+        re,
         created: created(map.get("created")),
         status: text(map.get("status")).unwrap_or_else(|| "open".to_owned()),
         recipients,
@@ -453,12 +508,23 @@ pub fn read_publication(text_: &str) -> Result<Publication, FormatError> {
     let map = header_map(header)?;
     let protocol = required(&map, "protocol")?;
     let content_hash = text(map.get("content_hash"));
+    let id = required(&map, "id")?;
+    let publisher = party(&map, "publisher")?;
+    let topic = required(&map, "topic")?;
+    let supersedes = text(map.get("supersedes"));
+    let mut fields = vec![
+        ("id", Some(id.as_str())),
+        ("topic", Some(topic.as_str())),
+        ("supersedes", supersedes.as_deref()),
+    ];
+    fields.extend(party_fields_of("publisher", &publisher));
+    check_fields(&fields)?;
     Ok(Publication {
         version: Version::of(&protocol),
         protocol,
-        id: required(&map, "id")?,
-        publisher: party(&map, "publisher")?,
-        topic: required(&map, "topic")?,
+        id,
+        publisher,
+        topic,
         source: map
             .get("source")
             .and_then(Value::as_object)
@@ -468,7 +534,7 @@ pub fn read_publication(text_: &str) -> Result<Publication, FormatError> {
                 path: text(m.get("path")),
             }),
         created: created(map.get("created")),
-        supersedes: text(map.get("supersedes")),
+        supersedes,
         last_verified: text(map.get("last_verified")),
         hash_check: HashCheck::of(content_hash.as_deref(), body),
         content_hash,
@@ -653,9 +719,11 @@ pub fn write_publication(p: &PublicationOut<'_>) -> String {
     close_doc(out, p.body, None)
 }
 
-/// Rewrites the values of `id:`, `re:` and `supersedes:` in a document's frontmatter through
-/// `rename`, leaving every other byte (the body above all) as it was. Used only on files that were
-/// never pushed, when a lost race forces a new name (G-AS-3).
+/// Rewrites the values of `id:`, `thread:`, `re:` and `supersedes:` in a document's frontmatter
+/// through `rename`, leaving every other byte (the body above all) as it was. Used only on files
+/// that were never pushed, when a lost race forces a new name (G-AS-3): a new message's thread is
+/// its own id, so it must follow the id, or the message would join whichever message now holds
+/// the old id (§5).
 pub fn rename_ids(doc: &str, rename: &dyn Fn(&str) -> Option<String>) -> String {
     let Ok((header, _)) = split(doc) else {
         return doc.to_owned();
@@ -665,16 +733,28 @@ pub fn rename_ids(doc: &str, rename: &dyn Fn(&str) -> Option<String>) -> String 
     let mut out = String::with_capacity(doc.len() + 16);
     out.push_str(&doc[..start]);
     for line in header.split_inclusive('\n') {
-        let renamed = ["id", "re", "supersedes"].iter().find_map(|key| {
+        let renamed = ["id", "thread", "re", "supersedes"].iter().find_map(|key| {
             let value = line.strip_prefix(key)?.strip_prefix(':')?.trim();
-            let unquoted = value.trim_matches('"');
-            let new = rename(unquoted)?;
+            let new = rename(&unquote(value))?;
             Some(format!("{key}: {}\n", scalar(&new)))
         });
         out.push_str(renamed.as_deref().unwrap_or(line));
     }
     out.push_str(&doc[end..]);
     out
+}
+
+/// A one-line YAML scalar as written (plain, `"double"` or `'single'` quoted) read back to its
+/// text; what `scalar` writes, `unquote` reads.
+fn unquote(value: &str) -> String {
+    if value.starts_with('"') {
+        if let Ok(s) = serde_json::from_str::<String>(value) {
+            return s;
+        }
+    } else if let Some(inner) = value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')) {
+        return inner.replace("''", "'");
+    }
+    value.to_owned()
 }
 
 #[cfg(test)]

@@ -85,6 +85,10 @@ fn is_forceful(args: &[&str]) -> bool {
 impl Git {
     /// The checkout at `dir` (any folder inside it).
     pub fn open(dir: &Path) -> Result<Git, ShareError> {
+        // A missing folder would otherwise fail to start git and read as "git is not installed".
+        if !dir.is_dir() {
+            return Err(ShareError::NoSuchDir(dir.to_owned()));
+        }
         let out = command(dir)
             .args(["rev-parse", "--show-toplevel"])
             .output()
@@ -127,17 +131,20 @@ impl Git {
             // it many times. `agentbus share sync` runs it once instead (see `maintain`).
             cmd.args(["-c", "maintenance.auto=false"]);
         }
-        cmd.args(args).output().map_err(ShareError::GitMissing)
+        cmd.args(args).output().map_err(|e| {
+            if self.root.is_dir() {
+                ShareError::GitMissing(e)
+            } else {
+                ShareError::NoSuchDir(self.root.clone())
+            }
+        })
     }
 
     /// Runs git, failing unless it exits 0; returns stdout with trailing whitespace trimmed.
     pub fn ok(&self, args: &[&str]) -> Result<String, ShareError> {
         let out = self.run(args)?;
         if !out.status.success() {
-            return Err(ShareError::Git {
-                args: args.join(" "),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            });
+            return Err(failure(args, &out));
         }
         Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
     }
@@ -263,6 +270,29 @@ impl Git {
         let mut add = vec!["add", "--"];
         add.extend(paths.iter().map(String::as_str));
         self.ok(&add)?;
+        self.commit_staged(paths, message, sign)
+    }
+
+    /// Like [`Git::commit`], but commits only when `paths` differ from HEAD; returns whether it
+    /// committed. A commit with nothing in it would fail with git's "nothing to commit".
+    pub fn commit_changes(
+        &self,
+        paths: &[String],
+        message: &str,
+        sign: bool,
+    ) -> Result<bool, ShareError> {
+        let mut add = vec!["add", "--"];
+        add.extend(paths.iter().map(String::as_str));
+        self.ok(&add)?;
+        let mut diff = vec!["diff", "--cached", "--quiet", "--"];
+        diff.extend(paths.iter().map(String::as_str));
+        if self.succeeds(&diff) {
+            return Ok(false);
+        }
+        self.commit_staged(paths, message, sign).map(|()| true)
+    }
+
+    fn commit_staged(&self, paths: &[String], message: &str, sign: bool) -> Result<(), ShareError> {
         let mut commit = vec!["commit", "--quiet", "--no-verify", "-m", message];
         if sign {
             commit.push("-S");
@@ -270,6 +300,48 @@ impl Git {
         commit.push("--");
         commit.extend(paths.iter().map(String::as_str));
         self.ok(&commit).map(drop)
+    }
+
+    /// Tracked files whose working-tree or staged content differs from HEAD (share-relative).
+    pub fn dirty(&self) -> Vec<String> {
+        self.ok(&[
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--no-renames",
+        ])
+        .map(|out| {
+            out.lines()
+                .filter_map(|l| l.get(3..))
+                .map(|p| p.trim_matches('"').to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+    }
+
+    /// The branch the remote's HEAD names, asked of the remote itself (`ls-remote --symref`);
+    /// `None` when it cannot be reached or its HEAD names no existing branch.
+    pub fn remote_head(&self) -> Option<String> {
+        let out = self.ok(&["ls-remote", "--symref", REMOTE, "HEAD"]).ok()?;
+        out.lines().find_map(|l| {
+            l.strip_prefix("ref: refs/heads/")?
+                .strip_suffix("\tHEAD")
+                .map(str::to_owned)
+        })
+    }
+
+    /// The remote's branches this checkout has fetched (`refs/remotes/origin/*`, without `HEAD`).
+    pub fn remote_branches(&self) -> Vec<String> {
+        let prefix = format!("refs/remotes/{REMOTE}/");
+        self.ok(&["for-each-ref", "--format=%(refname)", &prefix])
+            .map(|out| {
+                out.lines()
+                    .filter_map(|l| l.strip_prefix(&prefix))
+                    .filter(|b| *b != "HEAD")
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Pushes HEAD to the current branch on the remote, fast-forward only, and reads the outcome
@@ -304,6 +376,26 @@ impl Git {
         } else {
             Err(ShareError::RemoteUnavailable(stderr.trim().to_owned()))
         }
+    }
+}
+
+/// A failed git command as an error: git's own explanation is on stderr, or on stdout for a few
+/// commands ("nothing to commit"), so an error never has an empty reason.
+fn failure(args: &[&str], out: &Output) -> ShareError {
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+    let why = if stderr.is_empty() {
+        let stdout = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        if stdout.is_empty() {
+            format!("exit status {}", out.status.code().unwrap_or(-1))
+        } else {
+            stdout
+        }
+    } else {
+        stderr
+    };
+    ShareError::Git {
+        args: args.join(" "),
+        stderr: why,
     }
 }
 

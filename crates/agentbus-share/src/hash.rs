@@ -7,6 +7,10 @@
 //! the last line when it matches `^_Dispatched by .*_$`. The producer hashes with the very same
 //! function the verifier uses, so a body that genuinely ends in such a line still verifies.
 //! The hash is integrity and deduplication, never authentication (§11).
+//!
+//! One tolerance on the verifier's side: a checkout that turned LF into CRLF (Git for Windows'
+//! `core.autocrlf=true` on a share without our `.gitattributes`) still verifies, because a body
+//! whose only difference is CRLF line ends is the body the producer hashed.
 
 /// The prefix of every `content_hash` value.
 pub const PREFIX: &str = "blake3:";
@@ -54,9 +58,21 @@ pub enum HashCheck {
     Absent,
     /// The declared hash matches the body.
     Verified,
-    /// The declared hash does not match (or is not a `blake3:` value): deliver with a warning
-    /// (G-AS-8).
+    /// The declared hash does not match: deliver with a warning (G-AS-8).
     Mismatch,
+    /// The declared value is not `blake3:` followed by 64 lowercase hex digits (§3.2), so it
+    /// cannot be checked at all.
+    BadForm,
+}
+
+/// Whether `declared` has §3.2's form: `blake3:` and 64 lowercase hex digits.
+pub fn is_well_formed(declared: &str) -> bool {
+    declared.strip_prefix(PREFIX).is_some_and(|hex| {
+        hex.len() == 64
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 impl HashCheck {
@@ -64,7 +80,11 @@ impl HashCheck {
     pub fn of(declared: Option<&str>, body: &str) -> HashCheck {
         match declared {
             None => HashCheck::Absent,
-            Some(d) if d.eq_ignore_ascii_case(&content_hash(body)) => HashCheck::Verified,
+            Some(d) if !is_well_formed(d) => HashCheck::BadForm,
+            Some(d) if d == content_hash(body) => HashCheck::Verified,
+            Some(d) if body.contains("\r\n") && d == content_hash(&body.replace("\r\n", "\n")) => {
+                HashCheck::Verified
+            }
             Some(_) => HashCheck::Mismatch,
         }
     }
@@ -75,6 +95,7 @@ impl HashCheck {
             HashCheck::Absent => "absent",
             HashCheck::Verified => "verified",
             HashCheck::Mismatch => "mismatch",
+            HashCheck::BadForm => "bad_form",
         }
     }
 }

@@ -13,6 +13,7 @@
 //! - [`registry`]: `operators.yaml` (§8); [`audit`]: the audit log (§7);
 //! - [`git`]: the subprocess wrapper and checkout lock; [`share`]: a checkout, its identity, a
 //!   snapshot of its files; [`ops`]: every write and `sync`;
+//! - [`init`]: a new share, on the branch its remote's clones check out;
 //! - [`views`]: inbox, threads, knowledge and the inbound messages for local delivery;
 //! - [`check`]: the conformance checker; [`doctor`]: the §11 security warnings.
 
@@ -24,6 +25,7 @@ pub mod frontmatter;
 pub mod git;
 pub mod hash;
 pub mod ident;
+pub mod init;
 pub mod naming;
 pub mod ops;
 pub mod registry;

@@ -98,6 +98,8 @@ pub struct SendRequest {
     pub body: String,
     /// Append the `_Dispatched by agentbus …_` attribution line after hashing (§3.2).
     pub footer: bool,
+    /// Refuse a recipient `operators.yaml` does not declare, instead of sending with a warning.
+    pub strict: bool,
 }
 
 impl SendRequest {
@@ -113,8 +115,43 @@ impl SendRequest {
             status: "open".to_owned(),
             body: body.into(),
             footer: false,
+            strict: false,
         }
     }
+}
+
+/// Why `to` is not a declared recipient (§2, §8), or `None` when it is one: its operator is in
+/// `operators.yaml`, and its agent is one of that operator's agents (or `any`).
+pub fn recipient_problem(registry: &Registry, to: &ShareAddress) -> Option<String> {
+    let Some(entry) = registry.operators.get(&to.operator) else {
+        let known: Vec<&str> = registry.operators.keys().map(String::as_str).collect();
+        return Some(format!(
+            "{} is not an operator of this share (operators.yaml declares {})",
+            to.operator,
+            if known.is_empty() {
+                "nobody yet".to_owned()
+            } else {
+                known.join(", ")
+            }
+        ));
+    };
+    if to.is_any() || entry.instances.values().any(|a| a.contains(&to.agent)) {
+        return None;
+    }
+    let mut agents: Vec<&str> = entry
+        .instances
+        .values()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    agents.sort_unstable();
+    agents.dedup();
+    Some(format!(
+        "{} has no agent {} in operators.yaml (its agents: {})",
+        to.operator,
+        to.agent,
+        agents.join(", ")
+    ))
 }
 
 /// A publication to write (§6).
@@ -164,6 +201,19 @@ pub struct Written {
     pub warnings: Vec<String>,
     /// What the sync did.
     pub sync: SyncReport,
+}
+
+/// What a replay has to re-apply, read from the unpushed commits before the branch moves.
+#[derive(Debug, Default)]
+struct ReplayPlan {
+    /// The commits' subjects, newest first, for the replay commit's message.
+    subjects: String,
+    /// Artifacts our commits added: (path, bytes).
+    artifacts: Vec<(String, String)>,
+    /// Audit lines our commits appended, per log file.
+    logs: Vec<(String, Vec<String>)>,
+    /// Every other file our commits changed, merged with the remote's version (`None`: deleted).
+    others: Vec<(String, Option<String>)>,
 }
 
 /// The files and log lines a write produces, decided against the current tree.
@@ -352,6 +402,10 @@ impl Share {
             if written.id == r.from {
                 written.id = r.to.clone();
             }
+            // A new message's thread was its id, and follows it (§5).
+            if written.thread.as_deref() == Some(r.from.as_str()) {
+                written.thread = Some(r.to.clone());
+            }
         }
         for r in &report.renamed_paths {
             for p in &mut written.paths {
@@ -399,6 +453,19 @@ impl Share {
         )?;
         self.write(opts, |share, registry, me| {
             let from = share.sender_party(registry, me, req.from_agent.as_deref())?;
+            // A typo in an address would stay in the share for good (§1): say so, or refuse.
+            let mut warnings = Vec::new();
+            for to in &req.to {
+                if let Some(problem) = recipient_problem(registry, to) {
+                    if req.strict {
+                        return Err(ShareError::UnknownRecipient(problem));
+                    }
+                    warnings.push(format!(
+                        "{problem}; the message is in the share for good, check the address (--strict refuses such a send)"
+                    ));
+                }
+            }
+            warnings.extend(secret_warnings(&req.body));
             let original_thread = match &req.re {
                 Some(re) => Some(original(&share.snapshot()?, re)?.thread),
                 None => None,
@@ -473,7 +540,7 @@ impl Share {
                     from.short(),
                     to_list.join(", ")
                 ),
-                warnings: secret_warnings(&req.body),
+                warnings,
                 id,
                 thread: Some(thread),
                 files,
@@ -490,6 +557,19 @@ impl Share {
         kind: MessageType,
         from_agent: Option<&str>,
         body: &str,
+        opts: &WriteOptions,
+    ) -> Result<Written, ShareError> {
+        self.reply_as(id, kind, from_agent, body, false, opts)
+    }
+
+    /// [`Share::reply`], refusing (with `strict`) an asker `operators.yaml` does not declare.
+    pub fn reply_as(
+        &self,
+        id: &str,
+        kind: MessageType,
+        from_agent: Option<&str>,
+        body: &str,
+        strict: bool,
         opts: &WriteOptions,
     ) -> Result<Written, ShareError> {
         let me = self.identity()?;
@@ -515,6 +595,7 @@ impl Share {
             agent: first.doc.from.agent.clone(),
         };
         let mut req = SendRequest::new(vec![asker], kind, body);
+        req.strict = strict;
         req.re = Some(id.to_owned());
         req.from_agent = from_agent.map(str::to_owned).or(reached);
         req.thread = Some(first.doc.thread.clone());
@@ -681,6 +762,24 @@ impl Share {
         }
         let up_ref = format!("refs/remotes/{REMOTE}/{}", git.branch());
         let before = git.rev(&up_ref);
+        if let Some(b) = &before {
+            // §1: a commit made by hand that edits or deletes a pushed artifact is never pushed by
+            // us, even when it would rebase cleanly. (No HEAD yet: nothing of ours to check.)
+            let edits = git.ok(&[
+                "diff",
+                "--name-only",
+                "--no-renames",
+                "--diff-filter=MDT",
+                &format!("{b}...HEAD"),
+                "--",
+                MESSAGES,
+                BROADCAST,
+                KNOWLEDGE,
+            ]);
+            if let Some(path) = edits.as_deref().unwrap_or_default().lines().next() {
+                return Err(ShareError::LocalEdit(path.to_owned()));
+            }
+        }
         let mut done = false;
         for attempt in 1..=MAX_ATTEMPTS {
             report.attempts = attempt;
@@ -696,9 +795,21 @@ impl Share {
             // window in which another writer can push first.
             let (head, up) = tips(git, &up_ref);
             match (&up, &head) {
-                (None, None) => {
-                    done = true;
-                    break;
+                (None, _) => {
+                    // The remote lacks our branch. Creating it is right only on an empty remote:
+                    // next to other branches it would start a second, unrelated history that
+                    // clones of the remote's HEAD never see (issue 15 item 3).
+                    let others = git.remote_branches();
+                    if !others.is_empty() {
+                        return Err(ShareError::NoShareBranch {
+                            branch: git.branch(),
+                            others,
+                        });
+                    }
+                    if head.is_none() {
+                        done = true;
+                        break;
+                    }
                 }
                 (Some(up), None) => {
                     git.ok(&["checkout", "--quiet", "-B", &git.branch(), up])?;
@@ -706,11 +817,14 @@ impl Share {
                     break;
                 }
                 (Some(up), Some(head)) => {
-                    let base = git.ok(&["merge-base", head, up]).unwrap_or_default();
+                    let base = git
+                        .ok(&["merge-base", head, up])
+                        .map_err(|_| ShareError::Unrelated(git.branch()))?;
                     if head == up || base == *head {
                         // Nothing of ours to push: catch up.
                         if head != up {
-                            git.ok(&["merge", "--ff-only", "--quiet", up])?;
+                            git.ok(&["merge", "--ff-only", "--quiet", up])
+                                .map_err(|e| dirty_or(git, e))?;
                         }
                         done = true;
                         break;
@@ -719,13 +833,18 @@ impl Share {
                         let rebased = git.run(&["rebase", "--quiet", up])?;
                         if !rebased.status.success() {
                             let _ = git.run(&["rebase", "--abort"]);
+                            // A rebase refuses to start over uncommitted changes; that is the
+                            // user's work to commit or discard, not a race to replay.
+                            let dirty = git.dirty();
+                            if !dirty.is_empty() {
+                                return Err(ShareError::Dirty(dirty));
+                            }
                             self.replay(up, sign, &mut report)?;
                         } else if self.collides_with(up)? {
                             self.replay(up, sign, &mut report)?;
                         }
                     }
                 }
-                (None, Some(_)) => {}
             }
             match git.push()? {
                 Push::Pushed => {
@@ -808,30 +927,55 @@ impl Share {
     }
 
     /// Re-applies this clone's unpushed changes on top of `up` after a rebase could not (G-AS-3):
-    /// artifacts keep their bytes but take a free name (and id) when theirs is taken, audit lines
-    /// are appended again, our own registry block is spliced into the remote's file.
+    /// artifacts keep their bytes but take a free name (and id, and with it the thread of a new
+    /// message) when theirs is taken; audit lines are appended again; every other file this clone
+    /// changed is merged with the remote's version, `operators.yaml` block by block (§8).
     ///
     /// The first replay takes the first free suffix, as §3 asks. Each further replay within one
     /// sync skips that many more: a twin clone that keeps writing under the same name (the same
     /// agent of another instance, in the same second) takes the first free name for its next
     /// message, so racing it for that name again and again would lose every time.
+    ///
+    /// Everything that can refuse (an edited artifact, a conflicting registry edit) is decided
+    /// before the branch moves; if writing the replay fails after that, the branch and files are
+    /// put back, so an unpushed commit is never lost.
     fn replay(&self, up: &str, sign: bool, report: &mut SyncReport) -> Result<(), ShareError> {
         let skip = report.replays;
-        report.replays += 1;
         let git = self.git();
-        let root = self.root();
-        let base = git.ok(&["merge-base", "HEAD", up])?;
-        let subjects = git.ok(&["log", "--format=%s", &format!("{base}..HEAD")])?;
-        let changes = git.ok(&["diff", "--name-status", "--no-renames", &base, "HEAD"])?;
-        let me = self.identity().ok();
-        let show = |rev: &str, path: &str| {
-            git.ok(&["show", &format!("{rev}:{path}")])
-                .map(|s| s + "\n")
+        let old_head = git
+            .rev("HEAD")
+            .ok_or_else(|| ShareError::Unrelated(git.branch()))?;
+        let base = git
+            .ok(&["merge-base", "HEAD", up])
+            .map_err(|_| ShareError::Unrelated(git.branch()))?;
+        let plan = self.replay_plan(&base, up)?;
+        git.ok(&["reset", "--quiet", "--keep", up])
+            .map_err(|e| dirty_or(git, e))?;
+        let mut created = Vec::new();
+        let result = self.apply_replay(plan, skip, sign, report, &mut created);
+        if result.is_err() {
+            // Put back what was there: our files out, the branch at its old commit.
+            for rel in &created {
+                let _ = std::fs::remove_file(self.root().join(rel));
+            }
+            let _ = git.run(&["reset", "--quiet", "--hard", &old_head]);
+        } else {
+            report.replays += 1;
+        }
+        result
+    }
+
+    /// What a replay onto `up` has to do, read from the unpushed commits (`base..HEAD`) before
+    /// anything moves.
+    fn replay_plan(&self, base: &str, up: &str) -> Result<ReplayPlan, ShareError> {
+        let git = self.git();
+        let me = self.identity().ok().map(|m| m.operator).unwrap_or_default();
+        let version = |rev: &str, path: &str| raw_show(git, rev, path).ok();
+        let mut plan = ReplayPlan {
+            subjects: git.ok(&["log", "--format=%s", &format!("{base}..HEAD")])?,
+            ..ReplayPlan::default()
         };
-        let mut artifacts: Vec<(String, String)> = Vec::new();
-        let mut logs: Vec<(String, Vec<String>)> = Vec::new();
-        let mut registry_block: Option<String> = None;
-        let mut keep_if_absent: Vec<(String, String)> = Vec::new();
+        let changes = git.ok(&["diff", "--name-status", "--no-renames", base, "HEAD"])?;
         for line in changes.lines() {
             let Some((status, path)) = line.split_once('\t') else {
                 continue;
@@ -841,37 +985,77 @@ impl Share {
                 (
                     Place::Message { .. } | Place::Broadcast { .. } | Place::Knowledge { .. },
                     "A",
-                ) => {
-                    artifacts.push((path.clone(), raw_show(git, "HEAD", &path)?));
-                }
+                ) => plan
+                    .artifacts
+                    .push((path.clone(), raw_show(git, "HEAD", &path)?)),
                 (Place::Log { .. }, "A" | "M") => {
-                    let theirs: BTreeSet<String> = if status == "M" {
-                        show(&base, &path)?.lines().map(str::to_owned).collect()
-                    } else {
-                        BTreeSet::new()
-                    };
-                    let ours = show("HEAD", &path)?
+                    let theirs: BTreeSet<String> = version(base, &path)
+                        .unwrap_or_default()
+                        .lines()
+                        .map(str::to_owned)
+                        .collect();
+                    let ours = raw_show(git, "HEAD", &path)?
                         .lines()
                         .filter(|l| !l.trim().is_empty() && !theirs.contains(*l))
                         .map(str::to_owned)
                         .collect();
-                    logs.push((path, ours));
+                    plan.logs.push((path, ours));
                 }
-                (Place::Outside, "A" | "M") if path == REGISTRY => {
-                    let op = me.as_ref().map(|m| m.operator.as_str()).unwrap_or_default();
-                    registry_block = registry::block_of(&show("HEAD", &path)?, op);
+                (
+                    Place::Message { .. }
+                    | Place::Broadcast { .. }
+                    | Place::Knowledge { .. }
+                    | Place::Log { .. },
+                    _,
+                ) => return Err(ShareError::LocalEdit(path)),
+                _ => {
+                    let (b, o, t) = (
+                        version(base, &path),
+                        version("HEAD", &path),
+                        version(up, &path),
+                    );
+                    let split = path
+                        .strip_prefix(&format!("{}/", naming::REGISTRY_DIR))
+                        .and_then(|n| n.strip_suffix(".yaml"))
+                        .filter(|n| !n.contains('/'));
+                    let merged = if path == REGISTRY {
+                        registry::merge(
+                            b.as_deref().unwrap_or_default(),
+                            o.as_deref().unwrap_or_default(),
+                            t.as_deref().unwrap_or_default(),
+                            &me,
+                        )
+                        .map(Some)
+                        .map_err(ShareError::RegistryConflict)?
+                    } else if let Some(op) = split {
+                        registry::merge_split(b.as_deref(), o.as_deref(), t.as_deref(), op, &me)
+                            .map_err(ShareError::RegistryConflict)?
+                    } else {
+                        registry::agree(&b, &o, &t)
+                            .ok_or_else(|| ShareError::Conflict(path.clone()))?
+                    };
+                    plan.others.push((path, merged));
                 }
-                (Place::Outside, "A") if !path.contains('/') || path.starts_with("operators/") => {
-                    keep_if_absent.push((path.clone(), raw_show(git, "HEAD", &path)?));
-                }
-                _ => return Err(ShareError::Conflict(path)),
             }
         }
-        git.ok(&["reset", "--quiet", "--keep", up])?;
+        Ok(plan)
+    }
 
+    /// Writes a replay onto the checkout (already at the remote's tip) and commits it; `created`
+    /// collects the files it creates, for putting things back if it fails.
+    fn apply_replay(
+        &self,
+        plan: ReplayPlan,
+        skip: u32,
+        sign: bool,
+        report: &mut SyncReport,
+        created: &mut Vec<String>,
+    ) -> Result<(), ShareError> {
+        let git = self.git();
+        let root = self.root();
         // Group copies by id: a multicast's copies move together and keep one id (§3.1).
         let mut groups: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
-        for (path, content) in artifacts {
+        for (path, content) in plan.artifacts {
             let id = frontmatter::read_message(&content)
                 .map(|m| m.id)
                 .or_else(|_| frontmatter::read_publication(&content).map(|p| p.id))
@@ -912,6 +1096,7 @@ impl Share {
                 let new_path = format!("{dir}/{new_stem}.md");
                 // Reserve the name now so the next group sees it.
                 write_new(root, &new_path, "")?;
+                created.push(new_path.clone());
                 moves.push((path, new_path, content));
             }
         }
@@ -929,7 +1114,7 @@ impl Share {
             }
             paths.push(new);
         }
-        for (path, lines) in logs {
+        for (path, lines) in plan.logs {
             let lines: Vec<LogLine> = lines
                 .iter()
                 .filter_map(|l| serde_json::from_str::<LogLine>(l).ok())
@@ -937,40 +1122,50 @@ impl Share {
                     if let Some(new) = l.msg_id.as_deref().and_then(rename) {
                         l.msg_id = Some(new);
                     }
+                    if let Some(new) = l.thread.as_deref().and_then(rename) {
+                        l.thread = Some(new);
+                    }
                     l
                 })
                 .collect();
             audit::append(root, &path, &lines)?;
             paths.push(path);
         }
-        if let (Some(block), Some(me)) = (registry_block, &me) {
-            let path = root.join(REGISTRY);
-            let current = std::fs::read_to_string(&path).unwrap_or_default();
-            std::fs::write(
-                &path,
-                registry::splice_block(&current, &me.operator, &block),
-            )
-            .map_err(ShareError::io(&path))?;
-            paths.push(REGISTRY.to_owned());
-        }
-        for (rel, content) in keep_if_absent {
-            if !root.join(&rel).exists() {
-                write_new(root, &rel, &content)?;
-                paths.push(rel);
+        for (rel, merged) in plan.others {
+            let path = root.join(&rel);
+            match merged {
+                Some(text) => {
+                    if let Some(parent) = path.parent() {
+                        std::fs::create_dir_all(parent).map_err(ShareError::io(parent))?;
+                    }
+                    if !path.exists() {
+                        created.push(rel.clone());
+                    }
+                    std::fs::write(&path, text).map_err(ShareError::io(&path))?;
+                }
+                None => {
+                    if path.exists() {
+                        git.ok(&["rm", "--quiet", "--cached", "--", &rel])?;
+                        std::fs::remove_file(&path).map_err(ShareError::io(&path))?;
+                    }
+                }
             }
+            paths.push(rel);
         }
         report
             .renamed_ids
             .extend(ids.into_iter().map(|(from, to)| Renamed { from, to }));
         if !paths.is_empty() {
-            let first = subjects.lines().last().unwrap_or("agentbus share");
-            let more = subjects.lines().count().saturating_sub(1);
+            let first = plan.subjects.lines().last().unwrap_or("agentbus share");
+            let more = plan.subjects.lines().count().saturating_sub(1);
             let message = if more > 0 {
                 format!("{first} (+{more} more; replayed after a lost race)")
             } else {
                 format!("{first} (replayed after a lost race)")
             };
-            git.commit(&paths, &message, sign)?;
+            // Our changes may already be the remote's (the same edit on both sides): nothing to
+            // commit is then a replay that is done, not a failure.
+            git.commit_changes(&paths, &message, sign)?;
         }
         Ok(())
     }
@@ -1019,6 +1214,24 @@ impl Share {
             }
         }
         let root = self.root();
+        if self.git().rev("HEAD").is_none()
+            && !root.join(REGISTRY).exists()
+            && !root.join(naming::REGISTRY_DIR).exists()
+        {
+            // Joining an empty remote would make the share's first commit without its README and
+            // .gitattributes (the union merge of the audit logs): `init` makes shares.
+            return Err(ShareError::Uninitialised);
+        }
+        // Half-made edits of the registry are somebody's work: never commit them as part of a join.
+        let dirty: Vec<String> = self
+            .git()
+            .dirty()
+            .into_iter()
+            .filter(|p| p == REGISTRY || p.starts_with(&format!("{}/", naming::REGISTRY_DIR)))
+            .collect();
+        if !dirty.is_empty() {
+            return Err(ShareError::Dirty(dirty));
+        }
         let split = root
             .join(naming::REGISTRY_DIR)
             .join(format!("{}.yaml", req.operator));
@@ -1046,11 +1259,13 @@ impl Share {
                 entry.emails.push(m.clone());
             }
         }
-        let new = registry::splice_block(
-            &text,
-            &req.operator,
-            &registry::render_block(&req.operator, &entry),
-        );
+        let block = registry::render_block(&req.operator, &entry);
+        let new = if rel != REGISTRY && registry::block_of(&text, &req.operator).is_none() {
+            // A split file holding the bare block: the whole file is the block.
+            block
+        } else {
+            registry::splice_block(&text, &req.operator, &block)
+        };
         let mut paths = Vec::new();
         if new != text {
             std::fs::write(&path, &new).map_err(ShareError::io(&path))?;
@@ -1094,6 +1309,17 @@ fn raw_show(git: &Git, rev: &str, path: &str) -> Result<String, ShareError> {
         });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `e`, or, when tracked files have uncommitted changes (which is why git refused), the error that
+/// names them.
+fn dirty_or(git: &Git, e: ShareError) -> ShareError {
+    let dirty = git.dirty();
+    if dirty.is_empty() {
+        e
+    } else {
+        ShareError::Dirty(dirty)
+    }
 }
 
 /// The ceiling of a handle's contention estimate: pauses stay under 10 ms × 2⁶ = 640 ms.
@@ -1180,84 +1406,4 @@ fn original(snap: &Snapshot, id: &str) -> Result<frontmatter::Message, ShareErro
         .first()
         .map(|m| m.doc.clone())
         .ok_or_else(|| ShareError::UnknownId(id.to_owned()))
-}
-
-/// What `init` made.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct InitReport {
-    /// The checkout.
-    pub path: PathBuf,
-    /// The remote, when one was given or found.
-    pub remote: Option<String>,
-    /// Whether the first commit reached the remote.
-    pub pushed: bool,
-}
-
-/// The share's own README, written by `init`.
-const SHARE_README: &str = "# A share\n\nA git repository of immutable markdown files exchanged \
-between agent fleets, following the agentshare protocol, version 0.1 Core.\n\n\
-- `messages/<to-operator>/<to-agent>/<timestamp>-<from-operator>-<from-agent>-<slug>.md`: direct messages\n\
-- `broadcast/<timestamp>-<operator>-<slug>.md`: announcements to everyone\n\
-- `knowledge/<topic>/<date>-<operator>-<slug>.md`: publications (no index files here)\n\
-- `log/<operator>-<date>.jsonl`: each operator's own audit log\n\
-- `operators.yaml`: who participates; edit only your own block\n\n\
-Never edit or delete a pushed file and never force-push: change state by writing new files.\n";
-
-/// The share's `.gitattributes`: concurrent appends to one operator's log from two instances merge
-/// by concatenation (G-AS-4).
-pub const GITATTRIBUTES: &str = "log/*.jsonl merge=union\n";
-
-/// Creates a new share in `dir` (created if missing): the layout's README, `.gitattributes` and an
-/// empty `operators.yaml`, committed; pushed when `remote` is given or `dir` is a clone of an
-/// empty remote.
-pub fn init(dir: &Path, remote: Option<&str>) -> Result<InitReport, ShareError> {
-    std::fs::create_dir_all(dir).map_err(ShareError::io(dir))?;
-    let git = Git::at(dir);
-    let is_repo = dir.join(".git").exists();
-    if is_repo {
-        if git.rev("HEAD").is_some() {
-            return Err(ShareError::NotEmpty(dir.to_owned()));
-        }
-    } else {
-        if std::fs::read_dir(dir)
-            .map_err(ShareError::io(dir))?
-            .next()
-            .is_some()
-        {
-            return Err(ShareError::NotEmpty(dir.to_owned()));
-        }
-        git.ok(&["init", "--quiet", "--initial-branch=main"])?;
-    }
-    if let Some(url) = remote {
-        if git.has_remote() {
-            git.ok(&["remote", "set-url", REMOTE, url])?;
-        } else {
-            git.ok(&["remote", "add", REMOTE, url])?;
-        }
-    }
-    let files = [
-        ("README.md", SHARE_README.to_owned()),
-        (".gitattributes", GITATTRIBUTES.to_owned()),
-        (REGISTRY, registry::HEADER.to_owned()),
-    ];
-    let mut paths = Vec::new();
-    for (rel, content) in files {
-        write_new(dir, rel, &content)?;
-        paths.push(rel.to_owned());
-    }
-    git.commit(
-        &paths,
-        "agentbus share init: a new share (agentshare 0.1 Core layout)",
-        false,
-    )?;
-    let mut pushed = false;
-    if git.has_remote() {
-        pushed = git.push()? == Push::Pushed;
-        let _ = git.fetch();
-    }
-    Ok(InitReport {
-        path: dir.to_owned(),
-        remote: git.remote_url(),
-        pushed,
-    })
 }

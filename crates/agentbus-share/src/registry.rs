@@ -121,13 +121,9 @@ impl Registry {
                     continue;
                 };
                 let text = std::fs::read_to_string(&path).map_err(ShareError::io(&path))?;
-                let map = parse(&text, &format!("{REGISTRY_DIR}/{op}.yaml"))?;
-                // The split file holds either `<op>: {block}` or the block itself.
-                let block = match map.get(op) {
-                    Some(b) => b.clone(),
-                    None => Value::Object(map.into_iter().collect()),
-                };
-                let e = entry_of(&block);
+                // A broken split file is an error like a broken operators.yaml, not an empty block.
+                parse(&text, &format!("{REGISTRY_DIR}/{op}.yaml"))?;
+                let e = split_entry(&text, op);
                 let slot = r.operators.entry(op.to_owned()).or_default();
                 for (inst, agents) in e.instances {
                     let have = slot.instances.entry(inst).or_default();
@@ -166,13 +162,15 @@ impl Registry {
     }
 }
 
-/// Renders one operator's block in our schema.
+/// Renders one operator's block in our schema. Keys are quoted where YAML could read them as
+/// anything but a string (`0x1f` is the integer 31 to a YAML 1.1 reader), like every value.
 pub fn render_block(operator: &str, e: &OperatorEntry) -> String {
-    let mut out = format!("{operator}:\n  instances:\n");
+    let mut out = format!("{}:\n  instances:\n", scalar(operator));
     for (inst, agents) in &e.instances {
         let list: Vec<String> = agents.iter().map(|a| scalar(a)).collect();
         out.push_str(&format!(
-            "    {inst}:\n      agents: [{}]\n",
+            "    {}:\n      agents: [{}]\n",
+            scalar(inst),
             list.join(", ")
         ));
     }
@@ -183,10 +181,65 @@ pub fn render_block(operator: &str, e: &OperatorEntry) -> String {
     out
 }
 
+/// The key a top-level mapping line opens (`acme:`, `"0x1f":`, `'x': {…}`), as YAML reads it;
+/// `None` for indented lines, comments, blank lines and anything that is not `key:`.
+fn top_level_key(line: &str) -> Option<String> {
+    let line = line.trim_end_matches(['\n', '\r']);
+    let (key, rest) = match line.chars().next()? {
+        '"' => {
+            let mut escaped = false;
+            let end = line
+                .char_indices()
+                .skip(1)
+                .find(|&(_, c)| {
+                    let close = c == '"' && !escaped;
+                    escaped = c == '\\' && !escaped;
+                    close
+                })?
+                .0;
+            let key: String = serde_json::from_str(&line[..=end]).ok()?;
+            (key, &line[end + 1..])
+        }
+        '\'' => {
+            let body = &line[1..];
+            let mut key = String::new();
+            let mut rest = None;
+            let mut chars = body.char_indices().peekable();
+            while let Some((i, c)) = chars.next() {
+                if c == '\'' {
+                    if chars.peek().is_some_and(|&(_, n)| n == '\'') {
+                        chars.next();
+                        key.push('\'');
+                    } else {
+                        rest = Some(&body[i + 1..]);
+                        break;
+                    }
+                } else {
+                    key.push(c);
+                }
+            }
+            (key, rest?)
+        }
+        c if c.is_whitespace() || matches!(c, '#' | '-' | '{' | '[' | '?') => return None,
+        _ => {
+            let colon = line
+                .char_indices()
+                .find(|&(i, c)| {
+                    c == ':' && line[i + 1..].chars().next().is_none_or(char::is_whitespace)
+                })?
+                .0;
+            (line[..colon].trim_end().to_owned(), &line[colon..])
+        }
+    };
+    let rest = rest.trim_start_matches(' ').strip_prefix(':')?;
+    rest.chars()
+        .next()
+        .is_none_or(char::is_whitespace)
+        .then_some(key)
+}
+
 fn is_top_level_key(line: &str, key: &str) -> bool {
-    line.strip_prefix(key)
-        .and_then(|r| r.strip_prefix(':'))
-        .is_some_and(|r| r.trim().is_empty() || r.trim_start().starts_with('#'))
+    top_level_key(line).is_some_and(|k| k == key)
 }
 
 fn starts_top_level(line: &str) -> bool {
@@ -224,13 +277,160 @@ pub fn splice_block(text: &str, operator: &str, block: &str) -> String {
 
 /// The text of `operator`'s block in a registry text, if it has one.
 pub fn block_of(text: &str, operator: &str) -> Option<String> {
-    let lines: Vec<&str> = text.split_inclusive('\n').collect();
-    let s = lines.iter().position(|l| is_top_level_key(l, operator))?;
-    let end = lines[s + 1..]
-        .iter()
-        .position(|l| starts_top_level(l))
-        .map_or(lines.len(), |i| s + 1 + i);
-    Some(lines[s..end].concat())
+    cut(text)
+        .blocks
+        .into_iter()
+        .find(|(k, _)| k == operator)
+        .map(|(_, b)| b)
+}
+
+/// A registry text cut at its top-level keys: the lines before the first key (the header
+/// comment), then each key's block with the lines that follow it up to the next key.
+struct Cut {
+    head: String,
+    blocks: Vec<(String, String)>,
+}
+
+fn cut(text: &str) -> Cut {
+    let mut c = Cut {
+        head: String::new(),
+        blocks: Vec::new(),
+    };
+    for line in text.split_inclusive('\n') {
+        match top_level_key(line).filter(|_| starts_top_level(line)) {
+            Some(key) => c.blocks.push((key, line.to_owned())),
+            None => match c.blocks.last_mut() {
+                Some((_, b)) => b.push_str(line),
+                None => c.head.push_str(line),
+            },
+        }
+    }
+    c
+}
+
+/// The one version of a part that two sides' edits of a common base agree on: what changed on one
+/// side only, or the same change on both; `None` when both changed it differently.
+pub(crate) fn agree<T: PartialEq + Clone>(base: &T, ours: &T, theirs: &T) -> Option<T> {
+    if ours == base || ours == theirs {
+        Some(theirs.clone())
+    } else if theirs == base {
+        Some(ours.clone())
+    } else {
+        None
+    }
+}
+
+fn entry_of_block(block: &str, operator: &str) -> OperatorEntry {
+    Registry::parse(block)
+        .ok()
+        .and_then(|mut r| r.operators.remove(operator))
+        .unwrap_or_default()
+}
+
+/// `theirs` with what `ours` added to `base`: instances, agents and e-mails (join only adds).
+fn with_additions(
+    theirs: &OperatorEntry,
+    base: &OperatorEntry,
+    ours: &OperatorEntry,
+) -> OperatorEntry {
+    let mut out = theirs.clone();
+    for (inst, agents) in &ours.instances {
+        let before = base.instances.get(inst);
+        let slot = out.instances.entry(inst.clone()).or_default();
+        for a in agents {
+            if !before.is_some_and(|b| b.contains(a)) && !slot.contains(a) {
+                slot.push(a.clone());
+            }
+        }
+    }
+    for m in &ours.emails {
+        let known = |list: &[String]| list.iter().any(|e| e.eq_ignore_ascii_case(m));
+        if !known(&base.emails) && !known(&out.emails) {
+            out.emails.push(m.clone());
+        }
+    }
+    out
+}
+
+/// Merges this clone's unpushed edit of a registry text (`base` → `ours`) into the remote's
+/// version (`theirs`), block by block, so a replay after a lost race never drops anybody's edit
+/// (§8). Each part (the header comment, each operator's block) takes the side that changed it;
+/// where both changed `me`'s block (two instances of one operator joining at once), the remote's
+/// block gains what ours added. Any other part both sides changed differently is a conflict: its
+/// name is the error, and nothing is merged.
+pub fn merge(base: &str, ours: &str, theirs: &str, me: &str) -> Result<String, String> {
+    let (b, o, t) = (cut(base), cut(ours), cut(theirs));
+    let get = |c: &Cut, k: &str| {
+        c.blocks
+            .iter()
+            .find(|(x, _)| x == k)
+            .map(|(_, v)| v.clone())
+    };
+    let mut out = agree(&b.head, &o.head, &t.head)
+        .ok_or_else(|| "the comment lines at the top of operators.yaml".to_owned())?;
+    let mut keys: Vec<&str> = t.blocks.iter().map(|(k, _)| k.as_str()).collect();
+    for (k, _) in &o.blocks {
+        if !keys.contains(&k.as_str()) {
+            keys.push(k);
+        }
+    }
+    for key in keys {
+        let (bb, ob, tb) = (get(&b, key), get(&o, key), get(&t, key));
+        let block = match agree(&bb, &ob, &tb) {
+            Some(block) => block,
+            None if key == me => {
+                let entry = |x: &Option<String>| {
+                    x.as_deref()
+                        .map(|x| entry_of_block(x, me))
+                        .unwrap_or_default()
+                };
+                let merged = with_additions(&entry(&tb), &entry(&bb), &entry(&ob));
+                Some(render_block(me, &merged))
+            }
+            None => return Err(format!("{key}'s block of operators.yaml")),
+        };
+        if let Some(block) = block {
+            if !out.is_empty() && !out.ends_with('\n') {
+                out.push('\n');
+            }
+            out.push_str(&block);
+        }
+    }
+    Ok(out)
+}
+
+/// Like [`merge`], for a split registry file `operators/<operator>.yaml` (either form): the
+/// operator's own file gains our additions when both sides changed it; another operator's file
+/// takes the side that changed it.
+pub fn merge_split(
+    base: Option<&str>,
+    ours: Option<&str>,
+    theirs: Option<&str>,
+    operator: &str,
+    me: &str,
+) -> Result<Option<String>, String> {
+    let own = |x: Option<&str>| x.map(str::to_owned);
+    if let Some(agreed) = agree(&own(base), &own(ours), &own(theirs)) {
+        return Ok(agreed);
+    }
+    if operator != me {
+        return Err(format!("{REGISTRY_DIR}/{operator}.yaml"));
+    }
+    let entry = |x: Option<&str>| x.map(|t| split_entry(t, operator)).unwrap_or_default();
+    let merged = with_additions(&entry(theirs), &entry(base), &entry(ours));
+    Ok(Some(render_block(operator, &merged)))
+}
+
+/// The block a split file `operators/<operator>.yaml` holds: `<operator>: {block}` or the block
+/// itself.
+fn split_entry(text: &str, operator: &str) -> OperatorEntry {
+    let Ok(map) = parse(text, "") else {
+        return OperatorEntry::default();
+    };
+    match map.get(operator) {
+        Some(b) => entry_of(b),
+        None => entry_of(&Value::Object(map.into_iter().collect())),
+    }
 }
 
 #[cfg(test)]

@@ -278,8 +278,29 @@ enum Read {
     Bad(String),
 }
 
+/// The largest artifact a reader opens; a bigger file is reported and skipped, so one foreign file
+/// cannot make every reader hold gigabytes.
+pub const MAX_ARTIFACT_BYTES: u64 = 4 << 20;
+
 fn read_one(root: &Path, rel: &str) -> Read {
-    let bytes = match std::fs::read(root.join(rel)) {
+    let path = root.join(rel);
+    // A symbolic link in somebody's commit could point at any file of this machine (a key, a
+    // config); only regular files are artifacts, and nothing follows a link.
+    match std::fs::symlink_metadata(&path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            return Read::Bad("unsafe: a symbolic link, not a file; it is not followed".into());
+        }
+        Ok(m) if !m.is_file() => return Read::Bad("not a regular file".into()),
+        Ok(m) if m.len() > MAX_ARTIFACT_BYTES => {
+            return Read::Bad(format!(
+                "unsafe: {} bytes, larger than the {MAX_ARTIFACT_BYTES} an artifact may have",
+                m.len()
+            ));
+        }
+        Ok(_) => {}
+        Err(e) => return Read::Bad(e.to_string()),
+    }
+    let bytes = match std::fs::read(&path) {
         Ok(b) => b,
         Err(e) => return Read::Bad(e.to_string()),
     };
@@ -301,13 +322,15 @@ pub fn snapshot(root: &Path) -> Result<Snapshot, ShareError> {
         .map_or(1, usize::from)
         .clamp(1, 8);
     let chunk = files.len().div_ceil(threads).max(1);
-    let read: Vec<Read> = std::thread::scope(|s| {
+    // Each reader returns its paths with what it read, so a reader that failed loses only its
+    // own part, never shifts another file's content onto the wrong path.
+    let read: Vec<(String, Read)> = std::thread::scope(|s| {
         let handles: Vec<_> = files
             .chunks(chunk)
             .map(|part| {
                 s.spawn(move || {
                     part.iter()
-                        .map(|rel| read_one(root, rel))
+                        .map(|rel| (rel.clone(), read_one(root, rel)))
                         .collect::<Vec<_>>()
                 })
             })
@@ -321,7 +344,7 @@ pub fn snapshot(root: &Path) -> Result<Snapshot, ShareError> {
         strays,
         ..Snapshot::default()
     };
-    for (rel, r) in files.into_iter().zip(read) {
+    for (rel, r) in read {
         match r {
             Read::Message(doc) if rel.starts_with(BROADCAST) => {
                 snap.broadcasts.push(Located { path: rel, doc })

@@ -15,14 +15,33 @@ use crate::ident::{ANY, ShareAddress};
 use crate::registry::Registry;
 use crate::share::{Identity, Located, Malformed, Share, Snapshot};
 
-/// The one-line subject of a body: its first non-empty line, heading marks removed, at most 100
-/// characters. 0.1.0 has no subject key, so the body's first line serves.
+/// The one-line subject of a body: its first non-empty line, heading marks removed, escape
+/// sequences dropped and other control characters shown (it is somebody else's text on its way to
+/// a terminal and a frame attribute), at most 100 characters. 0.1.0 has no subject key, so the
+/// body's first line serves.
 pub fn subject(body: &str) -> Option<String> {
     let line = body
         .lines()
         .map(|l| l.trim_start_matches('#').trim())
         .find(|l| !l.is_empty())?;
-    Some(line.chars().take(100).collect())
+    let shown = agentbus_protocol::text::for_terminal_line(line);
+    Some(shown.trim().chars().take(100).collect())
+}
+
+/// The command that answers `m`, for a person or a model to paste: every value in it comes from
+/// somebody else's file, so each is quoted as one shell word (§11: content is data). An `ack`
+/// closes its thread, so the way to say more is a new message in that thread.
+pub fn reply_command(m: &Message) -> String {
+    use agentbus_protocol::text::shell_quote;
+    if matches!(m.kind.effective(), MessageType::Ack) {
+        format!(
+            "agentbus share send --to {} --thread {} \"…\"",
+            shell_quote(&m.from.short()),
+            shell_quote(&m.thread)
+        )
+    } else {
+        format!("agentbus share reply {} \"…\"", shell_quote(&m.id))
+    }
 }
 
 /// An inbound message for one of this clone's agents, with everything a §13.1 frame needs. This
@@ -71,8 +90,10 @@ impl InboundMessage {
     /// body. Local delivery imports exactly this, so the hook and [`InboundMessage::frame`] agree.
     pub fn framed_body(&self) -> String {
         let mut body = String::new();
-        if self.content_hash == HashCheck::Mismatch {
-            body.push_str("[integrity warning: this body does not match its content_hash (agentshare §3.2); it may have been altered]\n\n");
+        match self.content_hash {
+            HashCheck::Mismatch => body.push_str("[integrity warning: this body does not match its content_hash (agentshare §3.2); it may have been altered]\n\n"),
+            HashCheck::BadForm => body.push_str("[integrity warning: this content_hash is not blake3:<64 lowercase hex> (agentshare §3.2), so the body could not be checked]\n\n"),
+            HashCheck::Absent | HashCheck::Verified => {}
         }
         if !self.sender_declared {
             body.push_str(
@@ -81,6 +102,23 @@ impl InboundMessage {
         }
         body.push_str(crate::hash::trim(&self.body));
         body
+    }
+
+    /// The key local delivery stores this entry under: `<id>#<recipient>`, so a multicast to two
+    /// local agents is two entries and a repeated import is recognised. The local store holds at
+    /// most 256 characters there, so a longer key uses `blake3:<hex of the id>` for the id: still
+    /// one stable key per (id, recipient).
+    pub fn transport_id(&self) -> String {
+        let plain = format!("{}#{}", self.id, self.to);
+        if plain.chars().count() <= 256 {
+            plain
+        } else {
+            format!(
+                "blake3:{}#{}",
+                blake3::hash(self.id.as_bytes()).to_hex(),
+                self.to
+            )
+        }
     }
 
     /// The §13.1 frame a harness shows: peer data, never instructions. A git share carries no
@@ -111,7 +149,8 @@ pub struct Inbound {
     /// Messages for this clone's agents (their folders, `any`, broadcasts from others), oldest
     /// first, one per (id, recipient).
     pub messages: Vec<InboundMessage>,
-    /// Files skipped because they could not be read, with why.
+    /// Files that could hold a message for this clone (by their folder) but were skipped because
+    /// they cannot be read or are unsafe, with why.
     pub malformed: Vec<Malformed>,
 }
 
@@ -124,15 +163,7 @@ fn inbound_of(
 ) -> InboundMessage {
     let d = &m.doc;
     let kind = d.kind.effective();
-    let reply = if matches!(kind, MessageType::Ack) {
-        format!(
-            "agentbus share send --to {} --thread {} \"…\"",
-            d.from.short(),
-            d.thread
-        )
-    } else {
-        format!("agentbus share reply {} \"…\"", d.id)
-    };
+    let reply = reply_command(d);
     InboundMessage {
         id: d.id.clone(),
         from: format!(
@@ -193,8 +224,26 @@ pub fn inbound_from(share: &Share, me: &Identity, snap: &Snapshot) -> Result<Inb
     out.sort_by(|a, b| (a.sent_at, &a.path).cmp(&(b.sent_at, &b.path)));
     Ok(Inbound {
         messages: out,
-        malformed: snap.malformed.clone(),
+        malformed: snap
+            .malformed
+            .iter()
+            .filter(|m| could_be_for(me, &m.path))
+            .cloned()
+            .collect(),
     })
+}
+
+/// Whether a file at `path` could hold a message for this clone, by where it lies (a file that
+/// cannot be read says nothing else): our operator's folder of one of our agents or `any`, or
+/// `broadcast/`.
+pub fn could_be_for(me: &Identity, path: &str) -> bool {
+    match crate::naming::place(path) {
+        crate::naming::Place::Message {
+            operator, agent, ..
+        } => operator == me.operator && (agent == ANY || me.agents.iter().any(|a| a == agent)),
+        crate::naming::Place::Broadcast { .. } => true,
+        _ => false,
+    }
 }
 
 /// Every inbound message for this clone's agents: the function local delivery calls. Malformed

@@ -5,7 +5,8 @@ use clap::{Parser, Subcommand};
 use crate::commands::{
     agent::AgentCommand, directory::AgentsArgs, directory::CardArgs, directory::TopicArgs,
     doctor::DoctorArgs, envelope::EnvelopeArgs, explain::ExplainArgs, gateway::GatewayArgs,
-    keys::KeysArgs, local::LocalCommand, share::ShareArgs, sidecar::SidecarArgs, trace::TraceArgs,
+    keys::KeysArgs, local::LocalCommand, mcp::McpArgs, share::ShareArgs, sidecar::SidecarArgs,
+    trace::TraceArgs,
 };
 
 /// AgentBus: messaging for fleets of AI agents, on one machine, across a team through a gateway,
@@ -16,7 +17,8 @@ use crate::commands::{
     version,
     about,
     after_help = "Exit codes: 0 success, 1 a negative answer (invalid, unverified), 2 usage, 3 bad input, \
-4 configuration, 5 unavailable, 6 refused by a server, 70 internal error.\n\
+4 configuration, 5 unavailable, 6 refused by a server, 7 done with warnings (share sync skipped a file), \
+70 internal error.\n\
 Every error prints a cause and a fix; --json prints one JSON document instead."
 )]
 pub struct Cli {
@@ -70,4 +72,7 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// Exchange messages with other organisations through a git repository (conforms to agentshare 0.1 Core).
     Share(ShareArgs),
+    /// The MCP server over stdio (send, read_inbox, reply, delegate, task, trace, directory,
+    /// with push), and its install into a harness's MCP configuration.
+    Mcp(McpArgs),
 }

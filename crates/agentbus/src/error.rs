@@ -12,6 +12,7 @@
 //! | 4 | `Config` | configuration or local state is missing or wrong |
 //! | 5 | `Unavailable` | a server or resource could not be reached; retrying may help |
 //! | 6 | `Refused` | a server refused the request (the `AB-` code says why) |
+//! | 7 | — | done, with warnings: `share sync` skipped a file (`commands::share::EXIT_WARNINGS`) |
 //! | 70 | `Internal` | a bug in agentbus; please report it |
 
 use std::fmt;

@@ -302,6 +302,16 @@ fn cases(method: &str, path: &str) -> Option<Vec<Probe>> {
                 }),
             ),
         ],
+        ("get", "/v1/agents/{id}/a2a" | "/v1/agents/{id}/.well-known/agent-card.json") => {
+            let suffix = path.trim_start_matches("/v1/agents/{id}").to_owned();
+            vec![Compare(
+                "a card in its A2A form",
+                Box::new(move |w, _, side| {
+                    let id = pick(side, &w.victim.agent.id, &w.ghost.agent_id);
+                    get(format!("/v1/agents/{id}{suffix}"))
+                }),
+            )]
+        }
         ("post", "/v1/agents/{id}/suspend") => {
             vec![Compare("suspend an agent", agent_path("/suspend"))]
         }

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod a2a;
 mod bad_input;
 mod blobs;
 mod conversations;

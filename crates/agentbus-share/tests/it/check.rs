@@ -26,7 +26,7 @@ fn commit_file(share: &Share, rel: &str, content: &str) {
     std::fs::write(&path, content).unwrap();
     git(share.root(), &["add", "-A"]);
     git(share.root(), &["commit", "-qm", &format!("add {rel}")]);
-    git(share.root(), &["push", "-q", "origin", "HEAD:main"]);
+    git(share.root(), &["push", "-q", "origin", "HEAD"]);
     git(share.root(), &["fetch", "-q"]);
 }
 
@@ -91,7 +91,7 @@ fn as_1_3_a_pushed_message_deleted_later_is_a_violation() {
     let rel = a.snapshot().unwrap().messages[0].path.clone();
     git(a.root(), &["rm", "-q", &rel]);
     git(a.root(), &["commit", "-qm", "tidy up"]);
-    git(a.root(), &["push", "-q", "origin", "HEAD:main"]);
+    git(a.root(), &["push", "-q", "origin", "HEAD"]);
     assert_flags(&check::check(a.root()).unwrap(), "§1", "AS-1-3", &rel);
 }
 
@@ -105,7 +105,7 @@ fn as_1_4_a_force_push_rewrite_is_seen_in_the_remote_tracking_reflog() {
     // Someone rewrites the shared branch with plain git.
     let vandal = fx.clone("vandal");
     git(&vandal, &["reset", "-q", "--hard", "HEAD~1"]);
-    git(&vandal, &["push", "-q", "--force", "origin", "HEAD:main"]);
+    git(&vandal, &["push", "-q", "--force", "origin", "HEAD"]);
     git(&watcher, &["fetch", "-q"]);
     let report = check::check(&watcher).unwrap();
     assert!(
@@ -214,7 +214,7 @@ fn as_9_8_a_producer_emitting_1_0_0_after_its_withdrawal_is_a_violation() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    git(a.root(), &["push", "-q", "origin", "HEAD:main"]);
+    git(a.root(), &["push", "-q", "origin", "HEAD"]);
     let report = check::check(a.root()).unwrap();
     assert!(report.is_clean(), "{:#?}", report.findings);
     let new = "messages/acme/reviewer/20261130T120500Z-acme-reviewer-new.md";
@@ -312,4 +312,125 @@ fn g_as_2_distinct_messages_sharing_an_id_are_a_violation() {
         &msg(&id, "acme/reviewer", "fyi", "", "a different body"),
     );
     assert_flags(&check::check(a.root()).unwrap(), "§3.1", "G-AS-2", rel);
+}
+
+#[test]
+fn as_1_2_an_edit_made_inside_a_merge_commit_is_a_violation() {
+    let (_fx, a) = base();
+    let rel = a.snapshot().unwrap().messages[0].path.clone();
+    // A side branch adds a file; the merge commit itself edits the pushed message (an "evil"
+    // merge: no ordinary commit carries the edit).
+    git(a.root(), &["checkout", "-q", "-b", "side"]);
+    std::fs::write(a.root().join("notes.txt"), "side\n").unwrap();
+    git(a.root(), &["add", "notes.txt"]);
+    git(a.root(), &["commit", "-qm", "side"]);
+    git(a.root(), &["checkout", "-q", "-"]);
+    git(a.root(), &["merge", "-q", "--no-ff", "--no-commit", "side"]);
+    let text = std::fs::read_to_string(a.root().join(&rel))
+        .unwrap()
+        .replace("status: open", "status: done");
+    std::fs::write(a.root().join(&rel), text).unwrap();
+    git(a.root(), &["add", &rel]);
+    git(a.root(), &["commit", "-qm", "merge side"]);
+    git(a.root(), &["push", "-q", "origin", "HEAD"]);
+    git(a.root(), &["fetch", "-q"]);
+    let report = check::check(a.root()).unwrap();
+    assert_flags(&report, "§1", "AS-1-2", &rel);
+    assert!(
+        report
+            .findings
+            .iter()
+            .any(|f| f.rule == "AS-1-2" && f.message.contains("merge commit")),
+        "{:#?}",
+        report.findings
+    );
+}
+
+#[test]
+fn as_3_2_1_a_content_hash_in_upper_case_hex_is_a_violation() {
+    let (_fx, a) = base();
+    let rel = "messages/acme/reviewer/20261130T120500Z-acme-reviewer-upper.md";
+    let hash = agentbus_share::hash::content_hash("body")
+        .to_uppercase()
+        .replace("BLAKE3", "blake3");
+    commit_file(
+        &a,
+        rel,
+        &msg(
+            "u-1",
+            "acme/reviewer",
+            "fyi",
+            &format!("content_hash: \"{hash}\"\n"),
+            "body",
+        ),
+    );
+    assert_flags(&check::check(a.root()).unwrap(), "§3.2", "AS-3.2-1", rel);
+}
+
+#[test]
+fn g_as_3_a_new_message_in_a_same_second_message_threads_is_flagged() {
+    // What the old replay left: a renamed message whose thread is the other clone's id.
+    let (_fx, a) = base();
+    let first = a.snapshot().unwrap().messages[0].doc.clone();
+    let rel = "messages/acme/reviewer/20261130T120000Z-acme-reviewer-q-2.md";
+    commit_file(
+        &a,
+        rel,
+        &msg(
+            "20261130T120000Z-acme-reviewer-q-2",
+            "acme/reviewer",
+            "question",
+            &format!("thread: {}\ncreated: \"2026-11-30T12:00:00Z\"\n", first.id),
+            "another question",
+        ),
+    );
+    let report = check::check(a.root()).unwrap();
+    assert!(report.is_clean(), "a warning, not a violation");
+    assert!(
+        report
+            .findings
+            .iter()
+            .any(|f| f.rule == "G-AS-3" && f.path.as_deref() == Some(rel)),
+        "{:#?}",
+        report.findings
+    );
+    // A follow-up written later, in the same thread on purpose, is not flagged.
+    let later = "messages/acme/reviewer/20261130T121000Z-acme-reviewer-more.md";
+    commit_file(
+        &a,
+        later,
+        &msg(
+            "more-1",
+            "acme/reviewer",
+            "fyi",
+            &format!("thread: {}\ncreated: \"2026-11-30T12:10:00Z\"\n", first.id),
+            "and more",
+        ),
+    );
+    let report = check::check(a.root()).unwrap();
+    assert!(
+        !report
+            .findings
+            .iter()
+            .any(|f| f.path.as_deref() == Some(later))
+    );
+}
+
+#[test]
+fn as_7_3_a_missing_audit_line_is_never_a_finding() {
+    // The log is self-reported (§11): messages nobody logged, and a log naming a message that is
+    // not there, prove nothing either way.
+    let (_fx, a) = base();
+    commit_file(
+        &a,
+        "messages/acme/reviewer/20261130T120500Z-acme-reviewer-unlogged.md",
+        &msg("unlogged-1", "acme/reviewer", "fyi", "", "nobody logged me"),
+    );
+    commit_file(
+        &a,
+        "log/acme-2026-11-29.jsonl",
+        "{\"ts\":\"2026-11-29T00:00:00Z\",\"operator\":\"acme\",\"event\":\"send\",\"msg_id\":\"never-written\"}\n",
+    );
+    let report = check::check(a.root()).unwrap();
+    assert!(report.findings.is_empty(), "{:#?}", report.findings);
 }

@@ -154,9 +154,14 @@ fn as_3_2_2_and_as_3_2_3_a_footer_is_excluded_and_tampering_is_caught() {
         HashCheck::of(Some(&declared), "Hello!\n"),
         HashCheck::Mismatch
     );
+    // §3.2's form is blake3: and 64 lowercase hex digits; anything else cannot be checked.
+    assert_eq!(HashCheck::of(Some("sha256:abc"), plain), HashCheck::BadForm);
     assert_eq!(
-        HashCheck::of(Some("sha256:abc"), plain),
-        HashCheck::Mismatch
+        HashCheck::of(
+            Some(&declared.to_uppercase().replace("BLAKE3:", "blake3:")),
+            plain
+        ),
+        HashCheck::BadForm
     );
     // Only the last line, and only when it is a whole footer line.
     assert_ne!(

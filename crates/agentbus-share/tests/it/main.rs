@@ -9,6 +9,8 @@ mod concurrency;
 mod doctor;
 mod format;
 mod inbound;
+mod init;
+mod replay;
 mod writes;
 
 use std::path::{Path, PathBuf};
@@ -72,8 +74,9 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
 /// The instant every fixture clock starts at.
 pub const START: &str = "2026-11-30T12:00:00Z";
 
-/// A bare remote on disk that refuses non-fast-forward pushes, a share initialised into it, and a
-/// manual clock every clone shares.
+/// A bare remote on disk that refuses non-fast-forward pushes, a share initialised into it with the
+/// README's own recipe (`git init --bare`, so git's default branch, then `agentbus share init`), and
+/// a manual clock every clone shares.
 pub struct Fx {
     /// Holds every repository.
     pub tmp: tempfile::TempDir,
@@ -94,21 +97,12 @@ impl Fx {
         setup();
         let tmp = tempfile::tempdir().unwrap();
         let remote = tmp.path().join("remote.git");
-        git(
-            tmp.path(),
-            &[
-                "init",
-                "--quiet",
-                "--bare",
-                "--initial-branch=main",
-                "remote.git",
-            ],
-        );
+        git(tmp.path(), &["init", "--quiet", "--bare", "remote.git"]);
         if protect {
             git(&remote, &["config", "receive.denyNonFastForwards", "true"]);
             git(&remote, &["config", "receive.denyDeletes", "true"]);
         }
-        agentbus_share::ops::init(&tmp.path().join("admin"), Some(remote.to_str().unwrap()))
+        agentbus_share::init::init(&tmp.path().join("admin"), Some(remote.to_str().unwrap()))
             .unwrap();
         Fx {
             tmp,
@@ -137,17 +131,22 @@ impl Fx {
         let share = self.share(&dir);
         share
             .join(
-                &JoinRequest {
-                    operator: operator.into(),
-                    instance: instance.into(),
-                    agents: agents.iter().map(|a| a.to_string()).collect(),
-                    emails: vec!["author@example.org".into()],
-                    sign: false,
-                },
+                &join_request(operator, instance, agents),
                 &WriteOptions::default(),
             )
             .unwrap();
         share
+    }
+}
+
+/// A join as `operator`/`instance` with `agents`, under the test author's e-mail.
+pub fn join_request(operator: &str, instance: &str, agents: &[&str]) -> JoinRequest {
+    JoinRequest {
+        operator: operator.into(),
+        instance: instance.into(),
+        agents: agents.iter().map(|a| a.to_string()).collect(),
+        emails: vec!["author@example.org".into()],
+        sign: false,
     }
 }
 
@@ -178,7 +177,7 @@ pub fn changes(dir: &Path, filter: &str) -> String {
             "--name-status",
             "--no-renames",
             &format!("--diff-filter={filter}"),
-            "origin/main",
+            "@{upstream}",
             "--",
             "messages",
             "broadcast",

@@ -31,11 +31,6 @@ fn as_2_1_init_on_an_empty_bare_repository_yields_a_working_share() {
     assert!(read(&a, ".gitattributes").contains("log/*.jsonl merge=union"));
     assert!(a.root().join("operators.yaml").exists());
     send(&a, &["acme/reviewer"], MessageType::Fyi, "hello");
-    // A second init into the same folder is refused: init only makes new shares.
-    assert!(matches!(
-        agentbus_share::ops::init(a.root(), None),
-        Err(ShareError::NotEmpty(_))
-    ));
 }
 
 #[test]
@@ -327,23 +322,41 @@ fn as_3_1_6_inv_1_delivery_reads_to_and_ignores_recipients() {
     assert_eq!(key(&with).len(), 1);
 }
 
+/// What another implementation's writer does: `files` (share-relative path, content) committed by
+/// `writer` with plain git and synced, then `reader` synced.
+fn foreign_commit(
+    writer: &agentbus_share::Share,
+    files: &[(&str, &str)],
+    reader: &agentbus_share::Share,
+) {
+    for (rel, content) in files {
+        let path = writer.root().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+    git(writer.root(), &["add", "-A"]);
+    git(
+        writer.root(),
+        &["commit", "-qm", "written by another implementation"],
+    );
+    writer.sync(&WriteOptions::default()).unwrap();
+    reader.sync(&WriteOptions::default()).unwrap();
+}
+
 #[test]
 fn as_3_1_1_an_id_is_never_read_from_the_file_name() {
     let fx = Fx::new();
     let a = fx.member("a", "acme", "fleet", &["reviewer"]);
     let b = fx.member("b", "globex", "bots", &["architect"]);
     // A crafted copy whose stem is not its id, and whose slug lies.
-    let dir = b.root().join("messages/acme/reviewer");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("20261130T120000Z-globex-architect-urgent-payroll.md"),
-        "---\nprotocol: 0.1.0\nid: the-real-id\nfrom: { operator: globex, instance: bots, agent: architect }\nto: { operator: acme, agent: reviewer }\nthread: t1\ntype: question\n---\nQ\n",
-    )
-    .unwrap();
-    git(b.root(), &["add", "-A"]);
-    git(b.root(), &["commit", "-qm", "crafted"]);
-    b.sync(&WriteOptions::default()).unwrap();
-    a.sync(&WriteOptions::default()).unwrap();
+    foreign_commit(
+        &b,
+        &[(
+            "messages/acme/reviewer/20261130T120000Z-globex-architect-urgent-payroll.md",
+            "---\nprotocol: 0.1.0\nid: the-real-id\nfrom: { operator: globex, instance: bots, agent: architect }\nto: { operator: acme, agent: reviewer }\nthread: t1\ntype: question\n---\nQ\n",
+        )],
+        &a,
+    );
     let inbox = agentbus_share::inbound_messages(&a).unwrap();
     assert_eq!(inbox.messages[0].id, "the-real-id");
     let w = a
@@ -795,9 +808,9 @@ fn as_11_3_a_secret_looking_body_is_sent_with_a_warning() {
     assert!(w.warnings.is_empty());
 }
 
-#[test]
-fn as_1_1_to_as_1_3_every_command_adds_new_files_and_never_edits_or_deletes_one() {
-    let fx = Fx::new();
+/// Two members, acme (`a`) and globex (`b`), and every kind of write between them: a multicast
+/// question, an answer, an ack, a broadcast and a publication superseded once; `b` synced last.
+fn every_write(fx: &Fx) -> (agentbus_share::Share, agentbus_share::Share) {
     let a = fx.member("a", "acme", "fleet", &["reviewer"]);
     let b = fx.member("b", "globex", "bots", &["architect"]);
     let q = send(
@@ -847,6 +860,13 @@ fn as_1_1_to_as_1_3_every_command_adds_new_files_and_never_edits_or_deletes_one(
     req.supersedes = Some(v1.id);
     a.publish(&req, &WriteOptions::default()).unwrap();
     b.sync(&WriteOptions::default()).unwrap();
+    (a, b)
+}
+
+#[test]
+fn as_1_1_to_as_1_3_every_command_adds_new_files_and_never_edits_or_deletes_one() {
+    let fx = Fx::new();
+    let (_, b) = every_write(&fx);
     // Every artifact path was added exactly once, and nothing was modified, deleted or renamed.
     let added: Vec<String> = changes(b.root(), "A")
         .lines()
@@ -869,4 +889,320 @@ fn as_1_1_to_as_1_3_every_command_adds_new_files_and_never_edits_or_deletes_one(
             "{name}"
         );
     }
+}
+
+#[test]
+fn as_8_1_names_yaml_would_type_are_written_as_quoted_keys() {
+    let fx = Fx::new();
+    let share = fx.share(&fx.clone("hex"));
+    let join = |agents: &[&str]| {
+        share
+            .join(
+                &JoinRequest {
+                    operator: "0x1f".into(),
+                    instance: "1e3".into(),
+                    agents: agents.iter().map(|a| a.to_string()).collect(),
+                    emails: vec![],
+                    sign: false,
+                },
+                &WriteOptions::default(),
+            )
+            .unwrap()
+    };
+    join(&["bot"]);
+    let text = read(&share, "operators.yaml");
+    // A YAML 1.1 reader types a plain 0x1f as the integer 31 and 1e3 as a number.
+    assert!(
+        text.contains("\n\"0x1f\":\n  instances:\n    \"1e3\":\n"),
+        "{text}"
+    );
+    // Joining again extends the one block (the quoted key is found), never adds a second.
+    join(&["second"]);
+    let text = read(&share, "operators.yaml");
+    assert_eq!(text.matches("0x1f").count(), 1, "{text}");
+    let reg = agentbus_share::registry::Registry::parse(&text).unwrap();
+    assert!(reg.declares("0x1f", Some("1e3"), "second"));
+    // A block another implementation wrote plain is still found and rewritten quoted.
+    let plain = text.replace("\"0x1f\":", "0x1f:");
+    let block = agentbus_share::registry::block_of(&text, "0x1f").unwrap();
+    assert!(agentbus_share::registry::block_of(&plain, "0x1f").is_some());
+    let spliced = agentbus_share::registry::splice_block(&plain, "0x1f", &block);
+    assert_eq!(spliced, text);
+    crate::send(&share, &["0x1f/bot"], MessageType::Fyi, "to myself");
+}
+
+#[test]
+fn as_2_4_a_recipient_the_registry_does_not_declare_warns_and_strict_refuses() {
+    let fx = Fx::new();
+    let a = fx.member("a", "acme", "fleet", &["reviewer"]);
+    fx.member("b", "globex", "bots", &["architect"]);
+    a.sync(&WriteOptions::default()).unwrap();
+    for (to, says) in [
+        (
+            "globex/architcet",
+            "globex has no agent architcet in operators.yaml (its agents: architect)",
+        ),
+        (
+            "globx/architect",
+            "globx is not an operator of this share (operators.yaml declares acme, globex)",
+        ),
+    ] {
+        let mut req = SendRequest::new(vec![addr(to)], MessageType::Fyi, "typo");
+        let w = a.send(&req, &WriteOptions::default()).unwrap();
+        assert!(
+            w.warnings.iter().any(|w| w.starts_with(says)),
+            "{:?}",
+            w.warnings
+        );
+        req.strict = true;
+        let before = git(a.root(), &["rev-parse", "HEAD"]);
+        let err = a.send(&req, &WriteOptions::default()).unwrap_err();
+        assert!(
+            matches!(err, ShareError::UnknownRecipient(ref w) if w.starts_with(says)),
+            "{err}"
+        );
+        assert_eq!(
+            git(a.root(), &["rev-parse", "HEAD"]),
+            before,
+            "nothing written"
+        );
+    }
+    // Declared recipients and `any` of a declared operator say nothing.
+    let w = send(
+        &a,
+        &["globex/architect", "globex/any"],
+        MessageType::Fyi,
+        "fine",
+    );
+    assert!(w.warnings.is_empty(), "{:?}", w.warnings);
+}
+
+#[test]
+fn a_missing_share_folder_says_so_rather_than_blaming_git() {
+    let fx = Fx::new();
+    let missing = fx.tmp.path().join("no/such/dir");
+    for err in [
+        agentbus_share::Share::open(&missing).unwrap_err(),
+        agentbus_share::check::check(&missing).unwrap_err(),
+    ] {
+        assert!(
+            matches!(err, ShareError::NoSuchDir(ref p) if *p == missing),
+            "{err}"
+        );
+        assert!(err.to_string().ends_with("does not exist"), "{err}");
+    }
+}
+
+#[test]
+fn as_3_2_3_a_crlf_checkout_keeps_artifact_bytes_and_still_verifies() {
+    let fx = Fx::new();
+    let a = fx.member("a", "acme", "fleet", &["reviewer"]);
+    let w = send(
+        &a,
+        &["acme/reviewer"],
+        MessageType::Fyi,
+        "line one\nline two\nline three\n",
+    );
+    // Git for Windows' default: LF becomes CRLF in the checkout, unless .gitattributes says -text.
+    git(
+        fx.tmp.path(),
+        &[
+            "clone",
+            "--quiet",
+            "-c",
+            "core.autocrlf=true",
+            fx.remote.to_str().unwrap(),
+            "win",
+        ],
+    );
+    let win = fx.tmp.path().join("win");
+    let bytes = std::fs::read(win.join(&w.paths[0])).unwrap();
+    assert!(
+        !bytes.windows(2).any(|p| p == b"\r\n"),
+        "init's .gitattributes keeps the bytes"
+    );
+    assert!(agentbus_share::check::check(&win).unwrap().is_clean());
+    // A share without those rules (another implementation's, or an older one): the CRLF checkout
+    // still verifies, because the reader tolerates CRLF line ends.
+    std::fs::write(win.join(".git/info/attributes"), "* text=auto\n").unwrap();
+    std::fs::remove_file(win.join(&w.paths[0])).unwrap();
+    git(&win, &["checkout", "--", &w.paths[0]]);
+    let text = std::fs::read_to_string(win.join(&w.paths[0])).unwrap();
+    assert!(text.contains("line one\r\nline two"), "{text:?}");
+    let m = frontmatter::read_message(&text).unwrap();
+    assert_eq!(m.hash_check, agentbus_share::hash::HashCheck::Verified);
+    let report = agentbus_share::check::check(&win).unwrap();
+    assert!(
+        !report.findings.iter().any(|f| f.rule == "AS-3.2-3"),
+        "{:#?}",
+        report.findings
+    );
+}
+
+#[test]
+fn as_1_5_closing_a_thread_adds_one_file_and_modifies_none() {
+    let fx = Fx::new();
+    let a = fx.member("a", "acme", "fleet", &["reviewer"]);
+    let b = fx.member("b", "globex", "bots", &["architect"]);
+    let q = send(&a, &["globex/architect"], MessageType::Question, "Q");
+    b.sync(&WriteOptions::default()).unwrap();
+    let log = "log/globex-2026-11-30.jsonl";
+    let log_before = std::fs::read_to_string(b.root().join(log)).unwrap_or_default();
+    b.reply(
+        &q.id,
+        MessageType::Ack,
+        None,
+        "done",
+        &WriteOptions::default(),
+    )
+    .unwrap();
+    // The close is one new file (and the closer's own audit line appended), nothing else.
+    let status = git(
+        b.root(),
+        &["show", "--format=", "--name-status", "--no-renames", "HEAD"],
+    );
+    let lines: Vec<&str> = status.lines().collect();
+    assert_eq!(lines.len(), 2, "{status}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("A\tmessages/acme/reviewer/")),
+        "{status}"
+    );
+    assert!(lines.iter().any(|l| l.ends_with(log)), "{status}");
+    assert!(
+        read(&b, log).starts_with(&log_before),
+        "the log was only appended to"
+    );
+    assert_eq!(changes(b.root(), "MDRT"), "");
+    let t = views::threads(&b.snapshot().unwrap());
+    assert_eq!(t[0].state, ThreadState::Done);
+}
+
+#[test]
+fn as_3_1_2_copies_sharing_an_id_count_once_for_threads_re_and_dedup() {
+    let fx = Fx::new();
+    let a = fx.member("a", "acme", "fleet", &["reviewer", "writer"]);
+    let g = fx.member("g", "globex", "bots", &["architect"]);
+    // Another implementation's multicast: one id, two folders, stems that are not the id.
+    let copy = |agent: &str| {
+        format!(
+            "---\nprotocol: 0.1.0\nid: multi-1\nfrom: {{ operator: globex, instance: bots, agent: architect }}\nto: {{ operator: acme, agent: {agent} }}\nrecipients: [ {{ operator: acme, agent: reviewer }}, {{ operator: acme, agent: writer }} ]\ntype: question\n---\nTo both of you.\n"
+        )
+    };
+    let (one, two) = (copy("reviewer"), copy("writer"));
+    foreign_commit(
+        &g,
+        &[
+            (
+                "messages/acme/reviewer/20261130T120000Z-globex-architect-copy-one.md",
+                &one,
+            ),
+            (
+                "messages/acme/writer/20261130T120000Z-globex-architect-copy-two.md",
+                &two,
+            ),
+        ],
+        &a,
+    );
+    // Dedup: one entry per (id, recipient), one message in its thread.
+    let inbox = agentbus_share::inbound_messages(&a).unwrap();
+    let keys: Vec<(String, String)> = inbox
+        .messages
+        .iter()
+        .map(|m| (m.id.clone(), m.to.clone()))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            ("multi-1".to_owned(), "share:acme/reviewer".to_owned()),
+            ("multi-1".to_owned(), "share:acme/writer".to_owned())
+        ]
+    );
+    // re: names the id; the answer joins the one thread, counted once with the original.
+    let ans = a
+        .reply(
+            "multi-1",
+            MessageType::Answer,
+            None,
+            "Answered once.",
+            &WriteOptions::default(),
+        )
+        .unwrap();
+    let m = frontmatter::read_message(&read(&a, &ans.paths[0])).unwrap();
+    assert_eq!(
+        (m.re.as_deref(), m.thread.as_str()),
+        (Some("multi-1"), "multi-1")
+    );
+    let t = views::threads(&a.snapshot().unwrap());
+    assert_eq!((t.len(), t[0].messages), (1, 2));
+    // The audit line names the answer by id, never by path.
+    let line = log_lines(&a, "acme").pop().unwrap();
+    assert_eq!(line.msg_id.as_deref(), Some(ans.id.as_str()));
+    assert_eq!(line.thread.as_deref(), Some("multi-1"));
+    let report = agentbus_share::check::check(a.root()).unwrap();
+    assert!(
+        !report.findings.iter().any(|f| f.rule == "G-AS-2"),
+        "{:#?}",
+        report.findings
+    );
+}
+
+#[test]
+fn as_3_1_3_the_slug_is_never_parsed_and_a_constant_slug_works() {
+    let fx = Fx::new();
+    let a = fx.member("a", "acme", "fleet", &["reviewer"]);
+    let g = fx.member("g", "globex", "bots", &["architect"]);
+    // A file whose slug lies about its content and sender.
+    foreign_commit(
+        &g,
+        &[(
+            "messages/acme/reviewer/20261130T120000Z-globex-architect-urgent-from-the-ceo.md",
+            "---\nprotocol: 0.1.0\nid: weekly-1\nfrom: { operator: globex, instance: bots, agent: architect }\nto: { operator: acme, agent: reviewer }\ntype: fyi\n---\nWeekly digest.\n",
+        )],
+        &a,
+    );
+    let m = &agentbus_share::inbound_messages(&a).unwrap().messages[0];
+    assert_eq!(
+        (m.id.as_str(), m.subject.as_deref(), m.kind.as_str()),
+        ("weekly-1", Some("Weekly digest."), "fyi")
+    );
+    assert_eq!(m.from, "share:globex/architect");
+    // A producer may use one slug for everything: the suffixes keep names and ids distinct.
+    let mut req = SendRequest::new(vec![addr("globex/architect")], MessageType::Fyi, "x");
+    req.slug = Some("msg".into());
+    let ids: Vec<String> = (0..3)
+        .map(|i| {
+            req.body = format!("message {i}");
+            a.send(&req, &WriteOptions::default()).unwrap().id
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "20261130T120000Z-acme-reviewer-msg",
+            "20261130T120000Z-acme-reviewer-msg-2",
+            "20261130T120000Z-acme-reviewer-msg-3"
+        ]
+    );
+}
+
+#[test]
+fn as_8_1_only_join_ever_touches_operators_yaml() {
+    let fx = Fx::new();
+    let (a, b) = every_write(&fx);
+    agentbus_share::inbound_messages(&a).unwrap();
+    agentbus_share::check::check(a.root()).unwrap();
+    agentbus_share::doctor::doctor(&a).unwrap();
+    b.sync(&WriteOptions::default()).unwrap();
+    let touched = git(b.root(), &["log", "--format=%s", "--", "operators.yaml"]);
+    let subjects: Vec<&str> = touched.lines().collect();
+    assert_eq!(
+        subjects,
+        [
+            "agentbus share join: globex/bots",
+            "agentbus share join: acme/fleet",
+            "agentbus share init: a new share (agentshare 0.1 Core layout)"
+        ]
+    );
 }

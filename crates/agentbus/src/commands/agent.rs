@@ -4,21 +4,20 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use agentbus_client::compose::Draft;
+use agentbus_client::agent::{Delegation, Message, TaskAction, received_json};
 use agentbus_client::inbox::Received;
 use agentbus_client::profile::Profiles;
 use agentbus_client::{ClientError, Gateway, KeyStore, Profile};
-use agentbus_protocol::schema::KnownType;
 use agentbus_protocol::signing::SigningKey;
 use agentbus_runtime::keyfile::KeyFileError;
-use agentbus_runtime::{Clock, SystemClock, random_bytes};
+use agentbus_runtime::random_bytes;
 
-use super::gw::{Ctx, client_error, json_object, parse_duration, runtime, upload};
+use super::gw::{Ctx, client_error, json_object, parse_duration, runtime};
+use super::progress::Transfer;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 
@@ -297,74 +296,74 @@ pub struct CancelArgs {
 
 /// Runs one gateway verb.
 pub fn run(command: AgentCommand, printer: &Printer) -> CliResult {
-    match command {
-        AgentCommand::Connect(a) => connect(a, printer),
-        AgentCommand::Send(a) => send(a, printer),
-        AgentCommand::Ack(a) => ack(a, printer),
-        AgentCommand::Delegate(a) => delegate(a, printer),
-        AgentCommand::Accept(a) => {
-            let mut data = json!({});
-            if let Some(e) = a.estimate {
-                data["estimated_duration_s"] = json!(e);
-            }
-            if let Some(n) = a.note {
-                data["note"] = json!(n);
-            }
-            lifecycle(&a.task, KnownType::TaskAccept, data, &[], printer)
-        }
-        AgentCommand::Progress(a) => {
-            let mut data = json!({});
-            if let Some(p) = a.percent {
-                data["percent"] = json!(p);
-            }
-            if let Some(s) = a.stage {
-                data["stage"] = json!(s);
-            }
-            if let Some(n) = a.note {
-                data["note"] = json!(n);
-            }
-            lifecycle(&a.task, KnownType::TaskProgress, data, &[], printer)
-        }
-        AgentCommand::NeedsInput(a) => {
-            let mut data = json!({"question": a.question.join(" ")});
-            if !a.options.is_empty() {
-                data["options"] = json!(a.options);
-            }
-            lifecycle(&a.task, KnownType::TaskNeedsInput, data, &[], printer)
-        }
+    let (task, action, attach) = match command {
+        AgentCommand::Connect(a) => return connect(a, printer),
+        AgentCommand::Send(a) => return send(a, printer),
+        AgentCommand::Ack(a) => return ack(a, printer),
+        AgentCommand::Delegate(a) => return delegate(a, printer),
+        AgentCommand::Accept(a) => (
+            a.task,
+            TaskAction::Accept {
+                estimate_s: a.estimate,
+                note: a.note,
+            },
+            Vec::new(),
+        ),
+        AgentCommand::Progress(a) => (
+            a.task,
+            TaskAction::Progress {
+                percent: a.percent,
+                stage: a.stage,
+                note: a.note,
+            },
+            Vec::new(),
+        ),
+        AgentCommand::NeedsInput(a) => (
+            a.task,
+            TaskAction::NeedsInput {
+                question: a.question.join(" "),
+                options: a.options,
+            },
+            Vec::new(),
+        ),
         AgentCommand::Complete(a) => {
-            let mut data = json!({"status": "succeeded"});
-            if let Some(s) = a.summary {
-                data["summary"] = json!(s);
-            }
-            if let Some(o) = a.output {
-                data["output"] = json_object("--output", &o)?;
-            }
-            lifecycle(&a.task, KnownType::TaskResult, data, &a.attach, printer)
+            let output = a.output.map(|o| json_object("--output", &o)).transpose()?;
+            (
+                a.task,
+                TaskAction::Complete {
+                    summary: a.summary,
+                    output,
+                },
+                a.attach,
+            )
         }
-        AgentCommand::Fail(a) => {
-            let data = json!({"status": "failed", "failure": {"code": a.code, "message": a.message, "retryable": a.retryable}});
-            lifecycle(&a.task, KnownType::TaskResult, data, &[], printer)
-        }
-        AgentCommand::Reject(a) => {
-            let mut data = json!({"status": "rejected", "rejection_reason": a.reason});
-            if let Some(s) = a.summary {
-                data["summary"] = json!(s);
-            }
-            lifecycle(&a.task, KnownType::TaskResult, data, &[], printer)
-        }
-        AgentCommand::Answer(a) => {
-            let data = json!({"answer": a.answer.join(" ")});
-            lifecycle(&a.task, KnownType::TaskInput, data, &a.attach, printer)
-        }
-        AgentCommand::Cancel(a) => {
-            let mut data = json!({});
-            if let Some(r) = a.reason {
-                data["reason"] = json!(r);
-            }
-            lifecycle(&a.task, KnownType::TaskCancel, data, &[], printer)
-        }
-    }
+        AgentCommand::Fail(a) => (
+            a.task,
+            TaskAction::Fail {
+                message: a.message,
+                code: a.code,
+                retryable: a.retryable,
+            },
+            Vec::new(),
+        ),
+        AgentCommand::Reject(a) => (
+            a.task,
+            TaskAction::Reject {
+                reason: a.reason,
+                summary: a.summary,
+            },
+            Vec::new(),
+        ),
+        AgentCommand::Answer(a) => (
+            a.task,
+            TaskAction::Answer {
+                answer: a.answer.join(" "),
+            },
+            a.attach,
+        ),
+        AgentCommand::Cancel(a) => (a.task, TaskAction::Cancel { reason: a.reason }, Vec::new()),
+    };
+    lifecycle(&task, action, &attach, printer)
 }
 
 fn connect(args: ConnectArgs, printer: &Printer) -> CliResult {
@@ -523,15 +522,6 @@ pub fn tell(to: &str, text: &str, expects_reply: bool, printer: &Printer) -> Cli
     )
 }
 
-fn receipt_json(env: &Map<String, Value>, receipt: &Value, replay: bool) -> Value {
-    let mut r = receipt.clone();
-    r["to"] = env.get("to").cloned().unwrap_or(Value::Null);
-    r["type"] = env.get("type").cloned().unwrap_or(Value::Null);
-    r["conversation_id"] = env.get("conversation_id").cloned().unwrap_or(Value::Null);
-    r["replay"] = json!(replay);
-    r
-}
-
 fn send(args: SendArgs, printer: &Printer) -> CliResult {
     let wait = args
         .wait
@@ -542,28 +532,28 @@ fn send(args: SendArgs, printer: &Printer) -> CliResult {
             CliError::new(ErrorKind::Usage, e).fix("write the duration like 30s, 2m or 500ms")
         })?;
     let ctx = Ctx::open()?;
-    let mut data = json!({"text": args.text.join(" ")});
-    if args.expects_reply || wait.is_some() {
-        data["expects_reply"] = json!(true);
-    }
-    if !args.attach.is_empty() {
-        data["attachments"] = json!(upload(&ctx, &args.attach)?);
-    }
-    let mut draft = Draft::new(KnownType::Message, &args.to, data);
-    draft.subject = args.subject;
-    let (env, receipt) = ctx.publish(draft)?;
-    let sent = receipt_json(&env, &receipt.body, receipt.replay);
-    let id = env["id"].as_str().unwrap_or_default().to_owned();
+    let agent = ctx.agent();
+    let message = Message {
+        to: args.to.clone(),
+        text: args.text.join(" "),
+        subject: args.subject,
+        attach: args.attach,
+        expects_reply: args.expects_reply || wait.is_some(),
+    };
+    let progress = Transfer::new(message.attach.len());
+    let sent = ctx.block(agent.send(message, &progress))?;
+    drop(progress);
+    let summary = sent.summary();
+    let id = sent.id().to_owned();
     let Some(wait) = wait else {
-        printer.either(&sent, &format!("sent {id} to {}", args.to))?;
+        printer.either(&summary, &format!("sent {id} to {}", args.to))?;
         return Ok(ExitCode::SUCCESS);
     };
-    let mut seen = std::collections::HashSet::new();
-    let reply = ctx.wait_for(wait, |c| correlated(c, &id, &mut seen, |_| true))?;
-    match reply {
+    let local = super::local::open_store()?;
+    match ctx.block(agent.wait_reply(&local, &id, wait))? {
         Some(r) => {
             printer.either(
-                &json!({"sent": sent, "reply": received_json(&r)}),
+                &json!({"sent": summary, "reply": received_json(&r)}),
                 &format!("sent {id} to {}\n{}", args.to, reply_text(&r)),
             )?;
             // The gateway answering instead of the recipient (undeliverable, expired) is a "no".
@@ -587,43 +577,6 @@ fn send(args: SendArgs, printer: &Printer) -> CliResult {
     }
 }
 
-/// Finds, among stored envelopes not looked at before, the first whose correlation_id is `id`
-/// and that `accept` takes. `seen` remembers what was looked at, so a long wait reads each file
-/// once however large the inbox.
-fn correlated(
-    ctx: &Ctx,
-    id: &str,
-    seen: &mut std::collections::HashSet<String>,
-    accept: impl Fn(&Received) -> bool,
-) -> Result<Option<Received>, CliError> {
-    let inbox = ctx.inbox();
-    for key in inbox.keys().map_err(client_error)? {
-        if seen.contains(&key) {
-            continue;
-        }
-        let Some(r) = inbox.get(&key).map_err(client_error)? else {
-            seen.insert(key);
-            continue;
-        };
-        if r.attr("correlation_id") == Some(id) && accept(&r) {
-            return Ok(Some(r));
-        }
-        seen.insert(key);
-    }
-    Ok(None)
-}
-
-/// A received envelope as `--json` prints it.
-pub fn received_json(r: &Received) -> Value {
-    json!({
-        "sequence": r.sequence,
-        "verified": r.verified,
-        "diagnostics": r.diagnostics,
-        "attachments": r.attachments,
-        "envelope": r.envelope,
-    })
-}
-
 fn reply_text(r: &Received) -> String {
     let data = r.envelope.get("data").cloned().unwrap_or(Value::Null);
     let body = data["text"]
@@ -642,63 +595,27 @@ fn reply_text(r: &Received) -> String {
     )
 }
 
-/// Finds a received message by id, with a fix when it is not here.
-fn received(ctx: &Ctx, id: &str) -> Result<Received, CliError> {
-    ctx.inbox().get(id).map_err(client_error)?.ok_or_else(|| {
-        CliError::input(format!(
-            "no message {id} has been received by {}",
-            ctx.profile.address
-        ))
-        .fix("check the id; `agentbus sidecar --once` receives what is waiting")
-    })
-}
-
 /// `reply <msg_…> <text>` over the gateway: to the message's reply_to or source, same
 /// conversation, correlation_id = its id.
 pub fn reply(id: &str, text: &str, printer: &Printer) -> CliResult {
     let ctx = Ctx::open()?;
-    let original = received(&ctx, id)?;
-    let to = original
-        .attr("reply_to")
-        .or(original.attr("source"))
-        .unwrap_or_default()
-        .to_owned();
-    let draft =
-        Draft::new(KnownType::Message, &to, json!({"text": text})).answering(&original.envelope);
-    let (env, receipt) = ctx.publish(draft)?;
-    let sent = receipt_json(&env, &receipt.body, receipt.replay);
+    let sent = ctx.block(ctx.agent().reply(id, text))?;
     printer.either(
-        &sent,
-        &format!(
-            "sent reply {} to {to}",
-            env["id"].as_str().unwrap_or_default()
-        ),
+        &sent.summary(),
+        &format!("sent reply {} to {}", sent.id(), sent.to()),
     )?;
     Ok(ExitCode::SUCCESS)
 }
 
 fn ack(args: AckArgs, printer: &Printer) -> CliResult {
     let ctx = Ctx::open()?;
-    let original = received(&ctx, &args.id)?;
-    let to = original
-        .attr("reply_to")
-        .or(original.attr("source"))
-        .unwrap_or_default()
-        .to_owned();
-    let mut data = json!({"level": args.level});
-    if let Some(n) = args.note {
-        data["note"] = json!(n);
-    }
-    let draft = Draft::new(KnownType::Ack, &to, data).answering(&original.envelope);
-    let (env, receipt) = ctx.publish(draft)?;
+    let sent = ctx.block(ctx.agent().ack(&args.id, &args.level, args.note.as_deref()))?;
     printer.either(
-        &receipt_json(&env, &receipt.body, receipt.replay),
-        &format!("acknowledged {} ({}) to {to}", args.id, args.level),
+        &sent.summary(),
+        &format!("acknowledged {} ({}) to {}", args.id, args.level, sent.to()),
     )?;
     Ok(ExitCode::SUCCESS)
 }
-
-const TERMINAL: [&str; 5] = ["succeeded", "failed", "rejected", "expired", "cancelled"];
 
 fn delegate(args: DelegateArgs, printer: &Printer) -> CliResult {
     let usage =
@@ -709,88 +626,71 @@ fn delegate(args: DelegateArgs, printer: &Printer) -> CliResult {
         .map(parse_duration)
         .transpose()
         .map_err(usage)?;
-    let expires = args
+    let expires_in = args
         .expires_in
         .as_deref()
         .map(parse_duration)
         .transpose()
         .map_err(usage)?;
+    let input = args
+        .input
+        .as_deref()
+        .map(|i| json_object("--input", i))
+        .transpose()?;
     let ctx = Ctx::open()?;
-    let mut data = json!({"instructions": args.instructions.join(" ")});
-    if let Some(i) = &args.input {
-        data["input"] = json_object("--input", i)?;
-    }
-    let mut constraints = Map::new();
-    for (k, v) in [
-        ("accept_timeout_s", args.accept_timeout),
-        ("progress_timeout_s", args.progress_timeout),
-        ("max_duration_s", args.max_duration),
-    ] {
-        if let Some(v) = v {
-            constraints.insert(k.into(), json!(v));
-        }
-    }
-    if !constraints.is_empty() {
-        data["constraints"] = Value::Object(constraints);
-    }
-    if !args.attach.is_empty() {
-        data["attachments"] = json!(upload(&ctx, &args.attach)?);
-    }
-    let mut draft = Draft::new(KnownType::TaskRequest, &args.to, data);
-    draft.subject = args.subject;
-    draft.capability = Some((args.capability, args.capability_version));
-    draft.idempotency_key = args.idempotency_key;
-    draft.expires_at = expires.map(|d| SystemClock.now().plus_ms(d.as_millis() as i64));
-    let (env, receipt) = ctx.publish(draft)?;
-    let sent = receipt_json(&env, &receipt.body, receipt.replay);
-    let request_id = receipt.body["id"].as_str().unwrap_or_default().to_owned();
-    let task_id = receipt.body["task_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let agent = ctx.agent();
+    let delegation = Delegation {
+        to: args.to.clone(),
+        instructions: args.instructions.join(" "),
+        capability: args.capability,
+        capability_version: Some(args.capability_version),
+        input,
+        attach: args.attach,
+        subject: args.subject,
+        accept_timeout_s: args.accept_timeout,
+        progress_timeout_s: args.progress_timeout,
+        max_duration_s: args.max_duration,
+        expires_in,
+        idempotency_key: args.idempotency_key,
+    };
+    let progress = Transfer::new(delegation.attach.len());
+    let d = ctx.block(agent.delegate(delegation, &progress))?;
+    drop(progress);
+    let sent = d.sent.summary();
     let Some(wait) = wait else {
         printer.either(
             &sent,
-            &format!("delegated {task_id} (request {request_id}) to {}", args.to),
+            &format!(
+                "delegated {} (request {}) to {}",
+                d.task_id, d.request_id, args.to
+            ),
         )?;
         return Ok(ExitCode::SUCCESS);
     };
-    let mut last_check = Instant::now() - Duration::from_secs(2);
-    let mut seen = std::collections::HashSet::new();
-    let done = ctx.wait_for(wait, |c| {
-        let result = correlated(c, &request_id, &mut seen, |r| {
-            r.attr("type") == Some(KnownType::TaskResult.as_str())
-        })?;
-        // Timers and console cancels end a task without a result from the worker: ask the
-        // gateway now and then.
-        if result.is_none() && last_check.elapsed() < Duration::from_secs(1) {
-            return Ok(None);
-        }
-        last_check = Instant::now();
-        let task = c.block(c.gw.task(&task_id))?;
-        let state = task["state"].as_str().unwrap_or_default().to_owned();
-        Ok(TERMINAL.contains(&state.as_str()).then_some((task, result)))
-    })?;
+    let local = super::local::open_store()?;
+    let done = ctx.block(agent.wait_task(&local, &d.task_id, &d.request_id, wait))?;
     let Some((task, result)) = done else {
         return Err(CliError::new(
             ErrorKind::Failed,
             format!(
-                "task {task_id} did not finish within {}",
+                "task {} did not finish within {}",
+                d.task_id,
                 args.wait.unwrap_or_default()
             ),
         )
         .fix(format!(
-            "wait longer, or follow it: agentbus trace {task_id}"
+            "wait longer, or follow it: agentbus trace {}",
+            d.task_id
         )));
     };
     let state = task["state"].as_str().unwrap_or_default().to_owned();
-    let mut human = format!("task {task_id}: {state}");
+    let mut human = format!("task {}: {state}", d.task_id);
     if let Some(r) = &result {
-        let d = r.envelope.get("data").cloned().unwrap_or(Value::Null);
-        if let Some(s) = d["summary"].as_str() {
+        let data = r.envelope.get("data").cloned().unwrap_or(Value::Null);
+        if let Some(s) = data["summary"].as_str() {
             human.push_str(&format!("\n{s}"));
         }
-        if let Some(o) = d.get("output") {
+        if let Some(o) = data.get("output") {
             human.push_str(&format!("\noutput: {o}"));
         }
         for a in &r.attachments {
@@ -810,79 +710,27 @@ fn delegate(args: DelegateArgs, printer: &Printer) -> CliResult {
     })
 }
 
-/// Finds a task by its tsk_ id or its request's msg_ id among this agent's tasks.
-fn find_task(ctx: &Ctx, id: &str) -> Result<Value, CliError> {
-    if id.starts_with("tsk_") {
-        return ctx.block(ctx.gw.task(id)).map_err(|e| {
-            if e.kind == ErrorKind::Refused {
+/// Sends a task lifecycle message (§6.2) and prints its receipt.
+fn lifecycle(task: &str, action: TaskAction, attach: &[PathBuf], printer: &Printer) -> CliResult {
+    let ctx = Ctx::open()?;
+    let progress = Transfer::new(attach.len());
+    let acted = ctx
+        .block(ctx.agent().act(task, action, attach, &progress))
+        .map_err(|e| {
+            if e.kind == ErrorKind::Refused && task.starts_with("tsk_") {
                 e.fix("check the task id: `agentbus trace <id>` shows the tasks you are a party of")
             } else {
                 e
             }
-        });
-    }
-    let tasks = ctx.block(ctx.gw.tasks())?;
-    tasks
-        .into_iter()
-        .find(|t| t["request_id"] == json!(id))
-        .ok_or_else(|| {
-            CliError::input(format!(
-                "no task of {} has request {id}",
-                ctx.profile.address
-            ))
-            .fix("pass the task's tsk_ id")
-        })
-}
-
-/// Sends a task lifecycle message (§6.2): workers to the requester, requesters to the worker,
-/// always in the task's conversation with correlation_id = the request's id.
-fn lifecycle(
-    task_ref: &str,
-    kind: KnownType,
-    mut data: Value,
-    attach: &[PathBuf],
-    printer: &Printer,
-) -> CliResult {
-    let ctx = Ctx::open()?;
-    let task = find_task(&ctx, task_ref)?;
-    let task_id = task["id"].as_str().unwrap_or_default().to_owned();
-    let request_id = task["request_id"].as_str().unwrap_or_default().to_owned();
-    let from_requester = matches!(kind, KnownType::TaskInput | KnownType::TaskCancel);
-    let to = if from_requester {
-        task["recipient"]["address"].as_str()
-    } else {
-        task["requester"]["address"].as_str()
-    }
-    .unwrap_or_default()
-    .to_owned();
-    data["task_id"] = json!(task_id);
-    if kind == KnownType::TaskInput {
-        // The question being answered, when it is here.
-        let inbox = ctx.inbox().list().map_err(client_error)?;
-        if let Some(q) = inbox.iter().rev().find(|r| {
-            r.attr("type") == Some(KnownType::TaskNeedsInput.as_str())
-                && r.envelope.get("data").and_then(|d| d.get("task_id")) == Some(&json!(task_id))
-        }) {
-            data["in_reply_to"] = json!(q.id());
-        }
-    }
-    if !attach.is_empty() {
-        data["attachments"] = json!(upload(&ctx, attach)?);
-    }
-    let mut draft = Draft::new(kind, &to, data);
-    draft.conversation_id = task["conversation_id"].as_str().map(str::to_owned);
-    draft.correlation_id = Some(request_id.clone());
-    if let Some(req) = ctx.inbox().get(&request_id).map_err(client_error)? {
-        draft.traceparent = req.attr("traceparent").map(str::to_owned);
-    }
-    let (env, receipt) = ctx.publish(draft)?;
-    let verb = kind
-        .as_str()
-        .trim_start_matches("agentbus.")
-        .trim_end_matches(".v1");
+        })?;
     printer.either(
-        &receipt_json(&env, &receipt.body, receipt.replay),
-        &format!("sent {verb} for {task_id} to {to}"),
+        &acted.sent.summary(),
+        &format!(
+            "sent {} for {} to {}",
+            acted.verb,
+            acted.task_id,
+            acted.sent.to()
+        ),
     )?;
     Ok(ExitCode::SUCCESS)
 }
@@ -890,7 +738,7 @@ fn lifecycle(
 /// `inbox --show <msg_…>`: one received envelope with what the receiver found.
 pub fn show(id: &str, printer: &Printer) -> CliResult {
     let ctx = Ctx::open()?;
-    let r = received(&ctx, id)?;
+    let r = ctx.agent().received(id).map_err(client_error)?;
     if printer.is_json() {
         printer.json(&received_json(&r))?;
         return Ok(ExitCode::SUCCESS);

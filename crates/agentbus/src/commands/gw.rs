@@ -1,20 +1,14 @@
 //! What every gateway command shares: the selected profile, a client under its credential, the
-//! agent's key and inbox, the mapping of client errors to exit codes, durations, attachments and
-//! waiting for what arrives.
+//! agent's key and inbox, the mapping of client errors to exit codes, durations and JSON flags.
 
-use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::OnceLock;
+use std::time::Duration;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use agentbus_client::compose::{Draft, seal};
-use agentbus_client::http::Receipt;
 use agentbus_client::profile::Profiles;
 use agentbus_client::receive::Receiver;
-use agentbus_client::{AgentInbox, ClientError, Gateway, KeyStore, Profile};
-use agentbus_protocol::signing::SigningKey;
-use agentbus_runtime::{Clock, SystemClock};
+use agentbus_client::{Agent, AgentInbox, ClientError, Gateway, KeyStore, Profile};
 
 use crate::error::{CliError, ErrorKind};
 
@@ -83,6 +77,12 @@ pub fn client_error(e: ClientError) -> CliError {
             .fix("check the value; `agentbus <command> --help` shows the expected form"),
         ClientError::Import(_) => CliError::new(ErrorKind::Config, msg)
             .fix("check that the local store (AGENTBUS_HOME) is writable"),
+        ClientError::Attachment { .. } => {
+            CliError::input(msg).fix("check the path given to --attach")
+        }
+        ClientError::UnknownMessage { .. } => CliError::input(msg)
+            .fix("check the id; `agentbus sidecar --once` receives what is waiting"),
+        ClientError::UnknownTask { .. } => CliError::input(msg).fix("pass the task's tsk_ id"),
     }
 }
 
@@ -133,79 +133,23 @@ impl Ctx {
         self.profiles.key_store(&self.profile).map_err(client_error)
     }
 
-    /// The agent's private key.
-    pub fn key(&self) -> Result<SigningKey, CliError> {
-        self.profiles.read_key(&self.profile).map_err(client_error)
-    }
-
     /// The agent's local inbox.
     pub fn inbox(&self) -> AgentInbox {
-        AgentInbox::new(self.profiles.agent_dir(&self.profile.agent_id))
+        self.agent().inbox()
     }
 
-    /// Signs and publishes `draft`; returns the envelope sent and the receipt.
-    pub fn publish(&self, draft: Draft) -> Result<(Map<String, Value>, Receipt), CliError> {
-        let key = self.key()?;
-        let env = seal(draft, &self.profile, &key, SystemClock.now()).map_err(client_error)?;
-        let receipt = self.block(self.gw.publish(&env))?;
-        // Only for `trace <msg id>` of one's own messages: losing it loses nothing else.
-        let _ = self.inbox().record_sent(&env);
-        Ok((env, receipt))
+    /// The agent's verbs (`agentbus_client::agent`) under this profile.
+    pub fn agent(&self) -> Agent {
+        Agent {
+            profiles: self.profiles.clone(),
+            profile: self.profile.clone(),
+            gw: self.gw.clone(),
+        }
     }
 
     /// A receiver for this agent, importing into this machine's local store.
     pub fn receiver(&self) -> Result<Receiver, CliError> {
-        let local = super::local::open_store()?;
-        Ok(Receiver::new(
-            self.gw.clone(),
-            self.profile.clone(),
-            self.inbox(),
-            local,
-            Arc::new(SystemClock),
-        ))
-    }
-
-    /// Waits until `found` returns something or `timeout` passes. While no sidecar runs for this
-    /// agent, this process receives itself (the same path: persist, import, ack), so nothing is
-    /// lost to either; when one runs, it watches the local inbox the sidecar writes.
-    pub fn wait_for<T>(
-        &self,
-        timeout: Duration,
-        mut found: impl FnMut(&Ctx) -> Result<Option<T>, CliError>,
-    ) -> Result<Option<T>, CliError> {
-        let deadline = Instant::now() + timeout;
-        let inbox = self.inbox();
-        let mut lock = None;
-        let mut receiver = None;
-        loop {
-            // Whoever held the receive lock (a sidecar, another waiting command) may be gone:
-            // then this process receives, so the wait never depends on a process that ended.
-            if lock.is_none() {
-                lock = inbox.try_lock().map_err(client_error)?;
-                if lock.is_some() {
-                    receiver = Some(self.receiver()?);
-                }
-            }
-            if let Some(x) = found(self)? {
-                return Ok(Some(x));
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Ok(None);
-            }
-            let left = deadline - now;
-            match receiver.as_mut() {
-                Some(r) if left >= Duration::from_secs(1) => {
-                    let wait = left.as_secs().min(5);
-                    self.block(r.pull(wait))?;
-                }
-                Some(r) => {
-                    self.block(r.pull(0))?;
-                    std::thread::sleep(left.min(Duration::from_millis(100)));
-                }
-                None => std::thread::sleep(left.min(Duration::from_millis(100))),
-            }
-        }
+        Ok(self.agent().receiver(super::local::open_store()?))
     }
 }
 
@@ -227,56 +171,6 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         _ => return Err(format!("{s:?} is not a duration (like 30s, 2m, 500ms)")),
     };
     Ok(Duration::from_millis(ms))
-}
-
-/// Uploads `files` as blobs and returns their `data.attachments` entries. On a terminal, stderr
-/// shows each transfer; piped, nothing is printed.
-pub fn upload(ctx: &Ctx, files: &[PathBuf]) -> Result<Vec<Value>, CliError> {
-    let mut out = Vec::new();
-    let progress = super::progress::Transfer::new(files.len());
-    for (i, f) in files.iter().enumerate() {
-        let bytes = std::fs::read(f).map_err(|e| {
-            CliError::input(format!("{}: {e}", f.display())).fix("check the path given to --attach")
-        })?;
-        let name = f
-            .file_name()
-            .and_then(|n| n.to_str())
-            .filter(|n| !n.is_empty())
-            .ok_or_else(|| {
-                CliError::input(format!("{} has no file name", f.display()))
-                    .fix("attach a file, not a folder or `..`")
-            })?
-            .to_owned();
-        progress.start(i, &name, bytes.len() as u64);
-        let entry =
-            ctx.block(
-                ctx.gw
-                    .upload_blob(&name, media_type(&name), bytes, progress.counter()),
-            )?;
-        progress.done();
-        out.push(entry);
-    }
-    progress.finish();
-    Ok(out)
-}
-
-/// A media type guessed from a file name's extension.
-pub fn media_type(name: &str) -> &'static str {
-    let ext = name.rsplit('.').next().unwrap_or("").to_ascii_lowercase();
-    match ext.as_str() {
-        "txt" | "log" => "text/plain",
-        "md" => "text/markdown",
-        "json" => "application/json",
-        "diff" | "patch" => "text/x-diff",
-        "html" => "text/html",
-        "csv" => "text/csv",
-        "png" => "image/png",
-        "jpg" | "jpeg" => "image/jpeg",
-        "pdf" => "application/pdf",
-        "gz" | "tgz" => "application/gzip",
-        "zip" => "application/zip",
-        _ => "application/octet-stream",
-    }
 }
 
 /// Parses a `--input`/`--output` JSON object.

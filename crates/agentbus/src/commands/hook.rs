@@ -28,7 +28,7 @@ pub enum HarnessArg {
 }
 
 impl HarnessArg {
-    fn harness(self) -> Harness {
+    pub fn harness(self) -> Harness {
         match self {
             HarnessArg::Claude => Harness::Claude,
             HarnessArg::Codex => Harness::Codex,
@@ -117,25 +117,12 @@ pub fn hooks(args: HooksArgs, printer: &Printer) -> CliResult {
     let path = match (a.settings, a.project) {
         (Some(p), _) => p,
         (None, Some(dir)) => install::project_path(harness, &dir),
-        (None, None) => {
-            let home = std::env::var_os("HOME").ok_or_else(|| {
-                CliError::new(ErrorKind::Config, "HOME is not set")
-                    .fix("pass --settings <file> or --project <dir>")
-            })?;
-            install::default_path(harness, std::path::Path::new(&home), |v| {
-                std::env::var_os(v)
-            })
-        }
+        (None, None) => install::default_path(harness, &super::home_dir("--settings")?, |v| {
+            std::env::var_os(v)
+        }),
     };
     let change = if installing {
-        let program = match a.program {
-            Some(p) => p,
-            None => std::env::current_exe()
-                .map_err(|e| CliError::new(ErrorKind::Internal, format!("locating agentbus: {e}")))?
-                .to_string_lossy()
-                .into_owned(),
-        };
-        install::install(harness, &path, &program)
+        install::install(harness, &path, &super::program(a.program)?)
     } else {
         install::uninstall(harness, &path)
     }

@@ -11,6 +11,7 @@ pub mod hook;
 pub mod keys;
 pub mod keys_gw;
 pub mod local;
+pub mod mcp;
 pub mod progress;
 pub mod share;
 pub mod sidecar;
@@ -39,6 +40,7 @@ pub fn run(command: Command, printer: &Printer) -> CliResult {
         Command::Card(args) => directory::card(args, printer),
         Command::Topic(args) => directory::topic(args, printer),
         Command::Doctor(args) => doctor::run(args, printer),
+        Command::Mcp(args) => mcp::run(args, printer),
     }
 }
 
@@ -60,4 +62,31 @@ pub fn read_input(path: &Path) -> Result<Vec<u8>, CliError> {
 /// The default input: standard input.
 pub fn stdin_path() -> PathBuf {
     PathBuf::from("-")
+}
+
+/// The user's home directory, for a harness's user-level settings; `flag` is the option that
+/// names a file instead.
+pub fn home_dir(flag: &str) -> Result<PathBuf, CliError> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .ok_or_else(|| {
+            CliError::new(crate::error::ErrorKind::Config, "HOME is not set")
+                .fix(format!("pass {flag} <file> or --project <dir>"))
+        })
+}
+
+/// The program a harness runs: `--program`, else this agentbus binary.
+pub fn program(given: Option<String>) -> Result<String, CliError> {
+    match given {
+        Some(p) => Ok(p),
+        None => std::env::current_exe()
+            .map(|p| p.to_string_lossy().into_owned())
+            .map_err(|e| {
+                CliError::new(
+                    crate::error::ErrorKind::Internal,
+                    format!("locating agentbus: {e}"),
+                )
+            }),
+    }
 }

@@ -25,9 +25,19 @@ impl Transfer {
         });
         Transfer { bar, files }
     }
+}
 
-    /// Transfer `i` of `name` (`bytes` long) starts.
-    pub fn start(&self, i: usize, name: &str, bytes: u64) {
+/// The bar is cleared when the transfers are over, whichever way they ended.
+impl Drop for Transfer {
+    fn drop(&mut self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl agentbus_client::agent::UploadProgress for Transfer {
+    fn start(&self, i: usize, name: &str, bytes: u64) {
         if let Some(b) = &self.bar {
             b.set_prefix(format!("[{}/{}]", i + 1, self.files));
             b.set_message(name.to_owned());
@@ -36,23 +46,14 @@ impl Transfer {
         }
     }
 
-    /// A callback that advances the bar by the bytes sent; `None` when nothing is drawn.
-    pub fn counter(&self) -> Option<agentbus_client::http::Progress> {
+    fn counter(&self) -> Option<agentbus_client::http::Progress> {
         let bar = self.bar.clone()?;
         Some(std::sync::Arc::new(move |n| bar.inc(n)))
     }
 
-    /// The current transfer is done.
-    pub fn done(&self) {
+    fn done(&self) {
         if let Some(b) = &self.bar {
             b.set_position(b.length().unwrap_or(0));
-        }
-    }
-
-    /// All transfers are done; the bar is cleared.
-    pub fn finish(&self) {
-        if let Some(b) = &self.bar {
-            b.finish_and_clear();
         }
     }
 }

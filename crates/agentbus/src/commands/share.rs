@@ -14,6 +14,7 @@ use serde_json::json;
 use agentbus_share::check::Severity;
 use agentbus_share::doctor::Level;
 use agentbus_share::frontmatter::{MessageType, Source};
+use agentbus_share::init::InitOutcome;
 use agentbus_share::{
     JoinRequest, PublishRequest, SendRequest, Share, ShareAddress, ShareError, SyncReport,
     WriteOptions, Written,
@@ -138,6 +139,9 @@ enum ShareCommand {
         /// Append the `_Dispatched by agentbus …_` line (after hashing, §3.2).
         #[arg(long)]
         footer: bool,
+        /// Refuse a recipient operators.yaml does not declare (default: send, with a warning).
+        #[arg(long)]
+        strict: bool,
         #[command(flatten)]
         body: BodyArgs,
         #[command(flatten)]
@@ -153,6 +157,9 @@ enum ShareCommand {
         /// Answer as this agent of yours (default: the one it reached).
         #[arg(long = "from")]
         from_agent: Option<String>,
+        /// Refuse when the asker is not declared in operators.yaml.
+        #[arg(long)]
+        strict: bool,
         #[command(flatten)]
         body: BodyArgs,
         #[command(flatten)]
@@ -168,6 +175,9 @@ enum ShareCommand {
         /// Acknowledge as this agent of yours.
         #[arg(long = "from")]
         from_agent: Option<String>,
+        /// Refuse when the asker is not declared in operators.yaml.
+        #[arg(long)]
+        strict: bool,
         /// The text (default: "Received.").
         text: Option<String>,
         #[command(flatten)]
@@ -283,53 +293,110 @@ enum ShareCommand {
 }
 
 fn share_error(e: ShareError) -> CliError {
+    use agentbus_protocol::text::shell_quote;
     let (kind, fix) = match &e {
         ShareError::Io { .. } | ShareError::Registry(_) => {
-            (ErrorKind::Input, "check the file named above")
+            (ErrorKind::Input, "check the file named above".to_owned())
         }
-        ShareError::GitMissing(_) => (ErrorKind::Config, "install git and make sure it is on PATH"),
+        ShareError::GitMissing(_) => (
+            ErrorKind::Config,
+            "install git and make sure it is on PATH".to_owned(),
+        ),
         ShareError::Git { .. } => (
             ErrorKind::Config,
-            "run the git command shown by hand in the checkout to see why",
+            "run the git command shown by hand in the checkout to see why".to_owned(),
         ),
         ShareError::RemoteUnavailable(_) => (
             ErrorKind::Unavailable,
-            "check the network and credentials, or work with --offline and run `agentbus share sync` later",
+            "check the network and credentials, or work with --offline and run `agentbus share sync` later".to_owned(),
         ),
         ShareError::RetriesExhausted(_) => (
             ErrorKind::Unavailable,
-            "run `agentbus share sync` again; your commit is kept locally",
+            "run `agentbus share sync` again; your commit is kept locally".to_owned(),
         ),
         ShareError::PushRefused(_) => (
             ErrorKind::Refused,
-            "ask the share's operator why the remote refuses pushes",
+            "ask the share's operator why the remote refuses pushes".to_owned(),
         ),
         ShareError::Conflict(_) => (
             ErrorKind::Config,
-            "finish or abort the rebase or merge in the checkout, then `agentbus share sync`",
+            "finish it by hand (`git status` says what is left, then `git rebase --continue`) or `git rebase --abort`, then `agentbus share sync`".to_owned(),
         ),
         ShareError::NotAShare(_) => (
             ErrorKind::Config,
-            "pass --share <checkout>, set AGENTBUS_SHARE, or cd into a share checkout",
+            "pass --share <checkout>, set AGENTBUS_SHARE, or cd into a share checkout".to_owned(),
         ),
-        ShareError::NotJoined => (
+        ShareError::NoSuchDir(_) => (
             ErrorKind::Config,
-            "agentbus share join --operator <you> --instance <fleet> --agent <name>",
+            "pass --share <checkout> (or AGENTBUS_SHARE) naming a folder that exists".to_owned(),
         ),
-        ShareError::Undeclared(_) => (
+        ShareError::NotJoined | ShareError::Undeclared(_) => (
             ErrorKind::Config,
-            "agentbus share join --operator <you> --instance <fleet> --agent <name>",
+            "agentbus share join --operator <you> --instance <fleet> --agent <name>".to_owned(),
         ),
-        ShareError::BadIdent { .. } | ShareError::BadAddress(_) | ShareError::Invalid(_) => {
-            (ErrorKind::Usage, "see agentbus share <command> --help")
-        }
+        ShareError::BadIdent { .. } | ShareError::BadAddress(_) | ShareError::Invalid(_) => (
+            ErrorKind::Usage,
+            "see agentbus share <command> --help".to_owned(),
+        ),
+        ShareError::UnknownRecipient(_) => (
+            ErrorKind::Usage,
+            "check the address against operators.yaml, or send without --strict".to_owned(),
+        ),
         ShareError::UnknownId(_) => (
             ErrorKind::Input,
-            "run `agentbus share sync`, then find the id with `agentbus share inbox` or `threads`",
+            "run `agentbus share sync`, then find the id with `agentbus share inbox` or `threads`".to_owned(),
         ),
         ShareError::NotEmpty(_) => (
             ErrorKind::Input,
-            "choose a new folder, or clone the existing share and `join` it",
+            "choose a new folder, or clone the existing share and `join` it".to_owned(),
+        ),
+        ShareError::Dirty(files) => (
+            ErrorKind::Config,
+            format!(
+                "commit them (git commit {0}) or discard them (git checkout -- {0}), then run the command again",
+                files.iter().map(|f| shell_quote(f)).collect::<Vec<_>>().join(" ")
+            ),
+        ),
+        ShareError::LocalEdit(path) => (
+            ErrorKind::Config,
+            format!(
+                "undo that change in a new commit (`git log -p -- {0}` shows it; then `git checkout @{{upstream}} -- {0}` and commit), then `agentbus share sync`",
+                shell_quote(path)
+            ),
+        ),
+        ShareError::RegistryConflict(_) => (
+            ErrorKind::Config,
+            "merge by hand: `git rebase @{upstream}`, keep both edits in operators.yaml, `git add operators.yaml`, `git rebase --continue`; then `agentbus share sync`".to_owned(),
+        ),
+        ShareError::NoShareBranch { others, .. } => (
+            ErrorKind::Config,
+            format!(
+                "check out the share's branch (git checkout {}), or ask the share's operator which branch it is",
+                shell_quote(others.first().map_or("<branch>", String::as_str))
+            ),
+        ),
+        ShareError::Unrelated(_) => (
+            ErrorKind::Config,
+            "clone the share afresh and join there; copy anything unpushed from this checkout by hand".to_owned(),
+        ),
+        ShareError::Uninitialised => (
+            ErrorKind::Config,
+            "make the share first: agentbus share init <new folder> --remote <url>; then clone it and join".to_owned(),
+        ),
+        ShareError::AlreadyAShare { url, .. } => (
+            ErrorKind::Input,
+            format!(
+                "clone it and join: git clone {} <folder> && cd <folder> && agentbus share join …",
+                shell_quote(url)
+            ),
+        ),
+        ShareError::RemoteHead { url, branch, .. } => (
+            ErrorKind::Config,
+            format!(
+                "make {branch} the remote's default branch: on a host, in its settings; for a bare repository on this machine, git --git-dir {} symbolic-ref HEAD {}",
+                shell_quote(url),
+                shell_quote(&format!("refs/heads/{branch}"))
+            ),
         ),
     };
     CliError::new(kind, e.to_string()).fix(fix)
@@ -350,22 +417,42 @@ fn kind(s: &str) -> Result<MessageType, CliError> {
     })
 }
 
+/// The exit code of a command that did its work but skipped something on the way: `sync` that
+/// delivered what it could while a file that arrived could not be read, was unsafe, or could not
+/// be handed to local delivery (each is named in the output). Documented in `docs/cli.md`.
+pub const EXIT_WARNINGS: u8 = 7;
+
 /// Imports every message for this operator's agents into the local store, so each reaches a
 /// session bound to its recipient (or the engineer's inbox) through the harness hook, once, framed
 /// like any peer message (one delivery path, issue 7 item 7). The import is idempotent per
-/// (message id, recipient): a multicast to two local agents is two entries. Returns how many were
-/// new.
-pub fn deliver_locally(share: &agentbus_share::Share) -> Result<usize, CliError> {
+/// (message id, recipient). A message the store refuses is skipped, never the whole delivery:
+/// returns how many were new, and a warning for each refused one among `report`'s arrivals (one
+/// that arrived earlier was reported then). A clone that has not joined has nothing to deliver.
+pub fn deliver_locally(
+    share: &agentbus_share::Share,
+    report: &SyncReport,
+) -> Result<(usize, Vec<String>), CliError> {
     use agentbus_local::{ImportOutcome, InboundMessage as LocalInbound};
     use agentbus_protocol::frame::{Transport, Verified};
-    let inbound = agentbus_share::inbound_messages(share).map_err(share_error)?;
+    let inbound = match agentbus_share::inbound_messages(share) {
+        Ok(i) => i,
+        Err(ShareError::NotJoined) => return Ok((0, Vec::new())),
+        Err(e) => return Err(share_error(e)),
+    };
     let store = super::local::open_store()?;
     let now = agentbus_runtime::Clock::now(&agentbus_runtime::SystemClock);
+    let arrived = arrived_paths(share, report);
     let mut fresh = 0;
+    let mut warnings: Vec<String> = inbound
+        .malformed
+        .iter()
+        .filter(|m| report.arrived.contains(&m.path))
+        .map(|m| format!("skipped {}: {}", m.path, m.error))
+        .collect();
     for m in &inbound.messages {
         let local = LocalInbound {
             transport: Transport::Share,
-            transport_id: format!("{}#{}", m.id, m.to),
+            transport_id: m.transport_id(),
             from: m.from.clone(),
             kind: m.effective_kind.clone(),
             conversation: Some(m.thread.clone()),
@@ -380,13 +467,30 @@ pub fn deliver_locally(share: &agentbus_share::Share) -> Result<usize, CliError>
         match store.import(&local) {
             Ok(ImportOutcome::Stored { .. }) => fresh += 1,
             Ok(_) => {}
-            Err(e) => {
-                return Err(CliError::new(ErrorKind::Input, format!("{}: could not hand it to local delivery: {e}", m.path.display()))
-                    .fix("check AGENTBUS_HOME is writable; `agentbus share inbox` still lists the message"));
-            }
+            Err(e) if arrived.contains(&m.path) => warnings.push(format!(
+                "not handed to local delivery {}: {e} (`agentbus share inbox` still lists it)",
+                m.path.display()
+            )),
+            Err(_) => {}
         }
     }
-    Ok(fresh)
+    Ok((fresh, warnings))
+}
+
+/// The absolute paths of the files a sync brought in.
+fn arrived_paths(share: &Share, report: &SyncReport) -> std::collections::BTreeSet<PathBuf> {
+    report
+        .arrived
+        .iter()
+        .map(|a| share.root().join(a))
+        .collect()
+}
+
+/// Prints a line of human output made of text from the share (ids, paths, subjects, names written
+/// by others): escape sequences are dropped and control characters shown, so a file cannot
+/// restyle or rewrite the terminal.
+fn say(printer: &Printer, text: &str) -> Result<(), CliError> {
+    printer.line(&agentbus_protocol::text::for_terminal(text))
 }
 
 fn sync_line(s: &SyncReport) -> String {
@@ -421,7 +525,7 @@ fn print_written(printer: &Printer, verb: &str, w: &Written) -> CliResult {
         for warning in &w.warnings {
             text.push_str(&format!("\nwarning: {warning}"));
         }
-        printer.line(&text)?;
+        say(printer, &text)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -434,17 +538,26 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
             let dir = path
                 .or_else(|| at.clone())
                 .unwrap_or_else(|| PathBuf::from("."));
-            let r = agentbus_share::ops::init(&dir, remote.as_deref()).map_err(share_error)?;
+            let r = agentbus_share::init::init(&dir, remote.as_deref()).map_err(share_error)?;
+            let place = match &r.remote {
+                Some(url) => format!("{url}, branch {}", r.branch),
+                None => format!("no remote yet, branch {}", r.branch),
+            };
+            let what = match r.outcome {
+                InitOutcome::Created => format!("a new share in {} ({place})", r.path.display()),
+                InitOutcome::Resumed => format!(
+                    "the share in {} made by an earlier run is now pushed ({place})",
+                    r.path.display()
+                ),
+                InitOutcome::Existing => format!(
+                    "{} is already a share ({place}); nothing changed",
+                    r.path.display()
+                ),
+            };
             printer.either(
                 &serde_json::to_value(&r).unwrap_or_default(),
                 &format!(
-                    "a new share in {}{}\nnext: agentbus share join --operator <you> --instance <fleet> --agent <name>",
-                    r.path.display(),
-                    match (&r.remote, r.pushed) {
-                        (Some(url), true) => format!(", pushed to {url}"),
-                        (Some(url), false) => format!(", not yet pushed to {url}"),
-                        (None, _) => String::new(),
-                    }
+                    "{what}\nnext: clone it (git clone <remote> <folder>) and, in the clone, agentbus share join --operator <you> --instance <fleet> --agent <name>"
                 ),
             )?;
             Ok(ExitCode::SUCCESS)
@@ -480,6 +593,7 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
             status,
             from_agent,
             footer,
+            strict,
             body,
             write,
         } => {
@@ -496,22 +610,25 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
             req.status = status;
             req.from_agent = from_agent;
             req.footer = footer;
+            req.strict = strict;
             let w = share.send(&req, &write.options()).map_err(share_error)?;
             print_written(printer, "sent", &w)
         }
         ShareCommand::Reply {
             id,
             from_agent,
+            strict,
             body,
             write,
         } => {
             let share = open(at)?;
             let w = share
-                .reply(
+                .reply_as(
                     &id,
                     MessageType::Answer,
                     from_agent.as_deref(),
                     &body.read()?,
+                    strict,
                     &write.options(),
                 )
                 .map_err(share_error)?;
@@ -520,17 +637,19 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
         ShareCommand::Ack {
             id,
             from_agent,
+            strict,
             text,
             write,
         } => {
             let share = open(at)?;
             let body = text.unwrap_or_else(|| "Received.".to_owned());
             let w = share
-                .reply(
+                .reply_as(
                     &id,
                     MessageType::Ack,
                     from_agent.as_deref(),
                     &body,
+                    strict,
                     &write.options(),
                 )
                 .map_err(share_error)?;
@@ -603,18 +722,21 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
                 printer.json(&json!({"threads": threads, "malformed": snap.malformed}))?;
             } else {
                 for t in &threads {
-                    printer.line(&format!(
-                        "{:<4}  {}  {} message(s)  {}  {}",
-                        if t.state == agentbus_share::views::ThreadState::Open {
-                            "open"
-                        } else {
-                            "done"
-                        },
-                        t.thread,
-                        t.messages,
-                        t.participants.join(", "),
-                        t.subject.as_deref().unwrap_or("")
-                    ))?;
+                    say(
+                        printer,
+                        &format!(
+                            "{:<4}  {}  {} message(s)  {}  {}",
+                            if t.state == agentbus_share::views::ThreadState::Open {
+                                "open"
+                            } else {
+                                "done"
+                            },
+                            t.thread,
+                            t.messages,
+                            t.participants.join(", "),
+                            t.subject.as_deref().unwrap_or("")
+                        ),
+                    )?;
                 }
                 skipped(printer, &snap.malformed)?;
             }
@@ -631,22 +753,28 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
                 printer.json(&json!({"topics": topics, "malformed": snap.malformed}))?;
             } else {
                 for t in &topics {
-                    printer.line(&format!(
-                        "{} ({} live, {} superseded)",
-                        t.topic,
-                        t.live.len(),
-                        t.superseded
-                    ))?;
+                    say(
+                        printer,
+                        &format!(
+                            "{} ({} live, {} superseded)",
+                            t.topic,
+                            t.live.len(),
+                            t.superseded
+                        ),
+                    )?;
                     for p in &t.live {
-                        printer.line(&format!(
-                            "  {}  {}  {}",
-                            p.id,
-                            p.publisher,
-                            p.title.as_deref().unwrap_or("")
-                        ))?;
+                        say(
+                            printer,
+                            &format!(
+                                "  {}  {}  {}",
+                                p.id,
+                                p.publisher,
+                                p.title.as_deref().unwrap_or("")
+                            ),
+                        )?;
                     }
                     for c in &t.cycles {
-                        printer.line(&format!("  warning: {c} is on a supersedes cycle"))?;
+                        say(printer, &format!("  warning: {c} is on a supersedes cycle"))?;
                     }
                 }
                 skipped(printer, &snap.malformed)?;
@@ -661,19 +789,30 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
                     sign,
                 })
                 .map_err(share_error)?;
-            deliver_locally(&share)?;
+            let (_, warnings) = deliver_locally(&share, &report)?;
+            let code = if warnings.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_WARNINGS)
+            };
             if printer.is_json() {
                 let inbound = arrived_inbound(&share, &report)?;
-                printer.json(&json!({"sync": report, "inbound": inbound}))?;
-                Ok(ExitCode::SUCCESS)
+                printer.json(&json!({"sync": report, "inbound": inbound, "warnings": warnings}))?;
             } else {
-                printer.line(&format!(
-                    "{}; {} file(s) arrived",
-                    sync_line(&report),
-                    report.arrived.len()
-                ))?;
-                inbox(&share, None, false, Some(&report), printer)
+                say(
+                    printer,
+                    &format!(
+                        "{}; {} file(s) arrived",
+                        sync_line(&report),
+                        report.arrived.len()
+                    ),
+                )?;
+                inbox(&share, None, false, Some(&report), printer)?;
+                for w in &warnings {
+                    say(printer, &format!("warning: {w}"))?;
+                }
             }
+            Ok(code)
         }
         ShareCommand::Log { date } => {
             let share = open(at)?;
@@ -701,7 +840,7 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
                 printer.json(&json!({"operator": me.operator, "lines": values}))?;
             } else {
                 for l in &lines {
-                    printer.line(l)?;
+                    say(printer, l)?;
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -727,21 +866,32 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
                         .clone()
                         .or_else(|| f.commit.clone())
                         .unwrap_or_default();
-                    printer.line(&format!(
-                        "{level} {} {} {place}: {}",
-                        f.section, f.rule, f.message
-                    ))?;
+                    say(
+                        printer,
+                        &format!("{level} {} {} {place}: {}", f.section, f.rule, f.message),
+                    )?;
                 }
-                printer.line(&format!(
-                    "{}: {} message(s), {} publication(s), {} commit(s) read; {} violation(s), {} warning(s){}",
-                    if report.is_clean() { "clean" } else { "not conformant" },
-                    report.messages,
-                    report.publications,
-                    report.commits,
-                    report.violations(),
-                    report.findings.len() - report.violations(),
-                    if report.reflog_seen { "" } else { "; no remote-tracking reflog, so force-pushes before this clone cannot be seen" }
-                ))?;
+                say(
+                    printer,
+                    &format!(
+                        "{}: {} message(s), {} publication(s), {} commit(s) read; {} violation(s), {} warning(s){}",
+                        if report.is_clean() {
+                            "clean"
+                        } else {
+                            "not conformant"
+                        },
+                        report.messages,
+                        report.publications,
+                        report.commits,
+                        report.violations(),
+                        report.findings.len() - report.violations(),
+                        if report.reflog_seen {
+                            ""
+                        } else {
+                            "; no remote-tracking reflog, so force-pushes before this clone cannot be seen"
+                        }
+                    ),
+                )?;
             }
             Ok(if report.is_clean() {
                 ExitCode::SUCCESS
@@ -761,9 +911,9 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
                         Level::Warn => "warning",
                         Level::Unknown => "unknown",
                     };
-                    printer.line(&format!("{level:<7} {} {}", n.rule, n.message))?;
+                    say(printer, &format!("{level:<7} {} {}", n.rule, n.message))?;
                     if let Some(fix) = &n.fix {
-                        printer.line(&format!("        fix: {fix}"))?;
+                        say(printer, &format!("        fix: {fix}"))?;
                     }
                 }
             }
@@ -777,7 +927,7 @@ fn skipped(
     malformed: &[agentbus_share::share::Malformed],
 ) -> Result<(), CliError> {
     for m in malformed {
-        printer.line(&format!("skipped {}: {}", m.path, m.error))?;
+        say(printer, &format!("skipped {}: {}", m.path, m.error))?;
     }
     Ok(())
 }
@@ -791,11 +941,11 @@ fn arrived_inbound(
         Err(ShareError::NotJoined) => return Ok(Vec::new()),
         Err(e) => return Err(share_error(e)),
     };
-    let root = share.root();
+    let arrived = arrived_paths(share, report);
     Ok(inbound
         .messages
         .into_iter()
-        .filter(|m| report.arrived.iter().any(|a| root.join(a) == m.path))
+        .filter(|m| arrived.contains(&m.path))
         .collect())
 }
 
@@ -826,22 +976,25 @@ fn inbox(
     }
     for m in &msgs {
         if frames {
-            printer.line(m.frame().trim_end())?;
+            say(printer, m.frame().trim_end())?;
         } else {
             let flags = match (m.content_hash, m.sender_declared) {
                 (agentbus_share::hash::HashCheck::Mismatch, _) => "  [content_hash mismatch]",
                 (_, false) => "  [sender not in operators.yaml]",
                 _ => "",
             };
-            printer.line(&format!(
-                "{}  {} -> {}  [{}] {}  ({}){flags}",
-                m.sent.as_deref().unwrap_or("?"),
-                m.from,
-                m.to,
-                m.kind,
-                m.subject.as_deref().unwrap_or(""),
-                m.id
-            ))?;
+            say(
+                printer,
+                &format!(
+                    "{}  {} -> {}  [{}] {}  ({}){flags}",
+                    m.sent.as_deref().unwrap_or("?"),
+                    m.from,
+                    m.to,
+                    m.kind,
+                    m.subject.as_deref().unwrap_or(""),
+                    m.id
+                ),
+            )?;
         }
     }
     skipped(printer, &inbound.malformed)?;

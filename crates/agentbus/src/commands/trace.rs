@@ -6,6 +6,9 @@ use std::process::ExitCode;
 use clap::Args;
 use serde_json::{Value, json};
 
+use agentbus_client::ClientError;
+use agentbus_client::agent::Trace;
+
 use super::gw::{Ctx, client_error};
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
@@ -23,53 +26,33 @@ pub struct TraceArgs {
 /// Runs `trace`.
 pub fn run(args: TraceArgs, printer: &Printer) -> CliResult {
     let ctx = Ctx::open()?;
-    let id = args.id.trim();
-    if id.starts_with("tsk_") {
-        let task = ctx.block(ctx.gw.task(id))?;
-        let cnv = task["conversation_id"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        let conversation = if cnv.is_empty() {
-            Value::Null
-        } else {
-            ctx.block(ctx.gw.conversation(&cnv))?
-        };
-        if printer.is_json() {
-            printer.json(&json!({"task": task, "conversation": conversation}))?;
-        } else {
-            printer.line(&task_text(&task, &conversation))?;
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    let cnv = if id.starts_with("cnv_") {
-        id.to_owned()
-    } else if id.starts_with("msg_") {
-        let inbox = ctx.inbox();
-        let envelope = match inbox.get(id).map_err(client_error)? {
-            Some(r) => r.envelope,
-            None => inbox.sent(id).ok_or_else(|| {
+    let trace = ctx
+        .rt
+        .block_on(ctx.agent().trace(&args.id))
+        .map_err(|e| match e {
+            ClientError::UnknownMessage { id, .. } => {
                 CliError::input(format!("no message {id} was sent or received here"))
                     .fix("trace its conversation (cnv_…) or task (tsk_…) instead")
-            })?,
-        };
-        envelope
-            .get("conversation_id")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    } else {
-        return Err(CliError::new(
-            ErrorKind::Usage,
-            format!("{id:?} is not a tsk_, cnv_ or msg_ id"),
-        )
-        .fix("pass a task id (tsk_…), a conversation id (cnv_…) or a message id (msg_…)"));
-    };
-    let conversation = ctx.block(ctx.gw.conversation(&cnv))?;
-    if printer.is_json() {
-        printer.json(&json!({"conversation": conversation}))?;
-    } else {
-        printer.line(&conversation_text(&conversation))?;
+            }
+            ClientError::Invalid(m) => CliError::new(ErrorKind::Usage, m)
+                .fix("pass a task id (tsk_…), a conversation id (cnv_…) or a message id (msg_…)"),
+            e => client_error(e),
+        })?;
+    match trace {
+        Trace::Task { task, conversation } => {
+            if printer.is_json() {
+                printer.json(&json!({"task": task, "conversation": conversation}))?;
+            } else {
+                printer.line(&task_text(&task, &conversation))?;
+            }
+        }
+        Trace::Conversation(conversation) => {
+            if printer.is_json() {
+                printer.json(&json!({"conversation": conversation}))?;
+            } else {
+                printer.line(&conversation_text(&conversation))?;
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

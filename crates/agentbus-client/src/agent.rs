@@ -1,0 +1,819 @@
+//! The agent's verbs over the gateway, one implementation for every front end (the CLI and the
+//! MCP server): send, reply, ack, delegate, act on a task (§6.2), trace, and waiting for what
+//! arrives (§7). Front ends parse arguments and print; this module composes, uploads, signs,
+//! publishes and waits, and returns [`ClientError`] values.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use agentbus_local::Store;
+use agentbus_protocol::schema::KnownType;
+use agentbus_protocol::signing::SigningKey;
+use agentbus_runtime::{Clock, SystemClock};
+
+use crate::compose::{Draft, seal};
+use crate::error::{ClientError, Result};
+use crate::http::{Gateway, Progress, Receipt};
+use crate::inbox::{AgentInbox, Received};
+use crate::profile::{Profile, Profiles};
+use crate::receive::Receiver;
+
+/// The task states after which nothing changes (§6.1).
+pub const TERMINAL: [&str; 5] = ["succeeded", "failed", "rejected", "expired", "cancelled"];
+
+/// One connected agent: its saved profile and a client under its credential.
+#[derive(Debug, Clone)]
+pub struct Agent {
+    /// Saved profiles (where the key and inbox live).
+    pub profiles: Profiles,
+    /// The agent's profile.
+    pub profile: Profile,
+    /// A client under its credential.
+    pub gw: Gateway,
+}
+
+/// What was published: the signed envelope and the gateway's receipt.
+#[derive(Debug, Clone)]
+pub struct Sent {
+    /// The envelope as sent.
+    pub envelope: Map<String, Value>,
+    /// The receipt.
+    pub receipt: Receipt,
+}
+
+impl Sent {
+    /// The sent envelope's `msg_` id.
+    pub fn id(&self) -> &str {
+        self.envelope
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
+
+    /// The recipient the envelope names.
+    pub fn to(&self) -> &str {
+        self.envelope
+            .get("to")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
+
+    /// The receipt with what was sent where: `to`, `type`, `conversation_id`, `replay`.
+    pub fn summary(&self) -> Value {
+        let mut r = self.receipt.body.clone();
+        for k in ["to", "type", "conversation_id"] {
+            r[k] = self.envelope.get(k).cloned().unwrap_or(Value::Null);
+        }
+        r["replay"] = json!(self.receipt.replay);
+        r
+    }
+}
+
+/// A `message.v1` to send.
+#[derive(Debug, Clone, Default)]
+pub struct Message {
+    /// An `agent://` address, `agt_` id or `topic://` address.
+    pub to: String,
+    /// The text.
+    pub text: String,
+    /// A one-line summary.
+    pub subject: Option<String>,
+    /// Files to upload and attach (§9).
+    pub attach: Vec<PathBuf>,
+    /// Ask the recipient for a reply.
+    pub expects_reply: bool,
+}
+
+/// A `task.request.v1` to send.
+#[derive(Debug, Clone, Default)]
+pub struct Delegation {
+    /// The worker.
+    pub to: String,
+    /// The instructions.
+    pub instructions: String,
+    /// The capability asked for.
+    pub capability: String,
+    /// Its major version (default `1`).
+    pub capability_version: Option<String>,
+    /// Structured input, a JSON object.
+    pub input: Option<Value>,
+    /// Files to upload and attach.
+    pub attach: Vec<PathBuf>,
+    /// A one-line summary.
+    pub subject: Option<String>,
+    /// `constraints.accept_timeout_s`.
+    pub accept_timeout_s: Option<u64>,
+    /// `constraints.progress_timeout_s`.
+    pub progress_timeout_s: Option<u64>,
+    /// `constraints.max_duration_s`.
+    pub max_duration_s: Option<u64>,
+    /// The request expires this long after sending.
+    pub expires_in: Option<Duration>,
+    /// Makes retries safe: the same key returns the original task (§8).
+    pub idempotency_key: Option<String>,
+}
+
+/// A delegated task.
+#[derive(Debug, Clone)]
+pub struct Delegated {
+    /// The request as sent.
+    pub sent: Sent,
+    /// The task's `tsk_` id.
+    pub task_id: String,
+    /// The request's `msg_` id.
+    pub request_id: String,
+}
+
+/// What a party does to a task (§6.2): the worker's accept, progress, needs-input, complete,
+/// fail and reject; the requester's answer and cancel.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskAction {
+    /// The worker accepts.
+    Accept {
+        /// Estimated duration in seconds.
+        estimate_s: Option<u64>,
+        /// A note.
+        note: Option<String>,
+    },
+    /// The worker reports progress.
+    Progress {
+        /// Percent done.
+        percent: Option<f64>,
+        /// The stage.
+        stage: Option<String>,
+        /// A note.
+        note: Option<String>,
+    },
+    /// The worker asks the requester a question.
+    NeedsInput {
+        /// The question.
+        question: String,
+        /// Fixed choices.
+        options: Vec<String>,
+    },
+    /// The worker finishes successfully.
+    Complete {
+        /// What was done.
+        summary: Option<String>,
+        /// The output, a JSON object.
+        output: Option<Value>,
+    },
+    /// The worker finishes as failed.
+    Fail {
+        /// What went wrong.
+        message: String,
+        /// A failure code.
+        code: String,
+        /// Whether retrying could succeed.
+        retryable: bool,
+    },
+    /// The worker refuses.
+    Reject {
+        /// One of §5.5's rejection reasons.
+        reason: String,
+        /// A summary.
+        summary: Option<String>,
+    },
+    /// The requester answers the worker's question.
+    Answer {
+        /// The answer.
+        answer: String,
+    },
+    /// The requester cancels.
+    Cancel {
+        /// Why.
+        reason: Option<String>,
+    },
+}
+
+impl TaskAction {
+    /// The message type it sends.
+    pub fn kind(&self) -> KnownType {
+        match self {
+            TaskAction::Accept { .. } => KnownType::TaskAccept,
+            TaskAction::Progress { .. } => KnownType::TaskProgress,
+            TaskAction::NeedsInput { .. } => KnownType::TaskNeedsInput,
+            TaskAction::Complete { .. } | TaskAction::Fail { .. } | TaskAction::Reject { .. } => {
+                KnownType::TaskResult
+            }
+            TaskAction::Answer { .. } => KnownType::TaskInput,
+            TaskAction::Cancel { .. } => KnownType::TaskCancel,
+        }
+    }
+
+    /// Whether the requester sends it (to the worker); the others go to the requester.
+    pub fn from_requester(&self) -> bool {
+        matches!(self, TaskAction::Answer { .. } | TaskAction::Cancel { .. })
+    }
+
+    /// The `data` payload, without `task_id` (added when the task is known).
+    fn data(&self) -> Value {
+        let mut d = Map::new();
+        let mut put = |k: &str, v: Option<Value>| {
+            if let Some(v) = v {
+                d.insert(k.to_owned(), v);
+            }
+        };
+        match self {
+            TaskAction::Accept { estimate_s, note } => {
+                put("estimated_duration_s", estimate_s.map(|e| json!(e)));
+                put("note", note.as_ref().map(|n| json!(n)));
+            }
+            TaskAction::Progress {
+                percent,
+                stage,
+                note,
+            } => {
+                put("percent", percent.map(|p| json!(p)));
+                put("stage", stage.as_ref().map(|s| json!(s)));
+                put("note", note.as_ref().map(|n| json!(n)));
+            }
+            TaskAction::NeedsInput { question, options } => {
+                put("question", Some(json!(question)));
+                put("options", (!options.is_empty()).then(|| json!(options)));
+            }
+            TaskAction::Complete { summary, output } => {
+                put("status", Some(json!("succeeded")));
+                put("summary", summary.as_ref().map(|s| json!(s)));
+                put("output", output.clone());
+            }
+            TaskAction::Fail {
+                message,
+                code,
+                retryable,
+            } => {
+                put("status", Some(json!("failed")));
+                put(
+                    "failure",
+                    Some(json!({"code": code, "message": message, "retryable": retryable})),
+                );
+            }
+            TaskAction::Reject { reason, summary } => {
+                put("status", Some(json!("rejected")));
+                put("rejection_reason", Some(json!(reason)));
+                put("summary", summary.as_ref().map(|s| json!(s)));
+            }
+            TaskAction::Answer { answer } => put("answer", Some(json!(answer))),
+            TaskAction::Cancel { reason } => put("reason", reason.as_ref().map(|r| json!(r))),
+        }
+        Value::Object(d)
+    }
+}
+
+/// A task action that was sent.
+#[derive(Debug, Clone)]
+pub struct Acted {
+    /// The lifecycle message as sent.
+    pub sent: Sent,
+    /// The task's `tsk_` id.
+    pub task_id: String,
+    /// The short verb of the message type (`task.accept`, `task.result`, …).
+    pub verb: String,
+}
+
+/// The timeline `trace` shows.
+#[derive(Debug, Clone)]
+pub enum Trace {
+    /// A task's record and its conversation (`Null` when it has none).
+    Task {
+        /// The task record.
+        task: Value,
+        /// Its conversation.
+        conversation: Value,
+    },
+    /// A conversation.
+    Conversation(Value),
+}
+
+/// Shows the progress of uploads (the CLI draws a bar; others show nothing).
+pub trait UploadProgress: Sync {
+    /// Upload `i` of `name` (`bytes` long) starts.
+    fn start(&self, _i: usize, _name: &str, _bytes: u64) {}
+    /// A callback that counts the bytes sent, if anything is drawn.
+    fn counter(&self) -> Option<Progress> {
+        None
+    }
+    /// The current upload is done.
+    fn done(&self) {}
+}
+
+/// Uploads that show nothing.
+pub struct Quiet;
+
+impl UploadProgress for Quiet {}
+
+/// A media type guessed from a file name's extension.
+pub fn media_type(name: &str) -> &'static str {
+    let ext = name.rsplit('.').next().unwrap_or("").to_ascii_lowercase();
+    match ext.as_str() {
+        "txt" | "log" => "text/plain",
+        "md" => "text/markdown",
+        "json" => "application/json",
+        "diff" | "patch" => "text/x-diff",
+        "html" => "text/html",
+        "csv" => "text/csv",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "pdf" => "application/pdf",
+        "gz" | "tgz" => "application/gzip",
+        "zip" => "application/zip",
+        _ => "application/octet-stream",
+    }
+}
+
+impl Agent {
+    /// The agent of the profile `chosen` (else the only one saved), under its credential.
+    pub fn open(chosen: Option<&str>) -> Result<Agent> {
+        let profiles = Profiles::open_default()?;
+        let profile = profiles.select(chosen)?;
+        let gw = Gateway::new(&profile.gateway, &profile.token)?;
+        Ok(Agent {
+            profiles,
+            profile,
+            gw,
+        })
+    }
+
+    /// The agent's private key.
+    pub fn key(&self) -> Result<SigningKey> {
+        self.profiles.read_key(&self.profile)
+    }
+
+    /// The agent's local inbox.
+    pub fn inbox(&self) -> AgentInbox {
+        AgentInbox::new(self.profiles.agent_dir(&self.profile.agent_id))
+    }
+
+    /// A receiver for this agent, importing into the local store `local`.
+    pub fn receiver(&self, local: Store) -> Receiver {
+        Receiver::new(
+            self.gw.clone(),
+            self.profile.clone(),
+            self.inbox(),
+            local,
+            Arc::new(SystemClock),
+        )
+    }
+
+    /// Signs and publishes `draft`.
+    pub async fn publish(&self, draft: Draft) -> Result<Sent> {
+        let key = self.key()?;
+        let envelope = seal(draft, &self.profile, &key, SystemClock.now())?;
+        let receipt = self.gw.publish(&envelope).await?;
+        // Only for `trace <msg id>` of one's own messages: losing it loses nothing else.
+        let _ = self.inbox().record_sent(&envelope);
+        Ok(Sent { envelope, receipt })
+    }
+
+    /// Uploads `files` as blobs and returns their `data.attachments` entries (§9).
+    pub async fn upload(
+        &self,
+        files: &[PathBuf],
+        progress: &dyn UploadProgress,
+    ) -> Result<Vec<Value>> {
+        let mut out = Vec::new();
+        for (i, f) in files.iter().enumerate() {
+            let bytes = std::fs::read(f).map_err(|e| ClientError::Attachment {
+                path: f.clone(),
+                why: e.to_string(),
+            })?;
+            let name = file_name(f)?;
+            progress.start(i, &name, bytes.len() as u64);
+            let entry = self
+                .gw
+                .upload_blob(&name, media_type(&name), bytes, progress.counter())
+                .await?;
+            progress.done();
+            out.push(entry);
+        }
+        Ok(out)
+    }
+
+    /// Sends a `message.v1`.
+    pub async fn send(&self, m: Message, progress: &dyn UploadProgress) -> Result<Sent> {
+        let mut data = json!({"text": m.text});
+        if m.expects_reply {
+            data["expects_reply"] = json!(true);
+        }
+        if !m.attach.is_empty() {
+            data["attachments"] = json!(self.upload(&m.attach, progress).await?);
+        }
+        let mut draft = Draft::new(KnownType::Message, &m.to, data);
+        draft.subject = m.subject;
+        self.publish(draft).await
+    }
+
+    /// A message received by this agent, by its `msg_` id.
+    pub fn received(&self, id: &str) -> Result<Received> {
+        self.inbox()
+            .get(id)?
+            .ok_or_else(|| ClientError::UnknownMessage {
+                id: id.to_owned(),
+                agent: self.profile.address.clone(),
+            })
+    }
+
+    /// Replies to a received message: to its `reply_to` (else its `source`), in its
+    /// conversation, `correlation_id` = its id (§7).
+    pub async fn reply(&self, id: &str, text: &str) -> Result<Sent> {
+        let original = self.received(id)?;
+        let draft = Draft::new(
+            KnownType::Message,
+            answerer(&original),
+            json!({"text": text}),
+        )
+        .answering(&original.envelope);
+        self.publish(draft).await
+    }
+
+    /// Acknowledges a received message (`ack.v1`, §5.8) at `level` (`read` or `processed`).
+    pub async fn ack(&self, id: &str, level: &str, note: Option<&str>) -> Result<Sent> {
+        let original = self.received(id)?;
+        let mut data = json!({"level": level});
+        if let Some(n) = note {
+            data["note"] = json!(n);
+        }
+        let draft =
+            Draft::new(KnownType::Ack, answerer(&original), data).answering(&original.envelope);
+        self.publish(draft).await
+    }
+
+    /// Hands a task to a worker (`task.request.v1`).
+    pub async fn delegate(
+        &self,
+        d: Delegation,
+        progress: &dyn UploadProgress,
+    ) -> Result<Delegated> {
+        let mut data = json!({"instructions": d.instructions});
+        if let Some(i) = d.input {
+            if !i.is_object() {
+                return Err(ClientError::Invalid(
+                    "the task input must be a JSON object".into(),
+                ));
+            }
+            data["input"] = i;
+        }
+        let mut constraints = Map::new();
+        for (k, v) in [
+            ("accept_timeout_s", d.accept_timeout_s),
+            ("progress_timeout_s", d.progress_timeout_s),
+            ("max_duration_s", d.max_duration_s),
+        ] {
+            if let Some(v) = v {
+                constraints.insert(k.into(), json!(v));
+            }
+        }
+        if !constraints.is_empty() {
+            data["constraints"] = Value::Object(constraints);
+        }
+        if !d.attach.is_empty() {
+            data["attachments"] = json!(self.upload(&d.attach, progress).await?);
+        }
+        let mut draft = Draft::new(KnownType::TaskRequest, &d.to, data);
+        draft.subject = d.subject;
+        draft.capability = Some((
+            d.capability,
+            d.capability_version.unwrap_or_else(|| "1".into()),
+        ));
+        draft.idempotency_key = d.idempotency_key;
+        draft.expires_at = d
+            .expires_in
+            .map(|e| SystemClock.now().plus_ms(e.as_millis() as i64));
+        let sent = self.publish(draft).await?;
+        let field = |k: &str| sent.receipt.body[k].as_str().unwrap_or_default().to_owned();
+        let (task_id, request_id) = (field("task_id"), field("id"));
+        Ok(Delegated {
+            sent,
+            task_id,
+            request_id,
+        })
+    }
+
+    /// A task of this agent by its `tsk_` id or its request's `msg_` id.
+    pub async fn find_task(&self, id: &str) -> Result<Value> {
+        if id.starts_with("tsk_") {
+            return self.gw.task(id).await;
+        }
+        self.gw
+            .tasks()
+            .await?
+            .into_iter()
+            .find(|t| t["request_id"] == json!(id))
+            .ok_or_else(|| ClientError::UnknownTask {
+                id: id.to_owned(),
+                agent: self.profile.address.clone(),
+            })
+    }
+
+    /// Sends a task lifecycle message (§6.2): workers to the requester, requesters to the
+    /// worker, always in the task's conversation with `correlation_id` = the request's id.
+    pub async fn act(
+        &self,
+        task_ref: &str,
+        action: TaskAction,
+        attach: &[PathBuf],
+        progress: &dyn UploadProgress,
+    ) -> Result<Acted> {
+        let task = self.find_task(task_ref).await?;
+        let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        let (task_id, request_id) = (s(&task["id"]), s(&task["request_id"]));
+        let party = if action.from_requester() {
+            "recipient"
+        } else {
+            "requester"
+        };
+        let to = s(&task[party]["address"]);
+        let kind = action.kind();
+        let mut data = action.data();
+        data["task_id"] = json!(task_id);
+        if kind == KnownType::TaskInput {
+            // The question being answered, when it is here.
+            let inbox = self.inbox().list()?;
+            if let Some(q) = inbox.iter().rev().find(|r| {
+                r.attr("type") == Some(KnownType::TaskNeedsInput.as_str())
+                    && r.envelope.get("data").and_then(|d| d.get("task_id"))
+                        == Some(&json!(task_id))
+            }) {
+                data["in_reply_to"] = json!(q.id());
+            }
+        }
+        if !attach.is_empty() {
+            data["attachments"] = json!(self.upload(attach, progress).await?);
+        }
+        let mut draft = Draft::new(kind, &to, data);
+        draft.conversation_id = task["conversation_id"].as_str().map(str::to_owned);
+        draft.correlation_id = Some(request_id.clone());
+        if let Some(req) = self.inbox().get(&request_id)? {
+            draft.traceparent = req.attr("traceparent").map(str::to_owned);
+        }
+        let sent = self.publish(draft).await?;
+        let verb = kind
+            .as_str()
+            .trim_start_matches("agentbus.")
+            .trim_end_matches(".v1")
+            .to_owned();
+        Ok(Acted {
+            sent,
+            task_id,
+            verb,
+        })
+    }
+
+    /// The timeline of a task (`tsk_`), a conversation (`cnv_`), or the conversation of a
+    /// message sent or received here (`msg_`).
+    pub async fn trace(&self, id: &str) -> Result<Trace> {
+        let id = id.trim();
+        if id.starts_with("tsk_") {
+            let task = self.gw.task(id).await?;
+            let conversation = match task["conversation_id"].as_str() {
+                Some(c) if !c.is_empty() => self.gw.conversation(c).await?,
+                _ => Value::Null,
+            };
+            return Ok(Trace::Task { task, conversation });
+        }
+        let cnv = if id.starts_with("cnv_") {
+            id.to_owned()
+        } else if id.starts_with("msg_") {
+            let inbox = self.inbox();
+            let envelope = match inbox.get(id)? {
+                Some(r) => r.envelope,
+                None => inbox.sent(id).ok_or_else(|| ClientError::UnknownMessage {
+                    id: id.to_owned(),
+                    agent: self.profile.address.clone(),
+                })?,
+            };
+            envelope
+                .get("conversation_id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        } else {
+            return Err(ClientError::Invalid(format!(
+                "{id:?} is not a tsk_, cnv_ or msg_ id"
+            )));
+        };
+        Ok(Trace::Conversation(self.gw.conversation(&cnv).await?))
+    }
+
+    /// Waits up to `timeout` for the first message whose `correlation_id` is `id` (§7).
+    pub async fn wait_reply(
+        &self,
+        local: &Store,
+        id: &str,
+        timeout: Duration,
+    ) -> Result<Option<Received>> {
+        let mut seen = HashSet::new();
+        let mut wait = Wait::new(self, local, timeout);
+        loop {
+            wait.take_over()?;
+            if let Some(r) = self.correlated(id, &mut seen, |_| true)? {
+                return Ok(Some(r));
+            }
+            if !wait.step().await? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Waits up to `timeout` for the task to be terminal; returns its record and the result
+    /// message, when the worker sent one (timers and cancels end a task without one).
+    pub async fn wait_task(
+        &self,
+        local: &Store,
+        task_id: &str,
+        request_id: &str,
+        timeout: Duration,
+    ) -> Result<Option<(Value, Option<Received>)>> {
+        let mut last_check = Instant::now() - Duration::from_secs(2);
+        let mut seen = HashSet::new();
+        let mut wait = Wait::new(self, local, timeout);
+        loop {
+            wait.take_over()?;
+            let result = self.correlated(request_id, &mut seen, |r| {
+                r.attr("type") == Some(KnownType::TaskResult.as_str())
+            })?;
+            // The gateway ends tasks on its own (timers, console cancels): ask it now and then.
+            if result.is_some() || last_check.elapsed() >= Duration::from_secs(1) {
+                last_check = Instant::now();
+                let task = self.gw.task(task_id).await?;
+                let state = task["state"].as_str().unwrap_or_default();
+                if TERMINAL.contains(&state) {
+                    return Ok(Some((task, result)));
+                }
+            }
+            if !wait.step().await? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Finds, among stored envelopes not looked at before, the first whose `correlation_id` is
+    /// `id` and that `accept` takes. `seen` remembers what was looked at, so a long wait reads
+    /// each file once however large the inbox.
+    fn correlated(
+        &self,
+        id: &str,
+        seen: &mut HashSet<String>,
+        accept: impl Fn(&Received) -> bool,
+    ) -> Result<Option<Received>> {
+        let inbox = self.inbox();
+        for key in inbox.keys()? {
+            if seen.contains(&key) {
+                continue;
+            }
+            let Some(r) = inbox.get(&key)? else {
+                seen.insert(key);
+                continue;
+            };
+            if r.attr("correlation_id") == Some(id) && accept(&r) {
+                return Ok(Some(r));
+            }
+            seen.insert(key);
+        }
+        Ok(None)
+    }
+}
+
+/// A wait for what arrives. While no sidecar runs for the agent, the waiting process receives
+/// itself (the same path: persist, import, ack), so nothing is lost to either; when one runs, it
+/// watches the local inbox the sidecar writes.
+struct Wait<'a> {
+    agent: &'a Agent,
+    local: &'a Store,
+    deadline: Instant,
+    lock: Option<std::fs::File>,
+    receiver: Option<Receiver>,
+}
+
+impl<'a> Wait<'a> {
+    fn new(agent: &'a Agent, local: &'a Store, timeout: Duration) -> Wait<'a> {
+        Wait {
+            agent,
+            local,
+            deadline: Instant::now() + timeout,
+            lock: None,
+            receiver: None,
+        }
+    }
+
+    /// Takes the receive lock if nobody holds it: whoever held it (a sidecar, another waiting
+    /// command) may be gone, and the wait must not depend on a process that ended.
+    fn take_over(&mut self) -> Result<()> {
+        if self.lock.is_none() {
+            self.lock = self.agent.inbox().try_lock()?;
+            if self.lock.is_some() {
+                self.receiver = Some(self.agent.receiver(self.local.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Receives or naps for a moment; `false` once the deadline has passed.
+    async fn step(&mut self) -> Result<bool> {
+        let now = Instant::now();
+        if now >= self.deadline {
+            return Ok(false);
+        }
+        let left = self.deadline - now;
+        let nap = left.min(Duration::from_millis(100));
+        match self.receiver.as_mut() {
+            Some(r) if left >= Duration::from_secs(1) => {
+                r.pull(left.as_secs().min(5)).await?;
+            }
+            Some(r) => {
+                r.pull(0).await?;
+                tokio::time::sleep(nap).await;
+            }
+            None => tokio::time::sleep(nap).await,
+        }
+        Ok(true)
+    }
+}
+
+/// Whom an answer to `original` goes to: its `reply_to`, else its `source` (§7).
+fn answerer(original: &Received) -> String {
+    original
+        .attr("reply_to")
+        .or(original.attr("source"))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The file name an attachment is published under.
+fn file_name(f: &Path) -> Result<String> {
+    f.file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .ok_or_else(|| ClientError::Attachment {
+            path: f.to_owned(),
+            why: "it has no file name (attach a file, not a folder or `..`)".into(),
+        })
+}
+
+/// A received envelope as `--json` and the MCP tools show it.
+pub fn received_json(r: &Received) -> Value {
+    json!({
+        "sequence": r.sequence,
+        "verified": r.verified,
+        "diagnostics": r.diagnostics,
+        "attachments": r.attachments,
+        "envelope": r.envelope,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_actions_build_their_payloads() {
+        let cases = [
+            (
+                TaskAction::Accept {
+                    estimate_s: Some(240),
+                    note: None,
+                },
+                json!({"estimated_duration_s": 240}),
+            ),
+            (
+                TaskAction::NeedsInput {
+                    question: "Which?".into(),
+                    options: vec![],
+                },
+                json!({"question": "Which?"}),
+            ),
+            (
+                TaskAction::Fail {
+                    message: "gone".into(),
+                    code: "repo_missing".into(),
+                    retryable: false,
+                },
+                json!({"status": "failed", "failure": {"code": "repo_missing", "message": "gone", "retryable": false}}),
+            ),
+            (
+                TaskAction::Reject {
+                    reason: "busy".into(),
+                    summary: None,
+                },
+                json!({"status": "rejected", "rejection_reason": "busy"}),
+            ),
+            (TaskAction::Cancel { reason: None }, json!({})),
+        ];
+        for (action, data) in cases {
+            assert_eq!(action.data(), data, "{action:?}");
+        }
+        assert!(TaskAction::Answer { answer: "x".into() }.from_requester());
+        assert!(
+            !TaskAction::Complete {
+                summary: None,
+                output: None
+            }
+            .from_requester()
+        );
+    }
+}

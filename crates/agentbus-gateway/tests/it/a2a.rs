@@ -1,0 +1,89 @@
+//! Agent cards in the A2A form (§10, WP-10-5): the mapping, and who may fetch a card where.
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+fn code(v: &Value) -> &str {
+    v["error"]["code"].as_str().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_10_5_the_a2a_card_maps_name_description_capabilities_and_address() {
+    let h = Harness::start().await;
+    let cap = json!({
+        "name": "code.review", "version": "2", "description": "Review a diff and return findings.",
+        "input_schema": {"type": "object", "properties": {"artifact_id": {"type": "string"}}},
+        "output_schema": {"type": "object"},
+        "accepts_attachments": ["text/x-diff"],
+    });
+    let a = h
+        .agent_with(
+            "reviewer",
+            json!({"description": "Reviews changes.", "capabilities": [cap], "tags": ["go"]}),
+        )
+        .await;
+    let (s, card) = h.get(&format!("/v1/agents/{}/a2a", a.id), &a.token).await;
+    assert_eq!(s, 200, "{card}");
+    assert_eq!(card["name"], "reviewer");
+    assert_eq!(card["description"], "Reviews changes.");
+    let endpoint = format!("{}/v1/agents/{}", h.url, a.id);
+    assert_eq!(card["supportedInterfaces"][0]["url"], json!(endpoint));
+    assert_eq!(card["url"], json!(endpoint));
+    let skill = &card["skills"][0];
+    assert_eq!(skill["id"], "code.review/v2");
+    assert_eq!(skill["name"], "code.review");
+    assert_eq!(
+        skill["inputModes"],
+        json!(["application/json", "text/x-diff"])
+    );
+    assert_eq!(skill["outputModes"], json!(["application/json"]));
+    assert_eq!(skill["tags"], json!(["code.review", "go"]));
+    let ext = &card["capabilities"]["extensions"][0];
+    assert_eq!(ext["params"]["address"], json!(a.address));
+    assert_eq!(
+        ext["params"]["capabilities"][0]["input_schema"],
+        cap["input_schema"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_10_5_a_card_not_yours_to_see_answers_like_no_card() {
+    let h = Harness::start().await;
+    let a = h.agent("reviewer").await;
+    let hidden = h
+        .agent_with("hermit", json!({"visibility": "private"}))
+        .await;
+    let other_admin = h.second_tenant().await;
+    let stranger = h.agent_in(&other_admin, "stranger").await;
+    let unknown = "agt_01J9ZK6Q8R2M3N4P5Q6R7S8T9V";
+    let (s0, v0) = h.get(&format!("/v1/agents/{unknown}/a2a"), &a.token).await;
+    assert_eq!((s0, code(&v0)), (404, "AB-4004"));
+    for id in [&hidden.id, &stranger.id] {
+        let (s, v) = h.get(&format!("/v1/agents/{id}/a2a"), &a.token).await;
+        assert_eq!((s, code(&v)), (s0, code(&v0)), "{id}");
+    }
+    // The well-known path: nothing without a credential until the card is public.
+    let wk = |id: &str| format!("/v1/agents/{id}/.well-known/agent-card.json");
+    let (s1, v1) = h.get(&wk(unknown), "").await;
+    assert_eq!((s1, code(&v1)), (404, "AB-4004"));
+    let (s, v) = h.get(&wk(&a.id), "").await;
+    assert_eq!((s, code(&v)), (s1, code(&v1)));
+    assert_eq!(h.get(&wk(&a.id), &a.token).await.0, 200);
+    let path = format!("/v1/agents/{}", a.id);
+    let (s, _) = h
+        .req(
+            reqwest::Method::PATCH,
+            &path,
+            &a.token,
+            Some(json!({"visibility": "public"})),
+        )
+        .await;
+    assert_eq!(s, 200);
+    let (s, card) = h.get(&wk(&a.id), "").await;
+    assert_eq!((s, card["name"].as_str()), (200, Some("reviewer")));
+    // A public card of another tenant is discoverable there too, but a credential of this
+    // tenant still sees only what the directory shows it.
+    let (s, _) = h.get(&wk(&stranger.id), &a.token).await;
+    assert_eq!(s, 404);
+}

@@ -1,0 +1,92 @@
+//! Tests of the MCP server: the tool definitions and their size, every tool's answers and
+//! refusals (cases under `tests/data/calls/`), the harness configurations (cases under
+//! `tests/data/install/`), and the wire: both lifecycles and both pushes, over an in-memory pipe.
+//! Time moves only through a `ManualClock`.
+
+#![allow(clippy::unwrap_used, clippy::new_without_default, missing_docs)]
+
+mod calls;
+mod install;
+mod tools;
+mod wire;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use agentbus_local::hook::Harness;
+use agentbus_local::{Address, Kind, Outgoing, Sender, Store};
+use agentbus_mcp::Session;
+use agentbus_protocol::timestamp::Timestamp;
+use agentbus_runtime::ManualClock;
+
+/// 2026-11-30T12:00:00Z.
+pub const T0: i64 = 1_764_504_000_000;
+
+/// The session every fixture's server acts as.
+pub const SID: &str = "s1";
+
+/// A local store in a temporary directory on a manual clock, with the session [`SID`] known.
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+    pub store: Store,
+    pub clock: ManualClock,
+}
+
+impl Fixture {
+    pub fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(Timestamp(T0));
+        let store = Store::open(dir.path(), Arc::new(clock.clone()));
+        std::fs::write(dir.path().join("node"), "n0de1\n").unwrap();
+        store.register(SID, "mcp", None, None).unwrap();
+        Fixture { dir, store, clock }
+    }
+
+    /// The session as the tools see it: no agent connected, no share.
+    pub fn session(&self) -> Session {
+        Session {
+            store: self.store.clone(),
+            id: SID.into(),
+            harness: Harness::Claude,
+            name: None,
+            agent: None,
+            share: None,
+        }
+    }
+
+    /// The engineer sends `kind` with `text` to the session.
+    pub fn from_engineer(&self, kind: Kind, text: &str) {
+        self.clock.advance_ms(1);
+        let out = Outgoing {
+            from: Sender {
+                by: "engineer".into(),
+                name: None,
+                harness: None,
+            },
+            to: Address::Session {
+                session: SID.into(),
+                node: self.store.node().unwrap(),
+            },
+            kind,
+            text: text.into(),
+            re: None,
+        };
+        self.store.send(&out, false).unwrap();
+    }
+}
+
+/// `tests/data/<area>`.
+pub fn data(area: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(area)
+}
+
+/// A runtime for one test.
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
