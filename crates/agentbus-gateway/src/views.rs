@@ -58,9 +58,12 @@ pub struct RecipientState {
     /// yet: the recipient's receipts (issue 13) add it here.
     pub shown_at: Option<i64>,
     /// The first reply from this recipient the viewer may read (a message whose
-    /// `correlation_id` is this one's id): its `msg_` id.
+    /// `correlation_id` is this one's id, a read receipt `ack.v1` aside): its `msg_` id.
     pub answered_by: Option<String>,
 }
+
+/// The type of a read receipt (§5.8).
+const ACK: &str = "agentbus.ack.v1";
 
 /// The delivery states of every copy of each message in `messages` (in the same order), the
 /// one function the conversation view calls for them. "Answered" is read from `messages`
@@ -77,7 +80,8 @@ pub async fn delivery_states<S: Store>(
     // (original message id, replying agent) -> the first reply's id.
     let mut replies: HashMap<(String, String), String> = HashMap::new();
     for m in messages {
-        let Some(from) = &m.source_agent_id else {
+        // A read receipt (§5.8) says the message was read, not answered.
+        let Some(from) = m.source_agent_id.as_ref().filter(|_| m.kind != ACK) else {
             continue;
         };
         let attrs: Map<String, Value> = serde_json::from_str(&m.attrs).unwrap_or_default();

@@ -86,6 +86,45 @@ async fn wp_7_a_thread_shows_every_message_in_order_with_sender_verification_del
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_5_8_3_a_read_receipt_is_not_an_answer_in_the_thread() {
+    let f = Fixture::build().await;
+    let w = &f.w;
+    let mut m = w.draft(
+        &f.requester,
+        &f.worker.address,
+        "message",
+        json!({"text": "ping", "expects_reply": true}),
+    );
+    m["conversation_id"] = json!(f.conversation);
+    let id = m["id"].as_str().unwrap().to_owned();
+    w.send(&f.requester, m).await;
+    let mut ack = w.draft(
+        &f.worker,
+        &f.requester.address,
+        "ack",
+        json!({"level": "read"}),
+    );
+    ack["conversation_id"] = json!(f.conversation);
+    ack.insert("correlation_id".into(), json!(id));
+    let ack_id = ack["id"].as_str().unwrap().to_owned();
+    w.send(&f.worker, ack).await;
+    let s = w.sign_in(&f.ws_admin).await;
+    let p = w
+        .get(
+            Some(&s),
+            &format!("/console/conversations/{}", f.conversation),
+        )
+        .await;
+    let ping =
+        &p.body[at(&p.body, &format!("id=\"{id}\""))..at(&p.body, &format!("id=\"{ack_id}\""))];
+    assert!(
+        !ping.contains(&format!("href=\"#{ack_id}\"")),
+        "a read receipt is not an answer: {}",
+        text(ping)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stored_envelope_changed_at_rest_shows_as_not_verifying() {
     let f = Fixture::build().await;
     let s = f.w.sign_in(&f.ws_admin).await;
