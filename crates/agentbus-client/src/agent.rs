@@ -285,8 +285,16 @@ pub enum Trace {
         /// Its conversation.
         conversation: Value,
     },
-    /// A conversation.
-    Conversation(Value),
+    /// A conversation; for a message sent here, how far it got with each recipient (§5.8
+    /// receipts); for one received here, its stored record.
+    Conversation {
+        /// The conversation.
+        conversation: Value,
+        /// `GET /v1/messages/{id}/delivery` of a message this agent sent.
+        delivery: Option<Value>,
+        /// The record of a message this agent received.
+        received: Option<Box<Received>>,
+    },
 }
 
 /// Shows the progress of uploads (the CLI draws a bar; others show nothing).
@@ -348,8 +356,10 @@ impl Agent {
         AgentInbox::new(self.profiles.agent_dir(&self.profile.agent_id))
     }
 
-    /// A receiver for this agent, importing into the local store `local`.
+    /// A receiver for this agent, importing into the local store `local`; it signs the read
+    /// receipts it owes (§5.8) with the agent's key.
     pub fn receiver(&self, local: Store) -> Receiver {
+        let (profiles, profile) = (self.profiles.clone(), self.profile.clone());
         Receiver::new(
             self.gw.clone(),
             self.profile.clone(),
@@ -357,6 +367,7 @@ impl Agent {
             local,
             Arc::new(SystemClock),
         )
+        .with_signer(Box::new(move || profiles.read_key(&profile)))
     }
 
     /// Signs and publishes `draft`.
@@ -575,16 +586,25 @@ impl Agent {
             };
             return Ok(Trace::Task { task, conversation });
         }
+        let (mut delivery, mut received) = (None, None);
         let cnv = if id.starts_with("cnv_") {
             id.to_owned()
         } else if id.starts_with("msg_") {
             let inbox = self.inbox();
             let envelope = match inbox.get(id)? {
-                Some(r) => r.envelope,
-                None => inbox.sent(id).ok_or_else(|| ClientError::UnknownMessage {
-                    id: id.to_owned(),
-                    agent: self.profile.address.clone(),
-                })?,
+                Some(r) => {
+                    let envelope = r.envelope.clone();
+                    received = Some(Box::new(r));
+                    envelope
+                }
+                None => {
+                    let envelope = inbox.sent(id).ok_or_else(|| ClientError::UnknownMessage {
+                        id: id.to_owned(),
+                        agent: self.profile.address.clone(),
+                    })?;
+                    delivery = Some(self.gw.delivery(id).await?);
+                    envelope
+                }
             };
             envelope
                 .get("conversation_id")
@@ -596,27 +616,56 @@ impl Agent {
                 "{id:?} is not a tsk_, cnv_ or msg_ id"
             )));
         };
-        Ok(Trace::Conversation(self.gw.conversation(&cnv).await?))
+        Ok(Trace::Conversation {
+            conversation: self.gw.conversation(&cnv).await?,
+            delivery,
+            received,
+        })
     }
 
-    /// Waits up to `timeout` for the first message whose `correlation_id` is `id` (§7).
+    /// Waits up to `timeout` for the first message whose `correlation_id` is `id` (§7), other
+    /// than a read receipt (an `ack.v1` says the message was seen; it is not the reply).
+    /// Meanwhile `watch` gets the message's delivery states (§5.8) at most twice a second and
+    /// once more at the end; a gateway that cannot tell them stops the watching, not the wait.
     pub async fn wait_reply(
         &self,
         local: &Store,
         id: &str,
         timeout: Duration,
+        watch: &mut (dyn FnMut(Value) + Send),
     ) -> Result<Option<Received>> {
         let mut seen = HashSet::new();
         let mut wait = Wait::new(self, local, timeout);
-        loop {
+        let mut look = Some(Instant::now());
+        let reply = loop {
             wait.take_over()?;
-            if let Some(r) = self.correlated(id, &mut seen, |_| true)? {
-                return Ok(Some(r));
+            if look.is_some_and(|at| Instant::now() >= at) {
+                look = self.look_at_delivery(id, watch).await;
+            }
+            if let Some(r) = self.correlated(id, &mut seen, |r| {
+                r.attr("type") != Some(KnownType::Ack.as_str())
+            })? {
+                break Some(r);
             }
             if !wait.step().await? {
-                return Ok(None);
+                break None;
             }
+        };
+        if look.is_some() {
+            self.look_at_delivery(id, watch).await;
         }
+        Ok(reply)
+    }
+
+    /// Hands `id`'s delivery states to `watch`; when to look next, or never again.
+    async fn look_at_delivery(
+        &self,
+        id: &str,
+        watch: &mut (dyn FnMut(Value) + Send),
+    ) -> Option<Instant> {
+        let d = self.gw.delivery(id).await.ok()?;
+        watch(d);
+        Some(Instant::now() + Duration::from_millis(500))
     }
 
     /// Waits up to `timeout` for the task to be terminal; returns its record and the result
@@ -722,7 +771,8 @@ impl<'a> Wait<'a> {
         let nap = left.min(Duration::from_millis(100));
         match self.receiver.as_mut() {
             Some(r) if left >= Duration::from_secs(1) => {
-                r.pull(left.as_secs().min(5)).await?;
+                // A second at a time, so a waiting command also sees delivery states change.
+                r.pull(1).await?;
             }
             Some(r) => {
                 r.pull(0).await?;
@@ -762,6 +812,9 @@ pub fn received_json(r: &Received) -> Value {
         "verified": r.verified,
         "diagnostics": r.diagnostics,
         "attachments": r.attachments,
+        "task": r.task,
+        "late": r.late,
+        "held": r.held,
         "envelope": r.envelope,
     })
 }

@@ -327,6 +327,26 @@ impl Gateway {
         self.post("/v1/inbox/acks", json!({"acks": list})).await
     }
 
+    /// `GET /v1/inbox/policy`: the flags of the agent's workspace policy a receiver acts on
+    /// (`require_verified_inbound`, `read_receipts`).
+    pub async fn inbox_policy(&self) -> Result<Value> {
+        self.get("/v1/inbox/policy").await
+    }
+
+    /// `POST /v1/inbox/receipts`: reports messages shown in a session's context, each named by
+    /// the inbox sequence and id it was delivered with; per-item results.
+    pub async fn report_receipts(&self, receipts: &[Value]) -> Result<Value> {
+        self.post("/v1/inbox/receipts", json!({"receipts": receipts}))
+            .await
+    }
+
+    /// `GET /v1/messages/{id}/delivery`: the delivery states of a message this agent sent, per
+    /// recipient (persisted, leased, acknowledged, shown, answered).
+    pub async fn delivery(&self, id: &str) -> Result<Value> {
+        self.get(&format!("/v1/messages/{}/delivery", seg(id)?))
+            .await
+    }
+
     /// `POST /v1/blobs` then `PUT /v1/blobs/{id}/content`: uploads an attachment and returns its
     /// `data.attachments` entry.
     pub async fn upload_blob(

@@ -52,6 +52,16 @@ pub struct Received {
     pub attachments: Vec<SavedAttachment>,
     /// When this machine stored it (RFC 3339).
     pub stored_at: String,
+    /// The task it belongs to, as the receiver learned it (a `task.request`'s task comes from the
+    /// gateway; lifecycle messages carry theirs in `data.task_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    /// It arrived after its task's terminal state (the gateway's timeline flags it, §6.3).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub late: bool,
+    /// Why it is kept from the agent's sessions (`require_verified_inbound`, §13.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
     /// The envelope as delivered.
     pub envelope: Map<String, Value>,
 }
@@ -324,6 +334,9 @@ mod tests {
             diagnostics: vec![],
             attachments: vec![],
             stored_at: "2026-11-30T00:00:00.000Z".into(),
+            task: None,
+            late: false,
+            held: None,
             envelope: json!({"id": id}).as_object().unwrap().clone(),
         }
     }

@@ -5,16 +5,26 @@
 //! A crash anywhere before the ack loses nothing: the gateway redelivers the copy after its lease,
 //! and a copy already persisted is recognised by its `id`, imported again (import is idempotent)
 //! and acked silently (§8).
+//!
+//! Before it is persisted, a copy is described for its frame (§13.1): the task it belongs to (a
+//! `task.request`'s task from the gateway's task list), whether it is late (the task's timeline,
+//! §6.3), and whether the workspace policy `require_verified_inbound` keeps it from the agent's
+//! sessions because its signature did not re-verify. After every pass, the messages a session was
+//! shown ([`agentbus_local::shown`]) are reported to the gateway (`POST /v1/inbox/receipts`), and
+//! a `message.v1` that asked for a reply (or every one, when the policy asks for read receipts)
+//! gets the `ack.v1` with `level: read` of §5.8, once, at its first showing.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use agentbus_local::shown::ShownRecord;
 use agentbus_local::{ImportError, ImportOutcome, InboundMessage, Store};
 use agentbus_protocol::envelope::Envelope;
-use agentbus_protocol::frame::{Transport, Verified};
-use agentbus_protocol::signing::{PublicKey, envelope_sig, verify_envelope};
+use agentbus_protocol::frame::{self, Transport, Verified};
+use agentbus_protocol::schema::KnownType;
+use agentbus_protocol::signing::{PublicKey, SigningKey, envelope_sig, verify_envelope};
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_runtime::Clock;
 
@@ -108,7 +118,41 @@ pub struct PullReport {
     pub duplicates: usize,
     /// The cursor after the pass.
     pub cursor: u64,
+    /// The receipts the pass reported.
+    pub receipts: ReceiptReport,
 }
+
+/// The workspace policy flags a receiver acts on (`GET /v1/inbox/policy`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct InboundPolicy {
+    /// §13.1: a message whose signature does not re-verify is not injected into a session.
+    pub require_verified_inbound: bool,
+    /// §5.8: every `message.v1` shown gets a read receipt, not only those that asked for a reply.
+    pub read_receipts: bool,
+}
+
+/// How long a fetched policy is used before it is fetched again.
+const POLICY_TTL_MS: i64 = 60_000;
+/// How long a receipt that could not be sent waits before it is tried again.
+const RECEIPT_RETRY_MS: i64 = 30_000;
+
+/// Reads the agent's private key when a read receipt must be signed (only then: a sidecar whose
+/// key sits in a locked keychain still receives).
+pub type Signer = Box<dyn Fn() -> Result<SigningKey> + Send + Sync>;
+
+/// What one report of shown messages did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ReceiptReport {
+    /// Messages reported to the gateway as shown (ids).
+    pub reported: Vec<String>,
+    /// Read receipts (`ack.v1`, `level: read`) sent, by the id they acknowledge.
+    pub read_receipts: Vec<String>,
+    /// Receipts that could not be sent now and will be tried again, with why.
+    pub deferred: Vec<(String, String)>,
+}
+
+/// How often a receiver holding the WebSocket looks for messages shown since its last report.
+const RECEIPT_TICK_MS: u64 = 200;
 
 /// Receives for one agent.
 pub struct Receiver {
@@ -119,6 +163,13 @@ pub struct Receiver {
     local: Store,
     clock: Arc<dyn Clock>,
     fault_after_persist: bool,
+    signer: Option<Signer>,
+    /// The policy and when it was fetched.
+    policy: Option<(InboundPolicy, i64)>,
+    /// The shown records' mark at the last report, so an unchanged folder is not listed again.
+    shown_mark: Option<std::time::SystemTime>,
+    /// A receipt failed: report again after this instant even if nothing new was shown.
+    retry_at: Option<i64>,
 }
 
 impl Receiver {
@@ -138,7 +189,17 @@ impl Receiver {
             local,
             clock,
             fault_after_persist: false,
+            signer: None,
+            policy: None,
+            shown_mark: None,
+            retry_at: None,
         }
+    }
+
+    /// Lets this receiver sign the read receipts it sends (§5.8).
+    pub fn with_signer(mut self, signer: Signer) -> Receiver {
+        self.signer = Some(signer);
+        self
     }
 
     /// Fault injection for crash tests: fail right after the first new envelope is persisted
@@ -177,6 +238,7 @@ impl Receiver {
             }
         }
         report.cursor = self.inbox.cursor();
+        report.receipts = self.report_shown().await?;
         Ok(report)
     }
 
@@ -235,7 +297,26 @@ impl Receiver {
             Err(e) => return Err(unreachable(e.to_string())),
         };
         let (mut sink, mut frames) = socket.split();
-        while let Some(frame) = frames.next().await {
+        // Sessions are shown messages between deliveries: look for new "shown" records often,
+        // at the cost of a stat when there are none.
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(RECEIPT_TICK_MS));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let frame = tokio::select! {
+                f = frames.next() => f,
+                _ = tick.tick() => {
+                    let receipts = self.report_shown().await?;
+                    if !receipts.reported.is_empty() || !receipts.deferred.is_empty() {
+                        on_pass(&PullReport {
+                            cursor: self.inbox.cursor(),
+                            receipts,
+                            ..PullReport::default()
+                        });
+                    }
+                    continue;
+                }
+            };
+            let Some(frame) = frame else { break };
             let text = match frame.map_err(|e| unreachable(e.to_string()))? {
                 Message::Text(t) => t,
                 Message::Close(_) => break,
@@ -288,12 +369,21 @@ impl Receiver {
             }
         };
         let attachments = self.download(&id, &d.envelope, &mut diagnostics).await?;
+        let (task, late) = self.task_facts(&d.envelope).await;
+        let held = if verified == "false" && self.policy().await.require_verified_inbound {
+            Some("require_verified_inbound".to_owned())
+        } else {
+            None
+        };
         let r = Received {
             sequence: d.sequence,
             verified: verified.to_owned(),
             diagnostics,
             attachments,
             stored_at: self.clock.now().to_string(),
+            task,
+            late,
+            held,
             envelope: d.envelope,
         };
         let fresh = self.inbox.persist(&r)?;
@@ -367,19 +457,18 @@ impl Receiver {
 
     fn import(&self, r: &Received) -> Result<()> {
         let env = Envelope::from_map(r.envelope.clone());
-        let mut body = agentbus_protocol::frame::envelope_body(&env);
-        if !r.diagnostics.is_empty() {
-            for d in &r.diagnostics {
-                body.push_str(&format!("\n[{}] {}", d.code, d.message));
-            }
+        let d = frame::describe(&env, r.task.as_deref(), Some(&self.profile.name));
+        let mut body = d.body;
+        for diag in &r.diagnostics {
+            body.push_str(&format!("\n[{}] {}", diag.code, diag.message));
         }
         let msg = InboundMessage {
             transport: Transport::Gateway,
             transport_id: r.id().to_owned(),
-            from: r.attr("source").unwrap_or_default().to_owned(),
-            kind: r.attr("type").unwrap_or_default().to_owned(),
-            conversation: r.attr("conversation_id").map(str::to_owned),
-            subject: r.attr("subject").map(str::to_owned),
+            from: d.from,
+            kind: d.kind,
+            conversation: d.conversation,
+            subject: d.subject,
             body,
             verified: if r.verified == "true" {
                 Verified::True
@@ -391,16 +480,16 @@ impl Receiver {
                 .iter()
                 .filter_map(|a| a.path.as_ref().map(|p| p.display().to_string()))
                 .collect(),
-            reply_command: Some(format!(
-                "agentbus --profile {} reply {} \"…\"",
-                self.profile.name,
-                r.id()
-            )),
+            reply_command: d.answer,
             sent: r
                 .attr("time")
                 .and_then(|t| t.parse::<Timestamp>().ok())
                 .unwrap_or_else(|| self.clock.now()),
             recipient: self.profile.address.clone(),
+            message_id: Some(d.id),
+            task: d.task,
+            late: r.late,
+            held: r.held.clone(),
         };
         match self.local.import(&msg) {
             Ok(ImportOutcome::Stored { .. } | ImportOutcome::Duplicate { .. }) => Ok(()),
@@ -410,6 +499,193 @@ impl Receiver {
             Err(_) => Ok(()),
         }
     }
+
+    /// The task an envelope belongs to and whether it came after the task ended, from the
+    /// gateway's record. Best effort: a gateway that cannot say leaves the frame without them.
+    async fn task_facts(&self, env: &Map<String, Value>) -> (Option<String>, bool) {
+        let e = Envelope::from_map(env.clone());
+        let id = e.id().unwrap_or_default();
+        match frame::receiver_type(&e) {
+            Some(KnownType::TaskRequest) => {
+                let tasks = self.gw.tasks().await.unwrap_or_default();
+                let task = tasks
+                    .iter()
+                    .find(|t| t["request_id"].as_str() == Some(id))
+                    .and_then(|t| t["id"].as_str())
+                    .map(str::to_owned);
+                (task, false)
+            }
+            Some(k) if k.is_task_followup() => {
+                let Some(task_id) = e.task_id().map(str::to_owned) else {
+                    return (None, false);
+                };
+                let late = match self.gw.task(&task_id).await {
+                    Ok(t) => t["timeline"].as_array().into_iter().flatten().any(|ev| {
+                        ev["envelope_id"].as_str() == Some(id) && ev["late"] == Value::Bool(true)
+                    }),
+                    Err(_) => false,
+                };
+                (Some(task_id), late)
+            }
+            _ => (None, false),
+        }
+    }
+
+    /// The workspace's inbound policy, fetched at most once a minute. A gateway without the route
+    /// has no such policy; one that cannot answer now keeps the last answer, and before any
+    /// answer a failed re-verification is held back (the safe side of §13.1).
+    async fn policy(&mut self) -> InboundPolicy {
+        let now = self.clock.now().millis();
+        if let Some((p, at)) = self.policy
+            && now - at < POLICY_TTL_MS
+        {
+            return p;
+        }
+        let fetched = match self.gw.inbox_policy().await {
+            Ok(v) => Some(InboundPolicy {
+                require_verified_inbound: v["require_verified_inbound"] == Value::Bool(true),
+                read_receipts: v["read_receipts"] == Value::Bool(true),
+            }),
+            Err(ClientError::Api { status: 404, .. }) => Some(InboundPolicy::default()),
+            Err(_) => None,
+        };
+        match (fetched, self.policy) {
+            (Some(p), _) => {
+                self.policy = Some((p, now));
+                p
+            }
+            (None, Some((p, _))) => p,
+            (None, None) => InboundPolicy {
+                require_verified_inbound: true,
+                read_receipts: false,
+            },
+        }
+    }
+
+    /// Reports what sessions were shown since the last report, and sends the read receipts
+    /// that are owed (see the module documentation). Cheap when nothing was shown: one stat.
+    pub async fn report_shown(&mut self) -> Result<ReceiptReport> {
+        let mut out = ReceiptReport::default();
+        let agent = self.profile.address.clone();
+        let mark = self.local.shown_mark(&agent);
+        let now = self.clock.now().millis();
+        let retry_due = self.retry_at.is_some_and(|t| now >= t);
+        if mark.is_none() || (mark == self.shown_mark && !retry_due) {
+            return Ok(out);
+        }
+        let records = self
+            .local
+            .shown_pending(&agent)
+            .map_err(|e| ClientError::Import(e.to_string()))?;
+        let mut items = Vec::new();
+        let mut known = Vec::new();
+        for rec in records {
+            match self.inbox.get(&rec.message_id)? {
+                Some(r) => {
+                    items.push(json!({
+                        "sequence": r.sequence,
+                        "id": rec.message_id,
+                        "shown_at": Timestamp(rec.ms).to_string(),
+                        "harness": rec.harness,
+                        "event": rec.event,
+                    }));
+                    known.push((rec, r));
+                }
+                // Not a copy this agent received here: nothing to report.
+                None => self.done(&rec)?,
+            }
+        }
+        self.retry_at = None;
+        if items.is_empty() {
+            self.shown_mark = settled(mark);
+            return Ok(out);
+        }
+        let results = match self.gw.report_receipts(&items).await {
+            Ok(v) => v["results"].as_array().cloned().unwrap_or_default(),
+            // None of them names a delivery the gateway knows: nothing to retry.
+            Err(ClientError::Api { status: 404, .. }) => Vec::new(),
+            Err(e) => {
+                self.retry_at = Some(now + RECEIPT_RETRY_MS);
+                out.deferred.push(("*".into(), e.to_string()));
+                return Ok(out);
+            }
+        };
+        let policy = self.policy().await;
+        for (i, (rec, r)) in known.iter().enumerate() {
+            let status = results
+                .get(i)
+                .and_then(|v| v["status"].as_str())
+                .unwrap_or("refused");
+            if status != "refused" {
+                out.reported.push(rec.message_id.clone());
+                if owes_read_receipt(&r.envelope, policy) {
+                    match self.send_read_receipt(r).await {
+                        Ok(()) => out.read_receipts.push(rec.message_id.clone()),
+                        Err(e) => {
+                            // Reported, not acknowledged: keep the record and try again later.
+                            self.retry_at = Some(now + RECEIPT_RETRY_MS);
+                            out.deferred.push((rec.message_id.clone(), e.to_string()));
+                            continue;
+                        }
+                    }
+                }
+            }
+            self.done(rec)?;
+        }
+        self.shown_mark = settled(self.local.shown_mark(&agent));
+        Ok(out)
+    }
+
+    fn done(&self, rec: &ShownRecord) -> Result<()> {
+        self.local
+            .shown_reported(rec)
+            .map_err(|e| ClientError::Import(e.to_string()))
+    }
+
+    /// Sends the `ack.v1` with `level: read` for `r` to its sender (§5.8). Its idempotency key is
+    /// derived from the acknowledged id, so a repeat after a crash returns the first receipt and
+    /// the sender gets one read receipt however often this runs.
+    async fn send_read_receipt(&self, r: &Received) -> Result<()> {
+        let signer = self.signer.as_ref().ok_or_else(|| {
+            ClientError::Invalid(
+                "this receiver cannot sign (no key), so it sends no read receipt".into(),
+            )
+        })?;
+        let key = signer()?;
+        let to = r
+            .attr("reply_to")
+            .or(r.attr("source"))
+            .unwrap_or_default()
+            .to_owned();
+        let mut draft = crate::compose::Draft::new(KnownType::Ack, &to, json!({"level": "read"}))
+            .answering(&r.envelope);
+        draft.idempotency_key = Some(format!("read-receipt:{}", r.id()));
+        let env = crate::compose::seal(draft, &self.profile, &key, self.clock.now())?;
+        self.gw.publish(&env).await?;
+        let _ = self.inbox.record_sent(&env);
+        Ok(())
+    }
+}
+
+/// A folder mark that can be trusted to change on the next write: one from the last two seconds
+/// is not, because a file system stamps modification times with a coarse clock and a record
+/// written in the same tick would leave the mark as it was. (File times are the machine's, so this
+/// compares them with the machine's clock, not the receiver's injected one.)
+fn settled(mark: Option<std::time::SystemTime>) -> Option<std::time::SystemTime> {
+    let recent = mark.is_some_and(|m| {
+        std::time::SystemTime::now()
+            .duration_since(m)
+            .map_or(true, |age| age < std::time::Duration::from_secs(2))
+    });
+    if recent { None } else { mark }
+}
+
+/// Whether a message shown calls for a read receipt (§5.8): a `message.v1` whose sender set
+/// `expects_reply`, or any `message.v1` when the workspace policy asks for read receipts.
+pub fn owes_read_receipt(env: &Map<String, Value>, policy: InboundPolicy) -> bool {
+    let e = Envelope::from_map(env.clone());
+    let asked = e.data().and_then(|d| d.get("expects_reply")) == Some(&Value::Bool(true));
+    frame::receiver_type(&e) == Some(KnownType::Message) && (asked || policy.read_receipts)
 }
 
 /// The sidecar's status, written after every pass for `doctor` and `sidecar --status`.

@@ -20,6 +20,7 @@ pub mod meta;
 pub mod metrics;
 pub mod policy;
 pub mod publish;
+pub mod receipts;
 pub mod roles;
 pub mod tasks;
 pub mod usage;
@@ -92,6 +93,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/agents/{id}/resume"),
     ("get", "/v1/agents/{id}/a2a"),
     ("get", "/v1/agents/{id}/.well-known/agent-card.json"),
+    ("post", "/v1/inbox/receipts"),
+    ("get", "/v1/inbox/policy"),
+    ("get", "/v1/messages/{id}/delivery"),
     ("get", "/v1/conversations"),
     ("get", "/v1/usage"),
 ];
@@ -171,6 +175,9 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
             "/v1/agents/{id}/.well-known/agent-card.json",
             get(a2a::well_known::<S>),
         )
+        .route("/v1/inbox/receipts", post(receipts::report::<S>))
+        .route("/v1/inbox/policy", get(receipts::policy::<S>))
+        .route("/v1/messages/{id}/delivery", get(receipts::delivery::<S>))
         .route("/v1/conversations", get(id::list_conversations::<S>))
         .route("/v1/usage", get(usage::list::<S>))
         .fallback(|| async {

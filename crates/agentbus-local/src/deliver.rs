@@ -56,8 +56,16 @@ impl Recipient {
 /// [`paused`]'s alone.
 pub fn for_session<'a>(msgs: &'a [Message], r: &Recipient, now: i64) -> Vec<&'a Message> {
     msgs.iter()
-        .filter(|m| m.kind.is_conversation() && fresh_at(m.ms, now) && r.addressed(m))
+        .filter(|m| {
+            m.kind.is_conversation() && fresh_at(m.ms, now) && !is_held(m) && r.addressed(m)
+        })
         .collect()
+}
+
+/// Whether `m` must not be injected into a session (`require_verified_inbound`, §13.1): it stays
+/// in the engineer's inbox, marked.
+pub fn is_held(m: &Message) -> bool {
+    m.via.as_ref().is_some_and(|v| v.held.is_some())
 }
 
 /// Whether some message for `r` is stamped ahead of the skew: it will count later without the
@@ -90,8 +98,8 @@ pub fn paused(msgs: &[Message], r: &Recipient, now: i64) -> Option<String> {
 }
 
 /// The engineer's messages (LM-81, G-LM-9): those to `engineer` (every engineer view of this
-/// node), to `engineer:<email>` when `email` matches, and imported ones whose recipient no
-/// session is bound to.
+/// node), to `engineer:<email>` when `email` matches, imported ones whose recipient no session is
+/// bound to, and imported ones held back from sessions (§13.1), whoever they are for.
 pub fn for_engineer<'a>(
     msgs: &'a [Message],
     email: Option<&str>,
@@ -103,7 +111,9 @@ pub fn for_engineer<'a>(
         .filter(|m| match m.address() {
             Some(Address::Engineer(None)) => true,
             Some(Address::Engineer(Some(e))) => email == Some(e.as_str()),
-            Some(Address::Agent(id)) => m.via.is_some() && !bound_agents.contains(&id),
+            Some(Address::Agent(id)) => {
+                m.via.is_some() && (!bound_agents.contains(&id) || is_held(m))
+            }
             _ => false,
         })
         .collect()
@@ -142,15 +152,21 @@ pub fn sender_label(m: &Message) -> String {
     }
 }
 
-/// The command that answers `m`, for `answerer` (a session id; `None` for the engineer).
-pub fn reply_command(m: &Message, answerer: Option<&str>) -> String {
-    if let Some(cmd) = m.via.as_ref().and_then(|v| v.reply.clone()) {
-        return cmd;
+/// The command that answers `m`, for `answerer` (a session id; `None` for the engineer): the one
+/// its transport gave for an imported message (none for what calls for no answer, such as a task
+/// result), else a local reply.
+pub fn reply_command(m: &Message, answerer: Option<&str>) -> Option<String> {
+    if let Some(v) = &m.via {
+        return v.reply.clone();
     }
-    match answerer {
-        Some(s) => format!("agentbus reply {} --from {s} \"<your answer>\"", m.id),
+    Some(match answerer {
+        Some(s) => format!(
+            "agentbus reply {} --from {} \"<your answer>\"",
+            m.id,
+            agentbus_protocol::text::shell_quote(s)
+        ),
         None => format!("agentbus reply {} \"<your answer>\"", m.id),
-    }
+    })
 }
 
 /// The command that shows the whole of `m` (LM-30).
@@ -166,6 +182,16 @@ pub fn frame_of(m: &Message, answerer: Option<&str>, head: Option<usize>) -> Str
     };
     let reply = reply_command(m, answerer);
     let rest = show_command(m);
+    // An imported message is named by its transport's id (§13.1: the envelope's msg_ id), with
+    // the id this store keeps it under beside it.
+    let (id, local_id) = match &m.via {
+        Some(v) => (v.shown_id(), Some(m.id.as_str())),
+        None => (m.id.as_str(), None),
+    };
+    let (task, late) = m
+        .via
+        .as_ref()
+        .map_or((None, false), |v| (v.task.as_deref(), v.late));
     let body: String = match head {
         Some(n) => m.text.chars().take(n).collect(),
         None => m.text.clone(),
@@ -188,17 +214,18 @@ pub fn frame_of(m: &Message, answerer: Option<&str>, head: Option<usize>) -> Str
             ),
         };
     frame::render(&Frame {
-        id: &m.id,
+        id,
+        local_id,
         from: &from,
         kind,
         verified,
         conversation,
         transport: transport_of(m),
         subject,
-        task: None,
-        late: false,
+        task,
+        late,
         attachments,
-        reply_command: Some(&reply),
+        reply_command: reply.as_deref(),
         rest_command: head.map(|_| rest.as_str()),
         body: &body,
     })

@@ -11,12 +11,21 @@
 //! answers from the stamp alone and never opens the log. The stamp is written only after a full
 //! look that left nothing waiting and whose acknowledgement was written (LM-55).
 //!
-//! The answer is rendered per harness by [`render_answer`]:
+//! Delivered means shown: a message is claimed only at an event whose answer the harness puts in
+//! the model's context ([`Harness::context_at`]); at any other event nothing is claimed and the
+//! message waits. The answer is rendered per harness by [`render_answer`]:
 //! - Claude Code and Codex: `hookSpecificOutput.additionalContext` on `SessionStart`,
-//!   `UserPromptSubmit`, `PreToolUse` and `PostToolUse`; a paused session's `PreToolUse` gets
+//!   `UserPromptSubmit`, `PostToolUse`, and `PreToolUse` where the harness version takes context
+//!   there (Claude Code 2.1.9, Codex 0.129.0; `agentbus hooks install` checks, and installs the
+//!   hook with `--no-pre-tool-context` otherwise); a paused session's `PreToolUse` gets
 //!   `permissionDecision: "deny"` with the engineer's reason.
 //! - OpenCode, which runs plugins rather than commands: the plugin `agentbus hooks install
-//!   opencode` writes calls this command and reads `{"context", "block", "shown_ids"}`.
+//!   opencode` writes calls this command and reads `{"context", "block", "shown_ids"}`: context
+//!   at `chat.message` (a text part of the user's message) and `tool.execute.after` (appended to
+//!   the tool's output); `tool.execute.before` can only block, so it shows nothing.
+//!
+//! Every message shown that came through the gateway is recorded ([`crate::shown`]), so the
+//! sidecar reports it to the gateway; the hook itself never touches the network.
 
 use std::collections::HashSet;
 use std::fs::{self, OpenOptions};
@@ -29,7 +38,7 @@ use crate::address::is_session_id;
 use crate::consts::{SLACK_MS, TTL_MS};
 use crate::deliver::{Recipient, any_early, for_session, paused, render_block, select};
 use crate::line::{is_id, seen_ids_of};
-use crate::store::{Store, StoreError, io_at, messages, read_small, write_file};
+use crate::store::{Store, StoreError, entries, io_at, messages, read_small, write_file};
 
 /// A harness the hook serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -60,6 +69,38 @@ impl Harness {
         }
     }
 
+    /// Whether this harness puts the hook's answer at an event of `kind` in the model's context
+    /// (LM-25, "delivered means shown"). `pre_tool_context` is whether the installed version takes
+    /// context before a tool call (Claude Code from 2.1.9, Codex from 0.129.0; earlier ones reject
+    /// or drop it).
+    ///
+    /// - Claude Code and Codex: `additionalContext` at `SessionStart`, `UserPromptSubmit` and
+    ///   `PostToolUse`, and at `PreToolUse` when `pre_tool_context`.
+    /// - OpenCode: a text part of the user's message at `chat.message`, and the tool's output at
+    ///   `tool.execute.after`; `tool.execute.before` can only throw, and `session.created` is an
+    ///   event notice with no answer.
+    pub fn context_at(self, kind: EventKind, pre_tool_context: bool) -> bool {
+        match (self, kind) {
+            (_, EventKind::Other) => false,
+            (Harness::Claude | Harness::Codex, EventKind::ToolBefore) => pre_tool_context,
+            (Harness::Claude | Harness::Codex, _) => true,
+            (Harness::OpenCode, EventKind::Prompt | EventKind::ToolAfter) => true,
+            (Harness::OpenCode, EventKind::SessionStart | EventKind::ToolBefore) => false,
+        }
+    }
+
+    /// The first version whose `PreToolUse` answer takes `additionalContext`, for the harnesses
+    /// whose installs check it: Claude Code 2.1.9 (its changelog), Codex 0.129.0 (openai/codex
+    /// pull request 20692; 0.124.0 to 0.128.x answer "PreToolUse hook returned unsupported
+    /// additionalContext" and drop it).
+    pub fn pre_tool_context_since(self) -> Option<Version> {
+        match self {
+            Harness::Claude => Some(Version(2, 1, 9)),
+            Harness::Codex => Some(Version(0, 129, 0)),
+            Harness::OpenCode => None,
+        }
+    }
+
     /// The characters one event may add to the session's context (LM: Caps::context_chars,
     /// G-LM-17). Claude Code takes `additionalContext` whole up to 10,000 characters and
     /// replaces a longer one with a preview, so we stay under it; Codex and OpenCode document no
@@ -72,6 +113,31 @@ impl Harness {
     }
 }
 
+/// A harness version, `major.minor.patch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Version(pub u32, pub u32, pub u32);
+
+impl Version {
+    /// Finds the first `N.N.N` in a `--version` line (`codex-cli 0.130.0`, `2.1.29 (Claude
+    /// Code)`).
+    pub fn find(text: &str) -> Option<Version> {
+        text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .find_map(|word| {
+                let mut parts = word.split('.').map(|p| p.parse::<u32>().ok());
+                match (parts.next(), parts.next(), parts.next()) {
+                    (Some(Some(a)), Some(Some(b)), Some(Some(c))) => Some(Version(a, b, c)),
+                    _ => None,
+                }
+            })
+    }
+}
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{}", self.0, self.1, self.2)
+    }
+}
+
 /// What kind of event reached the hook.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventKind {
@@ -81,17 +147,10 @@ pub enum EventKind {
     Prompt,
     /// Before a tool call (`PreToolUse`, OpenCode `tool.execute.before`).
     ToolBefore,
-    /// After a tool call (`PostToolUse`).
+    /// After a tool call (`PostToolUse`, OpenCode `tool.execute.after`).
     ToolAfter,
     /// Anything else: the session becomes known, nothing is shown.
     Other,
-}
-
-impl EventKind {
-    /// Whether the harness takes context at this event (LM-25).
-    pub fn takes_context(self) -> bool {
-        !matches!(self, EventKind::Other)
-    }
 }
 
 /// One hook event, as the adapters read it.
@@ -109,6 +168,17 @@ pub struct HookEvent {
     pub subagent: bool,
     /// The harness drops what the hook answers (`"context": false`, LM-32).
     pub context_dropped: bool,
+    /// Whether this harness version takes context before a tool call (see
+    /// [`Harness::context_at`]); `agentbus hook <harness> --no-pre-tool-context` clears it.
+    pub pre_tool_context: bool,
+}
+
+impl HookEvent {
+    /// Whether the harness puts this event's answer in the model's context: the one condition
+    /// under which the hook claims a message (delivered means shown).
+    pub fn takes_context(&self) -> bool {
+        self.harness.context_at(self.kind, self.pre_tool_context)
+    }
 }
 
 /// Why an event could not be read.
@@ -158,6 +228,7 @@ pub fn parse_event(harness: Harness, input: &[u8]) -> Result<HookEvent, HookErro
                 "session.created" => EventKind::SessionStart,
                 "chat.message" => EventKind::Prompt,
                 "tool.execute.before" => EventKind::ToolBefore,
+                "tool.execute.after" => EventKind::ToolAfter,
                 _ => EventKind::Other,
             };
             let sub = v.get("subagent").and_then(Value::as_bool) == Some(true);
@@ -171,6 +242,7 @@ pub fn parse_event(harness: Harness, input: &[u8]) -> Result<HookEvent, HookErro
         kind,
         subagent,
         context_dropped: v.get("context").and_then(Value::as_bool) == Some(false),
+        pre_tool_context: true,
     })
 }
 
@@ -239,13 +311,155 @@ they resume it.\n"
     )
 }
 
+/// Where a delivery shows messages: the harness (or another surface, such as an MCP server's
+/// inbox tool) and the event, recorded in the "shown" receipt, and how many characters it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Surface<'a> {
+    /// The harness or surface: `claude`, `codex`, `opencode`, `mcp`, ….
+    pub name: &'a str,
+    /// The event that shows them (`UserPromptSubmit`, `tools/call`, …).
+    pub event: &'a str,
+    /// The characters the messages may take.
+    pub budget: usize,
+}
+
+/// What one delivery put in front of a session (see [`Store::deliver`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Delivery {
+    /// The framed messages, with the reminder above them; `None` when nothing was shown.
+    pub context: Option<String>,
+    /// The ids shown (claimed by this call, acknowledged by a Seen line).
+    pub shown_ids: Vec<String>,
+    /// Whether more waits (over the budget, or claimed meanwhile by another look).
+    pub waiting: bool,
+}
+
+/// One full look at the log for a session: what it is owed and what it may be shown.
+struct Look {
+    msgs: Vec<crate::line::Message>,
+    recipient: Recipient,
+    claimed: HashSet<String>,
+    /// Claims no Seen line of the session lists yet (LM-41).
+    owed: Vec<String>,
+    now: i64,
+}
+
 impl Store {
+    fn look(&self, sid: &str, presence: &crate::session::Presence) -> Result<Look, StoreError> {
+        let node = self.node()?;
+        let lines = self.lines()?;
+        let now = self.now();
+        let mine = seen_ids_of(&lines, sid, &node);
+        let msgs = messages(lines);
+        let claimed = self.claims(sid)?;
+        let owed = claimed
+            .iter()
+            .filter(|id| !mine.contains(*id))
+            .cloned()
+            .collect();
+        Ok(Look {
+            msgs,
+            recipient: Recipient {
+                session: sid.to_owned(),
+                node,
+                started_ms: Some(presence.started_ms),
+                agent: presence.agent.clone(),
+            },
+            claimed,
+            owed,
+            now,
+        })
+    }
+
+    /// Chooses, claims and frames what `look`'s session is shown on `surface`: the one step that
+    /// makes a message delivered, so every caller claims only what it then shows.
+    fn present(&self, look: &Look, surface: &Surface<'_>) -> Delivery {
+        let sid = look.recipient.session.as_str();
+        let candidates: Vec<_> = for_session(&look.msgs, &look.recipient, look.now)
+            .into_iter()
+            .filter(|m| !look.claimed.contains(&m.id))
+            .collect();
+        if candidates.is_empty() {
+            return Delivery::default();
+        }
+        let mut sel = select(&candidates, Some(sid), surface.budget);
+        let mut waiting = sel.waiting > 0;
+        let mut kept = Vec::new();
+        for s in sel.shown.drain(..) {
+            // Claimed here: shown here. Claimed by another hook of this session first (LM-39),
+            // or not claimable now: it waits, never shown twice and never lost.
+            if matches!(self.claim(sid, &s.message.id), Ok(true)) {
+                // The gateway learns it through the sidecar; a record not written costs a receipt.
+                let _ = self.record_shown(s.message, sid, surface.name, surface.event);
+                kept.push(s);
+            } else {
+                waiting = true;
+            }
+        }
+        sel.shown = kept;
+        if sel.shown.is_empty() {
+            return Delivery {
+                waiting,
+                ..Delivery::default()
+            };
+        }
+        Delivery {
+            shown_ids: sel.shown.iter().map(|s| s.message.id.clone()).collect(),
+            context: Some(render_block(&sel)),
+            waiting,
+        }
+    }
+
+    /// [`Store::present`] under `note` (the pause note), which takes its share of the budget.
+    fn present_noted(&self, look: &Look, surface: &Surface<'_>, note: Option<String>) -> Delivery {
+        let budget = surface
+            .budget
+            .saturating_sub(note.as_ref().map_or(0, |n| n.chars().count()));
+        let mut delivery = self.present(look, &Surface { budget, ..*surface });
+        if let Some(note) = note {
+            let rest = delivery.context.take().unwrap_or_default();
+            delivery.context = Some(format!("{note}{rest}"));
+        }
+        delivery
+    }
+
+    /// Delivers to `session` what waits for it, within `surface.budget`, outside any harness
+    /// hook: claimed, framed, acknowledged by a Seen line and recorded as shown, exactly as the
+    /// hook does, so a caller that hands the result to a model (an MCP server's inbox tool)
+    /// counts as showing it. Call it only when the result will be put in front of the model. A
+    /// session seen for the first time is recorded with `surface.name` as its harness; a paused
+    /// one gets the pause note first.
+    pub fn deliver(&self, session: &str, surface: &Surface<'_>) -> Result<Delivery, StoreError> {
+        let presence = match self.presence(session)? {
+            Some(p) => p,
+            None => self.register(session, surface.name, None, None)?,
+        };
+        if self.talk().is_none() {
+            return Ok(Delivery::default());
+        }
+        let look = self.look(session, &presence)?;
+        // A paused session is told so above its messages, as the hook tells it at a prompt.
+        let note = paused(&look.msgs, &look.recipient, look.now).map(|r| pause_note(&r));
+        let delivery = self.present_noted(&look, surface, note);
+        let mut to_ack = delivery.shown_ids.clone();
+        to_ack.extend(look.owed.iter().cloned());
+        if !to_ack.is_empty() {
+            self.ack(session, &to_ack)?;
+        }
+        self.prune_claims(session, &look.claimed, &look.msgs, look.now);
+        Ok(delivery)
+    }
+
     /// Answers one hook event (LM: deliver).
     pub fn hook(&self, ev: &HookEvent, env: &HookEnv) -> Result<HookAnswer, StoreError> {
         let sid = ev.session.as_str();
         let stamp_path = self.scanned_path(sid)?;
         let talk = self.talk();
         let talk_now = talk.as_deref().unwrap_or(NO_LOG);
+        if let Some(file) = &env.env_file {
+            // Each SessionStart gets a fresh file from the harness: export the id every time.
+            export_session(file, sid);
+        }
         if let Some(stamp) = read_small(&stamp_path)?.map(|t| Stamp::parse(&t))
             && stamp.talk == talk_now
         {
@@ -266,93 +480,52 @@ impl Store {
 
         let presence = match self.presence(sid)? {
             Some(p) => p,
-            None => {
-                let p = self.register(
-                    sid,
-                    ev.harness.as_str(),
-                    env.name.as_deref(),
-                    env.agent.as_deref(),
-                )?;
-                if let Some(file) = &env.env_file {
-                    export_session(file, sid);
-                }
-                p
-            }
+            None => self.register(
+                sid,
+                ev.harness.as_str(),
+                env.name.as_deref(),
+                env.agent.as_deref(),
+            )?,
         };
         if talk.is_none() {
             self.write_stamp(sid, NO_LOG, None);
             return Ok(HookAnswer::default());
         }
 
-        let node = self.node()?;
-        let lines = self.lines()?;
-        let now = self.now();
-        let mine = seen_ids_of(&lines, sid, &node);
-        let msgs = messages(lines);
-        let r = Recipient {
-            session: sid.to_owned(),
-            node,
-            started_ms: Some(presence.started_ms),
-            agent: presence.agent.clone(),
-        };
-        let pause = paused(&msgs, &r, now);
-        let claimed = self.claims(sid)?;
-        // A claim no Seen of the session lists is owed: acknowledged now (LM-41).
-        let owed: Vec<String> = claimed
-            .iter()
-            .filter(|id| !mine.contains(*id))
-            .cloned()
-            .collect();
-
+        let look = self.look(sid, &presence)?;
+        let pause = paused(&look.msgs, &look.recipient, look.now);
         let mut answer = HookAnswer::default();
-        let mut pending = any_early(&msgs, &r, now);
+        let mut pending = any_early(&look.msgs, &look.recipient, look.now);
         let blocks = ev.kind == EventKind::ToolBefore && pause.is_some();
-        let can_show = !blocks && !ev.subagent && !ev.context_dropped && ev.kind.takes_context();
+        let can_show = !blocks && !ev.subagent && !ev.context_dropped && ev.takes_context();
         if blocks {
             answer.block = pause.as_deref().map(block_reason);
         }
         let note = pause.as_deref().map(pause_note).filter(|_| can_show);
-        let candidates: Vec<_> = for_session(&msgs, &r, now)
-            .into_iter()
-            .filter(|m| !claimed.contains(&m.id))
-            .collect();
-        if can_show && !candidates.is_empty() {
-            let budget = ev
-                .harness
-                .context_chars()
-                .saturating_sub(note.as_ref().map_or(0, |n| n.chars().count()));
-            let mut sel = select(&candidates, Some(sid), budget);
-            pending |= sel.waiting > 0;
-            let mut kept = Vec::new();
-            for s in sel.shown.drain(..) {
-                // Claimed here: shown here. Claimed by another hook of this session first (LM-39),
-                // or not claimable now: it waits, never shown twice and never lost.
-                if matches!(self.claim(sid, &s.message.id), Ok(true)) {
-                    kept.push(s);
-                } else {
-                    pending = true;
-                }
-            }
-            sel.shown = kept;
-            if !sel.shown.is_empty() {
-                answer.shown_ids = sel.shown.iter().map(|s| s.message.id.clone()).collect();
-                answer.context = Some(render_block(&sel));
-            }
-        } else if !candidates.is_empty() {
-            pending = true;
-        }
-        if let Some(note) = note {
-            let rest = answer.context.take().unwrap_or_default();
-            answer.context = Some(format!("{note}{rest}"));
+        if can_show {
+            let surface = Surface {
+                name: ev.harness.as_str(),
+                event: &ev.name,
+                budget: ev.harness.context_chars(),
+            };
+            let shown = self.present_noted(&look, &surface, note);
+            pending |= shown.waiting;
+            answer.shown_ids = shown.shown_ids;
+            answer.context = shown.context;
+        } else {
+            // Nothing is claimed at an event whose answer the model would not see: it waits.
+            pending |= for_session(&look.msgs, &look.recipient, look.now)
+                .iter()
+                .any(|m| !look.claimed.contains(&m.id));
         }
 
         let mut to_ack = answer.shown_ids.clone();
-        to_ack.extend(owed);
+        to_ack.extend(look.owed.iter().cloned());
         let acked = to_ack.is_empty() || self.ack(sid, &to_ack).is_ok();
         if acked && !pending {
             self.write_stamp(sid, talk_now, pause.as_deref());
         }
-        self.prune_claims(sid, &claimed, &msgs, now);
+        self.prune_claims(sid, &look.claimed, &look.msgs, look.now);
         Ok(answer)
     }
 
@@ -388,14 +561,8 @@ impl Store {
         if !is_session_id(session) {
             return Err(StoreError::BadSession(session.to_owned()));
         }
-        let dir = self.seen_path().join(session);
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(HashSet::new()),
-            Err(e) => return Err(io_at(&dir)(e)),
-        };
-        Ok(entries
-            .filter_map(Result::ok)
+        Ok(entries(&self.seen_path().join(session))?
+            .into_iter()
             .filter_map(|e| e.file_name().into_string().ok())
             .filter(|n| is_id(n))
             .collect())
@@ -471,7 +638,7 @@ pub fn render_answer(ev: &HookEvent, answer: &HookAnswer) -> Option<Value> {
                 }));
             }
             let context = answer.context.as_ref()?;
-            ev.kind.takes_context().then(|| {
+            ev.takes_context().then(|| {
                 json!({
                     "hookSpecificOutput": {
                         "hookEventName": ev.name,

@@ -8,7 +8,8 @@
 //!   the same shape.
 //! - OpenCode runs no command hooks; it loads plugins. We write a small plugin,
 //!   `~/.config/opencode/plugins/agentbus.js`, that runs `agentbus hook opencode` on
-//!   `chat.message` (context) and `tool.execute.before` (a paused session's deny).
+//!   `chat.message` and `tool.execute.after` (context) and `tool.execute.before` (a paused
+//!   session's deny); see [`plugin_source`].
 //!
 //! The session id always comes from the event, never from the settings.
 
@@ -113,29 +114,164 @@ fn relative_path(harness: Harness, opencode_dir: &[&str]) -> PathBuf {
     }
 }
 
-/// The hook command for `harness`, run by `program` (the agentbus binary's path).
-pub fn command(program: &str, harness: Harness) -> String {
-    format!(
+/// The flag of a hook installed for a harness version that takes no context before a tool call.
+pub const NO_PRE_TOOL_CONTEXT: &str = "--no-pre-tool-context";
+
+/// The hook command for `harness`, run by `program` (the agentbus binary's path); with
+/// `pre_tool_context` false it carries [`NO_PRE_TOOL_CONTEXT`].
+pub fn command(program: &str, harness: Harness, pre_tool_context: bool) -> String {
+    let mut cmd = format!(
         "{} hook {}",
         agentbus_protocol::text::shell_quote(program),
         harness.as_str()
-    )
+    );
+    if !pre_tool_context {
+        cmd.push(' ');
+        cmd.push_str(NO_PRE_TOOL_CONTEXT);
+    }
+    cmd
 }
 
 /// Whether `cmd` is an agentbus hook command for `harness`, whatever path runs it.
 fn is_ours(cmd: &str, harness: Harness) -> bool {
     let words: Vec<&str> = cmd.split_whitespace().collect();
-    matches!(words.as_slice(), [.., h, name] if *h == "hook" && *name == harness.as_str())
+    let hook_at = words
+        .windows(2)
+        .position(|w| w[0] == "hook" && w[1] == harness.as_str());
+    hook_at.is_some_and(|i| words[i + 2..].iter().all(|w| w.starts_with("--")))
         && cmd.contains("agentbus")
 }
 
-/// Adds the hook for `harness` to the file at `path`, running `program`.
-pub fn install(harness: Harness, path: &Path, program: &str) -> Result<Change, InstallError> {
+/// The program a hook command runs: its first word, unquoted as a shell would.
+fn program_of(cmd: &str) -> String {
+    let cmd = cmd.trim_start();
+    match cmd.strip_prefix('\'') {
+        // `shell_quote` writes one single-quoted word, with `'` as `'\''`.
+        Some(rest) => {
+            let mut out = String::new();
+            let mut rest = rest;
+            loop {
+                match rest.find('\'') {
+                    Some(i) => {
+                        out.push_str(&rest[..i]);
+                        rest = &rest[i + 1..];
+                        match rest.strip_prefix("\\''") {
+                            Some(r) => {
+                                out.push('\'');
+                                rest = r;
+                            }
+                            None => break,
+                        }
+                    }
+                    None => {
+                        out.push_str(rest);
+                        break;
+                    }
+                }
+            }
+            out
+        }
+        None => cmd.split_whitespace().next().unwrap_or("").to_owned(),
+    }
+}
+
+/// What a settings file holds of our hook.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Installed {
+    /// The events our hook runs on (for OpenCode, the plugin's hooks).
+    pub events: Vec<String>,
+    /// The program it runs, as written.
+    pub program: Option<String>,
+    /// Whether its `PreToolUse` answer carries messages (no [`NO_PRE_TOOL_CONTEXT`]).
+    pub pre_tool_context: bool,
+}
+
+/// Reads what `path` holds of our hook for `harness`: `None` when the file or our hook is not
+/// there. Never changes the file.
+pub fn installed(harness: Harness, path: &Path) -> Result<Option<Installed>, InstallError> {
+    let text = match fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError::from_io(path, e).into()),
+    };
+    if harness == Harness::OpenCode {
+        if !text.starts_with(PLUGIN_MARKER) {
+            return Ok(None);
+        }
+        let program = text
+            .lines()
+            .find_map(|l| l.strip_prefix("const AGENTBUS = "))
+            .and_then(|v| serde_json::from_str::<String>(v.trim()).ok());
+        let events = [
+            "chat.message",
+            "tool.execute.before",
+            "tool.execute.after",
+            "shell.env",
+        ]
+        .iter()
+        .filter(|e| text.contains(&format!("\"{e}\":")))
+        .map(|e| (*e).to_owned())
+        .collect();
+        return Ok(Some(Installed {
+            events,
+            program,
+            pre_tool_context: false,
+        }));
+    }
+    let root = read_settings(path)?;
+    let mut found = Installed::default();
+    let mut any = false;
+    for event in EVENTS {
+        let cmds = root
+            .get("hooks")
+            .and_then(|h| h.get(event))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|g| g.get("hooks").and_then(Value::as_array))
+            .flatten()
+            .filter_map(|h| h.get("command").and_then(Value::as_str))
+            .filter(|c| is_ours(c, harness));
+        for cmd in cmds {
+            if !found.events.iter().any(|e| e == event) {
+                found.events.push(event.to_owned());
+            }
+            found.program = Some(program_of(cmd));
+            found.pre_tool_context = !cmd.split_whitespace().any(|w| w == NO_PRE_TOOL_CONTEXT);
+            any = true;
+        }
+    }
+    Ok(any.then_some(found))
+}
+
+/// Whether `program` lies in a cargo build directory (`…/target/debug/agentbus` and the like),
+/// which `cargo clean` or the next build replaces or removes: a hook pointing there stops
+/// delivering without a word.
+pub fn in_build_dir(program: &Path) -> bool {
+    let parts: Vec<_> = program.components().collect();
+    // `<workspace>/target/<profile or triple>/…/agentbus`, where the workspace has a Cargo.toml.
+    (0..parts.len()).any(|i| {
+        parts[i].as_os_str() == "target" && i + 2 < parts.len() && {
+            let root: PathBuf = parts[..i].iter().collect();
+            root.join("Cargo.toml").exists()
+        }
+    })
+}
+
+/// Adds the hook for `harness` to the file at `path`, running `program`; `pre_tool_context`
+/// false installs it with [`NO_PRE_TOOL_CONTEXT`], for harness versions that take no context
+/// before a tool call.
+pub fn install(
+    harness: Harness,
+    path: &Path,
+    program: &str,
+    pre_tool_context: bool,
+) -> Result<Change, InstallError> {
     match harness {
         Harness::OpenCode => install_plugin(path, program),
         Harness::Claude | Harness::Codex => {
             let mut root = read_settings(path)?;
-            let cmd = command(program, harness);
+            let cmd = command(program, harness, pre_tool_context);
             let hooks = object_at(&mut root, "hooks");
             let mut changed = false;
             for event in EVENTS {
@@ -311,10 +447,23 @@ fn install_plugin(path: &Path, program: &str) -> Result<Change, InstallError> {
     Ok(Change::Changed)
 }
 
-/// The OpenCode plugin that runs `program hook opencode`. OpenCode's plugin API
-/// (`@opencode-ai/plugin`, `Hooks`): `chat.message` may add parts to the user's message, and
-/// `tool.execute.before` may throw to stop a tool call; `shell.env` exports the session id to the
-/// session's shell commands where the OpenCode version has it.
+/// The OpenCode plugin that runs `program hook opencode`, written against OpenCode's plugin API
+/// (the `Hooks` type of `@opencode-ai/plugin`, packages/plugin/src/index.ts):
+///
+/// - `chat.message(input, output)`: `output.parts` is the user message's parts; a `text` part
+///   pushed there (marked `synthetic`, so the UI does not echo it) is in the model's context for
+///   this and every later turn. Messages are shown here.
+/// - `tool.execute.after(input, output)`: `output.output` is the tool result the model reads;
+///   messages are appended to it. So a session busy with tool calls gets its messages without
+///   waiting for the next prompt.
+/// - `tool.execute.before(input, output)`: its output carries only the tool's arguments, nothing
+///   the model reads; throwing an `Error` stops the call and hands its message to the model. It
+///   is used only to block a paused session, and shows (and claims) nothing.
+/// - `shell.env(input, output)`: exports `AGENTBUS_SESSION` to the session's shell commands, so
+///   `agentbus tell` from the session is sent as the session.
+///
+/// The plugin tells the hook whether it can show an answer at all (`context: false` when the
+/// output it would write to is not there), so nothing is claimed that it then cannot show.
 pub fn plugin_source(program: &str) -> String {
     let program_json = serde_json::to_string(program).unwrap_or_default();
     format!(
@@ -330,6 +479,12 @@ function hook(event) {{
   try {{ return JSON.parse(run.stdout) }} catch {{ return {{}} }}
 }}
 
+let parts = 0
+function partID() {{
+  parts += 1
+  return "prt_agentbus" + Date.now().toString(36) + parts.toString(36) + Math.random().toString(36).slice(2, 8)
+}}
+
 export const AgentBus = async ({{ client }}) => {{
   // A child session (a subagent) has a parentID; its events show nothing, so messages wait.
   const subagent = async (id) => {{
@@ -337,12 +492,13 @@ export const AgentBus = async ({{ client }}) => {{
   }}
   return {{
     "chat.message": async (input, output) => {{
-      const answer = hook({{ event: "chat.message", session_id: input.sessionID, subagent: await subagent(input.sessionID) }})
-      if (answer.context) {{
+      const canShow = !!(output && output.message && Array.isArray(output.parts))
+      const answer = hook({{ event: "chat.message", session_id: input.sessionID, subagent: await subagent(input.sessionID), context: canShow }})
+      if (canShow && answer.context) {{
         output.parts.push({{
-          id: "prt_agentbus" + Date.now().toString(36) + Math.random().toString(36).slice(2, 10),
+          id: partID(),
           messageID: output.message.id,
-          sessionID: output.message.sessionID,
+          sessionID: output.message.sessionID || input.sessionID,
           type: "text",
           text: answer.context,
           synthetic: true,
@@ -352,6 +508,11 @@ export const AgentBus = async ({{ client }}) => {{
     "tool.execute.before": async (input) => {{
       const answer = hook({{ event: "tool.execute.before", session_id: input.sessionID, tool: input.tool }})
       if (answer.block) throw new Error(answer.block)
+    }},
+    "tool.execute.after": async (input, output) => {{
+      const canShow = !!(output && typeof output.output === "string")
+      const answer = hook({{ event: "tool.execute.after", session_id: input.sessionID, tool: input.tool, subagent: await subagent(input.sessionID), context: canShow }})
+      if (canShow && answer.context) output.output = output.output + "\n\n" + answer.context
     }},
     "shell.env": async (input, output) => {{
       if (input && input.sessionID && output && output.env) output.env.AGENTBUS_SESSION = input.sessionID
@@ -365,6 +526,34 @@ export const AgentBus = async ({{ client }}) => {{
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn our_commands_are_found_whatever_their_path_quoting_and_flags() {
+        for program in ["/opt/agentbus", "/home/a b/it's/agentbus"] {
+            for pre in [true, false] {
+                let cmd = command(program, Harness::Codex, pre);
+                assert!(is_ours(&cmd, Harness::Codex), "{cmd}");
+                assert!(!is_ours(&cmd, Harness::Claude), "{cmd}");
+                assert_eq!(program_of(&cmd), program, "{cmd}");
+                assert_eq!(cmd.ends_with(NO_PRE_TOOL_CONTEXT), !pre);
+            }
+        }
+        assert!(!is_ours("agentbus hook codex; rm -rf /", Harness::Codex));
+        assert!(!is_ours("lint.sh hook codex", Harness::Codex));
+    }
+
+    #[test]
+    fn a_binary_in_a_cargo_target_folder_is_a_build_directory() {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(ws.path().join("Cargo.toml"), "").unwrap();
+        assert!(in_build_dir(&ws.path().join("target/debug/agentbus")));
+        assert!(in_build_dir(
+            &ws.path()
+                .join("target/x86_64-unknown-linux-gnu/release/agentbus")
+        ));
+        assert!(!in_build_dir(&ws.path().join("bin/agentbus")));
+        assert!(!in_build_dir(Path::new("/usr/local/target/agentbus")));
+    }
 
     #[test]
     fn config_dirs_follow_the_harness_variables() {

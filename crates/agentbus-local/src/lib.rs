@@ -14,8 +14,10 @@
 //!   [`pace`]: pacing windows; [`send`]: send, ack, import, resolve; [`session`]: presence and
 //!   agent bindings.
 //! - [`deliver`]: what a session or the engineer is shown and its framing; [`hook`]: the hook's
-//!   flow (claims, Seen, stamps) and the per-harness adapters; [`view`]: inbox and sessions;
-//!   [`install`]: adding the hook to each harness's settings.
+//!   flow (claims, Seen, stamps), the per-harness adapters, and [`Store::deliver`], the same
+//!   delivery for callers outside a hook (an MCP server); [`shown`]: records of gateway messages
+//!   shown, which the sidecar turns into receipts; [`view`]: inbox and sessions; [`install`]:
+//!   adding the hook to each harness's settings.
 
 pub mod address;
 pub mod bound;
@@ -28,11 +30,12 @@ pub mod pace;
 pub mod redact;
 pub mod send;
 pub mod session;
+pub mod shown;
 pub mod store;
 pub mod view;
 
 pub use address::Address;
-pub use hook::{Harness, HookAnswer, HookEnv, HookEvent};
+pub use hook::{Delivery, Harness, HookAnswer, HookEnv, HookEvent, Surface};
 pub use line::{Kind, Line, Message, Seen};
 pub use send::{ImportError, ImportOutcome, InboundMessage, Outgoing, SendError, Sender};
 pub use store::{Store, StoreError};

@@ -96,6 +96,28 @@ pub struct Via {
     pub reply: Option<String>,
     /// When the sender sent it, in Unix milliseconds.
     pub sent_ms: i64,
+    /// The message's id as its transport names it to people (a gateway envelope's `msg_` id),
+    /// when it differs from `ext_id` (a share's id is `<message id>#<recipient>` there). Absent
+    /// on lines written before it existed: `ext_id` is then the id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The task the message belongs to (§6), for the frame's `task` attribute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    /// It arrived after its task's terminal state (§6.3): framed `late`, with a warning.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub late: bool,
+    /// Why it must not be injected into a session (`require_verified_inbound`, §13.1): kept for
+    /// the engineer's `inbox`, never shown by the hook.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
+}
+
+impl Via {
+    /// The message's id as people and its transport's commands name it.
+    pub fn shown_id(&self) -> &str {
+        self.id.as_deref().unwrap_or(&self.ext_id)
+    }
 }
 
 /// One message of `messages.jsonl` (LM: Message).
@@ -272,6 +294,12 @@ impl Via {
             && self.attachments.len() <= 64
             && self.attachments.iter().all(|a| short(a, 4096))
             && self.reply.as_deref().is_none_or(|r| short(r, 1024))
+            && self
+                .id
+                .as_deref()
+                .is_none_or(|i| !i.is_empty() && short(i, 256))
+            && self.task.as_deref().is_none_or(|t| short(t, 256))
+            && self.held.as_deref().is_none_or(|h| short(h, 256))
     }
 }
 

@@ -143,6 +143,16 @@ pub struct InboundMessage {
     pub sent: Timestamp,
     /// The recipient: an agent identity (`agent://acme/backend/reviewer`, `share:acme/reviewer`).
     pub recipient: String,
+    /// The id people and the transport's commands use for it (`msg_…`), when `transport_id` is
+    /// not that id.
+    pub message_id: Option<String>,
+    /// The task it belongs to, if any (the frame's `task` attribute).
+    pub task: Option<String>,
+    /// Whether it arrived after its task ended (§6.3).
+    pub late: bool,
+    /// Set when it must not be injected (`require_verified_inbound`, §13.1): why. The message is
+    /// kept, marked, for the engineer's `inbox`.
+    pub held: Option<String>,
 }
 
 /// What an import did.
@@ -346,6 +356,10 @@ impl Store {
             attachments: msg.attachments.clone(),
             reply: msg.reply_command.clone(),
             sent_ms: msg.sent.millis(),
+            id: msg.message_id.clone().filter(|i| *i != msg.transport_id),
+            task: msg.task.clone(),
+            late: msg.late,
+            held: msg.held.clone(),
         };
         let text = bound_text(&redact(&msg.body));
         let (outcome, _) = self.write_locked(|snap| {

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::address::{is_agent_identity, is_session_id};
 use crate::consts::NAME;
-use crate::store::{Store, StoreError, io_at, read_small, write_file};
+use crate::store::{Store, StoreError, entries, io_at, read_small, write_file};
 
 /// One session's presence record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,14 +106,8 @@ impl Store {
 
     /// Every session known on this machine, by start.
     pub fn sessions(&self) -> Result<Vec<Presence>, StoreError> {
-        let dir = self.sessions_dir();
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io_at(&dir)(e)),
-        };
-        let mut out: Vec<Presence> = entries
-            .filter_map(Result::ok)
+        let mut out: Vec<Presence> = entries(&self.sessions_dir())?
+            .into_iter()
             .map(|e| e.path())
             // Skip a binding's temporary file.
             .filter(|p| p.extension().is_some_and(|x| x == "json"))
@@ -179,5 +173,136 @@ impl Store {
             return Err(StoreError::BadSession(session.to_owned()));
         }
         Ok(self.dir().join("scanned").join(session))
+    }
+}
+
+/// Who a command runs as, as its environment says (issue 13 item 3): inside a harness session it
+/// is that session, never the engineer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// A harness session, by its id.
+    Session {
+        /// The session id.
+        id: String,
+        /// The harness, when the variable that named the session says which.
+        harness: Option<&'static str>,
+    },
+    /// A harness marked the environment as its session's, without saying which session.
+    UnknownSession {
+        /// The harness.
+        harness: &'static str,
+    },
+    /// No harness session: the engineer's own terminal.
+    Engineer,
+}
+
+/// The variables that name the session a command runs in, in the order they are believed:
+/// `AGENTBUS_SESSION` (what our hook exports through Claude Code's `CLAUDE_ENV_FILE` and
+/// OpenCode's `shell.env`), then what each harness exports itself.
+pub const SESSION_VARS: &[(&str, Option<&str>)] = &[
+    ("AGENTBUS_SESSION", None),
+    ("CLAUDE_CODE_SESSION_ID", Some("claude")),
+    ("CODEX_THREAD_ID", Some("codex")),
+    ("OPENCODE_SESSION_ID", Some("opencode")),
+];
+
+/// The variables by which a harness marks its sessions' commands without naming the session:
+/// Claude Code's `CLAUDECODE=1`, OpenCode's `OPENCODE=1`, Codex's sandbox markers.
+pub const HARNESS_MARKERS: &[(&str, &str)] = &[
+    ("CLAUDECODE", "claude"),
+    ("OPENCODE", "opencode"),
+    ("CODEX_SANDBOX", "codex"),
+    ("CODEX_SANDBOX_NETWORK_DISABLED", "codex"),
+];
+
+/// Who a command runs as, from its environment (`var` reads a variable; a parameter, so tests
+/// pass their own). Empty values count as unset; a value that is not a session id marks a
+/// session without naming it.
+pub fn caller(var: impl Fn(&str) -> Option<String>) -> Caller {
+    let set = |name: &str| var(name).filter(|v| !v.is_empty());
+    for (name, harness) in SESSION_VARS {
+        if let Some(v) = set(name) {
+            if is_session_id(&v) {
+                return Caller::Session {
+                    id: v,
+                    harness: *harness,
+                };
+            }
+            return Caller::UnknownSession {
+                harness: harness.unwrap_or("agentbus"),
+            };
+        }
+    }
+    HARNESS_MARKERS
+        .iter()
+        .find(|(name, _)| set(name).is_some())
+        .map_or(Caller::Engineer, |(_, harness)| Caller::UnknownSession {
+            harness,
+        })
+}
+
+#[cfg(test)]
+mod caller_tests {
+    use super::*;
+
+    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    }
+
+    #[test]
+    fn a_session_is_known_by_the_variable_that_names_it_and_never_taken_for_the_engineer() {
+        let cases: &[(&[(&str, &str)], Caller)] = &[
+            (&[], Caller::Engineer),
+            (&[("AGENTBUS_SESSION", "")], Caller::Engineer),
+            (
+                &[("AGENTBUS_SESSION", "s1"), ("CODEX_THREAD_ID", "t9")],
+                Caller::Session {
+                    id: "s1".into(),
+                    harness: None,
+                },
+            ),
+            (
+                &[("CODEX_THREAD_ID", "019d1afb-b2c7-72d3-b240-f3ee9d31b2c9")],
+                Caller::Session {
+                    id: "019d1afb-b2c7-72d3-b240-f3ee9d31b2c9".into(),
+                    harness: Some("codex"),
+                },
+            ),
+            (
+                &[("CLAUDECODE", "1"), ("CLAUDE_CODE_SESSION_ID", "abc-123")],
+                Caller::Session {
+                    id: "abc-123".into(),
+                    harness: Some("claude"),
+                },
+            ),
+            (
+                &[("CLAUDECODE", "1")],
+                Caller::UnknownSession { harness: "claude" },
+            ),
+            (
+                &[("OPENCODE", "1")],
+                Caller::UnknownSession {
+                    harness: "opencode",
+                },
+            ),
+            (
+                &[("CODEX_SANDBOX_NETWORK_DISABLED", "1")],
+                Caller::UnknownSession { harness: "codex" },
+            ),
+            (
+                &[("CODEX_THREAD_ID", "../../etc")],
+                Caller::UnknownSession { harness: "codex" },
+            ),
+        ];
+        for (vars, want) in cases {
+            let vars: &'static [(&'static str, &'static str)] =
+                Box::leak(vars.to_vec().into_boxed_slice());
+            assert_eq!(&caller(env(vars)), want, "{vars:?}");
+        }
     }
 }

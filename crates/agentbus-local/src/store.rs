@@ -416,6 +416,15 @@ pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     f.write_all(bytes).map_err(io_at(path))
 }
 
+/// The entries of `dir`, none when it does not exist.
+pub(crate) fn entries(dir: &Path) -> Result<Vec<fs::DirEntry>, StoreError> {
+    match fs::read_dir(dir) {
+        Ok(e) => Ok(e.filter_map(Result::ok).collect()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(io_at(dir)(e)),
+    }
+}
+
 /// Reads a small file, `None` when it does not exist.
 pub(crate) fn read_small(path: &Path) -> Result<Option<String>, StoreError> {
     let mut f = match File::open(path) {

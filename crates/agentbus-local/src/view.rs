@@ -71,18 +71,21 @@ impl Store {
     }
 
     /// Acknowledges, as this engineer, the items shown that no Seen of theirs lists yet
-    /// (LM: ack_engineer, LM-45).
+    /// (LM: ack_engineer, LM-45), and records the gateway messages among them as shown in the
+    /// engineer's inbox, for their senders' receipts.
     pub fn ack_engineer(
         &self,
         email: Option<&str>,
         shown: &[InboxItem],
     ) -> Result<usize, StoreError> {
-        let ids: Vec<String> = shown
-            .iter()
-            .filter(|i| !i.seen)
-            .map(|i| i.message.id.clone())
-            .collect();
-        self.ack(&engineer_by(email), &ids)
+        let by = engineer_by(email);
+        let fresh: Vec<&InboxItem> = shown.iter().filter(|i| !i.seen).collect();
+        for i in &fresh {
+            // Best effort: a record not written costs a receipt, never the message.
+            let _ = self.record_shown(&i.message, &by, "inbox", "agentbus inbox");
+        }
+        let ids: Vec<String> = fresh.iter().map(|i| i.message.id.clone()).collect();
+        self.ack(&by, &ids)
     }
 
     /// The message `id`, whole, whoever it is for (`agentbus inbox --show`).

@@ -123,7 +123,7 @@ impl Push {
         }
         if let Some(peer) = t.channel.clone() {
             // Shown through the hook's path: claimed and acknowledged exactly as `read_inbox`.
-            let answer = self.session.deliver()?;
+            let answer = self.session.deliver(CHANNEL_METHOD)?;
             if let Some(content) = answer.context {
                 let params = json!({
                     "content": content,

@@ -14,9 +14,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use agentbus_client::Agent;
-use agentbus_client::agent::{Delegation, Message, Quiet, TaskAction, Trace};
+use agentbus_client::agent::{Delegation, Message, Quiet, TaskAction, Trace, received_json};
 use agentbus_local::address::{Route, route};
-use agentbus_local::hook::{EventKind, Harness, HookAnswer, HookEnv, HookEvent};
+use agentbus_local::hook::{Delivery, Harness, Surface};
 use agentbus_local::{Kind, Outgoing, Sender, Store};
 use agentbus_protocol::Code;
 use agentbus_protocol::frame::Transport;
@@ -27,6 +27,9 @@ use crate::error::{ToolError, ToolResult};
 
 /// The tool definitions as `tools/list` serves them (MCP `Tool` objects).
 pub const DEFINITIONS: &str = include_str!("tools.json");
+
+/// The event a tool result is shown at: the model reads what a tool returns.
+const TOOLS_CALL: &str = "tools/call";
 
 /// The tool definitions, parsed.
 pub fn definitions() -> Vec<Tool> {
@@ -211,26 +214,20 @@ impl Session {
     }
 
     /// Shows what waits for this session through the hook's delivery path (§13.1 frames, claims,
-    /// the Seen acknowledgement), with the harness's context budget.
-    pub fn deliver(&self) -> ToolResult<HookAnswer> {
-        let event = HookEvent {
-            harness: self.harness,
-            session: self.id.clone(),
-            name: "mcp".into(),
-            kind: EventKind::Prompt,
-            subagent: false,
-            context_dropped: false,
+    /// the Seen acknowledgement, the shown record the receipts come from), with the harness's
+    /// context budget. `event` names what puts the result in front of the model (`tools/call`,
+    /// the channel notification); call it only when the result is handed to the model.
+    pub fn deliver(&self, event: &str) -> ToolResult<Delivery> {
+        let surface = Surface {
+            name: "mcp",
+            event,
+            budget: self.harness.context_chars(),
         };
-        let env = HookEnv {
-            agent: self.agent.as_ref().map(|a| a.profile.address.clone()),
-            name: self.name.clone(),
-            env_file: None,
-        };
-        Ok(self.store.hook(&event, &env)?)
+        Ok(self.store.deliver(&self.id, &surface)?)
     }
 
     fn read_inbox(&self) -> ToolResult<Output> {
-        let answer = self.deliver()?;
+        let answer = self.deliver(TOOLS_CALL)?;
         let (left, _) = self.store.waiting_for(&self.id)?;
         let mut text = answer
             .context
@@ -274,9 +271,13 @@ impl Session {
                 let Some(wait) = wait else {
                     return Ok(Output::json(json!({"sent": summary})));
                 };
-                let reply = agent.wait_reply(&self.store, sent.id(), wait).await?;
+                let mut delivery = Value::Null;
+                let reply = agent
+                    .wait_reply(&self.store, sent.id(), wait, &mut |d| delivery = d)
+                    .await?;
                 let reply = reply.map(|r| r.id().to_owned());
-                self.after_wait(json!({"sent": summary}), reply, wait).await
+                self.after_wait(json!({"sent": summary, "delivery": delivery}), reply, wait)
+                    .await
             }
             Route::Share { operator, agent } => {
                 if !a.attachments.is_empty() || wait.is_some() {
@@ -367,10 +368,10 @@ impl Session {
         // The receive path persists a reply before it imports it for local delivery, so the
         // framed copy may trail the stored one by a moment.
         let deadline = Instant::now() + Duration::from_secs(2);
-        let mut shown = self.deliver()?;
+        let mut shown = self.deliver(TOOLS_CALL)?;
         while shown.shown_ids.is_empty() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
-            shown = self.deliver()?;
+            shown = self.deliver(TOOLS_CALL)?;
         }
         doc["reply"] = json!(reply);
         doc["shown"] = json!(shown.shown_ids);
@@ -538,7 +539,15 @@ impl Session {
             Trace::Task { task, conversation } => {
                 json!({"task": task, "conversation": conversation})
             }
-            Trace::Conversation(c) => json!({"conversation": c}),
+            Trace::Conversation {
+                conversation,
+                delivery,
+                received,
+            } => json!({
+                "conversation": conversation,
+                "delivery": delivery,
+                "received": received.as_deref().map(received_json),
+            }),
         };
         Ok(Output::data("trace", v))
     }

@@ -123,6 +123,14 @@ catalogue! {
     ReverifyFailed = 1303, 0, Spec, "Re-verification failed at the receiver",
         cause: "The receiving sidecar re-verified a delivered envelope against the sender's registered keys and the signature did not verify. The message is kept and framed with `verified=\"false\"`; it is never dropped.",
         fix: "Treat the message as unauthenticated. Check `agentbus doctor`; if it repeats for one sender, that sender's key or the path between you is at fault.";
+    /// A command run inside a harness session that could not say which session it is.
+    SessionUnknown = 1304, 0, Project, "Harness session not identified",
+        cause: "The command runs inside a Claude Code, Codex or OpenCode session (the harness marked its environment), but no session id was found (`AGENTBUS_SESSION`, `CLAUDE_CODE_SESSION_ID`, `CODEX_THREAD_ID`, `OPENCODE_SESSION_ID`), so it is not sent: a session must never act with the engineer's authority.",
+        fix: "Pass `--from <session id>` (every frame's answering command gives it), or run the command from the engineer's own terminal.";
+    /// `--from` names someone other than the session the command runs in.
+    NotYourself = 1305, 0, Project, "Sessions act as themselves",
+        cause: "`--from` names the engineer or another session, but the command runs inside a harness session that its environment identifies; a session may send only as itself.",
+        fix: "Drop `--from`, or pass the session's own id; the engineer sends from a terminal outside any harness session.";
 
     /// Policy denies this sender this recipient.
     PolicyDenied = 2001, 403, Spec, "Denied by policy",
@@ -322,6 +330,14 @@ catalogue! {
     InboxFull = 4040, 429, Spec, "Inbox full",
         cause: "The recipient's inbox holds its maximum number of unacknowledged messages (§13.6).",
         fix: "Retry later (see `Retry-After`); the recipient must drain its inbox.";
+    /// A receipt names no delivery of the caller's inbox.
+    UnknownDelivery = 4050, 404, Project, "Unknown delivery",
+        cause: "A receipt (`POST /v1/inbox/receipts`) names an inbox sequence at which the calling agent has no delivery, or a message id other than the one delivered there. Receipts are reported only by a message's recipient, for copies it received.",
+        fix: "Report each message with the `sequence` and `id` it was delivered with; `agentbus sidecar` does this for you.";
+    /// No message of the caller has this id.
+    UnknownMessage = 4051, 404, Project, "Unknown message",
+        cause: "`GET /v1/messages/{id}/delivery` answers only the sender of a message; no message with this id was sent by the calling agent (a message sent by someone else answers exactly the same).",
+        fix: "Pass the `msg_` id of a message this agent sent (`agentbus trace msg_…` on the sending machine).";
     /// An MCP tool's arguments do not fit its schema.
     ToolArguments = 4070, 0, Project, "Tool arguments do not fit the tool",
         cause: "An MCP tool was called with a missing or unknown argument, or one of the wrong type or value (see the tool's input schema in `tools/list`).",

@@ -127,6 +127,7 @@ impl InboundMessage {
         let body = self.framed_body();
         frame::render(&Frame {
             id: &self.id,
+            local_id: None,
             from: &self.from,
             kind: &self.kind,
             verified: Verified::Unsigned,

@@ -345,4 +345,23 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = StoreResult<()>> + Send;
     /// Forgets sessions that expired at or before `now`; answers how many.
     fn purge_console_sessions(&self, now: i64) -> impl Future<Output = StoreResult<u64>> + Send;
+
+    // Receipts (delivery states a sender reads).
+
+    /// Records that messages of `agent_id`'s inbox were shown in a session's context, each named
+    /// by its inbox sequence and message id; the first receipt of a delivery stands.
+    fn record_receipts(
+        &self,
+        agent_id: &str,
+        receipts: Vec<ShownReceipt>,
+        now: i64,
+    ) -> impl Future<Output = StoreResult<Vec<ReceiptOutcome>>> + Send;
+    /// The message `source` (an agent's address) sent with `message_id`, and its delivery to
+    /// every recipient: entry state, lease, transport ack, shown receipt, first answer and ack.
+    fn delivery_states(
+        &self,
+        tenant_id: &str,
+        source: &str,
+        message_id: &str,
+    ) -> impl Future<Output = StoreResult<Option<(MessageRow, Vec<DeliveryStateRow>)>>> + Send;
 }

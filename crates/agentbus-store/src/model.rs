@@ -571,6 +571,67 @@ pub enum ConversationViewer {
     Tenant,
 }
 
+/// A recipient's report that a message it received was shown in a session's context (the
+/// sidecar's "shown" receipt).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShownReceipt {
+    /// The inbox sequence the message was delivered at.
+    pub sequence: u64,
+    /// The message's `id`, which must be the one delivered at that sequence.
+    pub message_id: String,
+    /// When it was first shown (the recipient's clock, kept within the message's life).
+    pub shown_at: i64,
+    /// Into which harness (`claude`, `codex`, `opencode`, `inbox`, `mcp`, …).
+    pub harness: String,
+    /// At which harness event.
+    pub event: String,
+}
+
+/// The answer to one receipt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReceiptOutcome {
+    /// Recorded now.
+    Recorded,
+    /// A receipt for this delivery was recorded before; the first stands.
+    AlreadyRecorded,
+    /// The caller has no delivery at that sequence, or another message is there.
+    Unknown,
+}
+
+/// The delivery of one message to one recipient, as its sender may see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryStateRow {
+    /// The recipient.
+    pub agent_id: String,
+    /// Its inbox sequence.
+    pub sequence: u64,
+    /// The entry's state.
+    pub state: EntryState,
+    /// Deliveries so far.
+    pub attempts: u32,
+    /// When it was last leased.
+    pub last_attempt_at: Option<i64>,
+    /// When the recipient's sidecar acknowledged it (a transport ack).
+    pub acked_at: Option<i64>,
+    /// The shown receipt, when reported.
+    pub shown: Option<ShownReceipt>,
+    /// The recipient's first answer: a message or task envelope correlated to it, not an ack.
+    pub answer: Option<AnswerRow>,
+    /// The recipient's first `ack.v1` correlated to it.
+    pub ack: Option<AnswerRow>,
+}
+
+/// An envelope that answers another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnswerRow {
+    /// Its `id`.
+    pub id: String,
+    /// Its `type`.
+    pub kind: String,
+    /// When the gateway received it.
+    pub received_at: i64,
+}
+
 /// Token counts of a usage figure (§5.5, `common/usage/v1.json`); absent counts are 0.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Tokens {

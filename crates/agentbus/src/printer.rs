@@ -1,10 +1,18 @@
 //! All output goes through the [`Printer`]: people get lines, `--json` gets one JSON document.
+//!
+//! Human output carries foreign text (messages, names, ids from other implementations), so every
+//! human line and every error passes through [`for_terminal`]: escape sequences are removed and
+//! other controls shown, whatever command printed them. Machine output (JSON, canonical bytes,
+//! a harness's hook answer) is written as it is, because JSON escapes controls itself and a
+//! harness is not a terminal.
 
 #![allow(clippy::print_stdout)]
 
 use std::io::Write as _;
 
 use serde_json::Value;
+
+use agentbus_protocol::text::for_terminal;
 
 use crate::error::CliError;
 
@@ -33,8 +41,13 @@ impl Printer {
         Ok(())
     }
 
-    /// Writes one line of human output.
+    /// Writes one line of human output, made safe for a terminal.
     pub fn line(&self, text: &str) -> Result<(), CliError> {
+        self.data_line(&for_terminal(text))
+    }
+
+    /// Writes one line of machine output (a JSON line, a harness's answer) exactly as given.
+    pub fn data_line(&self, text: &str) -> Result<(), CliError> {
         let mut out = std::io::stdout().lock();
         out.write_all(text.as_bytes())?;
         out.write_all(b"\n")?;
@@ -44,7 +57,7 @@ impl Printer {
     /// Writes the command's JSON document.
     pub fn json(&self, value: &Value) -> Result<(), CliError> {
         let text = serde_json::to_string_pretty(value).unwrap_or_default();
-        self.line(&text)
+        self.data_line(&text)
     }
 
     /// Writes `value` with `--json`, else `human`.
@@ -72,9 +85,9 @@ impl Printer {
             return;
         }
         let mut err = std::io::stderr().lock();
-        let _ = writeln!(err, "error: {e}");
+        let _ = writeln!(err, "error: {}", for_terminal(&e.to_string()));
         if let Some(fix) = &e.fix {
-            let _ = writeln!(err, "  fix: {fix}");
+            let _ = writeln!(err, "  fix: {}", for_terminal(fix));
         }
     }
 }

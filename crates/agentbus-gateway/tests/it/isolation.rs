@@ -55,6 +55,8 @@ struct Victim {
     blob: Value,
     topic: &'static str,
     delivery: (u64, String),
+    /// The message of that delivery (sent by the victim's agent to its peer).
+    delivered_id: String,
 }
 
 struct Ghost {
@@ -469,6 +471,30 @@ fn cases(method: &str, path: &str) -> Option<Vec<Probe>> {
                 post(format!("/v1/inbox/{seq}/ack"), json!({"delivery": token}))
             }),
         )],
+        ("post", "/v1/inbox/receipts") => vec![Compare(
+            "report the victim's delivery shown",
+            Box::new(|w, _, side| {
+                let (seq, id) = match side {
+                    Side::Victim => (w.victim.delivery.0, w.victim.delivered_id.clone()),
+                    Side::Ghost => (999_999, w.ghost.request_id.clone()),
+                };
+                post(
+                    "/v1/inbox/receipts",
+                    json!({"receipts": [{"sequence": seq, "id": id, "shown_at": "2026-01-01T00:00:00Z", "harness": "claude", "event": "UserPromptSubmit"}]}),
+                )
+            }),
+        )],
+        ("get", "/v1/inbox/policy") => vec![Alone(
+            "one's own workspace's delivery policy",
+            Box::new(|_, _, _| get("/v1/inbox/policy")),
+        )],
+        ("get", "/v1/messages/{id}/delivery") => vec![Compare(
+            "read the delivery states of the victim's message",
+            Box::new(|w, _, side| {
+                let id = pick(side, &w.victim.delivered_id, &w.ghost.request_id);
+                get(format!("/v1/messages/{id}/delivery"))
+            }),
+        )],
         ("get", "/v1/conversations/{id}") => vec![Compare(
             "read the victim's conversation",
             Box::new(|w, _, side| {
@@ -812,6 +838,7 @@ async fn world() -> World {
         leased[0]["sequence"].as_u64().unwrap(),
         leased[0]["delivery"].as_str().unwrap().to_owned(),
     );
+    let delivered_id = leased[0]["envelope"]["id"].as_str().unwrap().to_owned();
     let tenant_id = {
         let (_, t) = h.get("/v1/tenants", &h.operator).await;
         t["tenants"][0]["id"].as_str().unwrap().to_owned()
@@ -937,6 +964,7 @@ async fn world() -> World {
             blob,
             topic,
             delivery,
+            delivered_id,
         },
         ghost,
         attackers,

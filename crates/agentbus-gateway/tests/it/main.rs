@@ -13,6 +13,7 @@ mod isolation;
 mod meta;
 mod policy;
 mod publish;
+mod receipts;
 mod roles;
 mod support;
 mod tasks;

@@ -43,6 +43,7 @@ fn lm_25_every_answer_matches_its_harness_schema() {
                 "codex-start.json",
                 "codex-prompt.json",
                 "codex-pretool.json",
+                "codex-posttool.json",
             ],
         ),
         (
@@ -50,6 +51,7 @@ fn lm_25_every_answer_matches_its_harness_schema() {
             &[
                 "opencode-prompt.json",
                 "opencode-pretool.json",
+                "opencode-posttool.json",
                 "opencode-dropped.json",
             ],
         ),

@@ -24,6 +24,10 @@ fn inbound(transport: Transport, id: &str, recipient: &str) -> InboundMessage {
         reply_command: Some(format!("agentbus reply {id} \"<your answer>\"")),
         sent: Timestamp(T0 - 5_000),
         recipient: recipient.into(),
+        message_id: None,
+        task: None,
+        late: false,
+        held: None,
     }
 }
 
@@ -131,4 +135,157 @@ fn imports_refuse_the_local_transport_and_non_identities() {
         f.store.import(&m),
         Err(ImportError::BadRecipient(_))
     ));
+}
+
+/// Imports `msg` and returns its local id.
+fn stored(f: &Fixture, msg: &InboundMessage) -> String {
+    match f.store.import(msg).unwrap() {
+        ImportOutcome::Stored { id } => id,
+        other => panic!("not stored: {other:?}"),
+    }
+}
+
+fn bound_fixture() -> Fixture {
+    let f = Fixture::new();
+    f.start("s1");
+    f.store
+        .bind("s1", Some("agent://acme/backend/reviewer"))
+        .unwrap();
+    f
+}
+
+const MSG: &str = "msg_01J9ZK6Q8R2M3N4P5Q6R7S8T9V";
+const REVIEWER: &str = "agent://acme/backend/reviewer";
+
+#[test]
+fn wp_13_1_2_a_gateway_frame_is_named_by_its_envelope_id_with_task_and_late() {
+    let f = bound_fixture();
+    let mut msg = inbound(Transport::Gateway, MSG, REVIEWER);
+    msg.kind = "agentbus.task.result.v1".into();
+    msg.task = Some("tsk_01J9ZK8A0000000000000000T1".into());
+    msg.late = true;
+    msg.reply_command = None;
+    let ImportOutcome::Stored { id } = f.store.import(&msg).unwrap() else {
+        panic!("not stored")
+    };
+    let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s1");
+    let ctx = a.context.unwrap();
+    let header = ctx
+        .lines()
+        .find(|l| l.starts_with("<agentbus-message"))
+        .unwrap();
+    assert!(
+        header.starts_with(&format!("<agentbus-message id=\"{MSG}\"")),
+        "{header}"
+    );
+    assert!(header.contains(&format!("local_id=\"{id}\"")), "{header}");
+    assert!(
+        header.contains("task=\"tsk_01J9ZK8A0000000000000000T1\""),
+        "{header}"
+    );
+    assert!(header.contains("late=\"true\""), "{header}");
+    assert!(ctx.contains("Warning: this arrived after the task had ended"));
+    assert!(
+        !ctx.contains("To answer:"),
+        "a result calls for no answer: {ctx}"
+    );
+}
+
+#[test]
+fn wp_5_8_a_gateway_message_shown_is_recorded_once_with_where_it_was_shown() {
+    let f = bound_fixture();
+    f.start("s2");
+    f.store.bind("s2", Some(REVIEWER)).unwrap();
+    let id = stored(&f, &inbound(Transport::Gateway, MSG, REVIEWER));
+    // An event whose answer the model does not see records nothing.
+    let (_, a) = f.hook(Harness::OpenCode, "opencode-pretool.json", "s1");
+    assert!(a.shown_ids.is_empty());
+    assert!(f.store.shown_pending(REVIEWER).unwrap().is_empty());
+    f.clock.advance_ms(1_500);
+    let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s1");
+    assert_eq!(a.shown_ids, std::slice::from_ref(&id));
+    // A second session bound to the same agent is shown it too; the first showing stands.
+    f.clock.advance_ms(1_500);
+    let (_, b) = f.hook(Harness::Codex, "codex-prompt.json", "s2");
+    assert_eq!(b.shown_ids, std::slice::from_ref(&id));
+    let pending = f.store.shown_pending(REVIEWER).unwrap();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    let r = &pending[0];
+    assert_eq!((r.id.as_str(), r.message_id.as_str()), (id.as_str(), MSG));
+    assert_eq!((r.by.as_str(), r.harness.as_str()), ("s1", "claude"));
+    assert_eq!(r.event, "UserPromptSubmit");
+    assert_eq!(r.ms, crate::T0 + 1_500);
+    assert!(
+        f.store
+            .shown_pending("agent://acme/backend/other")
+            .unwrap()
+            .is_empty()
+    );
+    // Once reported, it is not pending, and no later showing records it again.
+    f.store.shown_reported(r).unwrap();
+    assert!(f.store.shown_pending(REVIEWER).unwrap().is_empty());
+    f.start("s3");
+    f.store.bind("s3", Some(REVIEWER)).unwrap();
+    let (_, c) = f.hook(Harness::Claude, "claude-prompt.json", "s3");
+    assert_eq!(c.shown_ids, [id]);
+    assert!(f.store.shown_pending(REVIEWER).unwrap().is_empty());
+}
+
+#[test]
+fn wp_13_1_5_a_held_message_is_never_injected_and_stays_in_the_inbox_marked() {
+    let f = bound_fixture();
+    let mut msg = inbound(Transport::Gateway, MSG, REVIEWER);
+    msg.verified = Verified::False;
+    msg.held = Some("require_verified_inbound".into());
+    f.store.import(&msg).unwrap();
+    for file in [
+        "claude-prompt.json",
+        "claude-pretool.json",
+        "claude-posttool.json",
+    ] {
+        let (_, a) = f.hook(Harness::Claude, file, "s1");
+        assert!(a.context.is_none() && a.shown_ids.is_empty(), "{file}");
+    }
+    assert!(f.store.claims("s1").unwrap().is_empty());
+    // The session is bound, yet the engineer's inbox lists it: held messages are the engineer's.
+    let items = f.store.inbox(None, false).unwrap();
+    assert_eq!(items.len(), 1);
+    let via = items[0].message.via.as_ref().unwrap();
+    assert_eq!(via.held.as_deref(), Some("require_verified_inbound"));
+    assert_eq!(via.verified, Verified::False);
+    let views = f.store.session_views().unwrap();
+    assert_eq!(
+        views[0].unread, 0,
+        "a held message is not the session's to read"
+    );
+}
+
+#[test]
+fn deliver_claims_frames_acknowledges_and_records_like_the_hook() {
+    let f = bound_fixture();
+    let id = stored(&f, &inbound(Transport::Gateway, MSG, REVIEWER));
+    let surface = agentbus_local::Surface {
+        name: "mcp",
+        event: "tools/call",
+        budget: 8_000,
+    };
+    let d = f.store.deliver("s1", &surface).unwrap();
+    assert_eq!(d.shown_ids, std::slice::from_ref(&id));
+    assert!(d.context.unwrap().contains(&format!("id=\"{MSG}\"")));
+    assert!(f.store.claims("s1").unwrap().contains(&id));
+    let pending = f.store.shown_pending(REVIEWER).unwrap();
+    assert_eq!(
+        (pending[0].harness.as_str(), pending[0].event.as_str()),
+        ("mcp", "tools/call")
+    );
+    // Shown once: neither a second delivery nor the session's hook shows it again.
+    assert!(
+        f.store
+            .deliver("s1", &surface)
+            .unwrap()
+            .shown_ids
+            .is_empty()
+    );
+    let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s1");
+    assert!(a.shown_ids.is_empty());
 }

@@ -37,16 +37,38 @@ fn lm_5_addresses_round_trip_and_bad_forms_are_refused() {
 
 #[test]
 fn lm_18_credentials_are_redacted_by_documented_rules() {
-    for case in json("redaction.json").as_array().unwrap() {
+    let cases = json("redaction.json");
+    let mut covered = std::collections::HashSet::new();
+    for case in cases["positive"].as_array().unwrap() {
         let name = case["name"].as_str().unwrap();
+        let rule = case["rule"].as_str().unwrap();
         let out = redact(case["text"].as_str().unwrap());
         assert!(
-            !out.contains(case["must_not_contain"].as_str().unwrap()),
-            "{name}: {out}"
+            !out.contains(case["secret"].as_str().unwrap()),
+            "{name}: the secret survived: {out}"
         );
         assert!(
-            out.contains(case["must_contain"].as_str().unwrap()),
-            "{name}: {out}"
+            out.contains(&format!("[REDACTED:{rule}]")),
+            "{name}: not redacted by {rule}: {out}"
+        );
+        if let Some(kept) = case["keeps"].as_str() {
+            assert!(out.contains(kept), "{name}: lost {kept:?}: {out}");
+        }
+        covered.insert(rule.to_owned());
+    }
+    for case in cases["negative"].as_array().unwrap() {
+        let text = case["text"].as_str().unwrap();
+        assert_eq!(redact(text), text, "{}", case["name"]);
+    }
+    // Every rule compiled, and every rule has a positive case.
+    let rules = agentbus_local::redact::rules();
+    assert_eq!(rules.len(), agentbus_local::redact::declared_rules());
+    for r in rules {
+        assert!(r.regex().is_some(), "rule {} does not compile", r.id);
+        assert!(
+            covered.contains(&r.id),
+            "rule {} has no positive case",
+            r.id
         );
     }
 }

@@ -6,6 +6,7 @@
 mod bounds;
 mod delivery;
 mod frames;
+mod harness_tables;
 mod hook_formats;
 mod imports;
 mod lines;

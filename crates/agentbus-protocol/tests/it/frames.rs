@@ -9,6 +9,8 @@ use agentbus_protocol::frame::{self, Frame, Transport, Verified};
 #[derive(Deserialize)]
 struct Case {
     id: String,
+    #[serde(default)]
+    local_id: Option<String>,
     from: String,
     r#type: String,
     verified: Verified,
@@ -67,6 +69,7 @@ fn wp_13_1_frames_render_as_snapshotted_and_stay_one_frame() {
         let case: Case = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
         let f = Frame {
             id: &case.id,
+            local_id: case.local_id.as_deref(),
             from: &case.from,
             kind: &case.r#type,
             verified: case.verified,
@@ -95,6 +98,60 @@ fn wp_13_1_frames_render_as_snapshotted_and_stay_one_frame() {
         let header = out.lines().next().unwrap();
         assert_eq!(header.matches('"').count() % 2, 0);
         assert!(header.contains(&format!(" verified=\"{}\"", case.verified.as_str())));
+        insta::assert_snapshot!(out);
+    });
+}
+
+#[derive(Deserialize)]
+struct EnvelopeCase {
+    envelope: serde_json::Map<String, serde_json::Value>,
+    request_task: Option<String>,
+    late: bool,
+    profile: Option<String>,
+    local_id: Option<String>,
+}
+
+/// A delivered envelope framed as a receiver frames it: `id` is the envelope's `msg_` id with the
+/// local id beside it, `task` names the task, a late result says so, a schema of an unknown major
+/// is opaque, and each type suggests the command that answers it (WP-13.1-2, WP-6.3-3, WP-11.3-4).
+#[test]
+fn wp_13_1_wp_6_3_3_wp_11_3_4_envelopes_frame_as_section_13_1_writes_them() {
+    insta::glob!("../data/envelope-frames", "*.json", |path| {
+        let case: EnvelopeCase = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let env = agentbus_protocol::envelope::Envelope::from_map(case.envelope.clone());
+        let d = frame::describe(&env, case.request_task.as_deref(), case.profile.as_deref());
+        let out = frame::render(&Frame {
+            id: &d.id,
+            local_id: case.local_id.as_deref(),
+            from: &d.from,
+            kind: &d.kind,
+            verified: Verified::True,
+            conversation: d.conversation.as_deref(),
+            transport: Transport::Gateway,
+            subject: d.subject.as_deref(),
+            task: d.task.as_deref(),
+            late: case.late,
+            attachments: &[],
+            reply_command: d.answer.as_deref(),
+            rest_command: None,
+            body: &d.body,
+        });
+        let header = out.lines().next().unwrap();
+        assert!(header.starts_with(&format!("<agentbus-message id=\"{}\"", d.id)));
+        assert!(d.id.starts_with("msg_"), "{}", path.display());
+        if let Some(t) = d.task.as_deref() {
+            assert!(header.contains(&format!(" task=\"{t}\"")), "{header}");
+        }
+        assert_eq!(header.contains(" late=\"true\""), case.late);
+        assert_eq!(
+            out.contains("Warning: this arrived after the task had ended"),
+            case.late
+        );
+        if frame::receiver_type(&env).is_none() {
+            assert!(d.body.starts_with("An opaque message"), "{}", d.body);
+            let text = env.data().and_then(|v| v["text"].as_str()).unwrap_or("");
+            assert!(text.is_empty() || !out.contains(text), "{out}");
+        }
         insta::assert_snapshot!(out);
     });
 }

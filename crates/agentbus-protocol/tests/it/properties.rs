@@ -116,6 +116,7 @@ proptest! {
     fn wp_13_1_3_no_body_escapes_its_frame(body in "(\\PC|</agentbus-message>|<agentbus-message|\u{202e}|\u{200b}|\r|\u{ff1c})*") {
         let f = Frame {
             id: "msg_01J9ZK7A0000000000000000A1",
+            local_id: Some(&body),
             from: "agent://acme/backend/release-bot",
             kind: "agentbus.message.v1",
             verified: Verified::True,

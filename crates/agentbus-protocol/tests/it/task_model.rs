@@ -112,10 +112,10 @@ impl Model {
             t.push((self.accept_by, Timer::AcceptTimeout));
         }
         // The progress timeout pauses in needs_input.
-        if matches!(self.state, S::Accepted | S::InProgress) {
-            if let Some(last) = self.last_activity {
-                t.push((last + self.progress_timeout, Timer::ProgressTimeout));
-            }
+        if matches!(self.state, S::Accepted | S::InProgress)
+            && let Some(last) = self.last_activity
+        {
+            t.push((last + self.progress_timeout, Timer::ProgressTimeout));
         }
         if let (Some(acc), Some(max)) = (self.accepted_at, self.max_duration) {
             t.push((acc + max, Timer::MaxDuration));
@@ -200,10 +200,9 @@ impl Model {
             status: ResultStatus::Failed,
             cancelled: true,
         } = ev
+            && self.cancel_at.is_some()
         {
-            if self.cancel_at.is_some() {
-                to = S::Cancelled;
-            }
+            to = S::Cancelled;
         }
         if ev == TaskEvent::Accept {
             self.accepted_at = Some(at);
@@ -368,7 +367,7 @@ proptest! {
             TERMINAL.fetch_add(1, Ordering::Relaxed);
         }
         let n = SEQUENCES.fetch_add(1, Ordering::Relaxed) + 1;
-        if n % 10_000 == 0 {
+        if n.is_multiple_of(10_000) {
             eprintln!(
                 "task model: {n} sequences, {} steps, {} ended in a terminal state",
                 STEPS.load(Ordering::Relaxed),

@@ -10,6 +10,7 @@
 
 mod console;
 mod ops;
+mod receipts;
 mod schema;
 
 use std::collections::{HashMap, HashSet};

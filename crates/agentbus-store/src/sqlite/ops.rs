@@ -112,7 +112,7 @@ fn conflict(what: &str) -> impl FnOnce(rusqlite::Error) -> StoreError + '_ {
     }
 }
 
-fn message_by_seq(c: &Connection, seq: i64) -> rusqlite::Result<Option<MessageRow>> {
+pub(super) fn message_by_seq(c: &Connection, seq: i64) -> rusqlite::Result<Option<MessageRow>> {
     c.prepare_cached(&format!(
         "SELECT {MESSAGE_COLS} FROM messages m WHERE m.seq = ?1"
     ))?
@@ -1136,7 +1136,6 @@ impl Store for SqliteStore {
         at: i64,
     ) -> StoreResult<Vec<AckOutcome>> {
         let agent = agent_id.to_owned();
-        let _ = at;
         self.write_shared(false, move |tx| {
             let mut out = Vec::with_capacity(acks.len());
             let mut settled = 0i64;
@@ -1148,8 +1147,8 @@ impl Store for SqliteStore {
                 let outcome = match row {
                     Some((state, Some(lease))) if lease == token => match state_from(state) {
                         EntryState::Leased => {
-                            tx.prepare_cached("UPDATE inbox SET state = 2 WHERE agent_id = ?1 AND sequence = ?2")?
-                                .execute(params![agent, sequence as i64])?;
+                            tx.prepare_cached("UPDATE inbox SET state = 2, acked_at = ?3 WHERE agent_id = ?1 AND sequence = ?2")?
+                                .execute(params![agent, sequence as i64, at])?;
                             settled += 1;
                             AckOutcome::Acked
                         }
@@ -1355,6 +1354,32 @@ impl Store for SqliteStore {
             Ok(n.max(0) as u64)
         })
         .await
+    }
+
+    async fn record_receipts(
+        &self,
+        agent_id: &str,
+        receipts: Vec<ShownReceipt>,
+        now: i64,
+    ) -> StoreResult<Vec<ReceiptOutcome>> {
+        let agent = agent_id.to_owned();
+        self.write(move |tx| super::receipts::record(tx, &agent, &receipts, now))
+            .await
+    }
+
+    async fn delivery_states(
+        &self,
+        tenant_id: &str,
+        source: &str,
+        message_id: &str,
+    ) -> StoreResult<Option<(MessageRow, Vec<DeliveryStateRow>)>> {
+        let (t, s, id) = (
+            tenant_id.to_owned(),
+            source.to_owned(),
+            message_id.to_owned(),
+        );
+        self.read(move |c| super::receipts::states(c, &t, &s, &id))
+            .await
     }
 
     async fn conversations(

@@ -118,6 +118,18 @@ CREATE INDEX users_role ON users (role);
 UPDATE users SET role = 'tenant_admin' WHERE role = 'admin' AND created_at =
     (SELECT min(u.created_at) FROM users u WHERE u.tenant_id = users.tenant_id AND u.role = 'admin');
 "#,
+    // Delivery states a sender can read (issue 13): when the recipient's sidecar acked a copy,
+    // and the recipient's report that it was shown in a session's context (one per delivery,
+    // the first stands).
+    r#"
+ALTER TABLE inbox ADD COLUMN acked_at INTEGER;
+CREATE TABLE receipts (
+    agent_id TEXT NOT NULL, sequence INTEGER NOT NULL, message_seq INTEGER NOT NULL,
+    shown_at INTEGER NOT NULL, harness TEXT NOT NULL, event TEXT NOT NULL, reported_at INTEGER NOT NULL,
+    PRIMARY KEY (agent_id, sequence)
+) WITHOUT ROWID;
+CREATE INDEX receipts_message ON receipts (message_seq);
+"#,
     // The console (issue 19): sessions every replica reads; the usage and cost each message
     // reported, stored with it so totals never open sealed `data` (messages stored before this
     // migration have none); the indexes the console's lists read.

@@ -550,11 +550,24 @@ fn send(args: SendArgs, printer: &Printer) -> CliResult {
         return Ok(ExitCode::SUCCESS);
     };
     let local = super::local::open_store()?;
-    match ctx.block(agent.wait_reply(&local, &id, wait))? {
+    // While it waits, it says how far the message got with each recipient (§5.8 receipts).
+    let mut watch = super::trace::Watch::new();
+    if !printer.is_json() {
+        printer.line(&format!("sent {id} to {}; waiting for a reply", args.to))?;
+    }
+    let reply = ctx.block(agent.wait_reply(&local, &id, wait, &mut |d| {
+        for line in watch.take(d) {
+            if !printer.is_json() {
+                // A line that cannot be printed loses nothing the final answer does not say.
+                let _ = printer.line(&line);
+            }
+        }
+    }))?;
+    match reply {
         Some(r) => {
             printer.either(
-                &json!({"sent": summary, "reply": received_json(&r)}),
-                &format!("sent {id} to {}\n{}", args.to, reply_text(&r)),
+                &json!({"sent": summary, "reply": received_json(&r), "delivery": watch.last()}),
+                &reply_text(&r),
             )?;
             // The gateway answering instead of the recipient (undeliverable, expired) is a "no".
             let system = r
@@ -609,11 +622,31 @@ pub fn reply(id: &str, text: &str, printer: &Printer) -> CliResult {
 
 fn ack(args: AckArgs, printer: &Printer) -> CliResult {
     let ctx = Ctx::open()?;
-    let sent = ctx.block(ctx.agent().ack(&args.id, &args.level, args.note.as_deref()))?;
-    printer.either(
-        &sent.summary(),
-        &format!("acknowledged {} ({}) to {}", args.id, args.level, sent.to()),
-    )?;
+    let agent = ctx.agent();
+    // §5.8: an ack.v1 is owed when the sender asked for a reply (or policy asks for read
+    // receipts, which the sidecar sends by itself at the first showing); sending one to a
+    // message that did not ask is allowed, and the sender is told what it means.
+    let asked = agent
+        .received(&args.id)
+        .map_err(client_error)?
+        .envelope
+        .get("data")
+        .and_then(|d| d.get("expects_reply"))
+        == Some(&Value::Bool(true));
+    let sent = ctx.block(agent.ack(&args.id, &args.level, args.note.as_deref()))?;
+    let to = sent.to().to_owned();
+    let mut doc = sent.summary();
+    doc["expects_reply"] = json!(asked);
+    let mut human = format!("acknowledged {} ({}) to {to}", args.id, args.level);
+    if !asked {
+        let note = format!(
+            "{} did not ask for a reply (expects_reply is not set): this ack.v1 still reaches {to}, as an application-level acknowledgement (§5.8); nothing else changes",
+            args.id
+        );
+        human.push_str(&format!("\nnote: {note}"));
+        doc["note"] = json!(note);
+    }
+    printer.either(&doc, &human)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -763,6 +796,21 @@ pub fn show(id: &str, printer: &Printer) -> CliResult {
         r.attr("time").unwrap_or("?")
     ));
     text.push_str(&format!("verified:     {}\n", r.verified));
+    if let Some(t) = &r.task {
+        text.push_str(&format!(
+            "task:         {t}{}\n",
+            if r.late {
+                " (late: after the task ended)"
+            } else {
+                ""
+            }
+        ));
+    }
+    if let Some(h) = &r.held {
+        text.push_str(&format!(
+            "held:         {h}: kept from the agent's sessions\n"
+        ));
+    }
     for d in &r.diagnostics {
         text.push_str(&format!("diagnostic:   {} {}\n", d.code, d.message));
     }

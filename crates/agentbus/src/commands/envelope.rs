@@ -121,7 +121,7 @@ pub fn run(args: EnvelopeArgs, printer: &Printer) -> CliResult {
             })?;
             signing::sign_envelope(env.attrs_mut(), &key, key_id)
                 .map_err(|e| CliError::input(e.to_string()).code(Code::MalformedJson))?;
-            printer.line(&env.to_json())?;
+            printer.data_line(&env.to_json())?;
         }
         EnvelopeArgs::Verify { file, public_key } => {
             let env = parse_envelope(&read_input(&file)?)?;
@@ -184,7 +184,7 @@ pub fn run(args: EnvelopeArgs, printer: &Printer) -> CliResult {
             } else {
                 cloudevents::to_cloudevent(map)
             };
-            printer.line(&Value::Object(out).to_string())?;
+            printer.data_line(&Value::Object(out).to_string())?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -147,7 +147,8 @@ impl Ctx {
         }
     }
 
-    /// A receiver for this agent, importing into this machine's local store.
+    /// A receiver for this agent, importing into this machine's local store. It reads the key
+    /// only to sign the read receipts it sends (§5.8).
     pub fn receiver(&self) -> Result<Receiver, CliError> {
         Ok(self.agent().receiver(super::local::open_store()?))
     }

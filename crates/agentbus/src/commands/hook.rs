@@ -1,9 +1,14 @@
 //! `agentbus hook <harness>` (what a harness runs on each event) and `agentbus hooks
-//! install|uninstall <harness>`. The hook never fails its harness: a problem is reported on
-//! stderr and the process exits 0, so the session goes on without messages rather than stopping.
+//! install|uninstall|status`. The hook never fails its harness: a problem is reported on stderr
+//! and the process exits 0, so the session goes on without messages rather than stopping.
+//!
+//! Install writes the settings file where the harness itself looks (`CLAUDE_CONFIG_DIR`,
+//! `CODEX_HOME`, `XDG_CONFIG_HOME`), and says what would otherwise fail silently: a hook program
+//! inside a cargo build directory, a harness version whose `PreToolUse` takes no context (the hook
+//! is then installed with `--no-pre-tool-context`), and Codex's trust review of new hooks.
 
 use std::io::Read as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
@@ -42,6 +47,11 @@ impl HarnessArg {
 pub struct HookArgs {
     /// The harness whose event arrives on stdin.
     harness: HarnessArg,
+    /// The harness version takes no context before a tool call (Claude Code before 2.1.9, Codex
+    /// before 0.129.0): PreToolUse only blocks a paused session and shows nothing, so nothing is
+    /// claimed there. `hooks install` sets it when it finds such a version.
+    #[arg(long)]
+    no_pre_tool_context: bool,
 }
 
 /// `hooks install|uninstall`.
@@ -55,6 +65,22 @@ pub enum HooksArgs {
     /// Remove the hook from a harness's settings; other hooks stay.
     #[command(after_help = "Example:\n  agentbus hooks uninstall claude")]
     Uninstall(InstallArgs),
+    /// Per harness: whether the hook is installed, where, what it runs, and whether that is this
+    /// binary.
+    #[command(
+        after_help = "Examples:\n  agentbus hooks status\n  agentbus --json hooks status codex"
+    )]
+    Status(StatusArgs),
+}
+
+/// Arguments of `hooks status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Only this harness (default: all three).
+    harness: Option<HarnessArg>,
+    /// Look in this project's settings instead of the user's.
+    #[arg(long)]
+    project: Option<PathBuf>,
 }
 
 /// Where to install.
@@ -75,7 +101,7 @@ pub struct InstallArgs {
 
 /// Runs `agentbus hook <harness>`.
 pub fn hook(args: HookArgs, printer: &Printer) -> CliResult {
-    if let Err(e) = answer(args.harness.harness(), printer) {
+    if let Err(e) = answer(args.harness.harness(), !args.no_pre_tool_context, printer) {
         if e.kind == ErrorKind::BrokenPipe {
             return Err(e);
         }
@@ -84,15 +110,16 @@ pub fn hook(args: HookArgs, printer: &Printer) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-fn answer(harness: Harness, printer: &Printer) -> Result<(), CliError> {
+fn answer(harness: Harness, pre_tool_context: bool, printer: &Printer) -> Result<(), CliError> {
     let mut input = Vec::new();
     std::io::stdin()
         .read_to_end(&mut input)
         .map_err(|e| CliError::input(format!("reading the hook event: {e}")))?;
-    let event = parse_event(harness, &input).map_err(|e| {
+    let mut event = parse_event(harness, &input).map_err(|e| {
         CliError::input(e.to_string())
             .fix("run this from the harness's hook settings (agentbus hooks install)")
     })?;
+    event.pre_tool_context = pre_tool_context;
     let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let env = HookEnv {
         agent: var("AGENTBUS_AGENT"),
@@ -102,43 +129,229 @@ fn answer(harness: Harness, printer: &Printer) -> Result<(), CliError> {
     let store = open_store()?;
     let answer = store.hook(&event, &env).map_err(store_error)?;
     if let Some(doc) = render_answer(&event, &answer) {
-        printer.line(&doc.to_string())?;
+        printer.data_line(&doc.to_string())?;
     }
     Ok(())
 }
 
-/// Runs `agentbus hooks install|uninstall`.
+/// Runs `agentbus hooks install|uninstall|status`.
 pub fn hooks(args: HooksArgs, printer: &Printer) -> CliResult {
     let (installing, a) = match args {
         HooksArgs::Install(a) => (true, a),
         HooksArgs::Uninstall(a) => (false, a),
+        HooksArgs::Status(a) => return status(a, printer),
     };
     let harness = a.harness.harness();
     let path = match (a.settings, a.project) {
         (Some(p), _) => p,
-        (None, Some(dir)) => install::project_path(harness, &dir),
-        (None, None) => install::default_path(harness, &super::home_dir("--settings")?, |v| {
-            std::env::var_os(v)
-        }),
+        (None, project) => settings_path(harness, project.as_deref())?,
     };
-    let change = if installing {
-        install::install(harness, &path, &super::program(a.program)?)
-    } else {
-        install::uninstall(harness, &path)
+    if !installing {
+        let change = install::uninstall(harness, &path).map_err(install_error)?;
+        let what = match change {
+            install::Change::Changed => "removed the hook from",
+            install::Change::Unchanged => "no hook to remove in",
+        };
+        printer.either(
+            &json!({"harness": harness.as_str(), "path": path, "change": change, "installed": false}),
+            &format!("{what} {}", path.display()),
+        )?;
+        return Ok(ExitCode::SUCCESS);
     }
-    .map_err(|e| match e {
-        InstallError::Store(e) => store_error(e),
-        e => CliError::new(ErrorKind::Config, e.to_string()),
-    })?;
-    let what = match (installing, change) {
-        (true, install::Change::Changed) => "installed the hook in",
-        (true, install::Change::Unchanged) => "the hook was already installed in",
-        (false, install::Change::Changed) => "removed the hook from",
-        (false, install::Change::Unchanged) => "no hook to remove in",
+    let program = super::program(a.program)?;
+    let version = harness_version(harness);
+    let pre_tool_context = match harness.pre_tool_context_since() {
+        Some(since) => version.is_some_and(|v| v >= since),
+        None => true,
     };
+    let change =
+        install::install(harness, &path, &program, pre_tool_context).map_err(install_error)?;
+    let mut notes = Vec::new();
+    if install::in_build_dir(Path::new(&program)) {
+        notes.push(format!(
+            "warning: the hook runs {program}, inside a cargo build directory: `cargo clean` or the next build breaks delivery. Install a stable binary with `cargo install --path crates/agentbus`, then run `agentbus hooks install {}` again.",
+            harness.as_str()
+        ));
+    }
+    if let Some(since) = harness.pre_tool_context_since()
+        && !pre_tool_context
+    {
+        let found = match version {
+            Some(v) => format!("{} {v} is older than {since}", harness_name(harness)),
+            None => format!(
+                "`{} --version` did not answer, so its version is unknown",
+                harness_command(harness)
+            ),
+        };
+        notes.push(format!(
+            "note: {found}: PreToolUse cannot carry messages, so they are shown at the next prompt or after the tool call instead (installed with --no-pre-tool-context). Once {} {since} or later is installed, run `agentbus hooks install {}` again.",
+            harness_name(harness),
+            harness.as_str()
+        ));
+    }
+    if harness == Harness::Codex {
+        notes.push(
+            "note: Codex runs a new or changed hook only after you trust it: open /hooks in Codex and trust the agentbus hook (until then it is skipped, and no message is delivered)."
+                .to_owned(),
+        );
+        if path.components().any(|c| c.as_os_str() == ".codex")
+            && !path.starts_with(install::config_dir(
+                harness,
+                &super::home_dir("--settings")?,
+                |v| std::env::var_os(v),
+            ))
+        {
+            notes.push("note: Codex loads a project's hooks only once the project is trusted (trust the folder when Codex asks).".to_owned());
+        }
+    }
+    let what = match change {
+        install::Change::Changed => "installed the hook in",
+        install::Change::Unchanged => "the hook was already installed in",
+    };
+    let mut human = format!("{what} {}", path.display());
+    for n in &notes {
+        human.push('\n');
+        human.push_str(n);
+    }
     printer.either(
-        &json!({"harness": harness.as_str(), "path": path, "change": change, "installed": installing}),
-        &format!("{what} {}", path.display()),
+        &json!({
+            "harness": harness.as_str(),
+            "path": path,
+            "change": change,
+            "installed": true,
+            "program": program,
+            "harness_version": version.map(|v| v.to_string()),
+            "pre_tool_context": pre_tool_context,
+            "notes": notes,
+        }),
+        &human,
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `hooks status`: for each harness, whether the hook is installed where the harness looks, what
+/// it runs, and whether that is the running binary.
+fn status(a: StatusArgs, printer: &Printer) -> CliResult {
+    let harnesses: Vec<Harness> = match a.harness {
+        Some(h) => vec![h.harness()],
+        None => Harness::ALL.to_vec(),
+    };
+    let running = running_binary().ok();
+    let same = |program: &str| {
+        let p = std::fs::canonicalize(program).ok();
+        p.is_some() && p == running.as_ref().and_then(|r| std::fs::canonicalize(r).ok())
+    };
+    let mut docs = Vec::new();
+    let mut human = Vec::new();
+    for harness in harnesses {
+        let path = settings_path(harness, a.project.as_deref())?;
+        let found = install::installed(harness, &path).map_err(install_error)?;
+        let Some(found) = found else {
+            docs.push(json!({"harness": harness.as_str(), "path": path, "installed": false}));
+            human.push(format!(
+                "{:<9} not installed ({}); run `agentbus hooks install {}`",
+                harness.as_str(),
+                path.display(),
+                harness.as_str()
+            ));
+            continue;
+        };
+        let program = found.program.clone().unwrap_or_default();
+        let exists = Path::new(&program).is_file();
+        let is_running = same(&program);
+        let build_dir = install::in_build_dir(Path::new(&program));
+        let mut line = format!(
+            "{:<9} installed in {} ({}), runs {program}",
+            harness.as_str(),
+            path.display(),
+            found.events.join(", ")
+        );
+        if !exists {
+            line.push_str(" — MISSING: reinstall with `agentbus hooks install`");
+        } else if !is_running {
+            line.push_str(" — not this agentbus binary");
+        }
+        if build_dir {
+            line.push_str(" — in a build directory: `cargo install --path crates/agentbus`, then install again");
+        }
+        if harness.pre_tool_context_since().is_some() && !found.pre_tool_context {
+            line.push_str(" — PreToolUse shows no messages (--no-pre-tool-context)");
+        }
+        human.push(line);
+        docs.push(json!({
+            "harness": harness.as_str(),
+            "path": path,
+            "installed": true,
+            "events": found.events,
+            "program": program,
+            "program_exists": exists,
+            "is_running_binary": is_running,
+            "in_build_dir": build_dir,
+            "pre_tool_context": found.pre_tool_context,
+        }));
+    }
+    printer.either(&json!({"hooks": docs}), &human.join("\n"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The settings file of `harness`: in `project`, or the user's, where the harness looks.
+fn settings_path(harness: Harness, project: Option<&Path>) -> Result<PathBuf, CliError> {
+    Ok(match project {
+        Some(dir) => install::project_path(harness, dir),
+        None => install::default_path(harness, &super::home_dir("--settings")?, |v| {
+            std::env::var_os(v)
+        }),
+    })
+}
+
+fn running_binary() -> Result<PathBuf, CliError> {
+    std::env::current_exe()
+        .map_err(|e| CliError::new(ErrorKind::Internal, format!("locating agentbus: {e}")))
+}
+
+fn install_error(e: InstallError) -> CliError {
+    match e {
+        InstallError::Store(e) => store_error(e),
+        e => CliError::new(ErrorKind::Config, e.to_string()),
+    }
+}
+
+fn harness_name(harness: Harness) -> &'static str {
+    match harness {
+        Harness::Claude => "Claude Code",
+        Harness::Codex => "Codex",
+        Harness::OpenCode => "OpenCode",
+    }
+}
+
+fn harness_command(harness: Harness) -> &'static str {
+    match harness {
+        Harness::Claude => "claude",
+        Harness::Codex => "codex",
+        Harness::OpenCode => "opencode",
+    }
+}
+
+/// The installed harness's version, from `<harness> --version` (`AGENTBUS_CODEX` and
+/// `AGENTBUS_CLAUDE` name another program), for the harnesses whose hook depends on it; `None`
+/// when it cannot be run or says no version.
+fn harness_version(harness: Harness) -> Option<agentbus_local::hook::Version> {
+    harness.pre_tool_context_since()?;
+    let var = match harness {
+        Harness::Claude => "AGENTBUS_CLAUDE",
+        _ => "AGENTBUS_CODEX",
+    };
+    let program = std::env::var_os(var)
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| harness_command(harness).into());
+    let out = std::process::Command::new(program)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| agentbus_local::hook::Version::find(&String::from_utf8_lossy(&out.stdout)))
+        .flatten()
 }

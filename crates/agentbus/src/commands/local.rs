@@ -240,15 +240,40 @@ pub fn engineer_email() -> Option<String> {
     .then_some(e)
 }
 
-/// The sender (LM: sender): `--from`, else the calling session (`AGENTBUS_SESSION`), else the
-/// engineer.
+/// The sender (LM: sender; issue 13 item 3): a session acts as itself. Inside a harness session
+/// (its environment names or marks it, [`caller`]) a message is sent as that session, and
+/// `--from` may name only that session; a session that cannot be identified sends nothing rather
+/// than send as the engineer. From the engineer's own terminal, `--from` is taken as given and
+/// the default is the engineer.
 fn sender(store: &Store, from: Option<String>) -> Result<Sender, CliError> {
-    let session = from.or_else(|| {
-        std::env::var("AGENTBUS_SESSION")
-            .ok()
-            .filter(|s| !s.is_empty())
-    });
+    use agentbus_local::address::is_engineer;
+    use agentbus_local::session::{Caller, caller};
+    let who = caller(|k| std::env::var(k).ok());
+    let session = match (from, who) {
+        (Some(f), Caller::Session { id, .. }) if f != id => {
+            return Err(not_yourself(&f, &format!("session {id}")));
+        }
+        (Some(f), Caller::UnknownSession { harness }) if is_engineer(&f) => {
+            return Err(not_yourself(&f, &format!("a {harness} session")));
+        }
+        (Some(f), _) => Some(f),
+        (None, Caller::Session { id, .. }) => Some(id),
+        (None, Caller::UnknownSession { harness }) => {
+            return Err(CliError::input(format!(
+                "this runs inside a {harness} session that could not be identified, so it is not sent as the engineer"
+            ))
+            .code(agentbus_protocol::Code::SessionUnknown)
+            .fix("pass --from <session id> (the frame of the message you answer gives it), or run it from the engineer's terminal"));
+        }
+        (None, Caller::Engineer) => None,
+    };
     match session {
+        // From the engineer's terminal, `--from engineer:<email>` names which engineer.
+        Some(e) if is_engineer(&e) => Ok(Sender {
+            by: e,
+            name: None,
+            harness: None,
+        }),
         Some(s) => {
             let presence = store.presence(&s).map_err(store_error)?;
             Ok(Sender {
@@ -263,6 +288,14 @@ fn sender(store: &Store, from: Option<String>) -> Result<Sender, CliError> {
             harness: None,
         }),
     }
+}
+
+fn not_yourself(from: &str, caller: &str) -> CliError {
+    CliError::input(format!(
+        "--from {from} is refused: this runs inside {caller}, and a session sends only as itself"
+    ))
+    .code(agentbus_protocol::Code::NotYourself)
+    .fix("drop --from (or pass the session's own id); the engineer sends from a terminal outside any harness session")
 }
 
 fn send(args: SendArgs, kind: Kind, printer: &Printer) -> CliResult {
@@ -375,9 +408,10 @@ fn item_json(m: &Message) -> Value {
     })
 }
 
+/// The first line of a foreign text, made safe for a terminal and cut to `max` characters.
 fn first_line(text: &str, max: usize) -> String {
-    let line = text.lines().next().unwrap_or("");
-    let mut out: String = line.chars().filter(|c| !c.is_control()).take(max).collect();
+    let line = agentbus_protocol::text::for_terminal_line(text.lines().next().unwrap_or(""));
+    let mut out: String = line.chars().take(max).collect();
     if line.chars().count() > max || text.lines().nth(1).is_some() {
         out.push('…');
     }
@@ -429,15 +463,20 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
             // A gateway message is named by its envelope id, which `reply`, `ack` and `trace`
             // take, and marked when its signature did not re-verify (AB-1303).
             let (id, mark) = match &m.via {
-                Some(v) if v.transport == Transport::Gateway => (
-                    v.ext_id.as_str(),
+                Some(v) if v.transport == Transport::Gateway => {
+                    let mut mark = String::new();
                     if v.verified == agentbus_protocol::frame::Verified::False {
-                        " UNVERIFIED (AB-1303)"
-                    } else {
-                        ""
-                    },
-                ),
-                _ => (m.id.as_str(), ""),
+                        mark.push_str(" UNVERIFIED (AB-1303)");
+                    }
+                    if let Some(h) = &v.held {
+                        mark.push_str(&format!(" HELD ({h}: not shown to sessions)"));
+                    }
+                    if v.late {
+                        mark.push_str(" LATE (after its task ended)");
+                    }
+                    (v.shown_id(), mark)
+                }
+                _ => (m.id.as_str(), String::new()),
             };
             let seen = if i.seen { " (seen)" } else { "" };
             printer.line(&format!(
@@ -508,7 +547,7 @@ fn listen(args: ListenArgs, printer: &Printer) -> CliResult {
                 continue;
             }
             if printer.is_json() {
-                printer.line(&item_json(&m).to_string())?;
+                printer.data_line(&item_json(&m).to_string())?;
             } else {
                 printer.line(&format!(
                     "[{}] {} {} from {} to {}: {}",

@@ -463,6 +463,10 @@ pub fn deliver_locally(
             reply_command: Some(m.reply_command.clone()),
             sent: m.sent_at.unwrap_or(now),
             recipient: m.to.clone(),
+            message_id: Some(m.id.clone()),
+            task: None,
+            late: false,
+            held: None,
         };
         match store.import(&local) {
             Ok(ImportOutcome::Stored { .. }) => fresh += 1,

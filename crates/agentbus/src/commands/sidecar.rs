@@ -25,7 +25,9 @@ use crate::printer::Printer;
     after_help = "Examples:\n  agentbus sidecar                      # run until stopped (SIGINT/SIGTERM)\n  agentbus --profile reviewer sidecar --once\n  agentbus --json sidecar               # one JSON line per stored envelope\n\n\
 One sidecar runs per agent (a lock in $AGENTBUS_HOME/agents/<agent_id>/sidecar.lock). Envelopes go to \
 $AGENTBUS_HOME/agents/<agent_id>/inbox/<id>.json, attachments to …/attachments/<msg id>/<name>, and \
-every message to local delivery, where `agentbus inbox` and the harness hooks read it."
+every message to local delivery, where `agentbus inbox` and the harness hooks read it. When a hook \
+shows one in a session, the sidecar reports it to the gateway (its sender sees it in `agentbus trace`), \
+and sends the read receipt (ack.v1, level read) a message that asked for a reply is owed."
 )]
 pub struct SidecarArgs {
     /// Receive what is waiting now, then exit.
@@ -152,7 +154,7 @@ fn report_pass(
             })
             .unwrap_or_default();
         if printer.is_json() {
-            printer.line(
+            printer.data_line(
                 &json!({"stored": id, "type": kind, "from": from, "verified": verified, "via": mode})
                     .to_string(),
             )?;
@@ -165,8 +167,24 @@ fn report_pass(
             printer.line(&format!("stored {id} {kind} from {from}{mark}"))?;
         }
     }
+    let receipts = &report.receipts;
+    for id in &receipts.reported {
+        let receipt = receipts.read_receipts.contains(id);
+        if printer.is_json() {
+            printer.data_line(
+                &json!({"shown": id, "read_receipt": receipt, "via": mode}).to_string(),
+            )?;
+        } else if receipt {
+            printer.line(&format!("reported {id} shown; sent its read receipt"))?;
+        } else {
+            printer.line(&format!("reported {id} shown"))?;
+        }
+    }
+    for (id, why) in &receipts.deferred {
+        say(&format!("sidecar: receipt for {id} deferred: {why}"));
+    }
     if report.duplicates > 0 && printer.is_json() {
-        printer.line(&json!({"duplicates": report.duplicates, "via": mode}).to_string())?;
+        printer.data_line(&json!({"duplicates": report.duplicates, "via": mode}).to_string())?;
     }
     Ok(())
 }

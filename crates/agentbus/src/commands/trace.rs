@@ -1,5 +1,8 @@
 //! `agentbus trace <tsk_|cnv_|msg_>`: the readable timeline of a task (its transitions from the
-//! gateway's record) or of a conversation (every envelope in `received_at` order).
+//! gateway's record) or of a conversation (every envelope in `received_at` order). For a message
+//! this agent sent, also how far it got with each recipient (persisted, leased, acknowledged,
+//! shown in a session's context, answered: `GET /v1/messages/{id}/delivery`); for one it
+//! received, where it was stored and shown on this machine.
 
 use std::process::ExitCode;
 
@@ -46,15 +49,161 @@ pub fn run(args: TraceArgs, printer: &Printer) -> CliResult {
                 printer.line(&task_text(&task, &conversation))?;
             }
         }
-        Trace::Conversation(conversation) => {
+        Trace::Conversation {
+            conversation,
+            delivery,
+            received,
+        } => {
+            let received = received.map(|r| received_here(&ctx, &r)).transpose()?;
             if printer.is_json() {
-                printer.json(&json!({"conversation": conversation}))?;
+                let mut doc = json!({"conversation": conversation});
+                if let Some(d) = delivery {
+                    doc["delivery"] = d;
+                }
+                if let Some(r) = received {
+                    doc["received"] = r;
+                }
+                printer.json(&doc)?;
             } else {
-                printer.line(&conversation_text(&conversation))?;
+                let mut text = conversation_text(&conversation);
+                if let Some(d) = &delivery {
+                    text.push_str("\n\n");
+                    text.push_str(&delivery_text(d));
+                }
+                if let Some(r) = &received {
+                    text.push_str("\n\n");
+                    text.push_str(&received_text(r));
+                }
+                printer.line(&text)?;
             }
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where a message this agent received was stored and shown on this machine.
+fn received_here(ctx: &Ctx, r: &agentbus_client::inbox::Received) -> Result<Value, CliError> {
+    let store = super::local::open_store()?;
+    let lm = agentbus_local::line::import_id(agentbus_protocol::frame::Transport::Gateway, r.id());
+    let shown = store.shown_record(&ctx.profile.address, &lm).map(|s| {
+        json!({
+            "at": agentbus_protocol::timestamp::Timestamp(s.ms).to_string(),
+            "harness": s.harness,
+            "event": s.event,
+            "by": s.by,
+        })
+    });
+    Ok(json!({
+        "sequence": r.sequence,
+        "stored_at": r.stored_at,
+        "verified": r.verified,
+        "held": r.held,
+        "late": r.late,
+        "local_id": lm,
+        "shown": shown,
+    }))
+}
+
+fn received_text(r: &Value) -> String {
+    let mut out = format!(
+        "received here: sequence {}, stored {}",
+        r["sequence"],
+        s(&r["stored_at"])
+    );
+    if let Some(h) = r["held"].as_str() {
+        out.push_str(&format!(", held from sessions ({h})"));
+    }
+    match &r["shown"] {
+        Value::Null => out.push_str(", not shown in any session yet"),
+        sh => out.push_str(&format!(
+            ", shown {} in {} ({}) to {}",
+            s(&sh["at"]),
+            s(&sh["harness"]),
+            s(&sh["event"]),
+            s(&sh["by"])
+        )),
+    }
+    out
+}
+
+/// One recipient's delivery state in a line: the furthest state, with its time and where.
+pub fn state_line(r: &Value) -> String {
+    let who = r["agent"]["address"]
+        .as_str()
+        .or(r["agent"]["id"].as_str())
+        .unwrap_or("?");
+    let state = s(&r["state"]);
+    let detail = match state {
+        "answered" => format!(
+            "{} by {} ({})",
+            s(&r["answered"]["at"]),
+            s(&r["answered"]["id"]),
+            s(&r["answered"]["type"]).trim_start_matches("agentbus.")
+        ),
+        "shown" => format!(
+            "{} in {} ({})",
+            s(&r["shown"]["at"]),
+            s(&r["shown"]["harness"]),
+            s(&r["shown"]["event"])
+        ),
+        "acknowledged" => format!("{} by its sidecar", s(&r["acknowledged_at"])),
+        "leased" => format!("{} (attempt {})", s(&r["leased_at"]), r["attempts"]),
+        _ => s(&r["persisted_at"]).to_owned(),
+    };
+    let mut line = format!("  {who}: {state} {detail}");
+    if !r["read_receipt"].is_null() {
+        line.push_str(&format!("; read receipt {}", s(&r["read_receipt"]["id"])));
+    }
+    line
+}
+
+/// The delivery states of a message, for people.
+pub fn delivery_text(d: &Value) -> String {
+    let mut out = format!("delivery of {}:", s(&d["id"]));
+    let recipients = d["recipients"].as_array().cloned().unwrap_or_default();
+    if recipients.is_empty() {
+        out.push_str("\n  no recipient (a topic without subscribers)");
+    }
+    for r in &recipients {
+        out.push('\n');
+        out.push_str(&state_line(r));
+    }
+    out
+}
+
+/// Says each change of a sent message's delivery states once, while a command waits (`send
+/// --wait`); the client's wait hands it the states it looks up.
+#[derive(Default)]
+pub struct Watch {
+    last: Value,
+    said: std::collections::HashMap<String, String>,
+}
+
+impl Watch {
+    /// A watch that has said nothing yet.
+    pub fn new() -> Watch {
+        Watch::default()
+    }
+
+    /// The lines of recipients whose state changed since the last `d`.
+    pub fn take(&mut self, d: Value) -> Vec<String> {
+        let mut out = Vec::new();
+        for r in d["recipients"].as_array().into_iter().flatten() {
+            let key = s(&r["agent"]["id"]).to_owned();
+            let state = format!("{}/{}", s(&r["state"]), r["read_receipt"].is_null());
+            if self.said.get(&key) != Some(&state) {
+                self.said.insert(key, state);
+                out.push(state_line(r));
+            }
+        }
+        self.last = d;
+        out
+    }
+
+    /// The last states seen (`null` before any).
+    pub fn last(&self) -> &Value {
+        &self.last
+    }
 }
 
 fn s(v: &Value) -> &str {

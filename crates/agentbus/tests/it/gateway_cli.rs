@@ -145,13 +145,15 @@ impl Machine {
             .env("AGENTBUS_HOME", self.home())
             .env("AGENTBUS_ENGINEER_EMAIL", "ada@example.com")
             .env_remove("AGENTBUS_PROFILE")
-            .env_remove("AGENTBUS_SESSION")
             // Keys in files: a test never writes to the keychain of the machine it runs on (the
             // keychain choice has its own test).
             .env("AGENTBUS_KEYSTORE", "file")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        for v in crate::harness_vars() {
+            c.env_remove(v);
+        }
         c
     }
 
@@ -609,10 +611,9 @@ fn wp_8_7_a_sidecar_killed_mid_stream_and_restarted_loses_and_duplicates_nothing
     assert_eq!(cursor(), N as u64);
 }
 
-#[test]
-fn wp_3_2_11_wp_13_1_5_a_tampered_envelope_is_stored_unverified_never_dropped() {
-    let gw = Gw::start();
-    let (bot, reviewer) = pair(&gw, "sender", "receiver");
+/// Sends two messages from `bot` to `reviewer`; then someone with access to the gateway's disk
+/// changes the first stored envelope (subject `honest` to `tampered`) after it was verified.
+fn send_one_tampered(gw: &Gw, bot: &Machine, reviewer: &Machine) {
     bot.ok(&[
         "--json",
         "send",
@@ -627,7 +628,6 @@ fn wp_3_2_11_wp_13_1_5_a_tampered_envelope_is_stored_unverified_never_dropped() 
         &reviewer.address(),
         "an untouched message",
     ]);
-    // Someone with access to the gateway's disk changes a stored envelope after it was verified.
     let db = rusqlite::Connection::open(gw.dir.join("agentbus.db")).unwrap();
     db.busy_timeout(Duration::from_secs(5)).unwrap();
     let changed = db
@@ -638,7 +638,13 @@ fn wp_3_2_11_wp_13_1_5_a_tampered_envelope_is_stored_unverified_never_dropped() 
         )
         .unwrap();
     assert_eq!(changed, 1);
-    drop(db);
+}
+
+#[test]
+fn wp_3_2_11_wp_13_1_5_a_tampered_envelope_is_stored_unverified_never_dropped() {
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "sender", "receiver");
+    send_one_tampered(&gw, &bot, &reviewer);
     let out = reviewer.run(&["sidecar", "--once"]);
     assert!(
         out.status.success(),
@@ -991,11 +997,16 @@ fn wp_8_5_wp_8_6_a_redelivery_after_a_crash_between_write_and_ack_is_acked_silen
     assert_eq!(reviewer.stored().len(), 1);
     let inbox = reviewer.ok(&["--json", "inbox", "--all"]);
     assert_eq!(inbox["items"].as_array().unwrap().len(), 1);
-    // It was acked: nothing comes back after another lease period.
+    // It was acked: nothing comes back after another lease period. (What the sidecar may print
+    // now is the receipt of the inbox having shown it to the engineer, not a delivery.)
     let deadline = Instant::now() + Duration::from_millis(1500);
     while Instant::now() < deadline {
         let out = reviewer.run(&["--json", "sidecar", "--once"]);
-        assert!(String::from_utf8_lossy(&out.stdout).trim().is_empty());
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !text.contains("\"stored\"") && !text.contains("\"duplicates\""),
+            "{text}"
+        );
     }
 }
 
@@ -1469,4 +1480,455 @@ fn system_notices_verify_against_the_gateway_key() {
         .unwrap();
     assert_eq!(notice["envelope"]["type"], "agentbus.task.cancel.v1");
     assert_eq!(notice["verified"], "true", "{notice}");
+}
+
+/// A bare HTTP/1.1 request with a bearer token; returns the status and the JSON body.
+fn http(gw: &Gw, method: &str, path: &str, token: &str, body: &str) -> (u16, Value) {
+    use std::io::Read as _;
+    let addr = gw.url.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap();
+    let json = answer
+        .split_once("\r\n\r\n")
+        .and_then(|(_, b)| serde_json::from_str(b).ok())
+        .unwrap_or(Value::Null);
+    (status, json)
+}
+
+impl Machine {
+    /// The agent credential of this machine's profile.
+    fn token(&self) -> String {
+        let p: Value = serde_json::from_slice(
+            &std::fs::read(
+                self.home()
+                    .join("profiles")
+                    .join(format!("{}.json", self.name)),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        p["token"].as_str().unwrap().to_owned()
+    }
+
+    /// Runs this machine's Claude Code hook for `session` (bound to this agent at its first
+    /// event) and returns what it answered.
+    fn prompt(&self, session: &str) -> String {
+        let event = format!(
+            r#"{{"session_id":"{session}","hook_event_name":"UserPromptSubmit","prompt":"go"}}"#
+        );
+        let mut child = self
+            .cmd(&["hook", "claude"])
+            .env("AGENTBUS_AGENT", self.address())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(event.as_bytes())
+            .unwrap();
+        String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).into_owned()
+    }
+
+    /// The delivery state of `id` to its one recipient, as `trace --json` reports it.
+    fn delivery(&self, id: &str) -> Value {
+        self.ok(&["--json", "trace", id])["delivery"]["recipients"][0].clone()
+    }
+}
+
+/// Sets the workspace policy of `m`'s workspace (as the admin).
+fn set_policy(gw: &Gw, m: &Machine, policy: &str) {
+    let (_, p) = http(gw, "GET", "/v1/inbox/policy", &m.token(), "");
+    let ws = p["workspace"].as_str().unwrap();
+    let (s, v) = http(
+        gw,
+        "PUT",
+        &format!("/v1/workspaces/{ws}/policy"),
+        &gw.admin,
+        policy,
+    );
+    assert_eq!(s, 200, "{v}");
+}
+
+fn acks_in(m: &Machine, id: &str) -> Vec<Value> {
+    m.ok(&["--json", "trace", id])["conversation"]["envelopes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "agentbus.ack.v1")
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn wp_5_8_2_wp_5_8_3_a_message_shown_in_a_session_gets_one_read_receipt_and_its_sender_sees_each_state()
+ {
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
+    // The reviewer's session is bound to its agent from its first event.
+    assert_eq!(reviewer.prompt("rev-1"), "");
+    let _sidecar = Killer(reviewer.spawn(&["--json", "sidecar", "--poll-wait", "5"]));
+    let waiting = bot.spawn(&[
+        "--json",
+        "send",
+        &reviewer.address(),
+        "Is change 482 clear for the 14:30 deploy?",
+        "--wait",
+        "60s",
+    ]);
+    let stored = eventually(20, "the question stored by the reviewer's sidecar", || {
+        reviewer.stored().into_iter().next()
+    });
+    let qid = stored["envelope"]["id"].as_str().unwrap().to_owned();
+    let state = eventually(20, "acknowledged", || {
+        let d = bot.delivery(&qid);
+        (d["state"] == "acknowledged").then_some(d)
+    });
+    assert!(
+        state["shown"].is_null() && state["read_receipt"].is_null(),
+        "{state}"
+    );
+    // The hook shows it, named by its envelope id, and the sidecar reports it.
+    let shown = reviewer.prompt("rev-1");
+    assert!(shown.contains(&format!("id=\\\"{qid}\\\"")), "{shown}");
+    let state = eventually(20, "shown, with its read receipt", || {
+        let d = bot.delivery(&qid);
+        (d["state"] == "shown" && !d["read_receipt"].is_null()).then_some(d)
+    });
+    assert_eq!(state["shown"]["harness"], "claude");
+    assert_eq!(state["shown"]["event"], "UserPromptSubmit");
+    assert_eq!(state["agent"]["address"], reviewer.address());
+    // The human trace says the same.
+    let out = bot.run(&["trace", &qid]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("shown") && text.contains("in claude (UserPromptSubmit)"),
+        "{text}"
+    );
+    // A second session bound to the same agent is shown it too; still one read receipt.
+    assert!(reviewer.prompt("rev-2").contains(&qid));
+    // The answer ends the wait; the read receipt was never taken for it.
+    reviewer.ok(&["--json", "reply", &qid, "Yes, clear to deploy."]);
+    let out = finish(waiting);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc["reply"]["envelope"]["type"], "agentbus.message.v1",
+        "{doc}"
+    );
+    assert_eq!(
+        doc["reply"]["envelope"]["data"]["text"],
+        "Yes, clear to deploy."
+    );
+    let d = eventually(20, "answered", || {
+        let d = bot.delivery(&qid);
+        (d["state"] == "answered").then_some(d)
+    });
+    assert_eq!(d["answered"]["type"], "agentbus.message.v1");
+    let acks = acks_in(&bot, &qid);
+    assert_eq!(acks.len(), 1, "one read receipt: {acks:?}");
+    assert_eq!(acks[0]["data"]["level"], "read");
+    assert_eq!(acks[0]["correlation_id"], qid.as_str());
+    assert_eq!(acks[0]["source"], reviewer.address());
+
+    // WP-5.8-3: without expects_reply, a message shown gets no ack.v1; WP-5.8-2: the transport
+    // acks of its delivery never appear as envelopes.
+    let plain = bot.ok(&["--json", "send", &reviewer.address(), "fyi: lunch at noon"]);
+    let pid = plain["id"].as_str().unwrap().to_owned();
+    eventually(20, "the fyi acknowledged", || {
+        (bot.delivery(&pid)["state"] == "acknowledged").then_some(())
+    });
+    assert!(reviewer.prompt("rev-1").contains(&pid));
+    eventually(20, "the fyi shown", || {
+        (bot.delivery(&pid)["state"] == "shown").then_some(())
+    });
+    assert!(
+        acks_in(&bot, &pid).is_empty(),
+        "no read receipt was asked for"
+    );
+    let envelopes = bot.ok(&["--json", "trace", &pid])["conversation"]["envelopes"].clone();
+    assert_eq!(envelopes.as_array().unwrap().len(), 1, "{envelopes}");
+
+    // With the workspace policy `read_receipts`, every message shown gets one.
+    set_policy(
+        &gw,
+        &reviewer,
+        r#"{"default": "allow", "read_receipts": true}"#,
+    );
+    // The sidecar reads the policy at most once a minute: a new receiver starts with it.
+    drop(_sidecar);
+    let _sidecar = Killer(reviewer.spawn(&["--json", "sidecar", "--poll-wait", "5"]));
+    let p2 = bot.ok(&[
+        "--json",
+        "send",
+        &reviewer.address(),
+        "fyi: the deploy moved",
+    ]);
+    let p2 = p2["id"].as_str().unwrap().to_owned();
+    // Stored, then handed to local delivery: a prompt shows it once it is there.
+    eventually(20, "shown in rev-1", || {
+        reviewer.prompt("rev-1").contains(&p2).then_some(())
+    });
+    eventually(20, "the policy's read receipt", || {
+        (acks_in(&bot, &p2).len() == 1).then_some(())
+    });
+}
+
+#[test]
+fn wp_13_1_5_with_require_verified_inbound_a_tampered_message_is_held_from_sessions() {
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "sender", "receiver");
+    set_policy(
+        &gw,
+        &reviewer,
+        r#"{"default": "allow", "require_verified_inbound": true}"#,
+    );
+    reviewer.prompt("s1");
+    send_one_tampered(&gw, &bot, &reviewer);
+    reviewer.ok(&["sidecar", "--once"]);
+    let bad = reviewer
+        .stored()
+        .into_iter()
+        .find(|r| r["envelope"]["subject"] == "tampered")
+        .unwrap();
+    assert_eq!(
+        (bad["verified"].as_str(), bad["held"].as_str()),
+        (Some("false"), Some("require_verified_inbound"))
+    );
+    let bad_id = bad["envelope"]["id"].as_str().unwrap().to_owned();
+    // The bound session is shown the verified message only, now and at every later event.
+    let framed = reviewer.prompt("s1");
+    assert!(framed.contains("an untouched message"), "{framed}");
+    assert!(
+        !framed.contains(&bad_id) && !framed.contains("the original text"),
+        "{framed}"
+    );
+    assert!(!reviewer.prompt("s1").contains(&bad_id));
+    // The message stays in the inbox, marked; diagnostics name it.
+    let out = reviewer.run(&["inbox", "--all"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains(&bad_id))
+        .unwrap_or_default();
+    assert!(
+        line.contains("UNVERIFIED (AB-1303)") && line.contains("HELD"),
+        "{text}"
+    );
+    let show = reviewer.ok(&["--json", "inbox", "--show", &bad_id]);
+    assert_eq!(
+        (show["verified"].as_str(), show["held"].as_str()),
+        (Some("false"), Some("require_verified_inbound"))
+    );
+    assert_eq!(show["diagnostics"][0]["code"], "AB-1303");
+}
+
+#[test]
+fn wp_6_3_3_a_late_result_reaches_the_requester_flagged_with_a_warning() {
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
+    bot.prompt("bot-1");
+    // Task requests name a capability the worker declares (§5.2).
+    reviewer.ok(&["--json", "card", "edit", "--capability", "code.review@1"]);
+    let r = bot.ok(&[
+        "--json",
+        "delegate",
+        &reviewer.address(),
+        "--capability",
+        "code.review",
+        "review it",
+    ]);
+    let task = r["task_id"].as_str().unwrap().to_owned();
+    reviewer.ok(&["sidecar", "--once"]);
+    reviewer.ok(&["--json", "accept", &task]);
+    reviewer.ok(&["--json", "fail", &task, "--message", "stopped"]);
+    // The worker's result after the terminal state is persisted, delivered and flagged late.
+    reviewer.ok(&["--json", "complete", &task, "--summary", "done anyway"]);
+    let timeline = bot.ok(&["--json", "trace", &task])["task"]["timeline"].clone();
+    let late: Vec<&Value> = timeline
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["late"] == true)
+        .collect();
+    assert!(!late.is_empty(), "the gateway flags it late: {timeline}");
+    bot.ok(&["sidecar", "--once"]);
+    let framed = bot.prompt("bot-1");
+    let frame = framed
+        .split("<agentbus-message")
+        .find(|f| f.contains("done anyway"))
+        .unwrap_or_else(|| panic!("{framed}"));
+    assert!(frame.contains("late=\\\"true\\\""), "{frame}");
+    assert!(frame.contains(&format!("task=\\\"{task}\\\"")), "{frame}");
+    assert!(
+        frame.contains("Warning: this arrived after the task had ended"),
+        "{frame}"
+    );
+    // And `agentbus inbox --show` says so too.
+    let result = bot
+        .stored()
+        .into_iter()
+        .find(|r| r["envelope"]["data"]["summary"] == "done anyway")
+        .unwrap();
+    assert_eq!(result["late"], true);
+    let out = bot.run(&[
+        "inbox",
+        "--show",
+        result["envelope"]["id"].as_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("(late: after the task ended)"), "{text}");
+}
+
+/// Text a peer could write to reach the engineer's terminal: a window title (OSC ended by BEL), a
+/// colour, a carriage return that overwrites the line, a backspace, a C1 control sequence
+/// introducer. (NUL cannot pass through a command line; `for_terminal`'s own tests cover it.)
+const HOSTILE: &str = "\u{1b}]0;owned\u{7}\u{1b}[31mred\u{1b}[0m\rover\u{8}bs \u{9b}31mc1";
+
+/// Whether `bytes` hold an escape sequence or a raw control character other than newline and tab.
+fn raw_controls(bytes: &[u8]) -> Vec<char> {
+    String::from_utf8_lossy(bytes)
+        .chars()
+        .filter(|c| c.is_control() && *c != '\n' && *c != '\t')
+        .collect()
+}
+
+#[test]
+fn terminal_escapes_never_reach_the_engineer_from_any_command_that_prints_foreign_text() {
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
+    // Hostile text everywhere a peer writes: a local tell, a session's name and a pause reason,
+    // a gateway message, a reply, an agent card.
+    let tell = reviewer.ok(&["--json", "tell", "engineer", &format!("local {HOSTILE}")]);
+    let lm = tell["id"].as_str().unwrap().to_owned();
+    let mut hook = reviewer
+        .cmd(&["hook", "claude"])
+        .env("AGENTBUS_NAME", format!("n{HOSTILE}"))
+        .spawn()
+        .unwrap();
+    hook.stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"session_id":"s1","hook_event_name":"SessionStart"}"#)
+        .unwrap();
+    hook.wait().unwrap();
+    reviewer.ok(&["--json", "pause", "s1", &format!("reason {HOSTILE}")]);
+    let sent = bot.ok(&[
+        "--json",
+        "send",
+        &reviewer.address(),
+        &format!("gateway {HOSTILE}"),
+    ]);
+    let msg = sent["id"].as_str().unwrap().to_owned();
+    bot.run(&[
+        "card",
+        "edit",
+        "--display-name",
+        &format!("d{HOSTILE}"),
+        "--description",
+        &format!("desc {HOSTILE}"),
+    ]);
+    reviewer.ok(&["sidecar", "--once"]);
+
+    let cases: Value = serde_json::from_slice(
+        &std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/terminal-commands.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut printed_hostile = 0;
+    for case in cases["commands"].as_array().unwrap() {
+        let args: Vec<String> = case["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                a.as_str()
+                    .unwrap()
+                    .replace("{lm}", &lm)
+                    .replace("{msg}", &msg)
+                    .replace("{bot}", &bot.address())
+                    .replace("{hostile}", HOSTILE)
+            })
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let m = if case["on"] == "bot" { &bot } else { &reviewer };
+        let out = m.run(&args);
+        for (what, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+            let bad = raw_controls(bytes);
+            assert!(
+                bad.is_empty(),
+                "{args:?} {what}: {bad:?}\n{}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        printed_hostile += usize::from(text.contains("red") || text.contains("over"));
+    }
+    assert!(
+        printed_hostile >= 6,
+        "most commands printed the (cleaned) text: {printed_hostile}"
+    );
+
+    // `send --wait` prints the reply it waited for.
+    let waiting = bot.spawn(&["send", &reviewer.address(), "a question", "--wait", "30s"]);
+    let q = eventually(20, "the question", || {
+        reviewer.run(&["sidecar", "--once"]);
+        reviewer
+            .stored()
+            .into_iter()
+            .find(|r| r["envelope"]["data"]["text"] == "a question")
+    });
+    reviewer.ok(&[
+        "reply",
+        q["envelope"]["id"].as_str().unwrap(),
+        &format!("answer {HOSTILE}"),
+    ]);
+    let out = finish(waiting);
+    assert!(
+        raw_controls(&out.stdout).is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("answer"),
+        "the reply is printed"
+    );
+
+    // `listen` streams them cleaned too (and as JSON, escaped by JSON itself).
+    let mut listen = reviewer.spawn(&["listen", "--count", "1", "--poll-ms", "20"]);
+    // A tell written before the listener looked is not news: tell (each from a new sender, so
+    // none is paced) until it has printed one.
+    for n in 0..2000 {
+        if listen.try_wait().unwrap().is_some() {
+            break;
+        }
+        reviewer.run(&[
+            "tell",
+            "--from",
+            &format!("w{n}"),
+            "engineer",
+            &format!("listen {HOSTILE}"),
+        ]);
+    }
+    let out = finish(listen);
+    assert!(
+        raw_controls(&out.stdout).is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("listen"));
 }

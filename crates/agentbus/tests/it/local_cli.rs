@@ -7,18 +7,30 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-/// Runs agentbus with the store at `home`, feeding `stdin`.
+/// Runs agentbus with the store at `home`, feeding `stdin`, as the engineer's terminal (no
+/// harness marks the environment).
 fn run(home: &Path, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agentbus"))
-        .args(args)
+    run_with(home, &[], args, stdin)
+}
+
+/// Runs agentbus with the store at `home` and the variables `vars` set (a harness session's
+/// environment, a harness config directory), feeding `stdin`.
+fn run_with(home: &Path, vars: &[(&str, &str)], args: &[&str], stdin: &[u8]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentbus"));
+    cmd.args(args)
         .env("AGENTBUS_HOME", home)
         .env("AGENTBUS_ENGINEER_EMAIL", "ada@example.com")
-        .env_remove("AGENTBUS_SESSION")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::piped());
+    let config_dirs = ["CLAUDE_CONFIG_DIR", "CODEX_HOME", "XDG_CONFIG_HOME"];
+    for m in crate::harness_vars().chain(config_dirs) {
+        cmd.env_remove(m);
+    }
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
     child.stdin.take().unwrap().write_all(stdin).unwrap();
     child.wait_with_output().unwrap()
 }
@@ -368,4 +380,221 @@ fn a_bad_hook_event_never_fails_the_harness() {
     );
     assert_eq!(out.status.code(), Some(0));
     assert!(!home.path().join("etc").exists());
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn log_lines(home: &Path) -> Vec<Value> {
+    std::fs::read_to_string(home.join("messages.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn lm_13_lm_14_sessions_act_as_themselves_and_never_as_the_engineer() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let codex = |sid: &str| {
+        format!(r#"{{"session_id":"{sid}","hook_event_name":"UserPromptSubmit","prompt":"go"}}"#)
+    };
+    for sid in ["cdx-1", "cdx-2"] {
+        assert!(
+            run(h, &["hook", "codex"], codex(sid).as_bytes())
+                .status
+                .success()
+        );
+    }
+    // A Codex session's tell, without --from, is sent as that session (CODEX_THREAD_ID).
+    let inside = [("CODEX_THREAD_ID", "cdx-1")];
+    let out = run_with(
+        h,
+        &inside,
+        &["--json", "tell", "engineer", "done with the migration"],
+        b"",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(json(&out)["by"], "cdx-1");
+    // Its pause is refused before anything is written: only the engineer steers.
+    let before = log_lines(h).len();
+    let out = run_with(h, &inside, &["pause", "cdx-2", "stop now"], b"");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("only the engineer of this machine steers"),
+        "{}",
+        stderr(&out)
+    );
+    // --from cannot borrow another identity from inside a session.
+    for from in ["cdx-2", "engineer", "engineer:ada@example.com"] {
+        let out = run_with(h, &inside, &["tell", "--from", from, "local", "hi"], b"");
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "--from {from}: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains("a session sends only as itself"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    // A harness marks its session without naming it: nothing is sent as the engineer.
+    for (marker, to) in [
+        (("CLAUDECODE", "1"), "engineer"),
+        (("OPENCODE", "1"), "engineer:bob@example.com"),
+    ] {
+        let out = run_with(h, &[marker], &["--json", "tell", "local", "hello"], b"");
+        assert_eq!(out.status.code(), Some(3), "{marker:?}");
+        assert!(
+            json(&out)["error"]["code"] == "AB-1304",
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let out = run_with(h, &[marker], &["pause", "cdx-2"], b"");
+        assert_eq!(out.status.code(), Some(3), "{marker:?}: {}", stderr(&out));
+        // The frames' answering command, `--from <session>`, still works there.
+        let out = run_with(
+            h,
+            &[marker],
+            &["--json", "tell", "--from", "cdx-2", to, "hi"],
+            b"",
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert_eq!(json(&out)["by"], "cdx-2");
+    }
+    assert!(
+        log_lines(h)[before..].iter().all(|l| l["kind"] != "pause"),
+        "no pause was written"
+    );
+    // The engineer's own terminal steers.
+    let out = run(h, &["--json", "pause", "cdx-2", "stop now"], b"");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(json(&out)["by"], "engineer:ada@example.com");
+}
+
+#[test]
+fn hooks_install_writes_where_each_harness_looks_and_says_what_would_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (claude, codex, xdg) = (d.join("claude-cfg"), d.join("codex-home"), d.join("xdg"));
+    // A workspace's build directory, as `cargo build` leaves it.
+    std::fs::create_dir_all(d.join("ws/target/release")).unwrap();
+    std::fs::write(d.join("ws/Cargo.toml"), "[workspace]\n").unwrap();
+    let built = d.join("ws/target/release/agentbus");
+    std::fs::copy(env!("CARGO_BIN_EXE_agentbus"), &built).unwrap();
+    // A Codex that answers --version as Codex does, old and current.
+    let fake = |name: &str, version: &str| {
+        let p = d.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\necho 'codex-cli {version}'\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    };
+    let (old, new) = (fake("codex-old", "0.128.0"), fake("codex-new", "0.130.0"));
+    let vars = |codex_bin: &Path| {
+        vec![
+            ("HOME".to_owned(), d.join("home").display().to_string()),
+            ("CLAUDE_CONFIG_DIR".to_owned(), claude.display().to_string()),
+            ("CODEX_HOME".to_owned(), codex.display().to_string()),
+            ("XDG_CONFIG_HOME".to_owned(), xdg.display().to_string()),
+            ("AGENTBUS_CODEX".to_owned(), codex_bin.display().to_string()),
+        ]
+    };
+    let with = |codex_bin: &Path, args: &[&str]| {
+        let v = vars(codex_bin);
+        let pairs: Vec<(&str, &str)> = v.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        run_with(d, &pairs, args, b"")
+    };
+    let program = built.to_str().unwrap();
+    let out = with(
+        &old,
+        &["--json", "hooks", "install", "codex", "--program", program],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = json(&out);
+    assert_eq!(doc["path"], codex.join("hooks.json").display().to_string());
+    assert_eq!(
+        (
+            doc["harness_version"].as_str(),
+            doc["pre_tool_context"].as_bool()
+        ),
+        (Some("0.128.0"), Some(false))
+    );
+    let notes = doc["notes"].to_string();
+    assert!(
+        notes.contains("cargo install --path crates/agentbus"),
+        "{notes}"
+    );
+    assert!(notes.contains("older than 0.129.0"), "{notes}");
+    assert!(
+        notes.contains("/hooks"),
+        "Codex's trust review is named: {notes}"
+    );
+    let hooks = std::fs::read_to_string(codex.join("hooks.json")).unwrap();
+    assert!(
+        hooks.contains("hook codex --no-pre-tool-context"),
+        "{hooks}"
+    );
+    // A current Codex gets context before tool calls; the install replaces the old command.
+    let out = with(&new, &["--json", "hooks", "install", "codex"]);
+    assert_eq!(json(&out)["pre_tool_context"], true, "{}", stderr(&out));
+    let hooks = std::fs::read_to_string(codex.join("hooks.json")).unwrap();
+    assert!(!hooks.contains("--no-pre-tool-context"), "{hooks}");
+    assert_eq!(
+        hooks.matches("hook codex").count(),
+        4,
+        "one command per event: {hooks}"
+    );
+    // Claude Code and OpenCode land in their own configuration directories.
+    for (harness, file) in [
+        ("claude", claude.join("settings.json")),
+        ("opencode", xdg.join("opencode/plugins/agentbus.js")),
+    ] {
+        let out = with(&new, &["--json", "hooks", "install", harness]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(json(&out)["path"], file.display().to_string());
+        assert!(file.exists(), "{}", file.display());
+    }
+    // `hooks status` says, per harness, where it is, what it runs, and whether that is us.
+    let out = with(&new, &["--json", "hooks", "status"]);
+    let status = json(&out);
+    let by = |h: &str| {
+        status["hooks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["harness"] == h)
+            .unwrap()
+            .clone()
+    };
+    for h in ["claude", "codex", "opencode"] {
+        let s = by(h);
+        assert_eq!(
+            (s["installed"].as_bool(), s["is_running_binary"].as_bool()),
+            (Some(true), Some(true)),
+            "{s}"
+        );
+    }
+    assert_eq!(by("codex")["events"].as_array().unwrap().len(), 4);
+    // A hook left pointing into a build directory, then removed by `cargo clean`, is flagged.
+    with(&new, &["hooks", "install", "claude", "--program", program]);
+    std::fs::remove_file(&built).unwrap();
+    let out = with(&new, &["hooks", "status", "claude"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("MISSING") && text.contains("build directory"),
+        "{text}"
+    );
+    let out = with(&new, &["hooks", "uninstall", "claude"]);
+    assert!(out.status.success());
+    let out = with(&new, &["--json", "hooks", "status", "claude"]);
+    assert_eq!(json(&out)["hooks"][0]["installed"], false);
 }

@@ -5,11 +5,22 @@
 mod envelope_cli;
 mod gateway_cli;
 mod local_cli;
+mod opencode_plugin;
 mod share_cli;
 
 use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
+
+/// Every variable by which a harness names or marks its sessions' commands: tests clear them, so
+/// their own commands are the engineer's wherever the tests run (even inside a harness session).
+pub fn harness_vars() -> impl Iterator<Item = &'static str> {
+    use agentbus_local::session::{HARNESS_MARKERS, SESSION_VARS};
+    SESSION_VARS
+        .iter()
+        .map(|(k, _)| *k)
+        .chain(HARNESS_MARKERS.iter().map(|(k, _)| *k))
+}
 
 /// Runs the binary with `args`, feeding `stdin`.
 pub fn agentbus(args: &[&str], stdin: &[u8]) -> Output {

@@ -1,0 +1,235 @@
+//! "Seen in context" receipts and the delivery states a sender reads (`docs/delivery.md`,
+//! "Delivery states and receipts").
+//!
+//! - `POST /v1/inbox/receipts` (the recipient): its sidecar reports that messages it received
+//!   were shown in a session's context, each named by the inbox sequence and id it was delivered
+//!   with. Only the inbox's own agent reports on it; a sequence it has no delivery at answers
+//!   exactly as one that does not exist (AB-4050).
+//! - `GET /v1/messages/{id}/delivery` (the sender): per recipient, how far the message got:
+//!   `persisted` → `leased` → `acknowledged` (the recipient's sidecar stored it) → `shown` (a
+//!   session's context) → `answered` (an envelope from the recipient correlated to it). Only the
+//!   sender may read it; anyone else gets what an unknown id gets (AB-4051).
+//! - `GET /v1/inbox/policy` (any agent): the flags of its own workspace's policy a receiver acts
+//!   on: `require_verified_inbound` (§13.1) and `read_receipts` (§5.8).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use agentbus_protocol::Code;
+use agentbus_protocol::timestamp::Timestamp;
+use agentbus_store::*;
+
+use crate::app::App;
+use crate::auth;
+use crate::error::{ApiError, ApiResult, Body};
+
+/// The most receipts one report may carry.
+const MAX_RECEIPTS: usize = 1000;
+
+/// One receipt as the wire carries it.
+#[derive(Debug, Deserialize)]
+struct ReceiptIn {
+    sequence: u64,
+    id: String,
+    shown_at: String,
+    harness: String,
+    #[serde(default)]
+    event: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct ReceiptsBody {
+    receipts: Vec<ReceiptIn>,
+}
+
+/// A harness or event name as a receipt may carry it: short, printable, no markup.
+fn plain(s: &str, max: usize) -> bool {
+    !s.is_empty()
+        && s.chars().count() <= max
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | ' ' | ':'))
+}
+
+/// `POST /v1/inbox/receipts`.
+pub async fn report<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<Json<Value>> {
+    let agent = auth::agent(&app, &headers).await?;
+    let body: ReceiptsBody = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::new(Code::InvalidRequest, format!("receipts body: {e}")))?;
+    if body.receipts.is_empty() || body.receipts.len() > MAX_RECEIPTS {
+        return Err(ApiError::new(
+            Code::InvalidRequest,
+            format!("send 1 to {MAX_RECEIPTS} receipts"),
+        ));
+    }
+    let mut receipts = Vec::with_capacity(body.receipts.len());
+    for (i, r) in body.receipts.into_iter().enumerate() {
+        let at: Timestamp = r.shown_at.parse().map_err(|_| {
+            ApiError::new(
+                Code::InvalidRequest,
+                format!("receipts[{i}].shown_at is not an RFC 3339 instant"),
+            )
+        })?;
+        if !plain(&r.harness, 32) || !(r.event.is_empty() || plain(&r.event, 64)) {
+            return Err(ApiError::new(
+                Code::InvalidRequest,
+                format!(
+                    "receipts[{i}]: harness (1-32) and event (0-64) are letters, digits and . _ - / : space"
+                ),
+            ));
+        }
+        receipts.push(ShownReceipt {
+            sequence: r.sequence,
+            message_id: r.id,
+            shown_at: at.millis(),
+            harness: r.harness,
+            event: r.event,
+        });
+    }
+    let seqs: Vec<u64> = receipts.iter().map(|r| r.sequence).collect();
+    let outcomes = app
+        .store
+        .record_receipts(&agent.id, receipts, app.now())
+        .await?;
+    if outcomes.iter().all(|o| *o == ReceiptOutcome::Unknown) {
+        return Err(unknown_delivery());
+    }
+    let results: Vec<Value> = seqs
+        .into_iter()
+        .zip(outcomes)
+        .map(|(sequence, o)| match o {
+            ReceiptOutcome::Recorded => json!({"sequence": sequence, "status": "recorded"}),
+            ReceiptOutcome::AlreadyRecorded => {
+                json!({"sequence": sequence, "status": "already_recorded"})
+            }
+            ReceiptOutcome::Unknown => json!({
+                "sequence": sequence,
+                "status": "refused",
+                "code": Code::UnknownDelivery.to_string(),
+            }),
+        })
+        .collect();
+    Ok(Json(json!({"results": results})))
+}
+
+fn unknown_delivery() -> ApiError {
+    ApiError::new(
+        Code::UnknownDelivery,
+        "no receipt names a delivery of your inbox (sequence and id as delivered)",
+    )
+}
+
+/// The furthest state a delivery reached.
+fn state_name(d: &DeliveryStateRow) -> &'static str {
+    if d.answer.is_some() {
+        return "answered";
+    }
+    if d.shown.is_some() {
+        return "shown";
+    }
+    match d.state {
+        EntryState::Ready => "persisted",
+        EntryState::Leased => "leased",
+        EntryState::Acked => "acknowledged",
+        EntryState::Dead => "dead_lettered",
+        EntryState::Expired => "expired",
+    }
+}
+
+fn at(ms: i64) -> String {
+    Timestamp(ms).to_string()
+}
+
+fn answer_json(a: &AnswerRow) -> Value {
+    json!({"id": a.id, "type": a.kind, "at": at(a.received_at)})
+}
+
+/// `GET /v1/messages/{id}/delivery`.
+pub async fn delivery<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let agent = auth::agent(&app, &headers).await?;
+    let source = app.address_of(&agent).await?;
+    let unknown = || {
+        ApiError::new(
+            Code::UnknownMessage,
+            format!("no message {id} was sent by {source}"),
+        )
+    };
+    let (message, rows) = app
+        .store
+        .delivery_states(&agent.tenant_id, &source, &id)
+        .await?
+        .ok_or_else(unknown)?;
+    if message.source_agent_id.as_deref() != Some(agent.id.as_str()) {
+        return Err(unknown());
+    }
+    let mut recipients = Vec::with_capacity(rows.len());
+    for d in &rows {
+        let address = match app.agent_row(&d.agent_id).await? {
+            Some(a) => json!(app.address_of(&a).await?),
+            None => Value::Null,
+        };
+        recipients.push(json!({
+            "agent": {"id": d.agent_id, "address": address},
+            "sequence": d.sequence,
+            "state": state_name(d),
+            "persisted_at": at(message.received_at),
+            "leased_at": d.last_attempt_at.map(at),
+            "attempts": d.attempts,
+            "acknowledged_at": d.acked_at.map(at),
+            "shown": d.shown.as_ref().map(|s| json!({
+                "at": at(s.shown_at),
+                "harness": s.harness,
+                "event": s.event,
+            })),
+            "read_receipt": d.ack.as_ref().map(answer_json),
+            "answered": d.answer.as_ref().map(answer_json),
+        }));
+    }
+    Ok(Json(json!({
+        "id": message.id,
+        "type": message.kind,
+        "conversation_id": message.conversation_id,
+        "to": message.to_text,
+        "persisted_at": at(message.received_at),
+        "recipients": recipients,
+    })))
+}
+
+/// The policy flags a receiver acts on, from a workspace's policy document.
+pub fn inbound_flags(policy: &str) -> (bool, bool) {
+    let v: Value = serde_json::from_str(policy).unwrap_or(Value::Null);
+    (
+        v.get("require_verified_inbound") == Some(&Value::Bool(true)),
+        v.get("read_receipts") == Some(&Value::Bool(true)),
+    )
+}
+
+/// `GET /v1/inbox/policy`.
+pub async fn policy<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    let agent = auth::agent(&app, &headers).await?;
+    let ws = app
+        .workspace_row(&agent.workspace_id)
+        .await?
+        .ok_or_else(ApiError::not_found)?;
+    let (require_verified_inbound, read_receipts) = inbound_flags(&ws.policy);
+    Ok(Json(json!({
+        "workspace": ws.id,
+        "require_verified_inbound": require_verified_inbound,
+        "read_receipts": read_receipts,
+    })))
+}
