@@ -54,8 +54,8 @@ pub struct RecipientState {
     pub attempts: u32,
     /// The last delivery.
     pub last_attempt_at: Option<i64>,
-    /// When a session of the recipient showed it in the model's context. Nothing records this
-    /// yet: the recipient's receipts (issue 13) add it here.
+    /// When a session of the recipient showed it in the model's context: the shown receipt its
+    /// sidecar reported (`POST /v1/inbox/receipts`, `receipts.rs`).
     pub shown_at: Option<i64>,
     /// The first reply from this recipient the viewer may read (a message whose
     /// `correlation_id` is this one's id, a read receipt `ack.v1` aside): its `msg_` id.
@@ -111,7 +111,7 @@ pub async fn delivery_states<S: Store>(
                     sequence: c.sequence,
                     attempts: c.attempts,
                     last_attempt_at: c.last_attempt_at,
-                    shown_at: None,
+                    shown_at: c.shown_at,
                 })
                 .collect()
         })

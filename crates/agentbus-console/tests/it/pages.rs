@@ -86,6 +86,57 @@ async fn wp_7_a_thread_shows_every_message_in_order_with_sender_verification_del
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_shows_shown_in_context_from_the_recipient_s_receipt() {
+    let f = Fixture::build().await;
+    let w = &f.w;
+    let s = w.sign_in(&f.ws_admin).await;
+    let path = format!("/console/conversations/{}", f.conversation);
+    let first = |body: &str| -> String {
+        body[at(body, &format!("id=\"{}\"", f.message_id))
+            ..at(body, &format!("id=\"{}\"", f.reply_id))]
+            .to_owned()
+    };
+    let before = first(&w.get(Some(&s), &path).await.body);
+    assert!(before.contains("no receipt recorded"), "{before}");
+    // Later, the worker's sidecar reports the first message shown in a Claude Code session's
+    // context, naming the inbox sequence it was delivered at (which its sender reads).
+    w.clock.advance_secs(90);
+    let (_, d) = w
+        .api(
+            Method::GET,
+            &format!("/v1/messages/{}/delivery", f.message_id),
+            &f.requester.token,
+            None,
+        )
+        .await;
+    let (st, v) = w
+        .post(
+            "/v1/inbox/receipts",
+            &f.worker.token,
+            json!({"receipts": [{"sequence": d["recipients"][0]["sequence"], "id": f.message_id,
+                "shown_at": w.now().to_string(), "harness": "claude", "event": "UserPromptSubmit"}]}),
+        )
+        .await;
+    assert_eq!(
+        (st, v["results"][0]["status"].as_str()),
+        (200, Some("recorded")),
+        "{v}"
+    );
+    let after = first(&w.get(Some(&s), &path).await.body);
+    let t = w.now().to_string();
+    let shown = format!(
+        "<span class=\"step done\">{} UTC</span>",
+        t.split('.')
+            .next()
+            .unwrap()
+            .trim_end_matches('Z')
+            .replacen('T', " ", 1)
+    );
+    assert!(after.contains(&shown), "{shown} in {after}");
+    assert!(!after.contains("no receipt recorded"), "{after}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wp_5_8_3_a_read_receipt_is_not_an_answer_in_the_thread() {
     let f = Fixture::build().await;
     let w = &f.w;

@@ -82,8 +82,9 @@ pub(super) fn conversations(
 
 pub(super) fn copies(c: &Connection, seqs: &[i64]) -> rusqlite::Result<Vec<CopyState>> {
     let mut s = c.prepare_cached(
-        "SELECT message_seq, agent_id, sequence, state, attempts, last_attempt_at FROM inbox \
-         WHERE message_seq IN (SELECT value FROM json_each(?1)) ORDER BY message_seq, agent_id",
+        "SELECT i.message_seq, i.agent_id, i.sequence, i.state, i.attempts, i.last_attempt_at, \
+         r.shown_at FROM inbox i LEFT JOIN receipts r ON r.agent_id = i.agent_id AND r.sequence = i.sequence \
+         WHERE i.message_seq IN (SELECT value FROM json_each(?1)) ORDER BY i.message_seq, i.agent_id",
     )?;
     let rows = s.query_map([json_ints(seqs)], |r| {
         Ok(CopyState {
@@ -93,6 +94,7 @@ pub(super) fn copies(c: &Connection, seqs: &[i64]) -> rusqlite::Result<Vec<CopyS
             state: state_from(r.get(3)?),
             attempts: r.get::<_, i64>(4)? as u32,
             last_attempt_at: r.get(5)?,
+            shown_at: r.get(6)?,
         })
     })?;
     rows.collect()
