@@ -3,7 +3,6 @@
 import json
 import os
 import pathlib
-import re
 import socket
 import subprocess
 
@@ -73,18 +72,15 @@ class Bus:
         self.tmp = tmp_path
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
+        # `--json`: one start-up document, printed once the gateway listens.
         self.gateway = subprocess.Popen(
-            [BINARY, "gateway", "--listen", f"127.0.0.1:{port}", "--data", str(tmp_path / "gw")],
+            [BINARY, "--json", "gateway", "--listen", f"127.0.0.1:{port}", "--data",
+             str(tmp_path / "gw")],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )
-        self.admin = None
-        for line in self.gateway.stdout:
-            m = re.search(r"admin token \(shown once, stored only hashed\): (\S+)", line)
-            if m:
-                self.admin = m.group(1)
-            if line.startswith("listening on"):
-                break
-        assert self.admin, "the gateway printed no admin token"
+        doc = json.loads(self.gateway.stdout.readline())
+        self.admin = doc.get("admin_token")
+        assert self.admin, f"the gateway printed no admin token: {doc}"
         self.homes = {}
         for name in ("alpha", "beta"):
             home = tmp_path / name

@@ -133,9 +133,12 @@ def test_wp_9_14_mcp_every_tool_attachments_push_and_refusal_over_the_initialize
             assert "yes, go" in text_of(waited)
 
             # delegate with wait_s; beta works the task with the task tool.
+            # Task requests name a capability the worker declares (§5.2).
+            bus.cli("beta", "card", "edit", "--capability", "code.review@1")
             async def work():
                 inbox = await until(lambda: _read_contains(beta, "review this"))
-                request = re.search(r"reply (msg_[0-9A-Z]+)", inbox).group(1)
+                # The frame suggests the task's verbs, by its tsk_ id (§13.1).
+                request = re.search(r"accept ((?:tsk|msg)_[0-9A-Z]+)", inbox).group(1)
                 for action, extra in (("accept", {}), ("progress", {"percent": 50, "text": "halfway"}),
                                       ("complete", {"text": "no findings", "output": {"findings": []}})):
                     r = await beta.call_tool("task", {"task": request, "action": action, **extra})

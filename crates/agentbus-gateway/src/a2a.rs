@@ -19,8 +19,8 @@
 
 use std::sync::Arc;
 
-use axum::Json;
-use axum::extract::{Path, State};
+use crate::extract::{Json, Path};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use serde_json::{Value, json};
 

@@ -78,6 +78,10 @@ pub struct App<S: Store> {
     pub gateway_key: SigningKey,
     /// Its `key_` id, published in the well-known document.
     pub gateway_key_id: String,
+    /// Open WebSockets per agent (`ws_per_agent`).
+    pub sockets: crate::inbox::Sockets,
+    /// The black-box test clock, when the gateway runs on it (`--unsafe-test-clock`).
+    pub test_clock: Option<Arc<crate::testclock::TestClock>>,
     /// Parsed workspace policies, cleared with the directory.
     pub policies: crate::policy::PolicyCache,
 }
@@ -122,6 +126,8 @@ impl<S: Store> App<S> {
             shutting_down: tokio::sync::watch::Sender::new(false),
             gateway_key,
             gateway_key_id,
+            sockets: Default::default(),
+            test_clock: None,
             policies: Default::default(),
         }
     }

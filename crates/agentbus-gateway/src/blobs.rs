@@ -7,8 +7,7 @@
 
 use std::sync::Arc;
 
-use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -23,6 +22,7 @@ use agentbus_store::{AgentRow, BlobRow, Store};
 use crate::app::{App, Principal};
 use crate::auth;
 use crate::error::{ApiError, ApiResult, Body};
+use crate::extract::{Json, Path};
 
 fn blob_path<S: Store>(app: &App<S>, id: &str) -> std::path::PathBuf {
     app.config.data_dir.join("blobs").join(id)

@@ -19,6 +19,9 @@ pub struct ApiError {
     pub details: Option<serde_json::Value>,
     /// Seconds to wait before retrying, for rate and depth limits.
     pub retry_after: Option<u64>,
+    /// Whether the answer closes the connection (`Connection: close`): after a body that was not
+    /// read to its end, the connection cannot carry another request.
+    pub close: bool,
 }
 
 impl ApiError {
@@ -29,7 +32,14 @@ impl ApiError {
             message: message.into(),
             details: None,
             retry_after: None,
+            close: false,
         }
+    }
+
+    /// Makes the answer close the connection.
+    pub fn closing(mut self) -> ApiError {
+        self.close = true;
+        self
     }
 
     /// Adds details.
@@ -104,6 +114,12 @@ impl IntoResponse for ApiError {
         {
             resp.headers_mut().insert("retry-after", v);
         }
+        if self.close {
+            resp.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                HeaderValue::from_static("close"),
+            );
+        }
         resp
     }
 }
@@ -111,24 +127,4 @@ impl IntoResponse for ApiError {
 /// Handler result.
 pub type ApiResult<T> = Result<T, ApiError>;
 
-/// A request body, read in full; a body over the route's limit is AB-3007 and any other read
-/// failure AB-3016, in the one error shape (axum's own rejections are plain text).
-pub struct Body(pub axum::body::Bytes);
-
-impl<S: Send + Sync> axum::extract::FromRequest<S> for Body {
-    type Rejection = ApiError;
-
-    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Body, ApiError> {
-        match axum::body::Bytes::from_request(req, state).await {
-            Ok(b) => Ok(Body(b)),
-            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::new(
-                Code::EnvelopeTooLarge,
-                "the body is larger than this endpoint accepts (1 MiB for envelopes, AGENTBUS_BLOB_INLINE_MAX for blob content)",
-            )),
-            Err(e) => Err(ApiError::new(
-                Code::InvalidRequest,
-                format!("the body could not be read: {e}"),
-            )),
-        }
-    }
-}
+pub use crate::extract::Body;

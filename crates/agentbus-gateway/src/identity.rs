@@ -2,8 +2,7 @@
 
 use std::sync::Arc;
 
-use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Map, Value, json};
 
@@ -17,6 +16,7 @@ use agentbus_store::*;
 use crate::app::{App, Principal, new_token, token_hash};
 use crate::auth::bearer;
 use crate::error::{ApiError, ApiResult, Body};
+use crate::extract::{Json, Path};
 use crate::roles::administers;
 
 /// Card fields a PATCH may change (§10); `id`, `name` and `address` never change (§4.1).
@@ -592,7 +592,7 @@ pub async fn unsubscribe<S: Store>(
 pub async fn list_topics<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
-    axum::extract::Query(q): axum::extract::Query<TopicsQuery>,
+    crate::extract::Query(q): crate::extract::Query<TopicsQuery>,
 ) -> ApiResult<Json<Value>> {
     let who = bearer(&app, &headers).await?;
     let agent = matches!(who, Principal::Agent(_));
@@ -798,7 +798,7 @@ pub struct ConversationsQuery {
 pub async fn list_conversations<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
-    axum::extract::Query(q): axum::extract::Query<ConversationsQuery>,
+    crate::extract::Query(q): crate::extract::Query<ConversationsQuery>,
 ) -> ApiResult<Json<Value>> {
     let who = bearer(&app, &headers).await?;
     let limit = q.limit.unwrap_or(50);

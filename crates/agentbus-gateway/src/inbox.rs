@@ -3,14 +3,16 @@
 //! visibility timeout the entry is leased again, and after the maximum attempts it is
 //! dead-lettered (see `docs/delivery.md`).
 
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::Json;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
+use futures_util::stream::{SplitSink, SplitStream};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -20,6 +22,7 @@ use agentbus_store::*;
 use crate::app::App;
 use crate::auth;
 use crate::error::{ApiError, ApiResult, Body};
+use crate::extract::{Json, Path, Query};
 
 /// Query of a long-poll or WebSocket.
 #[derive(Debug, Deserialize)]
@@ -260,20 +263,178 @@ pub async fn ack_one<S: Store>(
     }
 }
 
+/// The largest frame a client may send on the WebSocket (an `acks` frame of 1,000 acks fits).
+pub const MAX_CLIENT_FRAME: usize = 64 * 1024;
+
+/// The most deliveries leased for one push.
+const BATCH: u32 = 256;
+
+/// Room in the socket's write buffer beyond `ws_send_buffer`: tungstenite's own flush threshold
+/// (128 KiB) plus one delivery of the largest envelope, and the error and close frames after it.
+const WRITE_HEADROOM: usize = 128 * 1024 + 2 * agentbus_protocol::envelope::MAX_ENVELOPE_BYTES;
+
+/// How many pushed deliveries a socket remembers, to return them to the inbox when it is closed
+/// as slow; older ones come back after their visibility timeout as usual.
+const REMEMBERED: usize = 4096;
+
+/// Open WebSockets per agent (`ws_per_agent`, AB-5002 above it).
+#[derive(Debug, Default)]
+pub struct Sockets(Arc<Mutex<HashMap<String, usize>>>);
+
+impl Sockets {
+    /// Takes one of `agent_id`'s `max` places, if one is free.
+    pub fn open(&self, agent_id: &str, max: usize) -> Option<SocketSlot> {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let n = m.entry(agent_id.to_owned()).or_default();
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(SocketSlot {
+            map: self.0.clone(),
+            agent: agent_id.to_owned(),
+        })
+    }
+}
+
+/// One open WebSocket's place among its agent's; given back when the socket ends.
+#[derive(Debug)]
+pub struct SocketSlot {
+    map: Arc<Mutex<HashMap<String, usize>>>,
+    agent: String,
+}
+
+impl Drop for SocketSlot {
+    fn drop(&mut self) {
+        let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = m.get_mut(&self.agent) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                m.remove(&self.agent);
+            }
+        }
+    }
+}
+
 /// `GET /v1/inbox/ws?after=N`: pushes deliveries as they become deliverable, resuming after `N`;
 /// the client may ack over the socket (`{"type":"ack","sequence","delivery"}`) or over HTTP.
+/// A frame the gateway cannot take gets an `error` frame, then a close frame with a code.
 pub async fn websocket<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
     Query(q): Query<PollQuery>,
-    ws: WebSocketUpgrade,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let agent = match auth::agent(&app, &headers).await {
         Ok(a) => a,
         Err(e) => return e.into_response(),
     };
-    ws.max_message_size(64 * 1024)
-        .on_upgrade(move |socket| serve_socket(app, agent, q.after, socket))
+    let ws = match ws {
+        Ok(ws) => ws,
+        Err(e) => {
+            return ApiError::new(
+                Code::InvalidRequest,
+                format!("this endpoint is a WebSocket: {}", e.body_text()),
+            )
+            .into_response();
+        }
+    };
+    let Some(slot) = app.sockets.open(&agent.id, app.config.ws_per_agent) else {
+        let mut e = ApiError::new(
+            Code::TooManySockets,
+            format!(
+                "this agent already holds {} WebSockets, the most this gateway allows",
+                app.config.ws_per_agent
+            ),
+        );
+        e.retry_after = Some(5);
+        return e.into_response();
+    };
+    ws.max_message_size(MAX_CLIENT_FRAME)
+        .max_frame_size(MAX_CLIENT_FRAME)
+        .max_write_buffer_size(app.config.ws_send_buffer + WRITE_HEADROOM)
+        .on_upgrade(move |socket| serve_socket(app, agent, q.after, socket, slot))
+}
+
+/// What the reading half tells the writing half.
+enum FromReader {
+    /// An answer to send (the result of acks).
+    Answer(String),
+    /// A frame the gateway refuses: send an `error` frame with the code, then close.
+    Refuse(Refusal),
+}
+
+/// Why a socket is being closed, with what it is told.
+struct Refusal {
+    code: Code,
+    close: u16,
+    message: String,
+}
+
+/// How a push of frames ended badly.
+enum Stalled {
+    /// Not written within `ws_send_timeout`: the reader is not reading.
+    Slow,
+    /// The connection is gone.
+    Gone,
+}
+
+type Sink = SplitSink<WebSocket, Message>;
+
+/// Feeds `frames` and flushes them, within `within`.
+async fn push(sink: &mut Sink, frames: Vec<String>, within: Duration) -> Result<(), Stalled> {
+    use futures_util::SinkExt as _;
+    let sent = tokio::time::timeout(within, async {
+        for f in frames {
+            sink.feed(Message::Text(f.into())).await?;
+        }
+        sink.flush().await
+    })
+    .await;
+    match sent {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(Stalled::Gone),
+        Err(_) => Err(Stalled::Slow),
+    }
+}
+
+/// The `error` frame: the HTTP error body's shape, under `"type": "error"`.
+fn error_frame<S: Store>(app: &App<S>, code: Code, message: &str) -> String {
+    json!({
+        "type": "error",
+        "error": {
+            "code": code.to_string(),
+            "message": message,
+            "doc_url": format!("{}{}", app.config.public_url, code.doc_path()),
+        }
+    })
+    .to_string()
+}
+
+/// Sends the `error` frame and the close frame (reason: the code and a few words, at most the
+/// 123 bytes a close frame carries), within `within`.
+async fn refuse<S: Store>(app: &App<S>, sink: &mut Sink, r: Refusal, within: Duration) {
+    use futures_util::SinkExt as _;
+    let mut reason = format!("{} {}", r.code, r.message);
+    if reason.len() > 123 {
+        let mut cut = 123;
+        while !reason.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        reason.truncate(cut);
+    }
+    let _ = tokio::time::timeout(within, async {
+        if r.code != Code::ShuttingDown {
+            sink.feed(Message::Text(error_frame(app, r.code, &r.message).into()))
+                .await?;
+        }
+        sink.send(Message::Close(Some(CloseFrame {
+            code: r.close,
+            reason: reason.into(),
+        })))
+        .await
+    })
+    .await;
 }
 
 async fn serve_socket<S: Store>(
@@ -281,62 +442,58 @@ async fn serve_socket<S: Store>(
     agent: AgentRow,
     mut after: u64,
     socket: WebSocket,
+    _slot: SocketSlot,
 ) {
     use futures_util::{SinkExt as _, StreamExt as _};
-    let (mut sink, mut stream) = socket.split();
-    let (reply_tx, mut reply_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    // Acks arrive on their own task, so a slow push never delays them. Every frame already
-    // received is taken at once and their acks settled in one store call.
-    let reader = {
-        let app = app.clone();
-        let agent = agent.clone();
-        tokio::spawn(async move {
-            use futures_util::FutureExt as _;
-            let mut frames = Vec::new();
-            'read: while let Some(Ok(first)) = stream.next().await {
-                let mut next = Some(first);
-                while let Some(msg) = next.take() {
-                    match msg {
-                        Message::Text(t) => frames.push(t),
-                        Message::Close(_) => break 'read,
-                        _ => {}
-                    }
-                    if frames.len() < 256 {
-                        next = stream.next().now_or_never().flatten().and_then(Result::ok);
-                    }
+    let (mut sink, stream) = socket.split();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<FromReader>();
+    // Acks arrive on their own task, so a slow push never delays them.
+    let reader = tokio::spawn(read_frames(app.clone(), agent.clone(), stream, tx));
+    let within = app.config.ws_send_timeout;
+    let budget = app.config.ws_send_buffer;
+    // Pushed and not known to be acked: what goes back to the inbox if the socket is slow.
+    let mut pushed: VecDeque<(u64, String)> = VecDeque::new();
+    let mut limit = BATCH;
+    let ended = loop {
+        if *app.shutting_down.borrow() {
+            break Err(Some(Refusal {
+                code: Code::ShuttingDown,
+                close: 1001,
+                message: "the gateway is shutting down; reconnect and resume".into(),
+            }));
+        }
+        let mut answers = Vec::new();
+        let mut refusal = None;
+        while let Ok(m) = rx.try_recv() {
+            match m {
+                FromReader::Answer(a) => answers.push(a),
+                FromReader::Refuse(r) => {
+                    refusal = Some(r);
+                    break;
                 }
-                for answer in handle_client_frames(&app, &agent, &frames).await {
-                    let _ = reply_tx.send(answer);
-                }
-                frames.clear();
             }
-            for answer in handle_client_frames(&app, &agent, &frames).await {
-                let _ = reply_tx.send(answer);
-            }
-        })
-    };
-    loop {
-        if reader.is_finished() || *app.shutting_down.borrow() {
-            break;
         }
-        // Frames are fed and then flushed together: one write for a whole batch, not one each.
-        let mut fed = false;
-        while let Ok(answer) = reply_rx.try_recv() {
-            if sink.feed(Message::Text(answer.into())).await.is_err() {
-                reader.abort();
-                return;
-            }
-            fed = true;
+        if !answers.is_empty()
+            && let Err(e) = push(&mut sink, answers, within).await
+        {
+            break Ok(e);
         }
-        if fed && sink.flush().await.is_err() {
-            break;
+        if refusal.is_some() {
+            break Err(refusal);
         }
-        let batch = match wait_for(&app, &agent, after, 256, Duration::from_millis(250)).await {
+        if reader.is_finished() && rx.is_empty() {
+            break Ok(Stalled::Gone);
+        }
+        let batch = match wait_for(&app, &agent, after, limit, Duration::from_millis(250)).await {
             Ok(b) => b,
             Err(e) => {
                 // The receiver reconnects and resumes from its cursor; say why it had to.
                 tracing::warn!(agent = %agent.id, code = %e.code, error = %e.message, "WebSocket delivery stopped");
-                break;
+                break Err(Some(Refusal {
+                    code: e.code,
+                    close: 1011,
+                    message: e.message,
+                }));
             }
         };
         #[derive(Serialize)]
@@ -344,34 +501,183 @@ async fn serve_socket<S: Store>(
             r#type: &'static str,
             delivery: &'a DeliveryOut,
         }
+        // Frames are built only up to the send buffer; what does not fit goes back to the inbox
+        // uncounted, and the next lease asks for about as many as fitted.
+        let (mut frames, mut bytes, mut unsent) = (Vec::new(), 0usize, Vec::new());
         for d in &batch {
-            after = after.max(d.sequence);
+            if bytes >= budget {
+                unsent.push((d.sequence, d.delivery.clone()));
+                continue;
+            }
             let frame = serde_json::to_string(&Frame {
                 r#type: "delivery",
                 delivery: d,
             })
             .unwrap_or_default();
-            if sink.feed(Message::Text(frame.into())).await.is_err() {
-                reader.abort();
-                return;
+            bytes += frame.len();
+            after = after.max(d.sequence);
+            pushed.push_back((d.sequence, d.delivery.clone()));
+            frames.push(frame);
+        }
+        drop(batch);
+        while pushed.len() > REMEMBERED {
+            pushed.pop_front();
+        }
+        if !frames.is_empty() {
+            let each = (bytes / frames.len()).max(1);
+            limit = u32::try_from(budget / each)
+                .unwrap_or(BATCH)
+                .clamp(1, BATCH);
+        }
+        if !unsent.is_empty()
+            && let Err(e) = app.store.release(&agent.id, unsent, app.now(), true).await
+        {
+            tracing::warn!(agent = %agent.id, error = %e, "unsent deliveries not released; they return after the visibility timeout");
+        }
+        if !frames.is_empty()
+            && let Err(e) = push(&mut sink, frames, within).await
+        {
+            break Ok(e);
+        }
+    };
+    match ended {
+        Ok(Stalled::Gone) | Err(None) => {
+            // Flushes the close reply to a peer that closed.
+            let _ = tokio::time::timeout(Duration::from_secs(1), sink.close()).await;
+        }
+        Ok(Stalled::Slow) => {
+            crate::metrics::count_slow_consumer();
+            let leases: Vec<(u64, String)> = pushed.into_iter().collect();
+            tracing::warn!(agent = %agent.id, deliveries = leases.len(), "WebSocket reader too slow; closing it and returning its deliveries");
+            if let Err(e) = app.store.release(&agent.id, leases, app.now(), false).await {
+                tracing::warn!(agent = %agent.id, error = %e, "deliveries not released; they return after the visibility timeout");
             }
+            let r = Refusal {
+                code: Code::SlowConsumer,
+                close: 1008,
+                message: format!(
+                    "slow consumer: deliveries waited over {} for the reader; they are back in the inbox",
+                    crate::config::show_duration(within)
+                ),
+            };
+            refuse(&app, &mut sink, r, within).await;
         }
-        if !batch.is_empty() && sink.flush().await.is_err() {
-            break;
-        }
+        Err(Some(r)) => refuse(&app, &mut sink, r, within).await,
     }
     reader.abort();
+}
+
+/// Why a read failed, as the client is told; `None` when the connection is simply gone.
+fn refusal_of(e: axum::Error) -> Option<Refusal> {
+    use tungstenite::error::{CapacityError, Error as WsError};
+    let e = e.into_inner().downcast::<WsError>().ok()?;
+    match *e {
+        WsError::Capacity(CapacityError::MessageTooLong { size, max_size }) => Some(Refusal {
+            code: Code::FrameTooLarge,
+            close: 1009,
+            message: format!("a frame of {size} bytes; at most {max_size}"),
+        }),
+        WsError::Utf8(_) => Some(Refusal {
+            code: Code::MalformedJson,
+            close: 1007,
+            message: "a text frame that is not UTF-8".into(),
+        }),
+        WsError::Protocol(p) => Some(Refusal {
+            code: Code::InvalidRequest,
+            close: 1002,
+            message: format!("a WebSocket protocol error: {p}"),
+        }),
+        _ => None,
+    }
+}
+
+/// Reads the client's frames until it closes, answering acks in batches (every frame already
+/// received is taken at once and their acks settled in one store call), and hands the writer
+/// any refusal.
+async fn read_frames<S: Store>(
+    app: Arc<App<S>>,
+    agent: AgentRow,
+    mut stream: SplitStream<WebSocket>,
+    tx: tokio::sync::mpsc::UnboundedSender<FromReader>,
+) {
+    use futures_util::{FutureExt as _, StreamExt as _};
+    let mut frames = Vec::new();
+    loop {
+        let mut stop: Option<Option<Refusal>> = None;
+        let mut next = match stream.next().await {
+            Some(Ok(m)) => Some(m),
+            Some(Err(e)) => {
+                stop = Some(refusal_of(e));
+                None
+            }
+            None => {
+                stop = Some(None);
+                None
+            }
+        };
+        while let Some(msg) = next.take() {
+            match msg {
+                Message::Text(t) => frames.push(t),
+                Message::Binary(_) => {
+                    stop = Some(Some(Refusal {
+                        code: Code::UnsupportedMediaType,
+                        close: 1003,
+                        message: "a binary frame; the socket takes JSON text frames".into(),
+                    }));
+                    break;
+                }
+                Message::Close(_) => {
+                    stop = Some(None);
+                    break;
+                }
+                _ => {}
+            }
+            if frames.len() < 256 {
+                next = match stream.next().now_or_never() {
+                    Some(Some(Ok(m))) => Some(m),
+                    Some(Some(Err(e))) => {
+                        stop = Some(refusal_of(e));
+                        None
+                    }
+                    Some(None) => {
+                        stop = Some(None);
+                        None
+                    }
+                    None => None,
+                };
+            }
+        }
+        let (answers, bad) = handle_client_frames(&app, &agent, &frames).await;
+        frames.clear();
+        for a in answers {
+            let _ = tx.send(FromReader::Answer(a));
+        }
+        if let Some((code, message)) = bad {
+            stop = Some(Some(Refusal {
+                code,
+                close: 1008,
+                message,
+            }));
+        }
+        if let Some(stop) = stop {
+            if let Some(r) = stop {
+                let _ = tx.send(FromReader::Refuse(r));
+            }
+            return;
+        }
+    }
 }
 
 /// Answers the acks among `frames`, settled in one store call: `{"type":"ack","sequence",
 /// "delivery"}` gets one `{"type":"ack","result"}` answer; `{"type":"acks","acks":[{sequence,
 /// delivery}, …]}` (for a receiver acking a burst) gets one `{"type":"acks","results":[…]}`.
-/// Other frames are ignored.
+/// The first frame that is not one of these stops the batch: it is answered with its code and
+/// message (AB-3001 when it is not JSON, AB-3016 otherwise), and the frames after it are dropped.
 async fn handle_client_frames<S: Store>(
     app: &App<S>,
     agent: &AgentRow,
     frames: &[axum::extract::ws::Utf8Bytes],
-) -> Vec<String> {
+) -> (Vec<String>, Option<(Code, String)>) {
     #[derive(Deserialize)]
     struct Frame {
         r#type: String,
@@ -383,9 +689,26 @@ async fn handle_client_frames<S: Store>(
     // Per frame answered: true for a batch frame, and how many acks it carried.
     let mut shapes: Vec<(bool, usize)> = Vec::new();
     let mut acks: Vec<(u64, String)> = Vec::new();
+    let mut bad = None;
     for text in frames {
-        let Ok(f) = serde_json::from_str::<Frame>(text) else {
-            continue;
+        let f = match serde_json::from_str::<Value>(text) {
+            Err(e) => Err((
+                Code::MalformedJson,
+                format!("a frame that is not JSON: {e}"),
+            )),
+            Ok(v) => serde_json::from_value::<Frame>(v).map_err(|e| {
+                (
+                    Code::InvalidRequest,
+                    format!("a frame of an unknown shape: {e}"),
+                )
+            }),
+        };
+        let f = match f {
+            Ok(f) => f,
+            Err(b) => {
+                bad = Some(b);
+                break;
+            }
         };
         match (f.r#type.as_str(), f.sequence, f.delivery) {
             ("ack", Some(sequence), Some(token)) => {
@@ -396,11 +719,19 @@ async fn handle_client_frames<S: Store>(
                 shapes.push((true, f.acks.len()));
                 acks.extend(f.acks.into_iter().map(|a| (a.sequence, a.delivery)));
             }
-            _ => {}
+            (kind, _, _) => {
+                bad = Some((
+                    Code::InvalidRequest,
+                    format!(
+                        "a `{kind}` frame; send {{\"type\":\"ack\",\"sequence\",\"delivery\"}} or {{\"type\":\"acks\",\"acks\":[…]}} with 1 to {MAX_ACKS} acks"
+                    ),
+                ));
+                break;
+            }
         }
     }
     if acks.is_empty() {
-        return Vec::new();
+        return (Vec::new(), bad);
     }
     let seqs: Vec<u64> = acks.iter().map(|a| a.0).collect();
     let outcomes = app.store.ack(&agent.id, acks, app.now()).await;
@@ -411,7 +742,7 @@ async fn handle_client_frames<S: Store>(
             Ok(o) => outcome_json(sequence, o.get(i).copied().unwrap_or(AckOutcome::Stale)),
             Err(_) => json!({"sequence": sequence, "status": "error"}),
         });
-    shapes
+    let answers = shapes
         .into_iter()
         .map(|(batch, n)| {
             let answers: Vec<Value> = results.by_ref().take(n).collect();
@@ -422,5 +753,6 @@ async fn handle_client_frames<S: Store>(
                 json!({"type": "ack", "result": one}).to_string()
             }
         })
-        .collect()
+        .collect();
+    (answers, bad)
 }

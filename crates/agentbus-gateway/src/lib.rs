@@ -14,6 +14,7 @@ pub mod capabilities;
 pub mod config;
 pub mod crypto;
 pub mod error;
+pub mod extract;
 pub mod identity;
 pub mod inbox;
 pub mod meta;
@@ -22,7 +23,9 @@ pub mod policy;
 pub mod publish;
 pub mod receipts;
 pub mod roles;
+pub mod serve;
 pub mod tasks;
+pub mod testclock;
 pub mod usage;
 pub mod views;
 
@@ -30,24 +33,25 @@ use std::path::Path;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request};
+use axum::extract::{Extension, Request};
 use axum::http::HeaderValue;
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, post, put};
 
 use agentbus_protocol::Code;
 use agentbus_protocol::ids::IdKind;
 use agentbus_protocol::signing::SigningKey;
 use agentbus_runtime::{Clock, keyfile};
-use agentbus_store::{SqliteStore, Store};
+use agentbus_store::{SqliteStore, Store, TokenRow, TokenSubject};
 
 pub use app::App;
 pub use config::Config;
 pub use identity::Bootstrap;
 
 use crate::crypto::DataKey;
-use crate::error::{ApiError, REQUEST};
+use crate::error::REQUEST;
+use crate::extract::BodyPolicy;
 
 /// Every route, with its method: the OpenAPI document must list exactly these (a test checks).
 pub const ROUTES: &[(&str, &str)] = &[
@@ -55,6 +59,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/schemas/{path}"),
     ("get", "/errors/{code}"),
     ("get", "/healthz"),
+    ("get", "/readyz"),
     ("get", "/metrics"),
     ("get", "/v1/openapi.json"),
     ("post", "/v1/workspaces"),
@@ -100,20 +105,36 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/usage"),
 ];
 
+/// Routes served only by a gateway started with `--unsafe-test-clock` (`docs/settings.md`): not
+/// part of the API, so neither in [`ROUTES`] nor in the OpenAPI document.
+pub const TEST_CLOCK_ROUTES: &[(&str, &str)] =
+    &[("get", "/v1/test/clock"), ("post", "/v1/test/clock")];
+
 /// The HTTP API.
 pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
     use admin as adm;
     use identity as id;
     let base = app.config.public_url.clone();
-    // One byte over the cap still reaches the handler, which answers AB-3040 with a body.
-    let blob_cap = usize::try_from(app.config.blob_inline_max)
-        .unwrap_or(usize::MAX)
-        .saturating_add(1);
-    Router::new()
+    // Blob content is any bytes, up to the inline cap (§9); cards are bounded so that directory
+    // listings stay small (§10); every other body is JSON of at most 1 MiB (BodyPolicy::ENVELOPE).
+    let blob_content = BodyPolicy {
+        limit: usize::try_from(app.config.blob_inline_max).unwrap_or(usize::MAX),
+        code: Code::BlobTooLarge,
+        json: false,
+        what: "AGENTBUS_BLOB_INLINE_MAX, the inline upload cap (§9)",
+    };
+    let card = BodyPolicy {
+        limit: app.config.card_max_bytes,
+        code: Code::CardTooLarge,
+        json: true,
+        what: "card_max_bytes, the agent card limit",
+    };
+    let mut r = Router::new()
         .route("/.well-known/agentbus.json", get(meta::well_known::<S>))
         .route("/schemas/{*path}", get(meta::schema))
         .route("/errors/{code}", get(meta::error_page))
         .route("/healthz", get(meta::health))
+        .route("/readyz", get(meta::ready::<S>))
         .route("/metrics", get(meta::metrics::<S>))
         .route("/v1/openapi.json", get(meta::openapi))
         .route(
@@ -127,13 +148,16 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/v1/users", post(adm::create_user::<S>))
         .route(
             "/v1/agents",
-            post(id::register_agent::<S>).get(id::list_agents::<S>),
+            post(id::register_agent::<S>)
+                .get(id::list_agents::<S>)
+                .layer(Extension(card)),
         )
         .route(
             "/v1/agents/{id}",
             get(id::get_agent::<S>)
                 .patch(id::patch_agent::<S>)
-                .delete(id::delete_agent::<S>),
+                .delete(id::delete_agent::<S>)
+                .layer(Extension(card)),
         )
         .route("/v1/agents/{id}/keys", post(id::add_key::<S>))
         .route(
@@ -160,7 +184,7 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
             "/v1/blobs/{id}/content",
             put(blobs::upload::<S>)
                 .get(blobs::download::<S>)
-                .layer(DefaultBodyLimit::max(blob_cap)),
+                .layer(Extension(blob_content)),
         )
         .route(
             "/v1/tenants",
@@ -179,19 +203,36 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/v1/inbox/policy", get(receipts::policy::<S>))
         .route("/v1/messages/{id}/delivery", get(receipts::delivery::<S>))
         .route("/v1/conversations", get(id::list_conversations::<S>))
-        .route("/v1/usage", get(usage::list::<S>))
-        .fallback(|| async {
-            ApiError::new(Code::NotFound, "no such endpoint; see /v1/openapi.json").into_response()
-        })
-        // Bodies above 1 MiB are refused before they are read in full (uploads have their own cap).
-        .layer(DefaultBodyLimit::max(
-            agentbus_protocol::envelope::MAX_ENVELOPE_BYTES + 1,
-        ))
+        .route("/v1/usage", get(usage::list::<S>));
+    let test_clock = app.test_clock.clone();
+    if test_clock.is_some() {
+        r = r.route(
+            "/v1/test/clock",
+            get(testclock::read::<S>).post(testclock::advance::<S>),
+        );
+    }
+    let mut r = r
+        .fallback(extract::no_route)
+        .method_not_allowed_fallback(extract::no_method)
+        .layer(middleware::from_fn(extract::close_after_unread_body))
         .layer(middleware::from_fn(move |req: Request, next: Next| {
             let base = base.clone();
             async move { with_request_id(base, req, next).await }
-        }))
-        .with_state(app)
+        }));
+    if let Some(clock) = test_clock {
+        // Every answer says the clock is a test clock, and what time it shows.
+        r = r.layer(middleware::from_fn(move |req: Request, next: Next| {
+            let clock = clock.clone();
+            async move {
+                let mut resp = next.run(req).await;
+                if let Ok(v) = HeaderValue::from_str(&clock.now().to_string()) {
+                    resp.headers_mut().insert(testclock::HEADER, v);
+                }
+                resp
+            }
+        }));
+    }
+    r.with_state(app)
 }
 
 /// Gives every request an id (echoed as `x-request-id` and in error bodies) and logs it with the
@@ -228,9 +269,12 @@ pub struct Gateway {
     pub bootstrap: Option<Bootstrap>,
     /// Routes served beside the API ([`Gateway::mount`]).
     mounted: Option<Router>,
+    /// The data directory's lock, held while this gateway lives: a second gateway, or
+    /// `admin-token`, on the same directory is refused.
+    _lock: std::fs::File,
 }
 
-/// Why the gateway could not start.
+/// Why the gateway could not start (or `admin-token` could not run).
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// The data directory could not be prepared.
@@ -241,6 +285,15 @@ pub enum StartError {
         /// The failure.
         source: std::io::Error,
     },
+    /// Another gateway (or `admin-token`) holds the data directory.
+    #[error("data directory {0} is in use by another gateway")]
+    Locked(String),
+    /// The directory holds no gateway data (`admin-token` on a directory never started).
+    #[error("{0} holds no gateway data")]
+    NoData(String),
+    /// The data directory and `--unsafe-test-clock` disagree.
+    #[error(transparent)]
+    TestClock(#[from] testclock::Mismatch),
     /// A key file is unusable.
     #[error(transparent)]
     Key(#[from] keyfile::KeyFileError),
@@ -269,20 +322,67 @@ fn load_or_create_key(path: &Path) -> Result<SigningKey, StartError> {
     Ok(key)
 }
 
-impl Gateway {
-    /// Opens the data directory (creating it), the store, the master and gateway keys, and on
-    /// first start bootstraps the gateway operator and a tenant with a workspace and its admin.
-    pub async fn open(config: Config, clock: Arc<dyn Clock>) -> Result<Gateway, StartError> {
-        let dir = config.data_dir.clone();
-        std::fs::create_dir_all(&dir).map_err(|source| StartError::DataDir {
-            path: dir.display().to_string(),
+/// Binds `config.listen`, before anything touches the data directory, and records the address
+/// bound (the real port for `:0`) in `config`, and in its public URL unless that was set apart.
+pub async fn bind(config: &mut Config) -> Result<tokio::net::TcpListener, StartError> {
+    let asked = config.listen;
+    let listener = tokio::net::TcpListener::bind(asked)
+        .await
+        .map_err(|source| StartError::Listen {
+            addr: asked.to_string(),
             source,
         })?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
-        }
+    let bound = listener.local_addr().map_err(|source| StartError::Listen {
+        addr: asked.to_string(),
+        source,
+    })?;
+    if config.public_url == format!("http://{asked}") {
+        config.public_url = format!("http://{bound}");
+    }
+    config.listen = bound;
+    Ok(listener)
+}
+
+/// Creates the data directory (0700) and takes its lock.
+fn lock_data_dir(dir: &Path) -> Result<std::fs::File, StartError> {
+    let shown = || dir.display().to_string();
+    std::fs::create_dir_all(dir).map_err(|source| StartError::DataDir {
+        path: shown(),
+        source,
+    })?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("gateway.lock"))
+        .map_err(|source| StartError::DataDir {
+            path: shown(),
+            source,
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StartError::Locked(shown())),
+        Err(std::fs::TryLockError::Error(source)) => Err(StartError::DataDir {
+            path: shown(),
+            source,
+        }),
+    }
+}
+
+impl Gateway {
+    /// Opens the data directory (creating it), the store, the master and gateway keys, and on
+    /// first start bootstraps a tenant, a workspace and an admin credential. With
+    /// `config.unsafe_test_clock` the gateway runs on the test clock instead of `clock`.
+    pub async fn open(config: Config, clock: Arc<dyn Clock>) -> Result<Gateway, StartError> {
+        let dir = config.data_dir.clone();
+        // Decided before anything is created, so a refusal leaves the directory as it was.
+        let test_clock = testclock::check(&dir, config.unsafe_test_clock)?;
+        let lock = lock_data_dir(&dir)?;
         let store = SqliteStore::open(&dir.join("agentbus.db"))?;
         let master = load_or_create_key(&dir.join("master.key"))?;
         let master = DataKey::from_bytes(master.seed());
@@ -295,14 +395,20 @@ impl Gateway {
         }
         let gateway_key_id =
             agentbus_protocol::ids::Id::from_parts(IdKind::Key, v >> 2).to_string();
-        let app = Arc::new(App::new(
-            store,
-            clock,
-            config,
-            master,
-            gateway_key,
-            gateway_key_id,
-        ));
+        let clock: Arc<dyn Clock> = match &test_clock {
+            Some(t) => {
+                tracing::warn!(
+                    data = %dir.display(),
+                    offset_ms = t.offset_ms(),
+                    "UNSAFE TEST CLOCK: this gateway's time is moved by POST /v1/test/clock; never run it in production"
+                );
+                t.clone()
+            }
+            None => clock,
+        };
+        let mut app = App::new(store, clock, config, master, gateway_key, gateway_key_id);
+        app.test_clock = test_clock;
+        let app = Arc::new(app);
         let bootstrap = identity::bootstrap(&app, "default", "default")
             .await
             .map_err(|e| StartError::Bootstrap(e.message))?;
@@ -310,6 +416,7 @@ impl Gateway {
             app,
             bootstrap,
             mounted: None,
+            _lock: lock,
         })
     }
 
@@ -331,54 +438,121 @@ impl Gateway {
         }
     }
 
-    /// Serves until `shutdown` resolves, then finishes in-flight requests. Runs the reaper.
+    /// Binds `config.listen` and serves until `shutdown` resolves (see [`Gateway::serve_on`]).
     pub async fn serve(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<(), StartError> {
-        let addr = self.app.config.listen;
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| StartError::Listen {
-                addr: addr.to_string(),
-                source,
-            })?;
+        let mut config = self.app.config.clone();
+        let listener = bind(&mut config).await?;
         self.serve_on(listener, shutdown).await
     }
 
-    /// Serves on an already bound listener.
+    /// Serves on an already bound listener until `shutdown` resolves; then accepts nothing more,
+    /// lets in-flight requests finish, closes WebSockets with a close frame, and returns within
+    /// the shutdown grace. Runs the reaper meanwhile.
     pub async fn serve_on(
         self,
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<(), StartError> {
-        let addr = listener
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
+        let config = &self.app.config;
+        if let Some(limit) = serve::raise_open_files(config.max_connections)
+            && (limit as usize) < config.max_connections + 64
+        {
+            tracing::warn!(
+                open_files = limit,
+                max_connections = config.max_connections,
+                "the open-file limit is below max_connections: connections past it fail to be accepted"
+            );
+        }
         let reaper = spawn_reaper(self.app.clone());
-        let app = self.app.clone();
-        let shutdown = async move {
-            shutdown.await;
-            app.shutting_down.send_replace(true);
-        };
-        // Deliveries are small frames pushed as they happen: with Nagle's algorithm a frame
-        // waits for the receiver's delayed ACK of the one before (tens of ms at low rates).
-        use axum::serve::ListenerExt as _;
-        let listener = listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!(error = %e, "TCP_NODELAY not set on a connection");
-            }
-        });
-        let result = axum::serve(listener, self.service())
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(|source| StartError::Listen { addr, source });
+        serve::run(
+            listener,
+            self.service(),
+            serve::Bounds::of(config),
+            config.public_url.clone(),
+            Arc::new(serve::Connections::default()),
+            self.app.shutting_down.clone(),
+            shutdown,
+        )
+        .await;
         if let Some(r) = reaper {
             r.abort();
         }
-        result
+        Ok(())
     }
+}
+
+/// The admin whose token `admin-token` reissues: the gateway operator, or else the first user
+/// the first start's bootstrap made (the first tenant's admin).
+async fn reissued<S: Store>(
+    store: &S,
+    operator: bool,
+) -> Result<agentbus_store::UserRow, StartError> {
+    let found = if operator {
+        store
+            .users_with_role(agentbus_store::Role::Operator)
+            .await?
+            .into_iter()
+            .next()
+    } else {
+        store.first_user().await?
+    };
+    found.ok_or_else(|| StartError::Bootstrap("the data directory has no such admin yet".into()))
+}
+
+/// A reissued admin credential.
+#[derive(Debug, Clone)]
+pub struct AdminToken {
+    /// The admin's tenant slug.
+    pub tenant: String,
+    /// The admin's workspace slug.
+    pub workspace: String,
+    /// The new integration token, shown once.
+    pub token: String,
+    /// How many tokens of the admin it revoked.
+    pub revoked: u64,
+}
+
+/// Issues a new integration token for the gateway's first tenant admin (or, with `operator`, the
+/// gateway operator) and revokes its others, offline: refused while a gateway holds the data
+/// directory (a running gateway keeps tokens cached).
+pub async fn reissue_admin_token(
+    data_dir: &Path,
+    operator: bool,
+) -> Result<AdminToken, StartError> {
+    let db = data_dir.join("agentbus.db");
+    if !db.exists() {
+        return Err(StartError::NoData(data_dir.display().to_string()));
+    }
+    let _lock = lock_data_dir(data_dir)?;
+    let store = SqliteStore::open(&db)?;
+    let admin = reissued(&store, operator).await?;
+    let tenant = store
+        .tenant(&admin.tenant_id)
+        .await?
+        .map(|t| t.slug)
+        .unwrap_or_default();
+    let workspace = store
+        .workspace(&admin.workspace_id)
+        .await?
+        .map(|w| w.slug)
+        .unwrap_or_default();
+    let token = app::new_token("abu_");
+    let revoked = store
+        .replace_tokens(TokenRow {
+            hash: app::token_hash(&token),
+            subject: TokenSubject::User(admin.id),
+            created_at: agentbus_runtime::SystemClock.now().millis(),
+        })
+        .await?;
+    Ok(AdminToken {
+        tenant,
+        workspace,
+        token,
+        revoked,
+    })
 }
 
 /// Runs the reaper every `reaper_interval_ms` (none when 0: tests call `App::reap`).

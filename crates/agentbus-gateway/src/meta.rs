@@ -2,9 +2,8 @@
 
 use std::sync::Arc;
 
-use axum::Json;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::State;
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -14,6 +13,7 @@ use agentbus_store::Store;
 
 use crate::app::App;
 use crate::error::ApiError;
+use crate::extract::{Json, Path};
 
 /// The protocol majors this gateway speaks.
 pub const PROTOCOL_VERSIONS: &[&str] = &["1"];
@@ -80,9 +80,25 @@ pub async fn error_page(Path(code): Path<String>, headers: HeaderMap) -> Respons
         .into_response()
 }
 
-/// `GET /healthz`.
-pub async fn health() -> StatusCode {
-    StatusCode::OK
+/// `GET /healthz`: the process is alive and answering.
+pub async fn health() -> Json<Value> {
+    Json(json!({"status": "alive"}))
+}
+
+/// `GET /readyz`: the store answers and its schema is current, and the gateway is not shutting
+/// down; otherwise 503 with the code that says which (AB-9001, AB-9003).
+pub async fn ready<S: Store>(State(app): State<Arc<App<S>>>) -> Result<Json<Value>, ApiError> {
+    if *app.shutting_down.borrow() {
+        return Err(ApiError::new(
+            Code::ShuttingDown,
+            "the gateway is shutting down",
+        ));
+    }
+    app.store.check_ready().await.map_err(|e| {
+        tracing::error!(error = %e, "readiness check failed");
+        ApiError::new(Code::StorageUnavailable, format!("not ready: {e}"))
+    })?;
+    Ok(Json(json!({"status": "ready"})))
 }
 
 /// `GET /metrics`: Prometheus text, for the gateway operator's token only: its series name agents

@@ -55,6 +55,10 @@ struct Registry {
     dead_letters: AtomicU64,
     expired: AtomicU64,
     depth: Mutex<BTreeMap<String, u64>>,
+    refused_connections: AtomicU64,
+    timed_out_connections: AtomicU64,
+    slow_consumers: AtomicU64,
+    open_connections: AtomicU64,
     publish_latency: Histogram,
     delivery_latency: Histogram,
     /// The same counts per workspace (the sender's for publishes, the recipient's for deliveries
@@ -191,6 +195,35 @@ pub fn count_reaped(dead: usize, expired: usize) {
         .fetch_add(expired as u64, Ordering::Relaxed);
 }
 
+/// Counts a connection refused at the connection cap (AB-9002).
+pub fn count_refused_connection() {
+    registry()
+        .refused_connections
+        .fetch_add(1, Ordering::Relaxed);
+}
+
+/// Counts a connection closed by a header, idle or stalled-response timeout.
+pub fn count_timed_out_connection() {
+    registry()
+        .timed_out_connections
+        .fetch_add(1, Ordering::Relaxed);
+}
+
+/// Counts a WebSocket closed as a slow consumer (AB-5003).
+pub fn count_slow_consumer() {
+    registry().slow_consumers.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Counts a connection opened (WebSockets included).
+pub fn connection_opened() {
+    registry().open_connections.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Counts a connection closed.
+pub fn connection_closed() {
+    registry().open_connections.fetch_sub(1, Ordering::Relaxed);
+}
+
 /// Records an inbox's unacknowledged depth.
 pub fn set_depth(agent: &str, depth: u64) {
     if let Ok(mut m) = registry().depth.lock() {
@@ -218,6 +251,12 @@ pub fn render() -> String {
         ("agentbus_redeliveries_total", &r.redeliveries),
         ("agentbus_dead_letters_total", &r.dead_letters),
         ("agentbus_expired_total", &r.expired),
+        ("agentbus_refused_connections_total", &r.refused_connections),
+        (
+            "agentbus_timed_out_connections_total",
+            &r.timed_out_connections,
+        ),
+        ("agentbus_slow_consumers_total", &r.slow_consumers),
     ] {
         let _ = writeln!(
             out,
@@ -225,6 +264,11 @@ pub fn render() -> String {
             v.load(Ordering::Relaxed)
         );
     }
+    let _ = writeln!(
+        out,
+        "# TYPE agentbus_open_connections gauge\nagentbus_open_connections {}",
+        r.open_connections.load(Ordering::Relaxed)
+    );
     out.push_str("# TYPE agentbus_inbox_depth gauge\n");
     if let Ok(m) = r.depth.lock() {
         for (agent, n) in m.iter() {

@@ -97,11 +97,29 @@ fn receipt_with_trace(m: &MessageRow, trace: &str) -> Value {
     body
 }
 
-fn missing(name: &str) -> ApiError {
-    ApiError::new(
-        Code::MissingAttribute,
-        format!("`{name}` is required (§2.1)"),
-    )
+/// The refusal for a required string attribute that `env` lacks: AB-3002 when it is absent,
+/// AB-3003 when it is there with another JSON type (a `time` sent as a number is not missing).
+fn missing(env: &Envelope, name: &str) -> ApiError {
+    match env.attrs().get(name) {
+        None => ApiError::new(
+            Code::MissingAttribute,
+            format!("`{name}` is required (§2.1)"),
+        ),
+        Some(v) => {
+            let kind = match v {
+                Value::Null => "null",
+                Value::Bool(_) => "a boolean",
+                Value::Number(_) => "a number",
+                Value::Array(_) => "an array",
+                Value::Object(_) => "an object",
+                Value::String(_) => "a string",
+            };
+            ApiError::new(
+                Code::InvalidAttribute,
+                format!("`{name}` must be a string (§2.1), not {kind}"),
+            )
+        }
+    }
 }
 
 /// `workspace` is set to the sender's once it is known, for the per-workspace counters.
@@ -130,7 +148,7 @@ async fn publish_inner<S: Store>(
     }
     let env = Envelope::parse(body).map_err(|e| ApiError::new(e.code(), e.to_string()))?;
     // 2. source.
-    let source = env.source().ok_or_else(|| missing("source"))?;
+    let source = env.source().ok_or_else(|| missing(&env, "source"))?;
     let my_address = app.address_of(&agent).await?;
     if source != my_address {
         return Err(ApiError::new(
@@ -168,7 +186,7 @@ async fn publish_inner<S: Store>(
     }
     let signed_hash = Sha256::digest(&signed).to_vec();
     // 5. Clock skew.
-    let time = env.str_attr("time").ok_or_else(|| missing("time"))?;
+    let time = env.str_attr("time").ok_or_else(|| missing(&env, "time"))?;
     let time: Timestamp =
         time.parse()
             .map_err(|e: agentbus_protocol::timestamp::TimestampError| {
@@ -189,7 +207,7 @@ async fn publish_inner<S: Store>(
     // transaction (a repeat comes back as `DuplicateId`), so an accepted publish pays no read for
     // it here; only when a later check refuses the envelope is the window consulted first, so a
     // repeat still answers as a repeat whatever changed since (§3.2 puts this check before them).
-    let id = env.id().ok_or_else(|| missing("id"))?.to_owned();
+    let id = env.id().ok_or_else(|| missing(&env, "id"))?.to_owned();
     let idem_key = env.idempotency_key().map(str::to_owned);
     let replay_since = now - app.config.replay_window_s * 1000;
     let source = source.to_owned();

@@ -8,8 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -26,6 +25,7 @@ use agentbus_store::*;
 use crate::app::{App, Principal};
 use crate::auth::bearer;
 use crate::error::{ApiError, ApiResult};
+use crate::extract::{Json, Path, Query};
 use crate::roles::administers;
 
 /// Per-task locks, so two lifecycle messages of one task never race.
@@ -530,6 +530,36 @@ pub async fn get<S: Store>(
     Ok(Json(task_json(&app, &row).await?))
 }
 
+/// The most characters of a cancel's `reason`: what the `task.cancel` notice it becomes may carry
+/// (§5, its schema's `maxLength`).
+const MAX_CANCEL_REASON: usize = 2000;
+
+/// The body of `POST /v1/tasks/{id}/cancel`: nothing, or `{"reason"?: string}`; anything else is
+/// refused before the task is touched.
+fn cancel_reason(body: &[u8]) -> ApiResult<Option<String>> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Cancel {
+        reason: Option<String>,
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let c: Cancel = crate::extract::parse_json(body)?;
+    if let Some(r) = &c.reason
+        && r.chars().count() > MAX_CANCEL_REASON
+    {
+        return Err(ApiError::new(
+            Code::InvalidRequest,
+            format!(
+                "`reason` is {} characters; at most {MAX_CANCEL_REASON} (the task.cancel schema, §5)",
+                r.chars().count()
+            ),
+        ));
+    }
+    Ok(c.reason)
+}
+
 /// `POST /v1/tasks/{id}/cancel` `{reason?}`: an admin whose scope covers a party cancels a task
 /// through the console (§5.7, §6.2): see [`cancel`].
 pub async fn admin_cancel<S: Store>(
@@ -538,10 +568,8 @@ pub async fn admin_cancel<S: Store>(
     Path(id): Path<String>,
     crate::error::Body(body): crate::error::Body,
 ) -> ApiResult<Json<Value>> {
+    let reason = cancel_reason(&body)?;
     let who = bearer(&app, &headers).await?;
-    let reason = agentbus_protocol::json::parse(&body)
-        .ok()
-        .and_then(|v| v.get("reason").and_then(Value::as_str).map(str::to_owned));
     let (row, requested) = cancel(&app, &who, &id, reason).await?;
     let mut out = task_json(&app, &row).await?;
     out["cancel_requested"] = json!(requested);
@@ -576,11 +604,16 @@ pub async fn cancel<S: Store>(
         ));
     }
     let row = readable(app, who, id).await?;
-    // §5.7: `reason` is at most 2000 characters.
-    if reason.as_deref().is_some_and(|r| r.chars().count() > 2000) {
+    // The console's form reaches here without `cancel_reason`: the same bound (§5).
+    if reason
+        .as_deref()
+        .is_some_and(|r| r.chars().count() > MAX_CANCEL_REASON)
+    {
         return Err(ApiError::new(
             Code::InvalidRequest,
-            "`reason` is at most 2000 characters (§5.7)",
+            format!(
+                "`reason` is at most {MAX_CANCEL_REASON} characters (the task.cancel schema, §5)"
+            ),
         ));
     }
     let now = app.now();

@@ -10,8 +10,9 @@
 
 use std::sync::Arc;
 
+use crate::extract::Query;
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};

@@ -7,7 +7,7 @@
 //!
 //! Families follow the spec's numbering: 1xxx authentication and keys, 2xxx policy, 3xxx
 //! validation, 4xxx routing, tasks and attachments, 5xxx quotas, 6xxx versions, 9xxx the gateway's
-//! own faults (never caused by input).
+//! own state: its storage, its capacity, its shutdown (never caused by what a request contains).
 
 use std::fmt;
 use std::str::FromStr;
@@ -249,10 +249,26 @@ catalogue! {
     InvalidPolicy = 3026, 422, Project, "Policy document invalid",
         cause: "The policy does not match `/schemas/gateway/policy/v1.json`: an unknown field, a wrong type, a `from` or `to` that is not an address pattern, or an `effect` other than `allow` or `deny`. `details.violations` lists each problem with its JSON Pointer; nothing was changed.",
         fix: "Correct the document at the paths given; `GET /schemas/gateway/policy/v1.json` returns the schema and `docs/api.md` explains the patterns.";
+    /// The body's media type is not the one the endpoint takes.
+    UnsupportedMediaType = 3030, 415, Project, "Unsupported media type",
+        cause: "The endpoint takes a JSON body and the request's `Content-Type` names something else (a form, plain text), or a WebSocket client sent a binary frame where the socket takes JSON text frames.",
+        fix: "Send `Content-Type: application/json` with a JSON body (`curl -H 'content-type: application/json'`); on the WebSocket, send text frames.";
+    /// The request body did not arrive within the body timeout.
+    BodyTimeout = 3031, 408, Project, "Request body too slow",
+        cause: "The request body did not arrive in full within the gateway's `body_timeout` (60 s by default) after its headers; the gateway closes the connection.",
+        fix: "Send the body at once after the headers; for a large upload over a slow link, ask the operator to raise `body_timeout` (docs/settings.md).";
     /// A blob is larger than the plan allows.
     BlobTooLarge = 3040, 413, Spec, "Blob too large",
         cause: "The declared blob size is above the effective maximum: the plan's `blob_bytes`, and without an S3 store also the inline cap `AGENTBUS_BLOB_INLINE_MAX` (8 MiB by default).",
         fix: "Split the content, compress it, or ask an admin for a larger limit.";
+    /// An agent card is larger than the gateway accepts.
+    CardTooLarge = 3041, 413, Project, "Agent card too large",
+        cause: "The body of `POST /v1/agents` or `PATCH /v1/agents/{id}` is larger than the gateway's `card_max_bytes` (64 KiB by default). Cards travel in every directory listing (§10), so they are kept small.",
+        fix: "Shorten the description, capabilities or tags; put long documentation behind a URL in the card.";
+    /// A WebSocket frame from the client is larger than the gateway reads.
+    FrameTooLarge = 3042, 0, Project, "WebSocket frame too large",
+        cause: "A frame sent on `GET /v1/inbox/ws` is larger than 64 KiB. The gateway answers with an `error` frame carrying this code, then closes the socket with close code 1009.",
+        fix: "Ack in frames of at most 1,000 acks (an `acks` frame of 1,000 fits), or ack over HTTP (`POST /v1/inbox/acks`).";
 
     /// No agent has this address or id.
     UnknownAgent = 4001, 404, Spec, "Unknown agent",
@@ -330,6 +346,10 @@ catalogue! {
     InboxFull = 4040, 429, Spec, "Inbox full",
         cause: "The recipient's inbox holds its maximum number of unacknowledged messages (§13.6).",
         fix: "Retry later (see `Retry-After`); the recipient must drain its inbox.";
+    /// The path exists but does not take this method.
+    MethodNotAllowed = 4041, 405, Project, "Method not allowed",
+        cause: "The endpoint exists but does not take this HTTP method; the `Allow` header lists the methods it takes.",
+        fix: "Use a method from the `Allow` header; `docs/api.md` and `/v1/openapi.json` list every operation.";
     /// A receipt names no delivery of the caller's inbox.
     UnknownDelivery = 4050, 404, Project, "Unknown delivery",
         cause: "A receipt (`POST /v1/inbox/receipts`) names an inbox sequence at which the calling agent has no delivery, or a message id other than the one delivered there. Receipts are reported only by a message's recipient, for copies it received.",
@@ -383,6 +403,14 @@ catalogue! {
     RateLimited = 5001, 429, Spec, "Rate limit exceeded",
         cause: "The agent or token published faster than its configured rate (§13.6).",
         fix: "Wait for the number of seconds in `Retry-After`, then retry with the same `id` (retries of identical bytes are safe).";
+    /// The agent holds as many WebSockets as the gateway allows.
+    TooManySockets = 5002, 429, Project, "Too many WebSockets for this agent",
+        cause: "The agent already holds `ws_per_agent` WebSockets on `GET /v1/inbox/ws` (4 by default); one sidecar per agent needs one.",
+        fix: "Close the agent's other sockets (an old sidecar, a second `agentbus listen`), or receive by long-poll; `Retry-After` says when to try again.";
+    /// A WebSocket reader did not keep up and was disconnected.
+    SlowConsumer = 5003, 0, Project, "Slow WebSocket consumer",
+        cause: "Deliveries waited for the WebSocket's reader longer than the gateway's `ws_send_timeout` (30 s by default) with its send buffer full: the reader is not reading. The gateway sends an `error` frame with this code, closes the socket with close code 1008, and returns the socket's unacknowledged deliveries to the inbox for the next connection.",
+        fix: "Read the socket continuously and persist elsewhere (the sidecar does); reconnect and resume from your last sequence.";
     /// The attachment upload quota was exceeded.
     UploadQuota = 5005, 429, Spec, "Upload quota exceeded",
         cause: "The tenant's pending or total blob bytes exceed its quota (§13.6).",
@@ -397,6 +425,14 @@ catalogue! {
     StorageUnavailable = 9001, 503, Project, "Storage unavailable",
         cause: "The gateway could not read or write its store (disk full, database unreachable). Nothing was stored for this request.",
         fix: "Retry later with the same `id`; operators should check the gateway log for the request id.";
+    /// The gateway holds as many connections as it allows.
+    AtCapacity = 9002, 503, Project, "Gateway at connection capacity",
+        cause: "The gateway already holds `max_connections` connections (1,024 by default, WebSockets included) and refused this one; nothing was read from it.",
+        fix: "Retry after the seconds in `Retry-After`, reusing connections (keep-alive); operators can raise `max_connections` (docs/settings.md).";
+    /// The gateway is shutting down.
+    ShuttingDown = 9003, 503, Project, "Gateway shutting down",
+        cause: "The gateway received SIGTERM or SIGINT: it finishes requests in flight and accepts no new work. WebSockets are closed with close code 1001 and this code as the reason.",
+        fix: "Reconnect in a few seconds, to this gateway once it restarts or to another replica; retries of a publish with the same `id` are safe.";
 }
 
 impl Code {
@@ -454,7 +490,7 @@ impl FromStr for Code {
 /// Renders one entry as the Markdown section used in `docs/errors.md` and `/errors/AB-…`.
 pub fn render_entry_markdown(entry: &Entry) -> String {
     let status = match entry.http_status {
-        0 => "none (receiver diagnostic)".to_owned(),
+        0 => "none (not an HTTP answer)".to_owned(),
         s => s.to_string(),
     };
     let origin = match entry.origin {
@@ -538,14 +574,13 @@ mod tests {
         }
     }
 
+    /// Only the 9xxx family, the gateway's own state (its storage, its capacity, its shutdown),
+    /// answers 5xx: nothing a request contains can.
     #[test]
     fn no_input_error_is_a_server_error() {
         for code in Code::ALL {
             let s = code.http_status();
-            assert!(
-                s < 500 || *code == Code::StorageUnavailable,
-                "{code} answers {s}"
-            );
+            assert!(s < 500 || code.number() >= 9000, "{code} answers {s}");
         }
     }
 

@@ -346,6 +346,27 @@ pub trait Store: Send + Sync + 'static {
     /// Forgets sessions that expired at or before `now`; answers how many.
     fn purge_console_sessions(&self, now: i64) -> impl Future<Output = StoreResult<u64>> + Send;
 
+    // Running the service.
+
+    /// The first user ever created (the one the first start's bootstrap made), if any.
+    fn first_user(&self) -> impl Future<Output = StoreResult<Option<UserRow>>> + Send;
+    /// Replaces every token of `token.subject` with `token`, in one transaction; answers how many
+    /// tokens it revoked.
+    fn replace_tokens(&self, token: TokenRow) -> impl Future<Output = StoreResult<u64>> + Send;
+    /// Returns leased entries to the inbox: each `(sequence, token)` whose lease is still current
+    /// becomes deliverable at once, its token no longer current. With `uncount` the attempt is
+    /// taken back as well (the delivery never left the gateway); otherwise it still counts
+    /// towards `max_attempts`.
+    fn release(
+        &self,
+        agent_id: &str,
+        leases: Vec<(u64, String)>,
+        now: i64,
+        uncount: bool,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+    /// Answers when the store is reachable and its schema is the one this build expects
+    /// (readiness); `Backend` says what is wrong otherwise.
+    fn check_ready(&self) -> impl Future<Output = StoreResult<()>> + Send;
     // Receipts (delivery states a sender reads).
 
     /// Records that messages of `agent_id`'s inbox were shown in a session's context, each named

@@ -179,7 +179,7 @@ fn cases(method: &str, path: &str) -> Option<Vec<Probe>> {
         })
     };
     let probes = match (method, path) {
-        ("get", "/.well-known/agentbus.json" | "/healthz" | "/v1/openapi.json") => {
+        ("get", "/.well-known/agentbus.json" | "/healthz" | "/readyz" | "/v1/openapi.json") => {
             let path = path.to_owned();
             vec![Alone(
                 "public document",

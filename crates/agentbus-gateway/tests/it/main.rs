@@ -15,5 +15,7 @@ mod policy;
 mod publish;
 mod receipts;
 mod roles;
+mod service;
+mod settings;
 mod support;
 mod tasks;

@@ -1356,6 +1356,83 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn first_user(&self) -> StoreResult<Option<UserRow>> {
+        self.read(|c| {
+            Ok(c.prepare_cached(&format!(
+                "SELECT {USER_COLS} FROM users ORDER BY created_at, rowid LIMIT 1"
+            ))?
+            .query_row([], user_row)
+            .optional()?)
+        })
+        .await
+    }
+
+    async fn replace_tokens(&self, t: TokenRow) -> StoreResult<u64> {
+        self.write(move |tx| {
+            let (kind, subject) = match &t.subject {
+                TokenSubject::User(id) => ("user", id.clone()),
+                TokenSubject::Agent(id) => ("agent", id.clone()),
+            };
+            let revoked = tx.execute(
+                "DELETE FROM tokens WHERE kind = ?1 AND subject_id = ?2",
+                params![kind, subject],
+            )?;
+            tx.execute(
+                "INSERT INTO tokens (hash, kind, subject_id, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![t.hash.to_vec(), kind, subject, t.created_at],
+            )?;
+            Ok(revoked as u64)
+        })
+        .await
+    }
+
+    async fn release(
+        &self,
+        agent_id: &str,
+        leases: Vec<(u64, String)>,
+        now: i64,
+        uncount: bool,
+    ) -> StoreResult<()> {
+        let agent = agent_id.to_owned();
+        // Queued behind the leases it undoes (the writer is one FIFO queue), and conditional on
+        // the token, so an ack or a newer lease that got there first wins.
+        self.write_shared(false, move |tx| {
+            for (sequence, token) in leases {
+                if uncount {
+                    tx.prepare_cached(
+                        "UPDATE inbox SET attempts = attempts - 1, lease = NULL, visible_at = ?3, \
+                         state = CASE WHEN attempts <= 1 THEN 0 ELSE 1 END \
+                         WHERE agent_id = ?1 AND sequence = ?2 AND state = 1 AND lease = ?4",
+                    )?
+                    .execute(params![agent, sequence as i64, now, token])?;
+                } else {
+                    tx.prepare_cached(
+                        "UPDATE inbox SET lease = NULL, visible_at = ?3 \
+                         WHERE agent_id = ?1 AND sequence = ?2 AND state = 1 AND lease = ?4",
+                    )?
+                    .execute(params![agent, sequence as i64, now, token])?;
+                }
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn check_ready(&self) -> StoreResult<()> {
+        self.read(|c| {
+            let version: usize = c.pragma_query_value(None, "user_version", |r| r.get(0))?;
+            let want = super::schema::current_version();
+            if version == want {
+                Ok(())
+            } else {
+                Err(StoreError::Backend(format!(
+                    "the database schema is version {version}; this gateway needs {want}"
+                )))
+            }
+        })
+        .await
+    }
+
     async fn record_receipts(
         &self,
         agent_id: &str,

@@ -154,6 +154,11 @@ CREATE INDEX tasks_recent ON tasks (tenant_id, created_at, id);
 "#,
 ];
 
+/// The `user_version` of a database with every migration applied.
+pub fn current_version() -> usize {
+    MIGRATIONS.len()
+}
+
 /// Applies every migration newer than the database's `user_version`.
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
     let current: usize = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;

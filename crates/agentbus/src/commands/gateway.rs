@@ -1,13 +1,19 @@
-//! `agentbus gateway`: the main job.
+//! `agentbus gateway`: the main job, and `agentbus gateway admin-token`.
+//!
+//! The flags are made from the gateway's settings table (`agentbus_gateway::config::SETTINGS`),
+//! so every setting has its flag and a new setting needs nothing here.
 
-use std::net::SocketAddr;
+use std::future::Future;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::Args;
+use clap::{Arg, ArgAction, ArgMatches, Args, Subcommand};
+use serde_json::{Value, json};
 
-use agentbus_gateway::{Config, Gateway};
+use agentbus_gateway::config::{Resolved, SETTINGS, SettingError, Sources, resolve};
+use agentbus_gateway::{Gateway, StartError};
+use agentbus_protocol::text::shell_quote;
 use agentbus_runtime::SystemClock;
 
 use crate::error::{CliError, CliResult, ErrorKind};
@@ -16,34 +22,226 @@ use crate::printer::Printer;
 /// Arguments of `agentbus gateway`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Example:\n  agentbus gateway --listen 127.0.0.1:7700 --data ~/.local/share/agentbus/gateway\n\n\
-The first start creates a tenant `default`, a workspace `default` and an admin integration token, \
-and prints the token once. Logs are JSON lines on stderr (RUST_LOG sets the level)."
+    args_conflicts_with_subcommands = true,
+    after_help = "Examples:\n  agentbus gateway\n  agentbus gateway --listen 0.0.0.0:7700 --data /var/lib/agentbus --public-url https://bus.example.com\n  AGENTBUS_VISIBILITY_TIMEOUT=2m agentbus gateway --config /etc/agentbus/gateway.toml --print-config\n\n\
+Every setting is a flag, an AGENTBUS_* variable and a key of the --config TOML file, in that \
+precedence; docs/settings.md lists them with their defaults and reasons. The listener is bound \
+before anything is written. The first start creates a tenant `default`, a workspace `default` and \
+an admin token, printed once with the `agentbus connect` command to run next. SIGTERM or SIGINT \
+stops it gracefully. Logs are JSON lines on stderr (RUST_LOG sets the level)."
 )]
 pub struct GatewayArgs {
-    /// The address to listen on.
-    #[arg(long, env = "AGENTBUS_LISTEN", default_value = "127.0.0.1:7700")]
-    listen: SocketAddr,
-    /// The data directory [default: $XDG_DATA_HOME/agentbus/gateway, or ~/.local/share/agentbus/gateway].
-    #[arg(long, env = "AGENTBUS_DATA")]
+    #[command(subcommand)]
+    command: Option<GatewayCommand>,
+    /// A TOML file of settings (`name = value` per line; flags and AGENTBUS_* variables override it).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Print the effective settings and where each came from, then exit without starting.
+    #[arg(long)]
+    print_config: bool,
+    #[command(flatten)]
+    settings: SettingFlags,
+}
+
+/// Subcommands of `agentbus gateway`.
+#[derive(Debug, Subcommand)]
+enum GatewayCommand {
+    /// Issue a new admin token offline (the gateway stopped), revoking the old one.
+    #[command(
+        after_help = "Example:\n  agentbus gateway admin-token --data ~/.local/share/agentbus/gateway\n\n\
+For a lost first-start token: the new token belongs to the first admin, every older token of that \
+admin stops working. Refused while a gateway runs on the directory (it would keep accepting the old \
+token from its cache): stop it first."
+    )]
+    AdminToken(AdminTokenArgs),
+}
+
+/// Arguments of `agentbus gateway admin-token`.
+#[derive(Debug, Args)]
+struct AdminTokenArgs {
+    /// The gateway's data directory [default: as `agentbus gateway` resolves it].
+    #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
-    /// The URL clients use to reach this gateway, for links in error bodies [default: http://<listen>].
-    #[arg(long, env = "AGENTBUS_PUBLIC_URL")]
-    public_url: Option<String>,
+    /// The gateway's settings file, to find its data directory.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Reissue the gateway operator's token (tenants) instead of the first tenant admin's.
+    #[arg(long)]
+    operator: bool,
 }
 
-fn default_data_dir() -> PathBuf {
-    if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
-        return PathBuf::from(x).join("agentbus/gateway");
+/// Every setting's flag, built from the settings table.
+#[derive(Debug, Default)]
+struct SettingFlags(Vec<(String, String)>);
+
+/// Names the table reserves for backends still to come: accepted by the parser so the refusal
+/// says what they are for.
+const RESERVED_FLAGS: &[&str] = &["store"];
+
+impl clap::FromArgMatches for SettingFlags {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut given = Vec::new();
+        for s in SETTINGS {
+            if s.is_switch() {
+                if m.get_flag(s.name) {
+                    given.push((s.name.to_owned(), "true".to_owned()));
+                }
+            } else if let Some(v) = m.get_one::<String>(s.name) {
+                given.push((s.name.to_owned(), v.clone()));
+            }
+        }
+        for name in RESERVED_FLAGS {
+            if let Some(v) = m.get_one::<String>(name) {
+                given.push(((*name).to_owned(), v.clone()));
+            }
+        }
+        Ok(SettingFlags(given))
     }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("."));
-    home.join(".local/share/agentbus/gateway")
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
 }
 
-/// Runs the gateway until SIGINT or SIGTERM.
-pub fn run(args: GatewayArgs, printer: &Printer) -> CliResult {
+impl Args for SettingFlags {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        let cmd = SETTINGS.iter().fold(cmd, |cmd, s| {
+            let env = s
+                .env
+                .map(|e| format!(" [env: {e}]"))
+                .unwrap_or_else(|| " [flag only]".into());
+            let help = format!(
+                "{}{env} [default: {}]",
+                s.help,
+                s.default_text().replace('`', "")
+            );
+            let arg = Arg::new(s.name)
+                .long(s.flag)
+                .help(help)
+                .help_heading("Settings");
+            cmd.arg(if s.is_switch() {
+                arg.action(ArgAction::SetTrue)
+            } else {
+                arg.value_name(s.value_name).action(ArgAction::Set)
+            })
+        });
+        RESERVED_FLAGS.iter().fold(cmd, |cmd, name| {
+            cmd.arg(
+                Arg::new(*name)
+                    .long(*name)
+                    .hide(true)
+                    .action(ArgAction::Set),
+            )
+        })
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+/// Every bad setting, one per line, as one configuration error.
+fn settings_error(errors: Vec<SettingError>) -> CliError {
+    let n = errors.len();
+    let mut message = if n == 1 {
+        "a setting is not usable:".to_owned()
+    } else {
+        format!("{n} settings are not usable:")
+    };
+    for e in &errors {
+        message.push_str(&format!("\n  {e}"));
+    }
+    CliError::new(ErrorKind::Config, message).fix(
+        "correct each value above (docs/settings.md has every setting; --print-config shows where each came from)",
+    )
+}
+
+/// A start-up failure with its fix.
+fn start_error(e: StartError, data: &std::path::Path) -> CliError {
+    let dir = shell_quote(&data.display().to_string()).into_owned();
+    let msg = e.to_string();
+    match e {
+        StartError::Listen { addr, .. } => CliError::new(ErrorKind::Unavailable, msg).fix(format!(
+            "another process holds {addr}: stop it, or choose another address with --listen (AGENTBUS_LISTEN); nothing was written"
+        )),
+        StartError::Locked(_) => CliError::new(ErrorKind::Config, msg)
+            .fix("stop the other gateway first, or give this one its own --data directory"),
+        StartError::NoData(_) => CliError::new(ErrorKind::Config, msg)
+            .fix("pass the --data directory of the gateway (it is created at its first start)"),
+        StartError::TestClock(agentbus_gateway::testclock::Mismatch::NotATestDirectory(_)) => {
+            CliError::new(ErrorKind::Config, msg)
+                .fix("give the test gateway a new, empty --data directory")
+        }
+        StartError::TestClock(agentbus_gateway::testclock::Mismatch::TestDirectory(_)) => {
+            CliError::new(ErrorKind::Config, msg).fix(
+                "start it with --unsafe-test-clock (tests only), or use another --data directory",
+            )
+        }
+        _ => CliError::new(ErrorKind::Config, msg).fix(format!(
+            "check that {dir} is writable and holds this gateway's files"
+        )),
+    }
+}
+
+/// Registers SIGINT and SIGTERM now (a signal that arrives before the future is first polled
+/// is not lost), and resolves when either arrives.
+fn shutdown_signal() -> Result<impl Future<Output = ()> + Send + 'static, CliError> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let unable = |e: std::io::Error| {
+            CliError::new(ErrorKind::Internal, format!("cannot handle signals: {e}"))
+                .fix("this is a bug in agentbus; please report it")
+        };
+        let mut term = signal(SignalKind::terminate()).map_err(unable)?;
+        let mut int = signal(SignalKind::interrupt()).map_err(unable)?;
+        Ok(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+    }
+}
+
+fn print_config(resolved: &Resolved, printer: &Printer) -> CliResult {
+    if printer.is_json() {
+        let rows: Vec<Value> = resolved
+            .rows()
+            .map(|(s, value, origin)| {
+                json!({
+                    "name": s.name,
+                    "value": value,
+                    "from": origin.to_string(),
+                    "flag": format!("--{}", s.flag),
+                    "env": s.env,
+                })
+            })
+            .collect();
+        printer.json(&json!({"settings": rows}))?;
+    } else {
+        let width = SETTINGS.iter().map(|s| s.name.len()).max().unwrap_or(0);
+        let values: Vec<(String, String, String)> = resolved
+            .rows()
+            .map(|(s, v, o)| (s.name.to_owned(), v, o.to_string()))
+            .collect();
+        let vwidth = values.iter().map(|r| r.1.len()).max().unwrap_or(0);
+        printer.line(&format!("{:width$}  {:vwidth$}  from", "setting", "value"))?;
+        for (name, value, from) in values {
+            printer.line(&format!("{name:width$}  {value:vwidth$}  {from}"))?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn init_logs() {
     let _ = tracing_subscriber::fmt()
         .json()
         .with_writer(std::io::stderr)
@@ -51,56 +249,122 @@ pub fn run(args: GatewayArgs, printer: &Printer) -> CliResult {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .try_init();
-    let data = args.data.unwrap_or_else(default_data_dir);
-    let mut config = Config::new(args.listen, data.clone());
-    if let Some(url) = args.public_url {
-        config.public_url = url;
+}
+
+/// Runs the gateway until SIGINT or SIGTERM, or `admin-token`.
+pub fn run(args: GatewayArgs, printer: &Printer) -> CliResult {
+    init_logs();
+    if let Some(GatewayCommand::AdminToken(a)) = args.command {
+        return admin_token(a, printer);
     }
+    let sources = Sources::from_process(args.settings.0, args.config);
+    let resolved = resolve(&sources).map_err(settings_error)?;
+    if args.print_config {
+        return print_config(&resolved, printer);
+    }
+    let mut config = resolved.config;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::new(ErrorKind::Internal, e.to_string()))?;
     runtime.block_on(async move {
+        let data = config.data_dir.clone();
+        // Bound first: with the address taken, nothing is created and nothing is printed.
+        let listener = agentbus_gateway::bind(&mut config)
+            .await
+            .map_err(|e| start_error(e, &data))?;
+        let shutdown = shutdown_signal()?;
+        let (addr, url, test_clock) = (config.listen, config.public_url.clone(), config.unsafe_test_clock);
         let mut gateway = Gateway::open(config, Arc::new(SystemClock))
             .await
-            .map_err(|e| CliError::new(ErrorKind::Config, e.to_string()).fix("check that the data directory is writable and not used by another gateway"))?;
+            .map_err(|e| start_error(e, &data))?;
         // The web console, beside the API (`docs/console.md`).
         gateway.mount(agentbus_console::router(gateway.app.clone(), Default::default()));
-        if let Some(b) = &gateway.bootstrap {
-            let url = format!("http://{}", args.listen);
+        let shown_dir = data.display().to_string();
+        let connect = gateway.bootstrap.as_ref().map(|b| {
+            format!(
+                "agentbus connect --gateway {} --token {} --name release-bot",
+                shell_quote(&url),
+                shell_quote(&b.admin_token)
+            )
+        });
+        if printer.is_json() {
+            let mut doc = json!({
+                "listening": addr.to_string(),
+                "url": url,
+                "data": shown_dir,
+                "first_start": gateway.bootstrap.is_some(),
+                "unsafe_test_clock": test_clock,
+                "console": format!("{url}/console"),
+            });
+            if let (Some(b), Some(c)) = (&gateway.bootstrap, &connect) {
+                doc["tenant"] = json!(b.tenant);
+                doc["workspace"] = json!(b.workspace);
+                doc["admin_token"] = json!(b.admin_token);
+                doc["operator_token"] = json!(b.operator_token);
+                doc["connect"] = json!(c);
+            }
+            // One line, so a supervisor reads the whole document with one read of a line.
+            printer.line(&doc.to_string())?;
+        } else {
+            if let (Some(b), Some(c)) = (&gateway.bootstrap, &connect) {
+                printer.line(&format!(
+                    "AgentBus gateway initialised in {shown_dir} (tenant {t}, workspace {w}).\n\
+                     Admin token, shown once (stored only hashed; `agentbus gateway admin-token --data {d}` issues a new one):\n  {token}\n\
+                     Gateway operator token (tenants: create, list, suspend; shown once; `admin-token --operator` issues a new one):\n  {operator}\n\
+                     Connect an agent from this machine (the name is yours to choose):\n  {c}",
+                    t = b.tenant,
+                    w = b.workspace,
+                    d = shell_quote(&shown_dir),
+                    token = b.admin_token,
+                    operator = b.operator_token,
+                ))?;
+            }
+            if test_clock {
+                printer.line("UNSAFE TEST CLOCK: POST /v1/test/clock moves this gateway's time; for tests only")?;
+            }
             printer.line(&format!(
-                "AgentBus gateway initialised in {dir}\n\
-                 tenant: {t}  workspace: {w}\n\
-                 admin token (shown once, stored only hashed): {token}\n\
-                 gateway operator token (tenants; shown once): {operator}\n\
-                 register an agent:\n  curl -s -X POST {url}/v1/agents -H 'Authorization: Bearer {token}' -H 'content-type: application/json' -d '{{\"name\":\"release-bot\"}}'",
-                dir = data.display(), t = b.tenant, w = b.workspace, token = b.admin_token, operator = b.operator_token,
+                "listening on {url} ({addr}, data: {shown_dir}); console at {url}/console"
             ))?;
         }
-        printer.line(&format!("listening on http://{} (data: {}); console at http://{}/console", args.listen, data.display(), args.listen))?;
         gateway
-            .serve(shutdown_signal())
+            .serve_on(listener, shutdown)
             .await
-            .map_err(|e| CliError::new(ErrorKind::Unavailable, e.to_string()).fix("choose a free address with --listen or AGENTBUS_LISTEN"))?;
+            .map_err(|e| start_error(e, &data))?;
         Ok(ExitCode::SUCCESS)
     })
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
+fn admin_token(args: AdminTokenArgs, printer: &Printer) -> CliResult {
+    let flags = args
+        .data
+        .map(|d| vec![("data".to_owned(), d.display().to_string())])
+        .unwrap_or_default();
+    let resolved = resolve(&Sources::from_process(flags, args.config)).map_err(settings_error)?;
+    let data = resolved.config.data_dir;
+    let rt = super::gw::runtime()?;
+    let t = rt
+        .block_on(agentbus_gateway::reissue_admin_token(&data, args.operator))
+        .map_err(|e| start_error(e, &data))?;
+    let whom = if args.operator {
+        "the gateway operator".to_owned()
+    } else {
+        format!("tenant {}, workspace {}", t.tenant, t.workspace)
     };
-    #[cfg(unix)]
-    let term = async {
-        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        {
-            s.recv().await;
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term => {}
-    }
+    printer.either(
+        &json!({
+            "admin_token": t.token,
+            "role": if args.operator { "operator" } else { "tenant_admin" },
+            "tenant": t.tenant,
+            "workspace": t.workspace,
+            "revoked": t.revoked,
+        }),
+        &format!(
+            "New admin token for {whom} (shown once; {} older token{} revoked):\n  {}",
+            t.revoked,
+            if t.revoked == 1 { "" } else { "s" },
+            t.token
+        ),
+    )?;
+    Ok(ExitCode::SUCCESS)
 }

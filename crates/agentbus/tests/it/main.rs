@@ -6,6 +6,7 @@ mod envelope_cli;
 mod gateway_cli;
 mod local_cli;
 mod opencode_plugin;
+mod service_cli;
 mod share_cli;
 
 use std::io::Write as _;
