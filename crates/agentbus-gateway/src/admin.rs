@@ -218,13 +218,23 @@ pub async fn create_tenant<S: Store>(
     Ok((StatusCode::CREATED, Json(out)))
 }
 
+/// Every tenant, for the gateway operator (AB-1002 for anyone else).
+pub async fn tenants_for<S: Store>(app: &App<S>, who: &Principal) -> ApiResult<Vec<TenantRow>> {
+    roles::operator(who.clone())?;
+    Ok(app.store.tenants().await?)
+}
+
 /// `GET /v1/tenants` (operator).
 pub async fn list_tenants<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
-    roles::operator(bearer(&app, &headers).await?)?;
-    let tenants: Vec<Value> = app.store.tenants().await?.iter().map(tenant_json).collect();
+    let who = bearer(&app, &headers).await?;
+    let tenants: Vec<Value> = tenants_for(&app, &who)
+        .await?
+        .iter()
+        .map(tenant_json)
+        .collect();
     Ok(Json(json!({"tenants": tenants})))
 }
 
@@ -234,7 +244,20 @@ async fn set_tenant<S: Store>(
     id: &str,
     suspend: bool,
 ) -> ApiResult<Json<Value>> {
-    roles::operator(bearer(app, headers).await?)?;
+    let who = bearer(app, headers).await?;
+    Ok(Json(tenant_json(
+        &set_tenant_suspended(app, &who, id, suspend).await?,
+    )))
+}
+
+/// Suspends (`suspend`) or resumes tenant `id`, as the gateway operator (AB-1002 for anyone else).
+pub async fn set_tenant_suspended<S: Store>(
+    app: &App<S>,
+    who: &Principal,
+    id: &str,
+    suspend: bool,
+) -> ApiResult<TenantRow> {
+    roles::operator(who.clone())?;
     let mut t = app
         .store
         .tenant(id)
@@ -249,7 +272,7 @@ async fn set_tenant<S: Store>(
         .set_tenant_suspended(&t.id, t.suspended_at)
         .await?;
     app.invalidate_directory();
-    Ok(Json(tenant_json(&t)))
+    Ok(t)
 }
 
 /// `POST /v1/tenants/{id}/suspend` (operator): every credential of the tenant is refused
@@ -311,23 +334,32 @@ pub async fn list_workspaces<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
-    let (tenant, home, all) = match bearer(&app, &headers).await? {
-        Principal::Agent(a) => (a.tenant_id, a.workspace_id, false),
+    let who = bearer(&app, &headers).await?;
+    let list: Vec<Value> = workspaces_for(&app, &who)
+        .await?
+        .iter()
+        .map(workspace_json)
+        .collect();
+    Ok(Json(json!({"workspaces": list})))
+}
+
+/// The workspaces `who` belongs to or administers: a tenant admin all of its tenant's, anyone
+/// else its own; the operator, who belongs to no tenant, is refused (AB-1002).
+pub async fn workspaces_for<S: Store>(
+    app: &App<S>,
+    who: &Principal,
+) -> ApiResult<Vec<WorkspaceRow>> {
+    let (tenant, home, all) = match who {
+        Principal::Agent(a) => (a.tenant_id.clone(), a.workspace_id.clone(), false),
         user => {
-            let u = roles::tenant_user(user)?;
+            let u = roles::tenant_user(user.clone())?;
             let all = u.role == Role::TenantAdmin;
             (u.tenant_id, u.workspace_id, all)
         }
     };
-    let list: Vec<Value> = app
-        .store
-        .workspaces(&tenant)
-        .await?
-        .iter()
-        .filter(|w| all || w.id == home)
-        .map(workspace_json)
-        .collect();
-    Ok(Json(json!({"workspaces": list})))
+    let mut list = app.store.workspaces(&tenant).await?;
+    list.retain(|w| all || w.id == home);
+    Ok(list)
 }
 
 /// The workspace `id` if the caller (an admin) administers it, else exactly what a missing one
@@ -344,6 +376,39 @@ async fn administered<S: Store>(
         .ok_or_else(ApiError::not_found)
 }
 
+/// Workspace `id` and its policy document, for an admin whose scope covers it.
+pub async fn policy_of<S: Store>(
+    app: &App<S>,
+    who: &Principal,
+    id: &str,
+) -> ApiResult<(WorkspaceRow, Value)> {
+    roles::admin(who.clone())?;
+    let ws = administered(app, who, id).await?;
+    let doc = serde_json::from_str(&ws.policy).unwrap_or_else(|_| json!({}));
+    Ok((ws, doc))
+}
+
+/// Replaces workspace `id`'s policy with the document `body`, for an admin whose scope covers
+/// it: the document must match `/schemas/gateway/policy/v1.json`, or nothing changes and every
+/// violation is listed (AB-3026).
+pub async fn replace_policy<S: Store>(
+    app: &App<S>,
+    who: &Principal,
+    id: &str,
+    body: &[u8],
+) -> ApiResult<Value> {
+    roles::admin(who.clone())?;
+    let ws = administered(app, who, id).await?;
+    let doc = agentbus_protocol::json::parse(body)
+        .map_err(|e| ApiError::new(Code::MalformedJson, e.to_string()))?;
+    crate::policy::check(&doc).map_err(ApiError::with_violations)?;
+    app.store
+        .set_workspace_policy(&ws.id, doc.to_string())
+        .await?;
+    app.invalidate_directory();
+    Ok(doc)
+}
+
 /// `GET /v1/workspaces/{id}/policy` (an admin whose scope covers it).
 pub async fn get_policy<S: Store>(
     State(app): State<Arc<App<S>>>,
@@ -351,15 +416,10 @@ pub async fn get_policy<S: Store>(
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
     let who = bearer(&app, &headers).await?;
-    roles::admin(who.clone())?;
-    let ws = administered(&app, &who, &id).await?;
-    Ok(Json(
-        serde_json::from_str(&ws.policy).unwrap_or_else(|_| json!({})),
-    ))
+    Ok(Json(policy_of(&app, &who, &id).await?.1))
 }
 
-/// `PUT /v1/workspaces/{id}/policy` (an admin whose scope covers it): the document must match
-/// `/schemas/gateway/policy/v1.json`, or nothing changes and every violation is listed (AB-3026).
+/// `PUT /v1/workspaces/{id}/policy` (an admin whose scope covers it): see [`replace_policy`].
 pub async fn set_policy<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
@@ -367,16 +427,7 @@ pub async fn set_policy<S: Store>(
     Body(body): Body,
 ) -> ApiResult<Json<Value>> {
     let who = bearer(&app, &headers).await?;
-    roles::admin(who.clone())?;
-    let ws = administered(&app, &who, &id).await?;
-    let doc = agentbus_protocol::json::parse(&body)
-        .map_err(|e| ApiError::new(Code::MalformedJson, e.to_string()))?;
-    crate::policy::check(&doc).map_err(ApiError::with_violations)?;
-    app.store
-        .set_workspace_policy(&ws.id, doc.to_string())
-        .await?;
-    app.invalidate_directory();
-    Ok(Json(doc))
+    Ok(Json(replace_policy(&app, &who, &id, &body).await?))
 }
 
 /// `POST /v1/users` `{name?, role?, workspace?}` (an admin): a user of a workspace the admin
@@ -457,8 +508,20 @@ async fn set_agent<S: Store>(
     suspend: bool,
 ) -> ApiResult<Json<Value>> {
     let who = bearer(app, headers).await?;
+    let a = set_agent_suspended(app, &who, id, suspend).await?;
+    Ok(Json(card_json(app, &a).await?))
+}
+
+/// Suspends (`suspend`) or resumes agent `id`, for an admin whose scope covers it (§5.9): see
+/// [`suspend_agent`] and [`resume_agent`]. Returns the agent as it is now.
+pub async fn set_agent_suspended<S: Store>(
+    app: &App<S>,
+    who: &Principal,
+    id: &str,
+    suspend: bool,
+) -> ApiResult<AgentRow> {
     roles::admin(who.clone())?;
-    let a = administered_agent(app, &who, id).await?;
+    let a = administered_agent(app, who, id).await?;
     if suspend {
         let pending = app.store.suspend_agent(&a.id, app.now()).await?;
         app.invalidate_directory();
@@ -474,12 +537,10 @@ async fn set_agent<S: Store>(
         app.invalidate_directory();
         app.wake([&a.id]);
     }
-    let a = app
-        .store
+    app.store
         .agent(&a.id)
         .await?
-        .ok_or_else(ApiError::not_found)?;
-    Ok(Json(card_json(app, &a).await?))
+        .ok_or_else(ApiError::not_found)
 }
 
 /// `POST /v1/agents/{id}/suspend` (an admin whose scope covers the agent): its credential is

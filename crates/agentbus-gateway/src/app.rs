@@ -181,7 +181,12 @@ impl<S: Store> App<S> {
 
     /// Resolves a bearer token (cached; tokens are never re-pointed).
     pub async fn authenticate(&self, token: &str) -> ApiResult<Principal> {
-        let hash = token_hash(token);
+        self.authenticate_hash(token_hash(token)).await
+    }
+
+    /// Resolves a token by its SHA-256, as [`App::authenticate`] does: for a caller that keeps
+    /// only the hash (a console session re-checks the token it was opened with this way).
+    pub async fn authenticate_hash(&self, hash: [u8; 32]) -> ApiResult<Principal> {
         if let Some(p) = self.tokens.lock().ok().and_then(|m| m.get(&hash).cloned()) {
             if let Principal::Agent(a) = &p
                 && a.deleted_at.is_some()
@@ -541,6 +546,7 @@ impl<S: Store> App<S> {
             idempotency_since: now,
             // A notice to the sender is never refused for a full inbox: it reports a failure.
             max_depth: None,
+            usage: None,
         };
         self.store.publish(msg).await?;
         self.wake([&to.id]);
@@ -557,6 +563,13 @@ impl<S: Store> App<S> {
             .reap_inboxes(now, self.config.max_attempts)
             .await?;
         crate::metrics::count_reaped(report.dead.len(), report.expired.len());
+        for (entries, dead) in [(&report.dead, true), (&report.expired, false)] {
+            for e in entries {
+                if let Some(a) = self.agent_row(&e.agent_id).await? {
+                    crate::metrics::count_reaped_in(&a.workspace_id, dead);
+                }
+            }
+        }
         for e in &report.dead {
             self.notice_undeliverable(e, "AB-4010", true).await?;
         }

@@ -19,7 +19,7 @@ use agentbus_protocol::ids::IdKind;
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_store::{AgentRow, BlobRow, Store};
 
-use crate::app::App;
+use crate::app::{App, Principal};
 use crate::auth;
 use crate::error::{ApiError, ApiResult, Body};
 use crate::extract::{Json, Path};
@@ -204,7 +204,117 @@ pub async fn get<S: Store>(
     Ok(Json(out))
 }
 
-/// `GET /v1/blobs/{id}/content`: the bytes.
+/// The blob `id` and its bytes, for an agent that may use it (its uploader, a party of a message
+/// referencing it) or an admin whose scope covers the workspace of such an agent; any other blob
+/// answers as one that does not exist. Expired is AB-4009, not uploaded yet AB-4021.
+pub async fn content_for<S: Store>(
+    app: &App<S>,
+    who: &Principal,
+    id: &str,
+) -> ApiResult<(BlobRow, Vec<u8>)> {
+    let b = match who {
+        Principal::Agent(agent) => readable(app, agent, id).await?,
+        Principal::User(_) => {
+            crate::roles::admin(who.clone())?;
+            let b = app
+                .store
+                .blob(id)
+                .await?
+                .filter(|b| b.tenant_id == who.tenant_id())
+                .ok_or_else(ApiError::not_found)?;
+            let covered = app
+                .store
+                .blob_workspaces(&b.id)
+                .await?
+                .iter()
+                .any(|w| crate::roles::administers(who, &b.tenant_id, w));
+            if !covered {
+                return Err(ApiError::not_found());
+            }
+            if b.expires_at <= app.now() {
+                return Err(ApiError::new(Code::BlobExpired, "this blob expired"));
+            }
+            b
+        }
+    };
+    if !b.complete {
+        return Err(ApiError::new(
+            Code::AttachmentPending,
+            "this blob's content was not uploaded yet",
+        ));
+    }
+    let sealed = tokio::fs::read(blob_path(app, &b.id))
+        .await
+        .map_err(|e| ApiError::new(Code::StorageUnavailable, e.to_string()))?;
+    let key = app.tenant_key(&b.tenant_id).await?;
+    let plain = key
+        .open(&sealed)
+        .ok_or_else(|| ApiError::new(Code::StorageUnavailable, "blob content does not open"))?;
+    Ok((b, plain))
+}
+
+/// A blob's bytes as a download: `Content-Disposition: attachment` with its name, `nosniff`, and
+/// a sandboxing CSP, so a browser saves it and never renders it in the gateway's origin, whatever
+/// its declared type. The declared media type is kept only when it is a plain `type/subtype`.
+pub fn attachment(b: &BlobRow, bytes: Vec<u8>) -> Response {
+    let media = b
+        .media_type
+        .as_deref()
+        .filter(|m| is_media_type(m))
+        .unwrap_or("application/octet-stream");
+    let mut resp = bytes.into_response();
+    let h = resp.headers_mut();
+    for (name, value) in [
+        (header::CONTENT_TYPE, media.to_owned()),
+        (header::CONTENT_DISPOSITION, disposition(&b.name)),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'none'; sandbox".to_owned(),
+        ),
+        (header::CACHE_CONTROL, "private, no-store".to_owned()),
+    ] {
+        if let Ok(v) = header::HeaderValue::from_str(&value) {
+            h.insert(name, v);
+        }
+    }
+    resp
+}
+
+fn is_media_type(m: &str) -> bool {
+    let token = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&c))
+    };
+    m.len() <= 127 && m.split_once('/').is_some_and(|(t, s)| token(t) && token(s))
+}
+
+/// `attachment; filename="<ASCII stand-in>"; filename*=UTF-8''<percent-encoded name>` (RFC 6266):
+/// the quoted form keeps only characters that need no escaping, the encoded form is exact.
+fn disposition(name: &str) -> String {
+    let ascii: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut encoded = String::new();
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b"!#$&+-.^_`|~".contains(&b) {
+            encoded.push(char::from(b));
+        } else {
+            encoded.push_str(&format!("%{b:02X}"));
+        }
+    }
+    format!("attachment; filename=\"{ascii}\"; filename*=UTF-8''{encoded}")
+}
+
+/// `GET /v1/blobs/{id}/content`: the bytes, as an attachment.
 pub async fn download<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
@@ -212,24 +322,8 @@ pub async fn download<S: Store>(
 ) -> Response {
     let result: ApiResult<Response> = async {
         let agent = auth::agent(&app, &headers).await?;
-        let b = readable(&app, &agent, &id).await?;
-        if !b.complete {
-            return Err(ApiError::new(
-                Code::AttachmentPending,
-                "this blob's content was not uploaded yet",
-            ));
-        }
-        let sealed = tokio::fs::read(blob_path(&app, &b.id))
-            .await
-            .map_err(|e| ApiError::new(Code::StorageUnavailable, e.to_string()))?;
-        let key = app.tenant_key(&b.tenant_id).await?;
-        let plain = key
-            .open(&sealed)
-            .ok_or_else(|| ApiError::new(Code::StorageUnavailable, "blob content does not open"))?;
-        let media = b
-            .media_type
-            .unwrap_or_else(|| "application/octet-stream".into());
-        Ok(([(header::CONTENT_TYPE, media)], plain).into_response())
+        let (b, bytes) = content_for(&app, &Principal::Agent(agent), &id).await?;
+        Ok(attachment(&b, bytes))
     }
     .await;
     result.unwrap_or_else(IntoResponse::into_response)

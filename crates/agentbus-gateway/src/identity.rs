@@ -351,6 +351,13 @@ fn visible(who: &Principal, a: &AgentRow) -> bool {
     }
 }
 
+/// The directory: every live agent of the caller's tenant that the caller may see (§10).
+pub async fn directory<S: Store>(app: &App<S>, who: &Principal) -> ApiResult<Vec<AgentRow>> {
+    let mut out = app.store.agents(who.tenant_id()).await?;
+    out.retain(|a| visible(who, a));
+    Ok(out)
+}
+
 /// `GET /v1/agents`: the directory within what the caller may see.
 pub async fn list_agents<S: Store>(
     State(app): State<Arc<App<S>>>,
@@ -358,16 +365,14 @@ pub async fn list_agents<S: Store>(
 ) -> ApiResult<Json<Value>> {
     let who = bearer(&app, &headers).await?;
     let mut out = Vec::new();
-    for a in app.store.agents(who.tenant_id()).await? {
-        if visible(&who, &a) {
-            out.push(card_json(&app, &a).await?);
-        }
+    for a in directory(&app, &who).await? {
+        out.push(card_json(&app, &a).await?);
     }
     Ok(Json(json!({"agents": out})))
 }
 
-/// The agent `id` if `who` may see it; "not yours" answers exactly like "does not exist".
-pub(crate) async fn visible_agent<S: Store>(
+/// The agent `id` if `who` may see it in the directory, else exactly what a missing one gets.
+pub async fn visible_agent<S: Store>(
     app: &App<S>,
     who: &Principal,
     id: &str,
@@ -392,7 +397,7 @@ pub async fn get_agent<S: Store>(
 
 /// Whether `who` manages `a`: the agent itself, its owner, or an admin whose scope covers its
 /// workspace.
-fn may_manage(who: &Principal, a: &AgentRow) -> bool {
+pub fn may_manage(who: &Principal, a: &AgentRow) -> bool {
     match who {
         Principal::Agent(x) => x.id == a.id,
         Principal::User(u) => {
@@ -581,20 +586,142 @@ pub async fn unsubscribe<S: Store>(
     Ok(Json(json!({"topic": name, "subscribed": false})))
 }
 
-/// `GET /v1/topics`: the workspace's topics.
+/// `GET /v1/topics?workspace=`: an agent gets its workspace's topics with subscriber counts; an
+/// admin those of the workspaces it administers (one, with `workspace`), each with its
+/// subscribers' ids.
 pub async fn list_topics<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
+    crate::extract::Query(q): crate::extract::Query<TopicsQuery>,
 ) -> ApiResult<Json<Value>> {
-    let a = crate::auth::agent(&app, &headers).await?;
-    let topics: Vec<Value> = app
-        .store
-        .topics(&a.workspace_id)
+    let who = bearer(&app, &headers).await?;
+    let agent = matches!(who, Principal::Agent(_));
+    let mut out = Vec::new();
+    for t in topics_for(&app, &who, q.workspace.as_deref()).await? {
+        let mut v = json!({"name": t.name, "subscribers": t.subscribers.len()});
+        if !agent {
+            v["workspace"] = json!({"id": t.workspace.id, "slug": t.workspace.slug});
+            v["subscriber_ids"] = json!(t.subscribers);
+        }
+        out.push(v);
+    }
+    Ok(Json(json!({"topics": out})))
+}
+
+/// Filters of `GET /v1/topics`.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct TopicsQuery {
+    /// Only this workspace (`ws_` id); an admin's.
+    pub workspace: Option<String>,
+}
+
+/// A topic with its subscribers.
+#[derive(Debug, Clone)]
+pub struct TopicView {
+    /// Its workspace.
+    pub workspace: WorkspaceRow,
+    /// Its name.
+    pub name: String,
+    /// When it was created (its first subscription).
+    pub created_at: i64,
+    /// The `agt_` ids subscribed.
+    pub subscribers: Vec<String>,
+}
+
+/// The topics `who` may list (§4.4): an agent its own workspace's; an admin those of every
+/// workspace it administers, or of `workspace` alone. Another workspace answers as a missing one;
+/// a member or the operator is refused from its role (AB-1002).
+pub async fn topics_for<S: Store>(
+    app: &App<S>,
+    who: &Principal,
+    workspace: Option<&str>,
+) -> ApiResult<Vec<TopicView>> {
+    let workspaces = match who {
+        Principal::Agent(a) => {
+            if workspace.is_some_and(|w| w != a.workspace_id) {
+                return Err(ApiError::not_found());
+            }
+            app.workspace_row(&a.workspace_id)
+                .await?
+                .into_iter()
+                .collect()
+        }
+        Principal::User(_) => {
+            let admin = crate::roles::admin(who.clone())?;
+            let all = app.store.workspaces(&admin.tenant_id).await?;
+            let mine: Vec<WorkspaceRow> = all
+                .into_iter()
+                .filter(|w| administers(who, &w.tenant_id, &w.id))
+                .filter(|w| workspace.is_none_or(|id| id == w.id))
+                .collect();
+            if workspace.is_some() && mine.is_empty() {
+                return Err(ApiError::not_found());
+            }
+            mine
+        }
+    };
+    let mut out = Vec::new();
+    for ws in workspaces {
+        for (t, _) in app.store.topics(&ws.id).await? {
+            let subscribers = app
+                .store
+                .topic(&ws.id, &t.name)
+                .await?
+                .map(|(_, s)| s)
+                .unwrap_or_default();
+            out.push(TopicView {
+                workspace: ws.clone(),
+                name: t.name,
+                created_at: t.created_at,
+                subscribers,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Whose view of conversations `who` reads (§7): an agent its own messages, a workspace admin its
+/// workspace's agents', a tenant admin the whole tenant's; anyone else is refused (AB-1002).
+fn viewer(who: &Principal) -> ApiResult<ConversationViewer> {
+    Ok(match who {
+        Principal::Agent(a) => ConversationViewer::Agent(a.id.clone()),
+        Principal::User(_) => match crate::roles::admin_scope(who) {
+            Some(crate::roles::AdminScope::Tenant(_)) => ConversationViewer::Tenant,
+            Some(crate::roles::AdminScope::Workspace(w)) => {
+                ConversationViewer::Workspace(w.to_owned())
+            }
+            None => {
+                return Err(ApiError::new(
+                    Code::NotPermitted,
+                    "conversations are read by their agents and by admins",
+                ));
+            }
+        },
+    })
+}
+
+/// The messages of conversation `id` that `who` may read, in `received_at` order (§7); with
+/// nothing to read, exactly what an unknown id gets.
+pub async fn conversation_rows<S: Store>(
+    app: &App<S>,
+    who: &Principal,
+    id: &str,
+) -> ApiResult<Vec<MessageRow>> {
+    let viewer = viewer(who)?;
+    app.store
+        .conversation(who.tenant_id(), id, &viewer)
         .await?
-        .into_iter()
-        .map(|(t, n)| json!({"name": t.name, "subscribers": n}))
-        .collect();
-    Ok(Json(json!({"topics": topics})))
+        .ok_or_else(ApiError::not_found)
+}
+
+/// A stored message as a conversation shows it: its delivered copy to its recipient, without the
+/// per-inbox `sequence`.
+pub async fn envelope<S: Store>(app: &App<S>, m: &MessageRow) -> ApiResult<Value> {
+    let mut copy = app.delivered_copy(m, &m.to_id, 0).await?;
+    if let Some(o) = copy.as_object_mut() {
+        o.shift_remove("sequence");
+    }
+    Ok(copy)
 }
 
 /// `GET /v1/conversations/{id}`: the conversation's envelopes the caller may read, in
@@ -608,33 +735,93 @@ pub async fn conversation<S: Store>(
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
     let who = bearer(&app, &headers).await?;
-    let viewer = match &who {
-        Principal::Agent(a) => ConversationViewer::Agent(a.id.clone()),
-        Principal::User(_) => match crate::roles::admin_scope(&who) {
-            Some(crate::roles::AdminScope::Tenant(_)) => ConversationViewer::Tenant,
-            Some(crate::roles::AdminScope::Workspace(w)) => {
-                ConversationViewer::Workspace(w.to_owned())
-            }
-            None => {
-                return Err(ApiError::new(
-                    Code::NotPermitted,
-                    "conversations are read by their agents and by admins",
-                ));
-            }
-        },
-    };
-    let rows = app
-        .store
-        .conversation(who.tenant_id(), &id, &viewer)
-        .await?
-        .ok_or_else(ApiError::not_found)?;
+    let rows = conversation_rows(&app, &who, &id).await?;
     let mut envelopes = Vec::with_capacity(rows.len());
     for m in &rows {
-        let mut copy = app.delivered_copy(m, &m.to_id, 0).await?;
-        if let Some(o) = copy.as_object_mut() {
-            o.shift_remove("sequence");
-        }
-        envelopes.push(copy);
+        envelopes.push(envelope(&app, m).await?);
     }
     Ok(Json(json!({"conversation_id": id, "envelopes": envelopes})))
+}
+
+/// The most conversations a list answers at once.
+pub const MAX_CONVERSATIONS: u32 = 200;
+
+/// A position in a list of conversations: the last one's `(received_at, storage sequence)`,
+/// written `<ms>.<seq>`.
+pub fn conversation_cursor(c: &ConversationSummary) -> String {
+    format!("{}.{}", c.last_at, c.last.seq)
+}
+
+fn parse_cursor(s: &str) -> ApiResult<(i64, i64)> {
+    s.split_once('.')
+        .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+        .ok_or_else(|| {
+            ApiError::new(
+                Code::InvalidRequest,
+                "`before` is the `next` cursor of an earlier page",
+            )
+        })
+}
+
+/// The conversations with messages `who` may read (per message, as for one conversation), most
+/// recently active first; `before` is a cursor from an earlier page.
+pub async fn conversation_list<S: Store>(
+    app: &App<S>,
+    who: &Principal,
+    before: Option<&str>,
+    limit: u32,
+) -> ApiResult<Vec<ConversationSummary>> {
+    let viewer = viewer(who)?;
+    let before = before.map(parse_cursor).transpose()?;
+    Ok(app
+        .store
+        .conversations(
+            who.tenant_id(),
+            &viewer,
+            before,
+            limit.clamp(1, MAX_CONVERSATIONS),
+        )
+        .await?)
+}
+
+/// Paging of `GET /v1/conversations`.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct ConversationsQuery {
+    /// The `next` cursor of the page before.
+    pub before: Option<String>,
+    /// Most conversations (default 50, at most 200).
+    pub limit: Option<u32>,
+}
+
+/// `GET /v1/conversations?before=&limit=`: the conversations the caller may read, most recently
+/// active first, each with the count of its messages the caller may read and the last of them.
+pub async fn list_conversations<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    crate::extract::Query(q): crate::extract::Query<ConversationsQuery>,
+) -> ApiResult<Json<Value>> {
+    let who = bearer(&app, &headers).await?;
+    let limit = q.limit.unwrap_or(50);
+    let list = conversation_list(&app, &who, q.before.as_deref(), limit).await?;
+    let mut out = Vec::with_capacity(list.len());
+    for c in &list {
+        let attrs: Map<String, Value> = serde_json::from_str(&c.last.attrs).unwrap_or_default();
+        out.push(json!({
+            "conversation_id": c.conversation_id,
+            "messages": c.messages,
+            "first_received_at": Timestamp(c.first_at).to_string(),
+            "last_received_at": Timestamp(c.last_at).to_string(),
+            "last": {
+                "id": c.last.id,
+                "type": c.last.kind,
+                "source": c.last.source,
+                "to": c.last.to_text,
+                "subject": attrs.get("subject"),
+            },
+        }));
+    }
+    let next = (list.len() as u32 >= limit.clamp(1, MAX_CONVERSATIONS))
+        .then(|| list.last().map(conversation_cursor))
+        .flatten();
+    Ok(Json(json!({"conversations": out, "next": next})))
 }

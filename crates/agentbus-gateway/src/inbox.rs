@@ -77,6 +77,7 @@ async fn lease<S: Store>(
             d.attempt,
             (now - d.message.received_at).max(0) as f64 / 1000.0,
         );
+        crate::metrics::count_delivery_in(&agent.workspace_id, d.attempt);
         let envelope = app
             .delivered_copy_raw(
                 &d.message.tenant_id,

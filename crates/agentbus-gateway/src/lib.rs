@@ -26,6 +26,8 @@ pub mod roles;
 pub mod serve;
 pub mod tasks;
 pub mod testclock;
+pub mod usage;
+pub mod views;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -99,6 +101,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/inbox/receipts"),
     ("get", "/v1/inbox/policy"),
     ("get", "/v1/messages/{id}/delivery"),
+    ("get", "/v1/conversations"),
+    ("get", "/v1/usage"),
 ];
 
 /// Routes served only by a gateway started with `--unsafe-test-clock` (`docs/settings.md`): not
@@ -197,7 +201,9 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         )
         .route("/v1/inbox/receipts", post(receipts::report::<S>))
         .route("/v1/inbox/policy", get(receipts::policy::<S>))
-        .route("/v1/messages/{id}/delivery", get(receipts::delivery::<S>));
+        .route("/v1/messages/{id}/delivery", get(receipts::delivery::<S>))
+        .route("/v1/conversations", get(id::list_conversations::<S>))
+        .route("/v1/usage", get(usage::list::<S>));
     let test_clock = app.test_clock.clone();
     if test_clock.is_some() {
         r = r.route(
@@ -261,6 +267,8 @@ pub struct Gateway {
     /// Set on the first start of a data directory: the operator's and the first admin's
     /// credentials, to show once.
     pub bootstrap: Option<Bootstrap>,
+    /// Routes served beside the API ([`Gateway::mount`]).
+    mounted: Option<Router>,
     /// The data directory's lock, held while this gateway lives: a second gateway, or
     /// `admin-token`, on the same directory is refused.
     _lock: std::fs::File,
@@ -407,8 +415,27 @@ impl Gateway {
         Ok(Gateway {
             app,
             bootstrap,
+            mounted: None,
             _lock: lock,
         })
+    }
+
+    /// Serves `routes` beside the API on the same listener; they must not overlap the API's
+    /// paths. The binary mounts the console (`/console`) here: the gateway knows no HTML.
+    pub fn mount(&mut self, routes: Router) {
+        self.mounted = Some(match self.mounted.take() {
+            Some(r) => r.merge(routes),
+            None => routes,
+        });
+    }
+
+    /// The API's router with whatever was mounted beside it.
+    fn service(&self) -> Router {
+        let api = router(self.app.clone());
+        match &self.mounted {
+            Some(extra) => api.merge(extra.clone()),
+            None => api,
+        }
     }
 
     /// Binds `config.listen` and serves until `shutdown` resolves (see [`Gateway::serve_on`]).
@@ -442,7 +469,7 @@ impl Gateway {
         let reaper = spawn_reaper(self.app.clone());
         serve::run(
             listener,
-            router(self.app.clone()),
+            self.service(),
             serve::Bounds::of(config),
             config.public_url.clone(),
             Arc::new(serve::Connections::default()),

@@ -61,6 +61,99 @@ struct Registry {
     open_connections: AtomicU64,
     publish_latency: Histogram,
     delivery_latency: Histogram,
+    /// The same counts per workspace (the sender's for publishes, the recipient's for deliveries
+    /// and dead letters), for views scoped to a tenant or workspace (the console's overview).
+    workspaces: Mutex<std::collections::HashMap<String, Counters>>,
+}
+
+/// Counts the console's overview draws from, as of one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Publishes by result (`accepted`, `replay` or an `AB-` code).
+    pub publishes: BTreeMap<String, u64>,
+    /// Deliveries handed out (first attempts and redeliveries).
+    pub deliveries: u64,
+    /// Redeliveries among them.
+    pub redeliveries: u64,
+    /// Entries dead-lettered.
+    pub dead_letters: u64,
+    /// Entries expired before an ack.
+    pub expired: u64,
+}
+
+impl Counters {
+    fn add(&mut self, other: &Counters) {
+        for (k, n) in &other.publishes {
+            *self.publishes.entry(k.clone()).or_default() += n;
+        }
+        self.deliveries += other.deliveries;
+        self.redeliveries += other.redeliveries;
+        self.dead_letters += other.dead_letters;
+        self.expired += other.expired;
+    }
+}
+
+fn in_workspace(workspace: &str, change: impl FnOnce(&mut Counters)) {
+    if let Ok(mut m) = registry().workspaces.lock() {
+        // The key is allocated only the first time a workspace is seen.
+        match m.get_mut(workspace) {
+            Some(c) => change(c),
+            None => change(m.entry(workspace.to_owned()).or_default()),
+        }
+    }
+}
+
+/// Counts a publish by an agent of `workspace` answered with `result`.
+pub fn count_publish_in(workspace: &str, result: &str) {
+    in_workspace(workspace, |c| match c.publishes.get_mut(result) {
+        Some(n) => *n += 1,
+        None => {
+            c.publishes.insert(result.to_owned(), 1);
+        }
+    });
+}
+
+/// Counts a delivery to an agent of `workspace`; `attempt > 1` is a redelivery.
+pub fn count_delivery_in(workspace: &str, attempt: u32) {
+    in_workspace(workspace, |c| {
+        c.deliveries += 1;
+        c.redeliveries += u64::from(attempt > 1);
+    });
+}
+
+/// Counts one entry of an inbox of `workspace` dead-lettered (`dead`) or expired.
+pub fn count_reaped_in(workspace: &str, dead: bool) {
+    in_workspace(workspace, |c| {
+        if dead {
+            c.dead_letters += 1;
+        } else {
+            c.expired += 1;
+        }
+    });
+}
+
+/// The counters of this process summed over the workspaces `include` accepts, or, with `None`,
+/// the gateway's own totals (which also count publishes refused before any workspace was known).
+pub fn counters(include: Option<&dyn Fn(&str) -> bool>) -> Counters {
+    let r = registry();
+    let Some(include) = include else {
+        return Counters {
+            publishes: r.publishes.lock().map(|m| m.clone()).unwrap_or_default(),
+            deliveries: r.deliveries.load(Ordering::Relaxed),
+            redeliveries: r.redeliveries.load(Ordering::Relaxed),
+            dead_letters: r.dead_letters.load(Ordering::Relaxed),
+            expired: r.expired.load(Ordering::Relaxed),
+        };
+    };
+    let mut out = Counters::default();
+    if let Ok(m) = r.workspaces.lock() {
+        for (ws, c) in m.iter() {
+            if include(ws) {
+                out.add(c);
+            }
+        }
+    }
+    out
 }
 
 fn registry() -> &'static Registry {

@@ -45,13 +45,17 @@ pub async fn publish<S: Store>(
     Body(body): Body,
 ) -> Response {
     let started = Instant::now();
-    let result = publish_inner(&app, &headers, &body).await;
+    let mut workspace = None;
+    let result = publish_inner(&app, &headers, &body, &mut workspace).await;
     let label = match &result {
         Ok((StatusCode::ACCEPTED, _)) => "accepted".to_owned(),
         Ok(_) => "replay".to_owned(),
         Err(e) => e.code.to_string(),
     };
     crate::metrics::count_publish(&label, started.elapsed().as_secs_f64());
+    if let Some(ws) = &workspace {
+        crate::metrics::count_publish_in(ws, &label);
+    }
     match result {
         Ok((status, body)) => {
             let mut resp = (status, axum::Json(body)).into_response();
@@ -118,10 +122,12 @@ fn missing(env: &Envelope, name: &str) -> ApiError {
     }
 }
 
+/// `workspace` is set to the sender's once it is known, for the per-workspace counters.
 async fn publish_inner<S: Store>(
     app: &App<S>,
     headers: &HeaderMap,
     body: &[u8],
+    workspace: &mut Option<String>,
 ) -> ApiResult<(StatusCode, Value)> {
     // 1. Bearer.
     let agent = match bearer(app, headers).await? {
@@ -133,6 +139,7 @@ async fn publish_inner<S: Store>(
             ));
         }
     };
+    *workspace = Some(agent.workspace_id.clone());
     if body.len() > MAX_ENVELOPE_BYTES {
         return Err(ApiError::new(
             Code::EnvelopeTooLarge,
@@ -309,6 +316,14 @@ async fn store_checked<S: Store>(
     for name in GATEWAY_SET {
         attrs.shift_remove(*name);
     }
+    let usage = crate::usage::row(
+        agent,
+        &attrs,
+        &data,
+        task.as_ref()
+            .map(|t| (t.task_id.as_str(), t.write.capability())),
+        now,
+    );
     attrs.insert("tenant".into(), json!(agent.tenant_id));
     attrs.insert("workspace".into(), json!(agent.workspace_id));
     attrs.insert("received_at".into(), json!(Timestamp(now).to_string()));
@@ -339,6 +354,7 @@ async fn store_checked<S: Store>(
         replay_since: c.replay_since,
         idempotency_since,
         max_depth: Some(app.config.inbox_max_depth),
+        usage,
     };
     // What the message did to its task, for the receipt: a late or ignored lifecycle message is
     // stored and recorded (§6.3, G-WP-7) but changed nothing, and its sender is told so.

@@ -62,7 +62,8 @@ fn machine_json(t: &Task) -> String {
     .to_string()
 }
 
-fn machine_of(row: &TaskRow) -> Task {
+/// The state machine's fields of a stored task (§6): its limits and timers.
+pub fn machine_of(row: &TaskRow) -> Task {
     let v: Value = serde_json::from_str(&row.machine).unwrap_or(Value::Null);
     let t = |k: &str| v[k].as_i64().map(Timestamp);
     Task {
@@ -424,7 +425,8 @@ async fn find_request<S: Store>(app: &App<S>, row: &TaskRow) -> ApiResult<Option
         .await?)
 }
 
-async fn task_json<S: Store>(app: &App<S>, row: &TaskRow) -> ApiResult<Value> {
+/// A task as `GET /v1/tasks/{id}` answers it: state, parties, constraints, timeline.
+pub async fn task_json<S: Store>(app: &App<S>, row: &TaskRow) -> ApiResult<Value> {
     let m = machine_of(row);
     let addr = |id: &str| {
         let id = id.to_owned();
@@ -495,15 +497,18 @@ async fn may_read<S: Store>(app: &App<S>, who: &Principal, row: &TaskRow) -> Api
 
 /// Task routes take an agent's credential or an admin's token; a member's or the operator's is
 /// refused whatever task it names.
-fn reader(who: Principal) -> ApiResult<Principal> {
+fn reader(who: &Principal) -> ApiResult<()> {
     match who {
-        Principal::Agent(_) => Ok(who),
-        user => crate::roles::admin(user).map(Principal::User),
+        Principal::Agent(_) => Ok(()),
+        user => crate::roles::admin(user.clone()).map(drop),
     }
 }
 
-/// The task `id` if `who` may read it, else exactly what an unknown id gets (AB-4012).
-async fn readable<S: Store>(app: &App<S>, who: &Principal, id: &str) -> ApiResult<TaskRow> {
+/// The task `id` if `who` may read it (its parties, and admins whose scope covers a party), else
+/// exactly what an unknown id gets (AB-4012); a member or the operator is refused from its role
+/// (AB-1002).
+pub async fn readable<S: Store>(app: &App<S>, who: &Principal, id: &str) -> ApiResult<TaskRow> {
+    reader(who)?;
     let unknown = || ApiError::new(Code::UnknownTask, "no such task");
     let row = app.store.task(id).await?.ok_or_else(unknown)?;
     if may_read(app, who, &row).await? {
@@ -520,7 +525,7 @@ pub async fn get<S: Store>(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let who = reader(bearer(&app, &headers).await?)?;
+    let who = bearer(&app, &headers).await?;
     let row = readable(&app, &who, &id).await?;
     Ok(Json(task_json(&app, &row).await?))
 }
@@ -556,17 +561,34 @@ fn cancel_reason(body: &[u8]) -> ApiResult<Option<String>> {
 }
 
 /// `POST /v1/tasks/{id}/cancel` `{reason?}`: an admin whose scope covers a party cancels a task
-/// through the console (§5.7, §6.2). The gateway records the cancel in the timeline (actor `user:<id>`) and tells both
-/// parties with a `task.cancel` notice from `agent://system/gateway/tasks`; the transition follows
-/// the same rules as the requester's cancel.
+/// through the console (§5.7, §6.2): see [`cancel`].
 pub async fn admin_cancel<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
     Path(id): Path<String>,
     crate::error::Body(body): crate::error::Body,
 ) -> ApiResult<Json<Value>> {
+    let reason = cancel_reason(&body)?;
     let who = bearer(&app, &headers).await?;
-    let user = match &who {
+    let (row, requested) = cancel(&app, &who, &id, reason).await?;
+    let mut out = task_json(&app, &row).await?;
+    out["cancel_requested"] = json!(requested);
+    Ok(Json(out))
+}
+
+/// The console's cancel (§5.7, §6.2: "a workspace admin through the console"), for an admin whose
+/// scope covers a party; the same function serves `POST /v1/tasks/{id}/cancel`. The gateway
+/// records the cancel in the timeline (actor `user:<id>`) and tells both parties with a
+/// `task.cancel` notice from `agent://system/gateway/tasks`; the transition follows the same rules
+/// as the requester's cancel. Returns the task as it is now and whether the cancel is waiting for
+/// the worker (or the grace timer) rather than done.
+pub async fn cancel<S: Store>(
+    app: &App<S>,
+    who: &Principal,
+    id: &str,
+    reason: Option<String>,
+) -> ApiResult<(TaskRow, bool)> {
+    let user = match who {
         Principal::Agent(_) => {
             return Err(ApiError::new(
                 Code::NotPermitted,
@@ -575,18 +597,29 @@ pub async fn admin_cancel<S: Store>(
         }
         Principal::User(u) => u.clone(),
     };
-    if crate::roles::admin_scope(&who).is_none() {
+    if crate::roles::admin_scope(who).is_none() {
         return Err(ApiError::new(
             Code::WrongTaskSender,
             "§6.2: only the requester or a workspace admin may cancel a task",
         ));
     }
-    let reason = cancel_reason(&body)?;
-    let row = readable(&app, &who, &id).await?;
+    let row = readable(app, who, id).await?;
+    // The console's form reaches here without `cancel_reason`: the same bound (§5).
+    if reason
+        .as_deref()
+        .is_some_and(|r| r.chars().count() > MAX_CANCEL_REASON)
+    {
+        return Err(ApiError::new(
+            Code::InvalidRequest,
+            format!(
+                "`reason` is at most {MAX_CANCEL_REASON} characters (the task.cancel schema, §5)"
+            ),
+        ));
+    }
     let now = app.now();
     let outcome = {
-        let _guard = app.task_locks.lock(&id).await;
-        let row = app.store.task(&id).await?.ok_or_else(ApiError::not_found)?;
+        let _guard = app.task_locks.lock(id).await;
+        let row = app.store.task(id).await?.ok_or_else(ApiError::not_found)?;
         let mut machine = machine_of(&row);
         let outcome = machine
             .apply(TaskEvent::Cancel, Sender::ADMIN, Timestamp(now))
@@ -604,7 +637,7 @@ pub async fn admin_cancel<S: Store>(
             .await?;
         outcome
     };
-    let original = find_request(&app, &row).await?;
+    let original = find_request(app, &row).await?;
     let mut data = json!({"task_id": row.id});
     if let Some(r) = reason {
         data["reason"] = json!(r);
@@ -626,36 +659,40 @@ pub async fn admin_cancel<S: Store>(
             .await?;
         }
     }
-    let mut out = task_json(
-        &app,
-        &app.store.task(&id).await?.ok_or_else(ApiError::not_found)?,
-    )
-    .await?;
-    out["cancel_requested"] = json!(outcome.cancel_requested);
-    Ok(Json(out))
+    let now_row = app.store.task(id).await?.ok_or_else(ApiError::not_found)?;
+    Ok((now_row, outcome.cancel_requested))
 }
 
 /// Filters of `GET /v1/tasks`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 pub struct ListQuery {
     /// Only this state.
     pub state: Option<String>,
     /// Only tasks requested by this `agt_` id.
     pub requester: Option<String>,
-    /// Only tasks received by this `agt_` id.
+    /// Only tasks received by this `agt_` id (the worker).
     pub recipient: Option<String>,
-    /// Most rows (default 100).
+    /// Only tasks for this capability.
+    pub capability: Option<String>,
+    /// Only tasks after this one in the list: the `next` cursor of the page before.
+    pub before: Option<String>,
+    /// Most rows (default 100, at most 1000).
     pub limit: Option<u32>,
 }
 
-/// `GET /v1/tasks?state=&requester=&recipient=`: an agent sees its own tasks, an admin those of
-/// the workspaces it administers.
-pub async fn list<S: Store>(
-    State(app): State<Arc<App<S>>>,
-    headers: HeaderMap,
-    Query(q): Query<ListQuery>,
-) -> ApiResult<Json<Value>> {
-    let who = reader(bearer(&app, &headers).await?)?;
+/// A position in a task list: the last task's `<created_at ms>.<id>`.
+pub fn task_cursor(t: &TaskRow) -> String {
+    format!("{}.{}", t.created_at, t.id)
+}
+
+/// The tasks `who` may read that match `q`, newest first: an agent's own, an admin's those of
+/// the workspaces it administers (requested from one, or received by an agent of one).
+pub async fn visible<S: Store>(
+    app: &App<S>,
+    who: &Principal,
+    q: &ListQuery,
+) -> ApiResult<Vec<TaskRow>> {
+    reader(who)?;
     if let Some(s) = &q.state
         && s.parse::<TaskState>().is_err()
     {
@@ -664,22 +701,76 @@ pub async fn list<S: Store>(
             format!("unknown state {s:?}"),
         ));
     }
+    let before = match &q.before {
+        None => None,
+        Some(c) => Some(
+            c.split_once('.')
+                .and_then(|(at, id)| Some((at.parse::<i64>().ok()?, id.to_owned())))
+                .ok_or_else(|| {
+                    ApiError::new(
+                        Code::InvalidRequest,
+                        "`before` is the `next` cursor of an earlier page",
+                    )
+                })?,
+        ),
+    };
     let filter = TaskFilter {
         tenant_id: who.tenant_id().to_owned(),
-        state: q.state,
-        requester_id: q.requester,
-        recipient_id: q.recipient,
-        party_id: match &who {
+        state: q.state.clone(),
+        requester_id: q.requester.clone(),
+        recipient_id: q.recipient.clone(),
+        party_id: match who {
             Principal::Agent(a) => Some(a.id.clone()),
             Principal::User(_) => None,
         },
-        limit: q.limit.unwrap_or(100).min(1000),
+        limit: q.limit.unwrap_or(100).clamp(1, 1000),
+        capability: q.capability.clone(),
+        workspace_id: match crate::roles::admin_scope(who) {
+            Some(crate::roles::AdminScope::Workspace(w)) => Some(w.to_owned()),
+            _ => None,
+        },
+        before,
     };
     let mut out = Vec::new();
     for row in app.store.tasks(filter).await? {
-        if may_read(&app, &who, &row).await? {
-            out.push(task_json(&app, &row).await?);
+        if may_read(app, who, &row).await? {
+            out.push(row);
         }
     }
-    Ok(Json(json!({"tasks": out})))
+    Ok(out)
+}
+
+/// `GET /v1/tasks?state=&capability=&requester=&recipient=&before=&limit=`: an agent sees its own
+/// tasks, an admin those of the workspaces it administers; `next` continues the list.
+pub async fn list<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    let who = bearer(&app, &headers).await?;
+    let rows = visible(&app, &who, &q).await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in &rows {
+        out.push(task_json(&app, row).await?);
+    }
+    let full = rows.len() as u32 >= q.limit.unwrap_or(100).clamp(1, 1000);
+    let next = full.then(|| rows.last().map(task_cursor)).flatten();
+    Ok(Json(json!({"tasks": out, "next": next})))
+}
+
+/// The messages of a task `who` may read (its request, lifecycle messages and notices), in
+/// `received_at` order, each with its delivered copy (`data` opened): the task's page draws its
+/// progress, usage and cost from them.
+pub async fn messages_of<S: Store>(
+    app: &App<S>,
+    who: &Principal,
+    id: &str,
+) -> ApiResult<(TaskRow, Vec<(MessageRow, Value)>)> {
+    let row = readable(app, who, id).await?;
+    let mut out = Vec::new();
+    for m in app.store.task_messages(&row.tenant_id, &row.id).await? {
+        let env = crate::identity::envelope(app, &m).await?;
+        out.push((m, env));
+    }
+    Ok((row, out))
 }

@@ -111,6 +111,14 @@ catalogue! {
     WeakKey = 1014, 400, Project, "Public key rejected",
         cause: "The public key is not a 32-byte base64url Ed25519 point, or it is a small-order (weak) point that would let any signature verify.",
         fix: "Generate a fresh key with `agentbus keys generate` and register its public half.";
+    /// A change through the web console was refused for its CSRF token or origin.
+    ConsoleCsrf = 1020, 403, Project, "Console form refused (CSRF)",
+        cause: "A change made through the web console (sign-in, sign-out, cancel, suspend, resume, a policy) carried no CSRF token, a token that is not its session's, or came from another site (its `Origin` or `Sec-Fetch-Site` is not the console's own). Nothing changed.",
+        fix: "Reload the console page and submit the form from it. A page or script of another site cannot act through a console session.";
+    /// The console session is missing or ended.
+    ConsoleSignedOut = 1021, 401, Project, "Console session ended",
+        cause: "The console request carried no session cookie, or its session ended: signed out, past its lifetime (8 hours), or its user token was revoked or its tenant suspended since sign-in. Sessions are kept by the gateway's store, so this holds on every replica.",
+        fix: "Sign in again at `/console/sign-in` with a user integration token.";
     /// Re-verification of a delivered envelope failed at the receiver.
     ReverifyFailed = 1303, 0, Spec, "Re-verification failed at the receiver",
         cause: "The receiving sidecar re-verified a delivered envelope against the sender's registered keys and the signature did not verify. The message is kept and framed with `verified=\"false\"`; it is never dropped.",

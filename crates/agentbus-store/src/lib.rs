@@ -249,6 +249,28 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = StoreResult<Option<Vec<MessageRow>>>> + Send;
     /// A message by its storage sequence.
     fn message(&self, seq: i64) -> impl Future<Output = StoreResult<Option<MessageRow>>> + Send;
+    /// The conversations of a tenant with messages `viewer` may read (§7, per message as for
+    /// [`Store::conversation`]), most recently active first, at most `limit`; with `before`, only
+    /// those whose last readable message is older than that `(received_at, seq)`.
+    fn conversations(
+        &self,
+        tenant_id: &str,
+        viewer: &ConversationViewer,
+        before: Option<(i64, i64)>,
+        limit: u32,
+    ) -> impl Future<Output = StoreResult<Vec<ConversationSummary>>> + Send;
+    /// Every inbox copy of these stored messages (by storage sequence), with its delivery state.
+    fn copies(
+        &self,
+        message_seqs: Vec<i64>,
+    ) -> impl Future<Output = StoreResult<Vec<CopyState>>> + Send;
+    /// The messages of a task (its request and lifecycle messages, notices about it), in
+    /// `received_at` order.
+    fn task_messages(
+        &self,
+        tenant_id: &str,
+        task_id: &str,
+    ) -> impl Future<Output = StoreResult<Vec<MessageRow>>> + Send;
 
     // Tasks.
 
@@ -292,6 +314,37 @@ pub trait Store: Send + Sync + 'static {
         tenant_id: &str,
         now: i64,
     ) -> impl Future<Output = StoreResult<u64>> + Send;
+    /// The workspaces of the agents a blob concerns: its uploader, and the senders and recipients
+    /// of every message referencing it.
+    fn blob_workspaces(
+        &self,
+        blob_id: &str,
+    ) -> impl Future<Output = StoreResult<Vec<String>>> + Send;
+
+    // Usage.
+
+    /// Usage and cost reported by messages (§5.5), summed per agent, capability, day and source.
+    fn usage(&self, f: UsageFilter) -> impl Future<Output = StoreResult<Vec<UsageTotal>>> + Send;
+
+    // Console sessions.
+
+    /// Stores a new console session.
+    fn create_console_session(
+        &self,
+        s: ConsoleSessionRow,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+    /// The session whose id hashes to `id_hash`, if it exists (expired or not).
+    fn console_session(
+        &self,
+        id_hash: [u8; 32],
+    ) -> impl Future<Output = StoreResult<Option<ConsoleSessionRow>>> + Send;
+    /// Ends a session (sign-out); ending one that does not exist changes nothing.
+    fn delete_console_session(
+        &self,
+        id_hash: [u8; 32],
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+    /// Forgets sessions that expired at or before `now`; answers how many.
+    fn purge_console_sessions(&self, now: i64) -> impl Future<Output = StoreResult<u64>> + Send;
 
     // Running the service.
 

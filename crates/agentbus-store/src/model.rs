@@ -233,6 +233,8 @@ pub struct NewMessage {
     /// this many unacknowledged entries; checked inside the storing transaction, so concurrent
     /// publishers cannot overfill an inbox between a check and the insert.
     pub max_depth: Option<u64>,
+    /// The usage and cost the message reported (§5.5), stored in the same transaction.
+    pub usage: Option<UsageRow>,
 }
 
 /// A stored message.
@@ -525,6 +527,15 @@ pub enum TaskWrite {
     Update(TaskRow, i64, TaskEventRow),
 }
 
+impl TaskWrite {
+    /// The capability of the task written.
+    pub fn capability(&self) -> &str {
+        match self {
+            TaskWrite::Create(t, _) | TaskWrite::Update(t, _, _) => &t.capability,
+        }
+    }
+}
+
 /// A filter for listing tasks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TaskFilter {
@@ -540,6 +551,12 @@ pub struct TaskFilter {
     pub party_id: Option<String>,
     /// Most rows.
     pub limit: u32,
+    /// Only tasks for this capability.
+    pub capability: Option<String>,
+    /// Only tasks of this workspace: requested from it, or received by an agent of it.
+    pub workspace_id: Option<String>,
+    /// Only tasks listed after this one, newest first: its `(created_at, id)`.
+    pub before: Option<(i64, String)>,
 }
 
 /// Whose view of a conversation is asked for (§7): nobody reads an envelope it neither sent nor
@@ -613,4 +630,166 @@ pub struct AnswerRow {
     pub kind: String,
     /// When the gateway received it.
     pub received_at: i64,
+}
+
+/// Token counts of a usage figure (§5.5, `common/usage/v1.json`); absent counts are 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tokens {
+    /// `input_tokens`.
+    pub input: i64,
+    /// `output_tokens`.
+    pub output: i64,
+    /// `cache_read_tokens`.
+    pub cache_read: i64,
+    /// `cache_write_tokens`.
+    pub cache_write: i64,
+    /// `reasoning_tokens`.
+    pub reasoning: i64,
+    /// `requests`.
+    pub requests: i64,
+    /// `wall_ms`.
+    pub wall_ms: i64,
+}
+
+/// A usage figure as a message reported it (§5.5): who reported it and the counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageFigure {
+    /// `reported_by`: `harness`, `agent`, `proxy` or `estimate`.
+    pub reported_by: String,
+    /// `provider`.
+    pub provider: Option<String>,
+    /// `model`.
+    pub model: Option<String>,
+    /// The counts.
+    pub tokens: Tokens,
+}
+
+/// A reported cost (`common/money/v1.json`), in millionths of the currency unit (the schema's
+/// amounts have at most six decimals, so the sum is exact).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CostFigure {
+    /// `currency`, three upper-case letters.
+    pub currency: String,
+    /// `amount` in millionths.
+    pub micros: i64,
+    /// `source`, when stated.
+    pub source: Option<String>,
+}
+
+/// What one message reported about the work behind it (§5.5), stored with the message so usage
+/// totals never need to open sealed `data`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageRow {
+    /// The sender's tenant.
+    pub tenant_id: String,
+    /// The sender's workspace.
+    pub workspace_id: String,
+    /// The reporting agent (the sender).
+    pub agent_id: String,
+    /// The task the message belongs to.
+    pub task_id: Option<String>,
+    /// The capability: the message's own, or its task's.
+    pub capability: Option<String>,
+    /// The UTC day of `received_at`, `YYYY-MM-DD`.
+    pub day: String,
+    /// Where the figure was read: `usage` (the envelope attribute), `data.usage` or
+    /// `data.usage_delta`.
+    pub field: String,
+    /// The usage figure, if the message carried one.
+    pub usage: Option<UsageFigure>,
+    /// The cost (`data.cost` of a task.result), if the message carried one.
+    pub cost: Option<CostFigure>,
+}
+
+/// Which usage totals to read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UsageFilter {
+    /// Tenant (required).
+    pub tenant_id: String,
+    /// Only agents of these workspaces; `None` for the whole tenant.
+    pub workspace_ids: Option<Vec<String>>,
+    /// Only this agent.
+    pub agent_id: Option<String>,
+    /// Only this capability.
+    pub capability: Option<String>,
+    /// Only days at or after this one (`YYYY-MM-DD`).
+    pub since_day: Option<String>,
+    /// Only days at or before this one.
+    pub until_day: Option<String>,
+}
+
+/// Usage summed per agent, capability, day and source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageTotal {
+    /// The reporting agent.
+    pub agent_id: String,
+    /// The capability, if the messages named one.
+    pub capability: Option<String>,
+    /// The UTC day.
+    pub day: String,
+    /// The usage figures' `reported_by`; `None` for messages that reported only a cost.
+    pub reported_by: Option<String>,
+    /// The cost's currency, when costs were reported.
+    pub currency: Option<String>,
+    /// The cost's `source`; `None` when unstated.
+    pub cost_source: Option<String>,
+    /// Messages summed.
+    pub messages: u64,
+    /// Summed counts.
+    pub tokens: Tokens,
+    /// Summed cost, millionths of `currency`.
+    pub cost_micros: i64,
+}
+
+/// A signed-in console session. The session id is a random secret held in an HttpOnly cookie and
+/// stored only as its SHA-256; every request re-checks the user token it was opened with, so a
+/// revoked token or a suspended tenant signs the session out on every replica.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsoleSessionRow {
+    /// SHA-256 of the session id.
+    pub id_hash: [u8; 32],
+    /// The signed-in user.
+    pub user_id: String,
+    /// SHA-256 of the user token the session was opened with.
+    pub token_hash: [u8; 32],
+    /// The session's CSRF token, embedded in every form it is shown.
+    pub csrf: String,
+    /// Sign-in time.
+    pub created_at: i64,
+    /// When the session ends whatever happens.
+    pub expires_at: i64,
+}
+
+/// A conversation as a list shows it: the messages of it the viewer may read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConversationSummary {
+    /// The `cnv_` id.
+    pub conversation_id: String,
+    /// Messages the viewer may read.
+    pub messages: u64,
+    /// The first one's `received_at`.
+    pub first_at: i64,
+    /// The last one's `received_at`.
+    pub last_at: i64,
+    /// The last message the viewer may read.
+    pub last: MessageRow,
+}
+
+/// One inbox copy of a message and how far its delivery got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyState {
+    /// The stored message (its storage sequence).
+    pub message_seq: i64,
+    /// The inbox's agent.
+    pub agent_id: String,
+    /// The inbox sequence.
+    pub sequence: u64,
+    /// Its state.
+    pub state: EntryState,
+    /// Deliveries so far.
+    pub attempts: u32,
+    /// Last delivery time.
+    pub last_attempt_at: Option<i64>,
+    /// When the recipient reported it shown in a session's context (its receipt, issue 13).
+    pub shown_at: Option<i64>,
 }

@@ -49,6 +49,8 @@ struct Victim {
     workspace_id: String,
     task_id: String,
     request: serde_json::Map<String, Value>,
+    /// The id of the victim's message in its conversation.
+    message_id: String,
     conversation_id: String,
     blob: Value,
     topic: &'static str,
@@ -318,7 +320,19 @@ fn cases(method: &str, path: &str) -> Option<Vec<Probe>> {
         ("post", "/v1/agents/{id}/resume") => {
             vec![Compare("resume an agent", agent_path("/resume"))]
         }
-        ("get", "/v1/topics") => vec![Alone("list topics", Box::new(|_, _, _| get("/v1/topics")))],
+        ("get", "/v1/topics") => vec![
+            Alone("list topics", Box::new(|_, _, _| get("/v1/topics"))),
+            Compare(
+                "the victim workspace's topics",
+                Box::new(|w, a, side| {
+                    if a.in_victim_workspace {
+                        return None;
+                    }
+                    let ws = pick(side, &w.victim.workspace_id, &w.ghost.workspace_id);
+                    get(format!("/v1/topics?workspace={ws}"))
+                }),
+            ),
+        ],
         ("put" | "delete", "/v1/topics/{name}/subscription") => {
             let m = if method == "put" { M::PUT } else { M::DELETE };
             vec![Compare(
@@ -562,6 +576,14 @@ fn cases(method: &str, path: &str) -> Option<Vec<Probe>> {
                 }),
             )]
         }
+        ("get", "/v1/conversations") => vec![Alone(
+            "list conversations",
+            Box::new(|_, _, _| get("/v1/conversations?limit=200")),
+        )],
+        ("get", "/v1/usage") => vec![Alone(
+            "the victim agent's usage",
+            Box::new(|w, _, _| get(format!("/v1/usage?agent={}", w.victim.agent.id))),
+        )],
         _ => return None,
     };
     Some(probes)
@@ -675,9 +697,16 @@ fn leak(w: &World, a: &Attacker, r: &Req, answer: &Answer) -> Option<String> {
         w.victim.peer.id.clone(),
         w.victim.agent.key_id.clone(),
         w.victim.task_id.clone(),
-        w.victim.conversation_id.clone(),
         w.victim.blob["id"].as_str().unwrap().to_owned(),
+        w.victim.message_id.clone(),
+        w.victim.request["id"].as_str().unwrap().to_owned(),
     ];
+    // A list of conversations holds the attacker's own messages, some of which it sent with the
+    // victim's conversation id (the join attempts of POST /v1/messages): the id is its own to see
+    // there, the victim's messages (their ids, the marker) are not.
+    if !r.path.starts_with("/v1/conversations?") {
+        ids.push(w.victim.conversation_id.clone());
+    }
     if !a.in_victim_workspace {
         ids.push(w.victim.workspace_id.clone());
     }
@@ -793,6 +822,7 @@ async fn world() -> World {
     let conversation_id = mint(IdKind::Conversation).to_string();
     let mut m = message(&h, &agent, &peer.address, "VICTIM-SECRET message");
     m["conversation_id"] = json!(conversation_id);
+    let message_id = m["id"].as_str().unwrap().to_owned();
     m["data"]["attachments"] = json!([{"ref": blob["ref"], "name": "victim.txt", "size": blob["size"], "sha256": blob["sha256"]}]);
     assert_eq!(h.publish(&agent, &sign(&agent, m)).await.0, 202);
     let mut r = request(&h, &agent, &peer, json!({}));
@@ -929,6 +959,7 @@ async fn world() -> World {
             workspace_id,
             task_id,
             request: r,
+            message_id,
             conversation_id,
             blob,
             topic,

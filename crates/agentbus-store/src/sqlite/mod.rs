@@ -8,6 +8,7 @@
 //! succeeded. Reads use a small pool of read-only connections, which WAL lets run
 //! beside the writer.
 
+mod console;
 mod ops;
 mod receipts;
 mod schema;

@@ -6,11 +6,11 @@ use super::SqliteStore;
 use crate::model::{role_from, state_code, state_from};
 use crate::*;
 
-const MESSAGE_COLS: &str = "m.seq, m.tenant_id, m.id, m.source, m.source_agent_id, m.kind, m.conversation_id, \
+pub(super) const MESSAGE_COLS: &str = "m.seq, m.tenant_id, m.id, m.source, m.source_agent_id, m.kind, m.conversation_id, \
      m.to_text, m.to_id, m.attrs, m.data, m.signed_hash, m.idempotency_key, m.receipt, m.received_at, \
      m.expires_at, m.task_id";
 
-fn message_row(r: &Row<'_>, o: usize) -> rusqlite::Result<MessageRow> {
+pub(super) fn message_row(r: &Row<'_>, o: usize) -> rusqlite::Result<MessageRow> {
     Ok(MessageRow {
         seq: r.get(o)?,
         tenant_id: r.get(o + 1)?,
@@ -232,6 +232,9 @@ fn insert_message(t: &Transaction<'_>, m: &NewMessage) -> StoreResult<PublishOut
     for blob in &m.blob_refs {
         t.prepare_cached("INSERT OR IGNORE INTO blob_refs (blob_id, message_seq) VALUES (?1, ?2)")?
             .execute(params![blob, seq])?;
+    }
+    if let Some(u) = &m.usage {
+        super::console::insert_usage(t, seq, u)?;
     }
     // The row as stored, built from what was just inserted rather than read back.
     let message = MessageRow {
@@ -475,6 +478,26 @@ fn insert_token(tx: &Transaction<'_>, t: &TokenRow) -> StoreResult<()> {
         params![t.hash.to_vec(), kind, subject, t.created_at],
     )?;
     Ok(())
+}
+
+/// The SQL condition on `m` (a `messages` row) for what `viewer` may read (§7, per message), with
+/// its `?3` argument: an agent reads what it sent or holds a copy of; a workspace admin what an
+/// agent of its workspace sent or holds; a tenant admin all of its tenant's.
+pub(super) fn viewer_filter(viewer: &ConversationViewer) -> (&'static str, String) {
+    match viewer {
+        ConversationViewer::Agent(id) => (
+            "AND (m.source_agent_id = ?3 OR EXISTS (SELECT 1 FROM inbox i \
+             WHERE i.message_seq = m.seq AND i.agent_id = ?3))",
+            id.clone(),
+        ),
+        ConversationViewer::Workspace(ws) => (
+            "AND (EXISTS (SELECT 1 FROM agents a WHERE a.id = m.source_agent_id AND a.workspace_id = ?3) \
+             OR EXISTS (SELECT 1 FROM inbox i JOIN agents a ON a.id = i.agent_id \
+             WHERE i.message_seq = m.seq AND a.workspace_id = ?3))",
+            ws.clone(),
+        ),
+        ConversationViewer::Tenant => ("AND ?3 IS NOT NULL", String::new()),
+    }
 }
 
 impl Store for SqliteStore {
@@ -1181,22 +1204,7 @@ impl Store for SqliteStore {
         let (t, cnv) = (tenant_id.to_owned(), conversation_id.to_owned());
         let viewer = viewer.clone();
         self.read(move |c| {
-            // §7, per message: an agent reads what it sent or holds a copy of; a workspace admin
-            // what an agent of its workspace sent or holds; a tenant admin all of its tenant's.
-            let (filter, who) = match &viewer {
-                ConversationViewer::Agent(id) => (
-                    "AND (m.source_agent_id = ?3 OR EXISTS (SELECT 1 FROM inbox i \
-                     WHERE i.message_seq = m.seq AND i.agent_id = ?3))",
-                    id.clone(),
-                ),
-                ConversationViewer::Workspace(ws) => (
-                    "AND (EXISTS (SELECT 1 FROM agents a WHERE a.id = m.source_agent_id AND a.workspace_id = ?3) \
-                     OR EXISTS (SELECT 1 FROM inbox i JOIN agents a ON a.id = i.agent_id \
-                     WHERE i.message_seq = m.seq AND a.workspace_id = ?3))",
-                    ws.clone(),
-                ),
-                ConversationViewer::Tenant => ("AND ?3 IS NOT NULL", String::new()),
-            };
+            let (filter, who) = viewer_filter(&viewer);
             let mut s = c.prepare_cached(&format!(
                 "SELECT {MESSAGE_COLS} FROM messages m WHERE m.tenant_id = ?1 AND m.conversation_id = ?2 {filter} \
                  ORDER BY m.received_at, m.seq"
@@ -1256,10 +1264,14 @@ impl Store for SqliteStore {
             let mut s = c.prepare_cached(&format!(
                 "SELECT {TASK_COLS} FROM tasks WHERE tenant_id = ?1 AND (?2 IS NULL OR state = ?2) \
                  AND (?3 IS NULL OR requester_id = ?3) AND (?4 IS NULL OR recipient_id = ?4) \
-                 AND (?5 IS NULL OR requester_id = ?5 OR recipient_id = ?5) ORDER BY created_at DESC, id DESC LIMIT ?6"
+                 AND (?5 IS NULL OR requester_id = ?5 OR recipient_id = ?5) AND (?7 IS NULL OR capability = ?7) \
+                 AND (?8 IS NULL OR workspace_id = ?8 OR recipient_id IN (SELECT id FROM agents WHERE workspace_id = ?8)) \
+                 AND (?9 IS NULL OR created_at < ?9 OR (created_at = ?9 AND id < ?10)) \
+                 ORDER BY created_at DESC, id DESC LIMIT ?6"
             ))?;
+            let (before_at, before_id) = f.before.clone().unzip();
             let rows = s
-                .query_map(params![f.tenant_id, f.state, f.requester_id, f.recipient_id, f.party_id, f.limit.max(1)], task_row)?
+                .query_map(params![f.tenant_id, f.state, f.requester_id, f.recipient_id, f.party_id, f.limit.max(1), f.capability, f.workspace_id, before_at, before_id], task_row)?
                 .collect::<Result<_, _>>()?;
             Ok(rows)
         })
@@ -1445,6 +1457,72 @@ impl Store for SqliteStore {
         );
         self.read(move |c| super::receipts::states(c, &t, &s, &id))
             .await
+    }
+
+    async fn conversations(
+        &self,
+        tenant_id: &str,
+        viewer: &ConversationViewer,
+        before: Option<(i64, i64)>,
+        limit: u32,
+    ) -> StoreResult<Vec<ConversationSummary>> {
+        let (t, viewer) = (tenant_id.to_owned(), viewer.clone());
+        self.read(move |c| {
+            Ok(super::console::conversations(
+                c, &t, &viewer, before, limit,
+            )?)
+        })
+        .await
+    }
+
+    async fn copies(&self, message_seqs: Vec<i64>) -> StoreResult<Vec<CopyState>> {
+        self.read(move |c| Ok(super::console::copies(c, &message_seqs)?))
+            .await
+    }
+
+    async fn task_messages(&self, tenant_id: &str, task_id: &str) -> StoreResult<Vec<MessageRow>> {
+        let (t, id) = (tenant_id.to_owned(), task_id.to_owned());
+        self.read(move |c| Ok(super::console::task_messages(c, &t, &id)?))
+            .await
+    }
+
+    async fn blob_workspaces(&self, blob_id: &str) -> StoreResult<Vec<String>> {
+        let id = blob_id.to_owned();
+        self.read(move |c| Ok(super::console::blob_workspaces(c, &id)?))
+            .await
+    }
+
+    async fn usage(&self, f: UsageFilter) -> StoreResult<Vec<UsageTotal>> {
+        self.read(move |c| Ok(super::console::usage(c, &f)?)).await
+    }
+
+    async fn create_console_session(&self, s: ConsoleSessionRow) -> StoreResult<()> {
+        self.write(move |tx| Ok(super::console::create_session(tx, &s)?))
+            .await
+    }
+
+    async fn console_session(&self, id_hash: [u8; 32]) -> StoreResult<Option<ConsoleSessionRow>> {
+        self.read(move |c| Ok(super::console::session(c, &id_hash)?))
+            .await
+    }
+
+    async fn delete_console_session(&self, id_hash: [u8; 32]) -> StoreResult<()> {
+        self.write(move |tx| {
+            tx.execute(
+                "DELETE FROM console_sessions WHERE id_hash = ?1",
+                [id_hash.to_vec()],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn purge_console_sessions(&self, now: i64) -> StoreResult<u64> {
+        self.write(move |tx| {
+            let n = tx.execute("DELETE FROM console_sessions WHERE expires_at <= ?1", [now])?;
+            Ok(n as u64)
+        })
+        .await
     }
 }
 

@@ -130,6 +130,28 @@ CREATE TABLE receipts (
 ) WITHOUT ROWID;
 CREATE INDEX receipts_message ON receipts (message_seq);
 "#,
+    // The console (issue 19): sessions every replica reads; the usage and cost each message
+    // reported, stored with it so totals never open sealed `data` (messages stored before this
+    // migration have none); the indexes the console's lists read.
+    r#"
+CREATE TABLE console_sessions (
+    id_hash BLOB PRIMARY KEY, user_id TEXT NOT NULL, token_hash BLOB NOT NULL, csrf TEXT NOT NULL,
+    created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX console_sessions_expiry ON console_sessions (expires_at);
+CREATE TABLE usage (
+    message_seq INTEGER PRIMARY KEY, tenant_id TEXT NOT NULL, workspace_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL, task_id TEXT, capability TEXT, day TEXT NOT NULL, field TEXT NOT NULL,
+    reported_by TEXT, provider TEXT, model TEXT, input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL, cache_read_tokens INTEGER NOT NULL,
+    cache_write_tokens INTEGER NOT NULL, reasoning_tokens INTEGER NOT NULL,
+    requests INTEGER NOT NULL, wall_ms INTEGER NOT NULL, currency TEXT, cost_micros INTEGER,
+    cost_source TEXT
+);
+CREATE INDEX usage_day ON usage (tenant_id, day);
+CREATE INDEX messages_task ON messages (task_id) WHERE task_id IS NOT NULL;
+CREATE INDEX tasks_recent ON tasks (tenant_id, created_at, id);
+"#,
 ];
 
 /// The `user_version` of a database with every migration applied.

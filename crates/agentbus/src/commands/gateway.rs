@@ -275,9 +275,11 @@ pub fn run(args: GatewayArgs, printer: &Printer) -> CliResult {
             .map_err(|e| start_error(e, &data))?;
         let shutdown = shutdown_signal()?;
         let (addr, url, test_clock) = (config.listen, config.public_url.clone(), config.unsafe_test_clock);
-        let gateway = Gateway::open(config, Arc::new(SystemClock))
+        let mut gateway = Gateway::open(config, Arc::new(SystemClock))
             .await
             .map_err(|e| start_error(e, &data))?;
+        // The web console, beside the API (`docs/console.md`).
+        gateway.mount(agentbus_console::router(gateway.app.clone(), Default::default()));
         let shown_dir = data.display().to_string();
         let connect = gateway.bootstrap.as_ref().map(|b| {
             format!(
@@ -293,6 +295,7 @@ pub fn run(args: GatewayArgs, printer: &Printer) -> CliResult {
                 "data": shown_dir,
                 "first_start": gateway.bootstrap.is_some(),
                 "unsafe_test_clock": test_clock,
+                "console": format!("{url}/console"),
             });
             if let (Some(b), Some(c)) = (&gateway.bootstrap, &connect) {
                 doc["tenant"] = json!(b.tenant);
@@ -320,7 +323,9 @@ pub fn run(args: GatewayArgs, printer: &Printer) -> CliResult {
             if test_clock {
                 printer.line("UNSAFE TEST CLOCK: POST /v1/test/clock moves this gateway's time; for tests only")?;
             }
-            printer.line(&format!("listening on {url} ({addr}, data: {shown_dir})"))?;
+            printer.line(&format!(
+                "listening on {url} ({addr}, data: {shown_dir}); console at {url}/console"
+            ))?;
         }
         gateway
             .serve_on(listener, shutdown)

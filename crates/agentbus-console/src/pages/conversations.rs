@@ -1,0 +1,327 @@
+//! Conversations (§7): the list of those the viewer may read, a thread in `received_at` order with
+//! each message's sender, verification, delivery states and attachments, and attachment
+//! downloads, always as attachments.
+
+use askama::Template;
+use axum::extract::{Path, Query};
+use axum::response::Response;
+use serde_json::{Map, Value};
+
+use agentbus_gateway::blobs;
+use agentbus_gateway::error::ApiResult;
+use agentbus_gateway::identity;
+use agentbus_gateway::views::{self, CopyProgress, RecipientState, Verification};
+use agentbus_protocol::envelope::Envelope;
+use agentbus_protocol::frame;
+use agentbus_store::{MessageRow, Store};
+
+use crate::render::{self, Chrome, page, peer};
+use crate::session::Viewer;
+
+/// Conversations per page of the list.
+const PAGE: u32 = 50;
+/// Messages per page of a thread.
+const THREAD_PAGE: usize = 200;
+
+/// Paging of the list.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct ListQuery {
+    before: Option<String>,
+}
+
+struct Row {
+    id: String,
+    messages: u64,
+    last_at: String,
+    first_at: String,
+    last_from: String,
+    last_kind: String,
+    last_subject: String,
+}
+
+#[derive(Template)]
+#[template(path = "conversations.html")]
+struct ListPage<'a> {
+    chrome: Option<&'a Chrome>,
+    rows: Vec<Row>,
+    next: Option<String>,
+}
+
+/// The short name of a message type: `task.request` for `agentbus.task.request.v1`.
+pub(crate) fn short_kind(kind: &str) -> String {
+    peer(
+        kind.strip_prefix("agentbus.")
+            .and_then(|k| k.strip_suffix(".v1"))
+            .unwrap_or(kind),
+    )
+}
+
+fn attr(attrs: &Map<String, Value>, k: &str) -> String {
+    attrs
+        .get(k)
+        .and_then(Value::as_str)
+        .map(peer)
+        .unwrap_or_default()
+}
+
+/// `GET /console/conversations?before=`: `GET /v1/conversations` as the viewer reads it.
+pub(crate) async fn list<S: Store>(v: Viewer<S>, Query(q): Query<ListQuery>) -> Response {
+    let r = async {
+        let list =
+            identity::conversation_list(&v.console.app, &v.who, q.before.as_deref(), PAGE).await?;
+        let next = (list.len() as u32 >= PAGE)
+            .then(|| list.last().map(identity::conversation_cursor))
+            .flatten();
+        let rows = list
+            .iter()
+            .map(|c| {
+                let attrs: Map<String, Value> =
+                    serde_json::from_str(&c.last.attrs).unwrap_or_default();
+                Row {
+                    id: c.conversation_id.clone(),
+                    messages: c.messages,
+                    last_at: render::time(c.last_at),
+                    first_at: render::time(c.first_at),
+                    last_from: peer(&c.last.source),
+                    last_kind: short_kind(&c.last.kind),
+                    last_subject: attr(&attrs, "subject"),
+                }
+            })
+            .collect();
+        page(&ListPage {
+            chrome: Some(&v.chrome),
+            rows,
+            next,
+        })
+    }
+    .await;
+    v.respond(r)
+}
+
+/// An attachment of a message (§9).
+pub(crate) struct AttachmentView {
+    pub name: String,
+    pub size: String,
+    pub media_type: String,
+    pub sha256: String,
+    /// The console's download path, when the ref names a blob.
+    pub href: Option<String>,
+}
+
+/// The attachments `data.attachments` lists.
+pub(crate) fn attachments(data: &Value) -> Vec<AttachmentView> {
+    data["attachments"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|a| {
+                    let r = a["ref"].as_str().unwrap_or_default();
+                    let blob = r.rsplit('/').next().filter(|id| {
+                        id.starts_with("blb_")
+                            && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                    });
+                    AttachmentView {
+                        name: peer(a["name"].as_str().unwrap_or_default()),
+                        size: render::count(a["size"].as_i64().unwrap_or(0)),
+                        media_type: peer(a["media_type"].as_str().unwrap_or_default()),
+                        sha256: a["sha256"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .chars()
+                            .take(12)
+                            .collect(),
+                        href: blob.map(|id| format!("/console/attachments/{id}")),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A signature's state as a badge.
+pub(crate) struct VerificationView {
+    pub ok: bool,
+    pub label: String,
+    pub detail: String,
+}
+
+pub(crate) fn verification_view(v: &Verification) -> VerificationView {
+    match v {
+        Verification::Verified {
+            key_id,
+            by_gateway,
+            revoked_at,
+            ..
+        } => VerificationView {
+            ok: true,
+            label: if *by_gateway {
+                "verified · gateway key".into()
+            } else {
+                "verified".into()
+            },
+            detail: match revoked_at {
+                Some(t) => format!("{key_id}, revoked since {}", render::time(*t)),
+                None => key_id.clone(),
+            },
+        },
+        Verification::Failed(why) => VerificationView {
+            ok: false,
+            label: "does not verify (AB-1303)".into(),
+            detail: peer(why),
+        },
+    }
+}
+
+/// One recipient's copy and how far it got.
+struct RecipientView {
+    address: String,
+    progress: &'static str,
+    /// The delivery column when not yet delivered: where the copy is instead.
+    state: String,
+    delivered: bool,
+    shown: String,
+    answered_by: String,
+}
+
+/// Where a copy is, for a person.
+fn where_it_is(s: &RecipientState) -> String {
+    match s.progress {
+        CopyProgress::Persisted => "waiting in the inbox".into(),
+        CopyProgress::Leased => format!(
+            "handed to the sidecar, not acknowledged ({} attempts)",
+            s.attempts
+        ),
+        CopyProgress::Delivered => "delivered".into(),
+        CopyProgress::DeadLettered => format!("dead-lettered after {} attempts", s.attempts),
+        CopyProgress::Expired => "expired before delivery".into(),
+    }
+}
+
+struct MessageView {
+    id: String,
+    kind: String,
+    time: String,
+    from: String,
+    to: String,
+    subject: String,
+    body: String,
+    correlation: String,
+    task: String,
+    verification: VerificationView,
+    attachments: Vec<AttachmentView>,
+    recipients: Vec<RecipientView>,
+}
+
+#[derive(Template)]
+#[template(path = "conversation.html")]
+struct ThreadPage<'a> {
+    chrome: Option<&'a Chrome>,
+    id: String,
+    total: usize,
+    messages: Vec<MessageView>,
+    page: usize,
+    pages: usize,
+}
+
+/// Paging of a thread.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct ThreadQuery {
+    page: Option<usize>,
+}
+
+async fn recipient_address<S: Store>(v: &Viewer<S>, id: &str) -> ApiResult<String> {
+    Ok(match v.console.app.agent_row(id).await? {
+        Some(a) => peer(&v.console.app.address_of(&a).await?),
+        None => id.to_owned(),
+    })
+}
+
+async fn recipients<S: Store>(
+    v: &Viewer<S>,
+    states: Vec<RecipientState>,
+) -> ApiResult<Vec<RecipientView>> {
+    let mut out = Vec::with_capacity(states.len());
+    for s in states {
+        out.push(RecipientView {
+            address: recipient_address(v, &s.agent_id).await?,
+            progress: s.progress.as_str(),
+            state: where_it_is(&s),
+            delivered: s.progress == CopyProgress::Delivered,
+            shown: s.shown_at.map(render::time).unwrap_or_default(),
+            answered_by: s.answered_by.unwrap_or_default(),
+        });
+    }
+    Ok(out)
+}
+
+/// A message as the thread shows it.
+async fn message_view<S: Store>(
+    v: &Viewer<S>,
+    m: &MessageRow,
+    states: Vec<RecipientState>,
+) -> ApiResult<MessageView> {
+    let app = &v.console.app;
+    let env = identity::envelope(app, m).await?;
+    let verification = views::verification(app, m, &env).await?;
+    let map = env.as_object().cloned().unwrap_or_default();
+    let data = map.get("data").cloned().unwrap_or(Value::Null);
+    let body = frame::envelope_body(&Envelope::from_map(map.clone()));
+    Ok(MessageView {
+        id: m.id.clone(),
+        kind: short_kind(&m.kind),
+        time: render::time(m.received_at),
+        from: peer(&m.source),
+        to: peer(&m.to_text),
+        subject: attr(&map, "subject"),
+        body: peer(&body),
+        correlation: attr(&map, "correlation_id"),
+        task: m.task_id.clone().unwrap_or_default(),
+        verification: verification_view(&verification),
+        attachments: attachments(&data),
+        recipients: recipients(v, states).await?,
+    })
+}
+
+/// `GET /console/conversations/{id}?page=`: the thread, as `GET /v1/conversations/{id}` reads it
+/// for the viewer, with each message's verification and delivery states.
+pub(crate) async fn thread<S: Store>(
+    v: Viewer<S>,
+    Path(id): Path<String>,
+    Query(q): Query<ThreadQuery>,
+) -> Response {
+    let r = async {
+        let rows = identity::conversation_rows(&v.console.app, &v.who, &id).await?;
+        let pages = rows.len().div_ceil(THREAD_PAGE).max(1);
+        let page_no = q.page.unwrap_or(1).clamp(1, pages);
+        let shown = &rows[(page_no - 1) * THREAD_PAGE..rows.len().min(page_no * THREAD_PAGE)];
+        // Replies are found among every message the viewer may read, not only this page's.
+        let states = views::delivery_states(&v.console.app, &rows).await?;
+        let offset = (page_no - 1) * THREAD_PAGE;
+        let mut messages = Vec::with_capacity(shown.len());
+        for (i, m) in shown.iter().enumerate() {
+            let s = states.get(offset + i).cloned().unwrap_or_default();
+            messages.push(message_view(&v, m, s).await?);
+        }
+        page(&ThreadPage {
+            chrome: Some(&v.chrome),
+            id: peer(&id),
+            total: rows.len(),
+            messages,
+            page: page_no,
+            pages,
+        })
+    }
+    .await;
+    v.respond(r)
+}
+
+/// `GET /console/attachments/{id}`: a blob the viewer's scope covers, always as a download
+/// (`Content-Disposition: attachment`, `nosniff`), the same answer the API gives its parties.
+pub(crate) async fn attachment<S: Store>(v: Viewer<S>, Path(id): Path<String>) -> Response {
+    let r = async {
+        let (b, bytes) = blobs::content_for(&v.console.app, &v.who, &id).await?;
+        Ok(blobs::attachment(&b, bytes))
+    }
+    .await;
+    v.respond(r)
+}
