@@ -88,6 +88,10 @@ fn start(bin: &str, dir: &std::path::Path, new_build: bool) -> Gateway {
     out.read_line(&mut line).unwrap();
     let doc: Value = serde_json::from_str(&line)
         .unwrap_or_else(|_| panic!("no start-up document from {bin}: {line}"));
+    // `/metrics` is the gateway operator's (its series name every tenant's agents).
+    if let Some(t) = doc["operator_token"].as_str() {
+        let _ = OPERATOR.set(t.to_owned());
+    }
     let (addr, admin) = match doc.get("listening") {
         Some(a) => (
             a.as_str().unwrap().to_owned(),
@@ -275,11 +279,15 @@ fn well_behaved(
     (stop_tx, task)
 }
 
+/// The gateway operator's token, which `/metrics` takes.
+static OPERATOR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 /// A counter or gauge of the gateway's `/metrics`.
 async fn metric(addr: &str, name: &str) -> u64 {
+    let token = OPERATOR.get().map_or("", String::as_str);
     let Ok((_, body)) = Conn::open(addr)
         .await
-        .call("GET", "/metrics", "", b"")
+        .call("GET", "/metrics", token, b"")
         .await
     else {
         return 0;
