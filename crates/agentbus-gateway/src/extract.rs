@@ -253,23 +253,36 @@ pub async fn no_method(method: axum::http::Method) -> ApiError {
     )
 }
 
-/// Closes the connection after a response whose request body the handler never read to its end
-/// (a route that takes no body, sent one anyway): the unread rest would otherwise be parsed as
-/// the next request, or hyper drops the connection under a client that reuses it and reports
-/// a broken pipe instead of the answer it got.
+/// The most unread request body the gateway reads and discards before it answers (8 MiB, past
+/// every body limit): a larger rest closes the connection instead.
+const DRAIN_LIMIT: usize = 8 * 1024 * 1024;
+
+/// Reads to its end, before answering, a request body the handler did not read (a route that
+/// takes no body, or one refused at its limit): hyper clients still writing it would otherwise
+/// see a broken pipe instead of the answer, and on a reused connection the unread rest would be
+/// parsed as the next request. A rest past [`DRAIN_LIMIT`], or one that fails or stalls (the
+/// body timeout still applies), closes the connection after the answer instead.
 pub async fn close_after_unread_body(req: Request, next: axum::middleware::Next) -> Response {
     let chunked = req.headers().contains_key(header::TRANSFER_ENCODING);
-    if !chunked && declared_length(req.headers()).unwrap_or(0) == 0 {
+    let declared = declared_length(req.headers()).unwrap_or(0);
+    if !chunked && declared == 0 {
         return next.run(req).await;
     }
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let rest = std::sync::Arc::new(std::sync::Mutex::new(None));
     let (parts, body) = req.into_parts();
     let body = axum::body::Body::new(Watched {
-        inner: body,
-        done: done.clone(),
+        inner: Some(body),
+        done: false,
+        rest: rest.clone(),
     });
     let mut resp = next.run(Request::from_parts(parts, body)).await;
-    if !done.load(std::sync::atomic::Ordering::Acquire) {
+    let unread = rest.lock().map(|mut r| r.take()).unwrap_or_default();
+    let drained = match unread {
+        None => true,
+        Some(_) if declared > DRAIN_LIMIT as u64 => false,
+        Some(body) => drain(body).await,
+    };
+    if !drained {
         resp.headers_mut().insert(
             header::CONNECTION,
             axum::http::HeaderValue::from_static("close"),
@@ -278,10 +291,40 @@ pub async fn close_after_unread_body(req: Request, next: axum::middleware::Next)
     resp
 }
 
-/// A request body that records when it was read to its end.
+/// Reads and drops a body to its end; false when it fails or passes [`DRAIN_LIMIT`].
+async fn drain(mut body: axum::body::Body) -> bool {
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(f) => {
+                seen += f.data_ref().map_or(0, |d| d.len());
+                if seen > DRAIN_LIMIT {
+                    return false;
+                }
+            }
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// A request body that hands what its reader left unread back to [`close_after_unread_body`]
+/// when it is dropped.
 struct Watched {
-    inner: axum::body::Body,
-    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    inner: Option<axum::body::Body>,
+    done: bool,
+    rest: std::sync::Arc<std::sync::Mutex<Option<axum::body::Body>>>,
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        if !self.done
+            && let Some(body) = self.inner.take()
+            && let Ok(mut rest) = self.rest.lock()
+        {
+            *rest = Some(body);
+        }
+    }
 }
 
 impl http_body::Body for Watched {
@@ -292,18 +335,25 @@ impl http_body::Body for Watched {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
-        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
-        if matches!(polled, std::task::Poll::Ready(None)) || self.inner.is_end_stream() {
-            self.done.store(true, std::sync::atomic::Ordering::Release);
+        let Some(inner) = self.inner.as_mut() else {
+            return std::task::Poll::Ready(None);
+        };
+        let polled = std::pin::Pin::new(&mut *inner).poll_frame(cx);
+        let ended = matches!(polled, std::task::Poll::Ready(None)) || inner.is_end_stream();
+        // A failed body (timeout, reset) is not worth draining either.
+        if ended || matches!(polled, std::task::Poll::Ready(Some(Err(_)))) {
+            self.done = true;
         }
         polled
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.inner.as_ref().is_none_or(|b| b.is_end_stream())
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
+        self.inner
+            .as_ref()
+            .map_or_else(|| http_body::SizeHint::with_exact(0), |b| b.size_hint())
     }
 }

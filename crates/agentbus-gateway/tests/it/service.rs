@@ -616,31 +616,61 @@ async fn shutdown_closes_websockets_with_a_going_away_frame() {
         .unwrap();
 }
 
-/// A body sent to a route that takes none is never read: the answer closes the connection, so a
-/// client reusing it cannot have its next request fail on the unread rest (a broken pipe).
+/// A body sent to a route that takes none is read to its end and dropped before the answer, so a
+/// client still writing it gets the answer (not a broken pipe) and the connection stays usable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unread_body_closes_the_connection_after_the_answer() {
+async fn an_unread_body_is_drained_before_the_answer() {
     let h = Harness::start().await;
     let a = h.agent("alpha").await;
-    let resp = h
-        .http
-        .post(format!("{}/v1/agents/{}/suspend", h.url, a.id))
-        .bearer_auth(&h.admin)
-        .header("content-type", "application/json")
-        .body(vec![b' '; 512 * 1024])
-        .send()
+    for size in [512 * 1024, 2 * 1024 * 1024] {
+        let resp = h
+            .http
+            .post(format!("{}/v1/agents/{}/suspend", h.url, a.id))
+            .bearer_auth(&h.admin)
+            .header("content-type", "application/json")
+            .body(vec![b' '; size])
+            .send()
+            .await
+            .unwrap();
+        assert!(resp.status().is_success(), "{size}: {}", resp.status());
+        assert!(resp.headers().get("connection").is_none(), "{size}");
+    }
+    // The same connection, by hand: the drained rest is not taken for the next request.
+    let mut s = TcpStream::connect(addr(&h)).await.unwrap();
+    let body = vec![b' '; 300 * 1024];
+    let head = format!(
+        "POST /v1/agents/{}/resume HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        a.id,
+        h.admin,
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(&body).await.unwrap();
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         .await
         .unwrap();
-    assert_eq!(resp.headers()["connection"], "close");
-    let read = h
-        .http
-        .post(format!("{}/v1/workspaces", h.url))
-        .bearer_auth(&h.admin)
-        .header("content-type", "application/json")
-        .body(r#"{"slug": "read-body"}"#)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(read.status(), 201);
-    assert!(read.headers().get("connection").is_none());
+    let (got, _) = read_to_close(&mut s).await;
+    let got = String::from_utf8_lossy(&got);
+    assert_eq!(got.matches("HTTP/1.1 2").count(), 2, "{got}");
+}
+
+/// A rest past the 8 MiB the gateway drains is not read: the answer closes the connection, so the
+/// unread rest is never taken for the next request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_unread_body_closes_the_connection_after_the_answer() {
+    let h = Harness::start().await;
+    let a = h.agent("alpha").await;
+    let mut s = TcpStream::connect(addr(&h)).await.unwrap();
+    let head = format!(
+        "POST /v1/agents/{}/suspend HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n    ",
+        a.id,
+        h.admin,
+        64 * 1024 * 1024
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    let (got, closed) = read_to_close(&mut s).await;
+    assert!(closed, "the connection stayed open");
+    let (status, head, _) = parse_answer(&got);
+    assert!((200..300).contains(&status), "{status}");
+    assert!(head.contains("connection: close"), "{head}");
 }
