@@ -535,7 +535,7 @@ pub async fn get<S: Store>(
 const MAX_CANCEL_REASON: usize = 2000;
 
 /// The body of `POST /v1/tasks/{id}/cancel`: nothing, or `{"reason"?: string}`; anything else is
-/// refused before the task is touched.
+/// refused before the task is touched ([`cancel`] bounds the reason's length).
 fn cancel_reason(body: &[u8]) -> ApiResult<Option<String>> {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -546,17 +546,6 @@ fn cancel_reason(body: &[u8]) -> ApiResult<Option<String>> {
         return Ok(None);
     }
     let c: Cancel = crate::extract::parse_json(body)?;
-    if let Some(r) = &c.reason
-        && r.chars().count() > MAX_CANCEL_REASON
-    {
-        return Err(ApiError::new(
-            Code::InvalidRequest,
-            format!(
-                "`reason` is {} characters; at most {MAX_CANCEL_REASON} (the task.cancel schema, §5)",
-                r.chars().count()
-            ),
-        ));
-    }
     Ok(c.reason)
 }
 
@@ -604,15 +593,16 @@ pub async fn cancel<S: Store>(
         ));
     }
     let row = readable(app, who, id).await?;
-    // The console's form reaches here without `cancel_reason`: the same bound (§5).
-    if reason
+    // Every way in (this route's body, the console's form) meets the one bound here (§5).
+    if let Some(n) = reason
         .as_deref()
-        .is_some_and(|r| r.chars().count() > MAX_CANCEL_REASON)
+        .map(|r| r.chars().count())
+        .filter(|n| *n > MAX_CANCEL_REASON)
     {
         return Err(ApiError::new(
             Code::InvalidRequest,
             format!(
-                "`reason` is at most {MAX_CANCEL_REASON} characters (the task.cancel schema, §5)"
+                "`reason` is {n} characters; at most {MAX_CANCEL_REASON} (the task.cancel schema, §5)"
             ),
         ));
     }
