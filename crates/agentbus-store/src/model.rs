@@ -793,3 +793,67 @@ pub struct CopyState {
     /// When the recipient reported it shown in a session's context (its receipt, issue 13).
     pub shown_at: Option<i64>,
 }
+
+/// The grouping of a usage total: agent, capability, day, reported_by, currency, cost source.
+pub(crate) type UsageKey = (
+    String,
+    Option<String>,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+/// One stored usage row as both backends read it: its grouping, its seven token counts (in
+/// [`Tokens`] field order) and its cost.
+pub(crate) type UsageFigures = (UsageKey, [i64; 7], Option<i64>);
+
+/// Sums usage rows per grouping, in Rust rather than SQL: a sender chooses its figures, and SQL
+/// sums fail on an overflow (SQLite) or widen to numeric (PostgreSQL), where these saturate.
+/// Newest day first; within a day by agent, capability and source.
+pub(crate) fn sum_usage(rows: impl IntoIterator<Item = UsageFigures>) -> Vec<UsageTotal> {
+    let mut sums: std::collections::BTreeMap<UsageKey, UsageTotal> = Default::default();
+    for (key, n, cost) in rows {
+        let t = sums.entry(key.clone()).or_insert_with(|| UsageTotal {
+            agent_id: key.0,
+            capability: key.1,
+            day: key.2,
+            reported_by: key.3,
+            currency: key.4,
+            cost_source: key.5,
+            messages: 0,
+            tokens: Tokens::default(),
+            cost_micros: 0,
+        });
+        t.messages += 1;
+        let k = &mut t.tokens;
+        k.input = k.input.saturating_add(n[0]);
+        k.output = k.output.saturating_add(n[1]);
+        k.cache_read = k.cache_read.saturating_add(n[2]);
+        k.cache_write = k.cache_write.saturating_add(n[3]);
+        k.reasoning = k.reasoning.saturating_add(n[4]);
+        k.requests = k.requests.saturating_add(n[5]);
+        k.wall_ms = k.wall_ms.saturating_add(n[6]);
+        t.cost_micros = t.cost_micros.saturating_add(cost.unwrap_or(0));
+    }
+    let mut out: Vec<UsageTotal> = sums.into_values().collect();
+    out.sort_by(|a, b| b.day.cmp(&a.day).then_with(|| a.agent_id.cmp(&b.agent_id)));
+    out
+}
+
+/// Gives each recipient's delivery state its first answer and first ack among `answers` (the
+/// envelopes correlated to message `id`, oldest first, each with its sender), and names the
+/// message in its shown receipt.
+pub(crate) fn fill_answers(d: &mut DeliveryStateRow, answers: &[(String, AnswerRow)], id: &str) {
+    let mine = || {
+        answers
+            .iter()
+            .filter(|(a, _)| *a == d.agent_id)
+            .map(|(_, x)| x)
+    };
+    d.answer = mine().find(|a| a.kind != "agentbus.ack.v1").cloned();
+    d.ack = mine().find(|a| a.kind == "agentbus.ack.v1").cloned();
+    if let Some(s) = d.shown.as_mut() {
+        s.message_id = id.to_owned();
+    }
+}
