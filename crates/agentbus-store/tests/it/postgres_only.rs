@@ -1,0 +1,146 @@
+//! What only the PostgreSQL backend has: its connection settings, its schema version and its
+//! pool.
+
+use std::time::Duration;
+
+use agentbus_store::*;
+
+use crate::pg::Cluster;
+
+async fn admin(url: &str) -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    client
+}
+
+fn backend_message(r: StoreResult<PgStore>) -> String {
+    match r {
+        Err(StoreError::Backend(m)) => m,
+        Err(other) => panic!("not a backend error: {other:?}"),
+        Ok(_) => panic!("opened"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_open_checks_durability_and_migrates_once() {
+    let url = Cluster::shared().database().await;
+    // Two replicas starting at once: both open, the schema is applied once.
+    let (a, b) = tokio::join!(PgStore::open(&url), PgStore::open(&url));
+    let (a, _b) = (a.expect("first"), b.expect("second"));
+    assert_eq!(
+        a.durability().await.unwrap(),
+        ("on".to_string(), "on".to_string())
+    );
+    a.check_ready().await.unwrap();
+    let c = admin(&url).await;
+    let rows = c
+        .query("SELECT version FROM schema_version", &[])
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].get::<_, i64>(0), postgres::current_version());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_refuses_a_schema_newer_than_it_knows() {
+    let url = Cluster::shared().database().await;
+    let store = PgStore::open(&url).await.unwrap();
+    let c = admin(&url).await;
+    c.execute("UPDATE schema_version SET version = version + 1", &[])
+        .await
+        .unwrap();
+    let msg = backend_message(PgStore::open(&url).await);
+    assert!(msg.contains("newer than this build knows"), "{msg}");
+    // A running replica's readiness says so too.
+    let Err(StoreError::Backend(msg)) = store.check_ready().await else {
+        panic!("ready")
+    };
+    assert!(msg.contains("newer"), "{msg}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_refuses_a_server_without_durable_commits() {
+    let url = Cluster::shared().database().await;
+    let c = admin(&url).await;
+    // A role whose sessions default to asynchronous commits still commits durably through the
+    // store, which sets synchronous_commit on every connection it makes.
+    c.batch_execute(
+        "CREATE ROLE lazy LOGIN SUPERUSER; ALTER ROLE lazy SET synchronous_commit = off",
+    )
+    .await
+    .unwrap();
+    let lazy = url.replacen("postgres://postgres@", "postgres://lazy@", 1);
+    let store = PgStore::open(&lazy).await.expect("open");
+    assert_eq!(store.durability().await.unwrap().1, "on");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_bad_urls_and_unreachable_servers_fail_with_a_cause() {
+    let msg = backend_message(PgStore::open("postgres://exa mple:notaport/x").await);
+    assert!(msg.contains("malformed"), "{msg}");
+    // A closed port on loopback: refused at once, never a hang.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let opts = PgOptions {
+        connect_timeout: Duration::from_secs(2),
+        ..PgOptions::default()
+    };
+    let msg = backend_message(
+        PgStore::open_with(&format!("postgres://postgres@127.0.0.1:{port}/x"), opts).await,
+    );
+    assert!(msg.contains("PostgreSQL"), "{msg}");
+    let db = Cluster::shared().url("no_such_database");
+    let msg = backend_message(PgStore::open(&db).await);
+    assert!(msg.contains("no_such_database"), "{msg}");
+}
+
+/// A pool whose every connection is busy answers an error after its bounded wait, and serves
+/// again once a connection is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_a_dry_pool_answers_an_error_never_hangs() {
+    let url = Cluster::shared().database().await;
+    let opts = PgOptions {
+        max_connections: 1,
+        wait: Duration::from_millis(200),
+        ..PgOptions::default()
+    };
+    let store = PgStore::open_with(&url, opts).await.unwrap();
+    // Hold the only connection: a publish waits on a table another session locked.
+    let mut blocker = admin(&url).await;
+    let t = blocker.transaction().await.unwrap();
+    t.batch_execute("LOCK TABLE inbox_counters IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let s = store.clone();
+    let publish = tokio::spawn(async move {
+        s.publish(crate::fixtures::msg(
+            "agt_a",
+            "m",
+            &["agt_b"],
+            crate::fixtures::T0,
+        ))
+        .await
+    });
+    // Wait (without a timer) until the publish holds the pool's connection.
+    while store.pool_status().1 > 0 {
+        tokio::task::yield_now().await;
+    }
+    let Err(StoreError::Backend(msg)) = store.pending_count("agt_b").await else {
+        panic!("served")
+    };
+    assert!(
+        msg.contains("no PostgreSQL connection became free within 200 ms"),
+        "{msg}"
+    );
+    t.rollback().await.unwrap();
+    assert!(matches!(
+        publish.await.unwrap().unwrap(),
+        PublishOutcome::Stored { .. }
+    ));
+    assert_eq!(store.pending_count("agt_b").await.unwrap(), 1);
+}
