@@ -8,12 +8,14 @@
 //! backend implements the same operations with row locks on the counter, so sequences stay gap-free
 //! there too even though database sequences commit out of order.
 
+mod any;
 pub mod model;
 pub mod postgres;
 pub mod sqlite;
 
 use std::future::Future;
 
+pub use any::AnyStore;
 pub use model::*;
 pub use postgres::{PgOptions, PgStore};
 pub use sqlite::SqliteStore;

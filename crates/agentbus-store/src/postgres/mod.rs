@@ -171,3 +171,40 @@ impl From<tokio_postgres::Error> for StoreError {
         }
     }
 }
+
+impl PgStore {
+    /// Every stored row of every table, one line each (`table: row`), sorted: the same use as
+    /// [`crate::SqliteStore::dump`] (the line format differs between backends).
+    pub async fn dump(&self) -> StoreResult<Vec<String>> {
+        let client = self.client().await?;
+        let tables = client
+            .query(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1",
+                &[],
+            )
+            .await?;
+        let mut lines = Vec::new();
+        for t in tables {
+            let name: String = t.try_get(0)?;
+            // Names come from the catalogue, quoted as identifiers.
+            let sql = format!("SELECT t::text FROM \"{}\" t", name.replace('"', "\"\""));
+            for row in client.query(&sql, &[]).await? {
+                let text: String = row.try_get(0)?;
+                lines.push(format!("{name}: {text}"));
+            }
+        }
+        lines.sort();
+        Ok(lines)
+    }
+
+    /// Checks that `url` is a PostgreSQL URL this store can use, without connecting: what a
+    /// setting's parser calls so a malformed `--store` is refused before anything starts.
+    pub fn check_url(url: &str) -> Result<(), String> {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err("expected a postgres:// URL".into());
+        }
+        tokio_postgres::Config::from_str(url)
+            .map(|_| ())
+            .map_err(|e| format!("malformed PostgreSQL URL: {e}"))
+    }
+}

@@ -144,3 +144,30 @@ async fn pg_a_dry_pool_answers_an_error_never_hangs() {
     ));
     assert_eq!(store.pending_count("agt_b").await.unwrap(), 1);
 }
+
+/// The gateway's store is an [`AnyStore`]: each call reaches the backend it holds, and `dump`
+/// lists every stored row on either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn any_store_dispatches_to_either_backend() {
+    let (sqlite, _dir) = crate::sqlite_store();
+    for store in [
+        AnyStore::Sqlite(sqlite),
+        AnyStore::Postgres(crate::pg_store().await),
+    ] {
+        crate::conformance::store_acks_with_stale_tokens(store.clone()).await;
+        let dump = store.dump().await.unwrap();
+        let inbox = dump.iter().filter(|l| l.starts_with("inbox:")).count();
+        assert_eq!(inbox, 2, "{}: {dump:?}", store.backend());
+        assert!(dump.windows(2).all(|w| w[0] <= w[1]), "sorted");
+    }
+}
+
+#[test]
+fn pg_urls_are_checked_without_connecting() {
+    assert!(PgStore::check_url("postgres://u:p@db.example:5432/agentbus").is_ok());
+    assert!(PgStore::check_url("postgresql://localhost/agentbus?connect_timeout=3").is_ok());
+    let e = PgStore::check_url("mysql://localhost/x").unwrap_err();
+    assert!(e.contains("postgres://"), "{e}");
+    let e = PgStore::check_url("postgres://localhost:notaport/x").unwrap_err();
+    assert!(e.contains("malformed"), "{e}");
+}
