@@ -171,3 +171,51 @@ fn pg_urls_are_checked_without_connecting() {
     let e = PgStore::check_url("postgres://localhost:notaport/x").unwrap_err();
     assert!(e.contains("malformed"), "{e}");
 }
+
+/// Every server connection of the store dropped at once (what a PostgreSQL restart does to a
+/// running gateway): calls fail with a backend error while their connections are dead, and the
+/// same store serves again without being reopened; nothing acknowledged is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_a_lost_server_connection_heals_without_reopening() {
+    let url = Cluster::shared().database().await;
+    let opts = PgOptions {
+        max_connections: 4,
+        ..PgOptions::default()
+    };
+    let store = PgStore::open_with(&url, opts).await.unwrap();
+    for i in 0..8 {
+        crate::fixtures::stored(
+            &store,
+            crate::fixtures::msg("agt_a", &format!("m{i}"), &["agt_b"], crate::fixtures::T0),
+        )
+        .await;
+    }
+    let c = admin(&url).await;
+    let killed = c
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(!killed.is_empty());
+    // Each dead connection fails at most one call; then the pool makes new ones.
+    let mut failures = 0;
+    let depth = loop {
+        match store.pending_count("agt_b").await {
+            Ok(n) => break n,
+            Err(StoreError::Backend(_)) => failures += 1,
+            Err(other) => panic!("{other:?}"),
+        }
+        assert!(failures <= 4, "the pool did not heal");
+    };
+    println!("calls failed while the connections were dead: {failures}");
+    assert_eq!(depth, 8, "nothing stored was lost");
+    crate::fixtures::stored(
+        &store,
+        crate::fixtures::msg("agt_a", "after", &["agt_b"], crate::fixtures::T0),
+    )
+    .await;
+    assert_eq!(store.pending_count("agt_b").await.unwrap(), 9);
+}
