@@ -94,6 +94,25 @@ pub enum TokenSubject {
     Agent(String),
 }
 
+impl TokenSubject {
+    /// The subject as both backends store it: (kind, id).
+    pub(crate) fn stored(&self) -> (&'static str, &str) {
+        match self {
+            TokenSubject::User(id) => ("user", id.as_str()),
+            TokenSubject::Agent(id) => ("agent", id.as_str()),
+        }
+    }
+
+    /// The subject of a stored (kind, id).
+    pub(crate) fn from_stored(kind: &str, id: String) -> TokenSubject {
+        if kind == "agent" {
+            TokenSubject::Agent(id)
+        } else {
+            TokenSubject::User(id)
+        }
+    }
+}
+
 /// A bearer token, stored only as its SHA-256.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenRow {
@@ -235,6 +254,32 @@ pub struct NewMessage {
     pub max_depth: Option<u64>,
     /// The usage and cost the message reported (§5.5), stored in the same transaction.
     pub usage: Option<UsageRow>,
+}
+
+impl NewMessage {
+    /// The row as stored under storage sequence `seq`, built from what the publish inserted
+    /// rather than read back.
+    pub(crate) fn stored_row(&self, seq: i64) -> MessageRow {
+        MessageRow {
+            seq,
+            tenant_id: self.tenant_id.clone(),
+            id: self.id.clone(),
+            source: self.source.clone(),
+            source_agent_id: self.source_agent_id.clone(),
+            kind: self.kind.clone(),
+            conversation_id: self.conversation_id.clone(),
+            to_text: self.to_text.clone(),
+            to_id: self.to_id.clone(),
+            attrs: self.attrs.clone(),
+            data: self.data.clone(),
+            signed_hash: self.signed_hash.clone(),
+            idempotency_key: self.idempotency.as_ref().map(|k| k.key.clone()),
+            receipt: self.receipt.clone(),
+            received_at: self.received_at,
+            expires_at: self.expires_at,
+            task_id: self.task_id.clone(),
+        }
+    }
 }
 
 /// A stored message.

@@ -216,25 +216,7 @@ async fn insert_message(
     if let Some(u) = &m.usage {
         insert_usage(t, seq, u).await?;
     }
-    let message = MessageRow {
-        seq,
-        tenant_id: m.tenant_id.clone(),
-        id: m.id.clone(),
-        source: m.source.clone(),
-        source_agent_id: m.source_agent_id.clone(),
-        kind: m.kind.clone(),
-        conversation_id: m.conversation_id.clone(),
-        to_text: m.to_text.clone(),
-        to_id: m.to_id.clone(),
-        attrs: m.attrs.clone(),
-        data: m.data.clone(),
-        signed_hash: m.signed_hash.clone(),
-        idempotency_key: idem_key,
-        receipt: m.receipt.clone(),
-        received_at: m.received_at,
-        expires_at: m.expires_at,
-        task_id: m.task_id.clone(),
-    };
+    let message = m.stored_row(seq);
     Ok(PublishOutcome::Stored {
         message,
         sequences,
@@ -452,7 +434,7 @@ async fn insert_user(t: &impl GenericClient, u: &UserRow) -> StoreResult<()> {
 }
 
 async fn insert_token(t: &impl GenericClient, r: &TokenRow) -> StoreResult<()> {
-    let (kind, subject) = subject(r);
+    let (kind, subject) = r.subject.stored();
     exec(
         t,
         "INSERT INTO tokens (hash, kind, subject_id, created_at) VALUES ($1, $2, $3, $4)",
@@ -1578,7 +1560,7 @@ impl Store for PgStore {
     async fn replace_tokens(&self, t: TokenRow) -> StoreResult<u64> {
         let mut c = self.client().await?;
         let tx = c.transaction().await?;
-        let (kind, subject_id) = subject(&t);
+        let (kind, subject_id) = t.subject.stored();
         let revoked = exec(
             &tx,
             "DELETE FROM tokens WHERE kind = $1 AND subject_id = $2",

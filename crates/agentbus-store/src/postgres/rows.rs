@@ -262,21 +262,9 @@ pub(super) fn token(r: &Row, hash: [u8; 32]) -> StoreResult<TokenRow> {
     let subject: String = get(r, 1)?;
     Ok(TokenRow {
         hash,
-        subject: if kind == "agent" {
-            TokenSubject::Agent(subject)
-        } else {
-            TokenSubject::User(subject)
-        },
+        subject: TokenSubject::from_stored(&kind, subject),
         created_at: get(r, 2)?,
     })
-}
-
-/// A token's subject as stored: (kind, id).
-pub(super) fn subject(t: &TokenRow) -> (&'static str, &str) {
-    match &t.subject {
-        TokenSubject::User(id) => ("user", id.as_str()),
-        TokenSubject::Agent(id) => ("agent", id.as_str()),
-    }
 }
 
 pub(super) const SESSION_COLS: &str = "id_hash, user_id, token_hash, csrf, created_at, expires_at";

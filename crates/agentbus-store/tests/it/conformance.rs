@@ -1110,20 +1110,11 @@ pub async fn store_tasks_due_and_version_check<S: Store + Clone>(store: S) {
 
 pub async fn store_blobs<S: Store + Clone>(store: S) {
     base(&store).await;
-    store
-        .create_agent(agent("agt_a", "alice"), vec![])
-        .await
-        .unwrap();
-    store
-        .create_agent(
-            AgentRow {
-                workspace_id: "ws_2".into(),
-                ..agent("agt_b", "bob")
-            },
-            vec![],
-        )
-        .await
-        .unwrap();
+    agents(
+        &store,
+        &[agent("agt_a", "alice"), agent_in("ws_2", "agt_b", "bob")],
+    )
+    .await;
     let b = BlobRow {
         id: "blb_1".into(),
         tenant_id: "ten_1".into(),
@@ -1287,24 +1278,15 @@ pub async fn store_console_sessions<S: Store + Clone>(store: S) {
 
 pub async fn store_console_reads_and_usage<S: Store + Clone>(store: S) {
     base(&store).await;
-    store
-        .create_agent(agent("agt_a", "alice"), vec![])
-        .await
-        .unwrap();
-    store
-        .create_agent(agent("agt_b", "bob"), vec![])
-        .await
-        .unwrap();
-    store
-        .create_agent(
-            AgentRow {
-                workspace_id: "ws_2".into(),
-                ..agent("agt_z", "zed")
-            },
-            vec![],
-        )
-        .await
-        .unwrap();
+    agents(
+        &store,
+        &[
+            agent("agt_a", "alice"),
+            agent("agt_b", "bob"),
+            agent_in("ws_2", "agt_z", "zed"),
+        ],
+    )
+    .await;
     let usage = |agent: &str, day: &str, input: i64, cost: Option<i64>| UsageRow {
         tenant_id: "ten_1".into(),
         workspace_id: "ws_1".into(),

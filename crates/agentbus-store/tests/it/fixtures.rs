@@ -62,6 +62,21 @@ pub fn agent(id: &str, name: &str) -> AgentRow {
     }
 }
 
+/// An agent of another workspace than `ws_1`.
+pub fn agent_in(workspace_id: &str, id: &str, name: &str) -> AgentRow {
+    AgentRow {
+        workspace_id: workspace_id.into(),
+        ..agent(id, name)
+    }
+}
+
+/// Registers agents `(id, name)` of `ws_1`, without aliases.
+pub async fn agents(store: &impl Store, rows: &[AgentRow]) {
+    for a in rows {
+        store.create_agent(a.clone(), vec![]).await.expect("agent");
+    }
+}
+
 pub fn key(id: &str, agent_id: &str, expires_at: i64) -> KeyRow {
     KeyRow {
         id: id.into(),
