@@ -219,3 +219,89 @@ async fn pg_a_lost_server_connection_heals_without_reopening() {
     .await;
     assert_eq!(store.pending_count("agt_b").await.unwrap(), 9);
 }
+
+/// Two replicas (two stores, each with its own pool) on one database, 8 publishers split between
+/// them into one inbox while 4 leasers on each drain it: every inbox sequence is taken once with
+/// no gap, and no entry is handed out twice across the replicas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pg_two_replicas_share_sequences_and_leases() {
+    use std::collections::BTreeSet;
+
+    use crate::fixtures::{T0, lease_req, msg};
+
+    let url = Cluster::shared().database().await;
+    let replicas = [
+        PgStore::open(&url).await.unwrap(),
+        PgStore::open(&url).await.unwrap(),
+    ];
+    const EACH: usize = 30;
+    let publishers: Vec<_> = (0..8)
+        .map(|p| {
+            let s = replicas[p % 2].clone();
+            tokio::spawn(async move {
+                let mut seqs = Vec::new();
+                for i in 0..EACH {
+                    let m = msg(&format!("agt_p{p}"), &format!("m{p}_{i}"), &["agt_b"], T0);
+                    match s.publish(m).await.unwrap() {
+                        PublishOutcome::Stored { sequences, .. } => seqs.push(sequences[0].1),
+                        other => panic!("{other:?}"),
+                    }
+                }
+                seqs
+            })
+        })
+        .collect();
+    let leasers: Vec<_> = (0..8)
+        .map(|l| {
+            let s = replicas[l % 2].clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                // Until every message was seen by someone: the publishers are still running.
+                for _ in 0..400 {
+                    let batch = s.lease(lease_req("agt_b", 0, 5, T0 + 1)).await.unwrap();
+                    got.extend(batch.into_iter().map(|d| d.sequence));
+                    tokio::task::yield_now().await;
+                }
+                got
+            })
+        })
+        .collect();
+    let mut published = Vec::new();
+    for p in publishers {
+        published.extend(p.await.unwrap());
+    }
+    let mut leased = Vec::new();
+    for l in leasers {
+        leased.extend(l.await.unwrap());
+    }
+    // What the leasers did not reach before they stopped, one more pass collects.
+    leased.extend(
+        replicas[0]
+            .lease(lease_req("agt_b", 0, 1000, T0 + 1))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|d| d.sequence),
+    );
+    let total = (8 * EACH) as u64;
+    published.sort_unstable();
+    assert_eq!(
+        published,
+        (1..=total).collect::<Vec<_>>(),
+        "no gap, no sequence twice"
+    );
+    let unique: BTreeSet<u64> = leased.iter().copied().collect();
+    println!(
+        "published {}, leased {}, duplicates {}, missing {}",
+        published.len(),
+        leased.len(),
+        leased.len() - unique.len(),
+        total as usize - unique.len()
+    );
+    assert_eq!(
+        leased.len(),
+        unique.len(),
+        "no entry leased twice across replicas"
+    );
+    assert_eq!(unique, (1..=total).collect());
+}
