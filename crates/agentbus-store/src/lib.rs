@@ -1,4 +1,5 @@
-//! The gateway's storage: one interface of plain data, and its embedded SQLite backend.
+//! The gateway's storage: one interface of plain data, its embedded SQLite backend, and its
+//! PostgreSQL backend for several replicas on one database.
 //!
 //! The gateway talks to storage only through [`Store`]; nothing above this crate knows SQL or
 //! SQLite. Each operation is one atomic unit the backend must provide: a publish stores the message,
@@ -7,12 +8,16 @@
 //! backend implements the same operations with row locks on the counter, so sequences stay gap-free
 //! there too even though database sequences commit out of order.
 
+mod any;
 pub mod model;
+pub mod postgres;
 pub mod sqlite;
 
 use std::future::Future;
 
+pub use any::AnyStore;
 pub use model::*;
+pub use postgres::{PgOptions, PgStore};
 pub use sqlite::SqliteStore;
 
 /// Why a storage operation failed.

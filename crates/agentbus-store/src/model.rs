@@ -94,6 +94,25 @@ pub enum TokenSubject {
     Agent(String),
 }
 
+impl TokenSubject {
+    /// The subject as both backends store it: (kind, id).
+    pub(crate) fn stored(&self) -> (&'static str, &str) {
+        match self {
+            TokenSubject::User(id) => ("user", id.as_str()),
+            TokenSubject::Agent(id) => ("agent", id.as_str()),
+        }
+    }
+
+    /// The subject of a stored (kind, id).
+    pub(crate) fn from_stored(kind: &str, id: String) -> TokenSubject {
+        if kind == "agent" {
+            TokenSubject::Agent(id)
+        } else {
+            TokenSubject::User(id)
+        }
+    }
+}
+
 /// A bearer token, stored only as its SHA-256.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenRow {
@@ -235,6 +254,32 @@ pub struct NewMessage {
     pub max_depth: Option<u64>,
     /// The usage and cost the message reported (§5.5), stored in the same transaction.
     pub usage: Option<UsageRow>,
+}
+
+impl NewMessage {
+    /// The row as stored under storage sequence `seq`, built from what the publish inserted
+    /// rather than read back.
+    pub(crate) fn stored_row(&self, seq: i64) -> MessageRow {
+        MessageRow {
+            seq,
+            tenant_id: self.tenant_id.clone(),
+            id: self.id.clone(),
+            source: self.source.clone(),
+            source_agent_id: self.source_agent_id.clone(),
+            kind: self.kind.clone(),
+            conversation_id: self.conversation_id.clone(),
+            to_text: self.to_text.clone(),
+            to_id: self.to_id.clone(),
+            attrs: self.attrs.clone(),
+            data: self.data.clone(),
+            signed_hash: self.signed_hash.clone(),
+            idempotency_key: self.idempotency.as_ref().map(|k| k.key.clone()),
+            receipt: self.receipt.clone(),
+            received_at: self.received_at,
+            expires_at: self.expires_at,
+            task_id: self.task_id.clone(),
+        }
+    }
 }
 
 /// A stored message.
@@ -792,4 +837,68 @@ pub struct CopyState {
     pub last_attempt_at: Option<i64>,
     /// When the recipient reported it shown in a session's context (its receipt, issue 13).
     pub shown_at: Option<i64>,
+}
+
+/// The grouping of a usage total: agent, capability, day, reported_by, currency, cost source.
+pub(crate) type UsageKey = (
+    String,
+    Option<String>,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+/// One stored usage row as both backends read it: its grouping, its seven token counts (in
+/// [`Tokens`] field order) and its cost.
+pub(crate) type UsageFigures = (UsageKey, [i64; 7], Option<i64>);
+
+/// Sums usage rows per grouping, in Rust rather than SQL: a sender chooses its figures, and SQL
+/// sums fail on an overflow (SQLite) or widen to numeric (PostgreSQL), where these saturate.
+/// Newest day first; within a day by agent, capability and source.
+pub(crate) fn sum_usage(rows: impl IntoIterator<Item = UsageFigures>) -> Vec<UsageTotal> {
+    let mut sums: std::collections::BTreeMap<UsageKey, UsageTotal> = Default::default();
+    for (key, n, cost) in rows {
+        let t = sums.entry(key.clone()).or_insert_with(|| UsageTotal {
+            agent_id: key.0,
+            capability: key.1,
+            day: key.2,
+            reported_by: key.3,
+            currency: key.4,
+            cost_source: key.5,
+            messages: 0,
+            tokens: Tokens::default(),
+            cost_micros: 0,
+        });
+        t.messages += 1;
+        let k = &mut t.tokens;
+        k.input = k.input.saturating_add(n[0]);
+        k.output = k.output.saturating_add(n[1]);
+        k.cache_read = k.cache_read.saturating_add(n[2]);
+        k.cache_write = k.cache_write.saturating_add(n[3]);
+        k.reasoning = k.reasoning.saturating_add(n[4]);
+        k.requests = k.requests.saturating_add(n[5]);
+        k.wall_ms = k.wall_ms.saturating_add(n[6]);
+        t.cost_micros = t.cost_micros.saturating_add(cost.unwrap_or(0));
+    }
+    let mut out: Vec<UsageTotal> = sums.into_values().collect();
+    out.sort_by(|a, b| b.day.cmp(&a.day).then_with(|| a.agent_id.cmp(&b.agent_id)));
+    out
+}
+
+/// Gives each recipient's delivery state its first answer and first ack among `answers` (the
+/// envelopes correlated to message `id`, oldest first, each with its sender), and names the
+/// message in its shown receipt.
+pub(crate) fn fill_answers(d: &mut DeliveryStateRow, answers: &[(String, AnswerRow)], id: &str) {
+    let mine = || {
+        answers
+            .iter()
+            .filter(|(a, _)| *a == d.agent_id)
+            .map(|(_, x)| x)
+    };
+    d.answer = mine().find(|a| a.kind != "agentbus.ack.v1").cloned();
+    d.ack = mine().find(|a| a.kind == "agentbus.ack.v1").cloned();
+    if let Some(s) = d.shown.as_mut() {
+        s.message_id = id.to_owned();
+    }
 }

@@ -160,17 +160,7 @@ pub(super) fn insert_usage(t: &Transaction<'_>, seq: i64, u: &UsageRow) -> rusql
     Ok(())
 }
 
-type UsageKey = (
-    String,
-    Option<String>,
-    String,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-);
-
-/// Sums in Rust rather than SQL: a sender chooses its figures, and SQLite's `sum()` fails on an
-/// integer overflow, where these saturate.
+/// Usage totals; summed by [`crate::model::sum_usage`].
 pub(super) fn usage(c: &Connection, f: &UsageFilter) -> rusqlite::Result<Vec<UsageTotal>> {
     let mut s = c.prepare_cached(
         "SELECT agent_id, capability, day, reported_by, currency, cost_source, input_tokens, output_tokens, \
@@ -180,7 +170,7 @@ pub(super) fn usage(c: &Connection, f: &UsageFilter) -> rusqlite::Result<Vec<Usa
          AND (?5 IS NULL OR day >= ?5) AND (?6 IS NULL OR day <= ?6)",
     )?;
     let workspaces = f.workspace_ids.as_deref().map(json_strs);
-    let mut sums: BTreeMap<UsageKey, UsageTotal> = BTreeMap::new();
+    let mut figures = Vec::new();
     let mut rows = s.query(params![
         f.tenant_id,
         workspaces,
@@ -190,48 +180,28 @@ pub(super) fn usage(c: &Connection, f: &UsageFilter) -> rusqlite::Result<Vec<Usa
         f.until_day
     ])?;
     while let Some(r) = rows.next()? {
-        let key: UsageKey = (
+        figures.push(figures_of(r)?);
+    }
+    Ok(crate::model::sum_usage(figures))
+}
+
+fn figures_of(r: &Row<'_>) -> rusqlite::Result<crate::model::UsageFigures> {
+    let mut n = [0i64; 7];
+    for (i, v) in n.iter_mut().enumerate() {
+        *v = r.get(6 + i)?;
+    }
+    Ok((
+        (
             r.get(0)?,
             r.get(1)?,
             r.get(2)?,
             r.get(3)?,
             r.get(4)?,
             r.get(5)?,
-        );
-        let t = sums.entry(key.clone()).or_insert_with(|| UsageTotal {
-            agent_id: key.0,
-            capability: key.1,
-            day: key.2,
-            reported_by: key.3,
-            currency: key.4,
-            cost_source: key.5,
-            messages: 0,
-            tokens: Tokens::default(),
-            cost_micros: 0,
-        });
-        add_row(t, r)?;
-    }
-    let mut out: Vec<UsageTotal> = sums.into_values().collect();
-    // Newest day first; within a day by agent, capability and source.
-    out.sort_by(|a, b| b.day.cmp(&a.day).then_with(|| a.agent_id.cmp(&b.agent_id)));
-    Ok(out)
-}
-
-fn add_row(t: &mut UsageTotal, r: &Row<'_>) -> rusqlite::Result<()> {
-    let n = |i: usize| -> rusqlite::Result<i64> { r.get(i) };
-    t.messages += 1;
-    let k = &mut t.tokens;
-    k.input = k.input.saturating_add(n(6)?);
-    k.output = k.output.saturating_add(n(7)?);
-    k.cache_read = k.cache_read.saturating_add(n(8)?);
-    k.cache_write = k.cache_write.saturating_add(n(9)?);
-    k.reasoning = k.reasoning.saturating_add(n(10)?);
-    k.requests = k.requests.saturating_add(n(11)?);
-    k.wall_ms = k.wall_ms.saturating_add(n(12)?);
-    t.cost_micros = t
-        .cost_micros
-        .saturating_add(r.get::<_, Option<i64>>(13)?.unwrap_or(0));
-    Ok(())
+        ),
+        n,
+        r.get(13)?,
+    ))
 }
 
 fn session_row(r: &Row<'_>) -> rusqlite::Result<ConsoleSessionRow> {

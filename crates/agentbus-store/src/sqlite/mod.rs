@@ -46,6 +46,12 @@ pub struct SqliteStore {
     inner: Arc<Inner>,
 }
 
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore").finish_non_exhaustive()
+    }
+}
+
 struct Inner {
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
     readers: Vec<Mutex<Connection>>,

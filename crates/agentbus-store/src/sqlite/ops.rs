@@ -236,26 +236,7 @@ fn insert_message(t: &Transaction<'_>, m: &NewMessage) -> StoreResult<PublishOut
     if let Some(u) = &m.usage {
         super::console::insert_usage(t, seq, u)?;
     }
-    // The row as stored, built from what was just inserted rather than read back.
-    let message = MessageRow {
-        seq,
-        tenant_id: m.tenant_id.clone(),
-        id: m.id.clone(),
-        source: m.source.clone(),
-        source_agent_id: m.source_agent_id.clone(),
-        kind: m.kind.clone(),
-        conversation_id: m.conversation_id.clone(),
-        to_text: m.to_text.clone(),
-        to_id: m.to_id.clone(),
-        attrs: m.attrs.clone(),
-        data: m.data.clone(),
-        signed_hash: m.signed_hash.clone(),
-        idempotency_key: m.idempotency.as_ref().map(|k| k.key.clone()),
-        receipt: m.receipt.clone(),
-        received_at: m.received_at,
-        expires_at: m.expires_at,
-        task_id: m.task_id.clone(),
-    };
+    let message = m.stored_row(seq);
     Ok(PublishOutcome::Stored {
         message,
         sequences,
@@ -469,10 +450,7 @@ fn insert_user(tx: &Transaction<'_>, u: &UserRow) -> StoreResult<()> {
 }
 
 fn insert_token(tx: &Transaction<'_>, t: &TokenRow) -> StoreResult<()> {
-    let (kind, subject) = match &t.subject {
-        TokenSubject::User(id) => ("user", id.as_str()),
-        TokenSubject::Agent(id) => ("agent", id.as_str()),
-    };
+    let (kind, subject) = t.subject.stored();
     tx.execute(
         "INSERT INTO tokens (hash, kind, subject_id, created_at) VALUES (?1, ?2, ?3, ?4)",
         params![t.hash.to_vec(), kind, subject, t.created_at],
@@ -615,11 +593,7 @@ impl Store for SqliteStore {
                     let subject: String = r.get(1)?;
                     Ok(TokenRow {
                         hash,
-                        subject: if kind == "agent" {
-                            TokenSubject::Agent(subject)
-                        } else {
-                            TokenSubject::User(subject)
-                        },
+                        subject: TokenSubject::from_stored(&kind, subject),
                         created_at: r.get(2)?,
                     })
                 })
@@ -1369,10 +1343,7 @@ impl Store for SqliteStore {
 
     async fn replace_tokens(&self, t: TokenRow) -> StoreResult<u64> {
         self.write(move |tx| {
-            let (kind, subject) = match &t.subject {
-                TokenSubject::User(id) => ("user", id.clone()),
-                TokenSubject::Agent(id) => ("agent", id.clone()),
-            };
+            let (kind, subject) = t.subject.stored();
             let revoked = tx.execute(
                 "DELETE FROM tokens WHERE kind = ?1 AND subject_id = ?2",
                 params![kind, subject],

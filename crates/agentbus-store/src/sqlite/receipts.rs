@@ -130,17 +130,7 @@ pub(crate) fn states(
     })?;
     for row in rows {
         let mut d = row?;
-        let mine = || {
-            answers
-                .iter()
-                .filter(|(a, _)| *a == d.agent_id)
-                .map(|(_, x)| x)
-        };
-        d.answer = mine().find(|a| a.kind != "agentbus.ack.v1").cloned();
-        d.ack = mine().find(|a| a.kind == "agentbus.ack.v1").cloned();
-        if let Some(s) = d.shown.as_mut() {
-            s.message_id = id.to_owned();
-        }
+        crate::model::fill_answers(&mut d, &answers, id);
         out.push(d);
     }
     Ok(Some((message, out)))

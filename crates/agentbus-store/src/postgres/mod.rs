@@ -1,0 +1,210 @@
+//! The PostgreSQL backend: several gateway replicas share one database.
+//!
+//! Each [`crate::Store`] operation is one transaction on a pooled connection (READ COMMITTED).
+//! The guarantees SQLite gets from its single writer come from locks here: a publish locks the
+//! recipients' counter rows (in id order, so publishers never deadlock) and takes each inbox's next
+//! `sequence` from them, never from a database sequence, which commits out of order; an
+//! advisory lock per `(tenant, source, id)` and per idempotency key makes the dedupe decided
+//! inside the storing transaction; leases and the reaper claim rows with `FOR UPDATE SKIP
+//! LOCKED`, so no entry is handed out twice. Durability: `fsync` and `synchronous_commit` are
+//! checked when the store opens and `synchronous_commit` is set on every connection the pool
+//! makes, so a publish answers only after its commit is flushed.
+
+mod ops;
+mod rows;
+mod schema;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+
+use crate::{StoreError, StoreResult};
+
+pub use schema::current_version;
+
+/// How the pool behaves; [`PgOptions::default`] suits one gateway replica.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgOptions {
+    /// Connections the pool holds at most.
+    pub max_connections: usize,
+    /// How long an operation waits for a free connection before it fails (a dry pool answers an
+    /// error after this, never hangs).
+    pub wait: Duration,
+    /// How long opening one connection may take (unreachable servers fail after this).
+    pub connect_timeout: Duration,
+}
+
+impl Default for PgOptions {
+    fn default() -> PgOptions {
+        PgOptions {
+            max_connections: 16,
+            wait: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The PostgreSQL store; cheap to clone.
+#[derive(Clone)]
+pub struct PgStore {
+    pool: Pool,
+    wait: Duration,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").finish_non_exhaustive()
+    }
+}
+
+impl PgStore {
+    /// Connects to the database at `url` (`postgres://user:password@host:port/db`), checks
+    /// durability, and applies the migrations it lacks; refuses a schema newer than this build.
+    pub async fn open(url: &str) -> StoreResult<PgStore> {
+        PgStore::open_with(url, PgOptions::default()).await
+    }
+
+    /// [`PgStore::open`] with pool options.
+    pub async fn open_with(url: &str, opts: PgOptions) -> StoreResult<PgStore> {
+        let mut config = tokio_postgres::Config::from_str(url)
+            .map_err(|e| StoreError::Backend(format!("the PostgreSQL URL is malformed: {e}")))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(opts.connect_timeout);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("agentbus");
+        }
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(opts.max_connections.max(1))
+            .wait_timeout(Some(opts.wait))
+            .create_timeout(Some(opts.connect_timeout))
+            .recycle_timeout(Some(opts.connect_timeout))
+            .runtime(Runtime::Tokio1)
+            // Whatever the role's or the server's default, every connection commits durably
+            // unless an operation says otherwise for its own transaction (leases, acks).
+            .post_create(Hook::async_fn(|client, _| {
+                Box::pin(async move {
+                    client
+                        .batch_execute("SET synchronous_commit = on")
+                        .await
+                        .map_err(HookError::Backend)
+                })
+            }))
+            .build()
+            .map_err(|e| StoreError::Backend(format!("the PostgreSQL pool: {e}")))?;
+        let store = PgStore {
+            pool,
+            wait: opts.wait,
+        };
+        let mut client = store.client().await?;
+        let fsync = show(&client, "fsync").await?;
+        let sync = show(&client, "synchronous_commit").await?;
+        if fsync != "on" || sync != "on" {
+            return Err(StoreError::Backend(format!(
+                "durability check failed: fsync={fsync}, synchronous_commit={sync}; need both on"
+            )));
+        }
+        schema::migrate(&mut client).await?;
+        Ok(store)
+    }
+
+    /// A pooled connection, or an error once the pool's wait ran out.
+    pub(crate) async fn client(&self) -> StoreResult<deadpool_postgres::Client> {
+        self.pool.get().await.map_err(|e| pool_error(e, self.wait))
+    }
+
+    /// The durability settings in force on a pooled connection: (`fsync`, `synchronous_commit`).
+    pub async fn durability(&self) -> StoreResult<(String, String)> {
+        let client = self.client().await?;
+        Ok((
+            show(&client, "fsync").await?,
+            show(&client, "synchronous_commit").await?,
+        ))
+    }
+
+    /// Connections the pool holds now, and how many of them are idle.
+    pub fn pool_status(&self) -> (usize, usize) {
+        let s = self.pool.status();
+        (s.size, s.available)
+    }
+}
+
+async fn show(client: &deadpool_postgres::Client, setting: &str) -> StoreResult<String> {
+    let row = client.query_one(&format!("SHOW {setting}"), &[]).await?;
+    Ok(row.try_get(0)?)
+}
+
+fn pool_error(e: deadpool_postgres::PoolError, wait: Duration) -> StoreError {
+    use deadpool_postgres::PoolError;
+    match e {
+        PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => StoreError::Backend(format!(
+            "no PostgreSQL connection became free within {} ms (every pooled connection is busy)",
+            wait.as_millis()
+        )),
+        PoolError::Timeout(_) => {
+            StoreError::Backend("PostgreSQL did not answer in time (connect or check)".into())
+        }
+        PoolError::Backend(e) => StoreError::from(e),
+        other => StoreError::Backend(format!("the PostgreSQL pool: {other}")),
+    }
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> StoreError {
+        // The server's own message says more than the client's summary ("db error").
+        match e.as_db_error() {
+            Some(db) => StoreError::Backend(format!(
+                "PostgreSQL: {} ({})",
+                db.message(),
+                db.code().code()
+            )),
+            None => StoreError::Backend(format!("PostgreSQL: {e}")),
+        }
+    }
+}
+
+impl PgStore {
+    /// Every stored row of every table, one line each (`table: row`), sorted: the same use as
+    /// [`crate::SqliteStore::dump`] (the line format differs between backends).
+    pub async fn dump(&self) -> StoreResult<Vec<String>> {
+        let client = self.client().await?;
+        let tables = client
+            .query(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1",
+                &[],
+            )
+            .await?;
+        let mut lines = Vec::new();
+        for t in tables {
+            let name: String = t.try_get(0)?;
+            // Names come from the catalogue, quoted as identifiers.
+            let sql = format!("SELECT t::text FROM \"{}\" t", name.replace('"', "\"\""));
+            for row in client.query(&sql, &[]).await? {
+                let text: String = row.try_get(0)?;
+                lines.push(format!("{name}: {text}"));
+            }
+        }
+        lines.sort();
+        Ok(lines)
+    }
+
+    /// Checks that `url` is a PostgreSQL URL this store can use, without connecting: what a
+    /// setting's parser calls so a malformed `--store` is refused before anything starts.
+    pub fn check_url(url: &str) -> Result<(), String> {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err("expected a postgres:// URL".into());
+        }
+        tokio_postgres::Config::from_str(url)
+            .map(|_| ())
+            .map_err(|e| format!("malformed PostgreSQL URL: {e}"))
+    }
+}

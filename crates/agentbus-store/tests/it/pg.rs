@@ -1,0 +1,218 @@
+//! A throwaway PostgreSQL cluster for tests: `initdb` in a temporary directory (as the `postgres`
+//! user when running as root, since `initdb` refuses root), `postgres` on a free loopback port
+//! with `fsync` on, one fresh database per test. Never a server someone left running.
+//!
+//! The server runs under a small shell that stops it (and removes its directory) when its
+//! standard input closes: when the cluster is dropped, or when the test process ends in any way,
+//! a panic or an abort included.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+/// A running cluster.
+pub struct Cluster {
+    port: u16,
+    child: Mutex<Option<(Child, ChildStdin)>>,
+    next_db: AtomicUsize,
+}
+
+/// Where PostgreSQL's server programs are: `AGENTBUS_PG_BIN`, else the directory `initdb` on
+/// `PATH` really lives in (Debian links it from elsewhere), else the newest
+/// `/usr/lib/postgresql/*/bin`.
+fn bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("AGENTBUS_PG_BIN") {
+        return PathBuf::from(dir);
+    }
+    let on_path = std::env::var_os("PATH").into_iter().flat_map(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("initdb"))
+            .collect::<Vec<_>>()
+    });
+    for candidate in on_path {
+        if let Ok(real) = std::fs::canonicalize(&candidate)
+            && let Some(dir) = real.parent()
+            && dir.join("postgres").exists()
+        {
+            return dir.to_owned();
+        }
+    }
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("bin"))
+        .filter(|d| d.join("initdb").exists())
+        .collect();
+    versions.sort();
+    versions.pop().unwrap_or_else(|| {
+        panic!(
+            "PostgreSQL's initdb was not found: install Debian's `postgresql` package \
+             (./scripts/test does) or set AGENTBUS_PG_BIN to its bin directory"
+        )
+    })
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// `cmd`, run as the `postgres` user when we are root.
+fn as_server_user(root: bool, program: &Path) -> Command {
+    if root {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free loopback port");
+    l.local_addr().expect("its address").port()
+}
+
+/// Starts the server and waits for it to accept connections; stops it on exit (see the module
+/// documentation).
+const SUPERVISOR: &str = r#"
+"$BIN/postgres" -D "$DIR/data" -p "$PORT" -k "$DIR" -h 127.0.0.1 -c fsync=on \
+    -c synchronous_commit=on -c max_connections=300 -c shared_buffers=32MB \
+    >"$DIR/server.log" 2>&1 &
+pid=$!
+until "$BIN/pg_isready" -q -h 127.0.0.1 -p "$PORT"; do
+    if ! kill -0 "$pid" 2>/dev/null; then echo failed; cat "$DIR/server.log" >&2; exit 1; fi
+    sleep 0.05
+done
+echo ready
+read _ignored
+kill -INT "$pid"
+wait "$pid"
+rm -rf "$DIR"
+"#;
+
+impl Cluster {
+    /// Initialises and starts a new cluster.
+    pub fn start() -> Cluster {
+        let bin = bin_dir();
+        let root = is_root();
+        let dir = tempfile::Builder::new()
+            .prefix("agentbus-pg-")
+            .tempdir()
+            .expect("a temporary directory")
+            .keep();
+        if root {
+            // The server user must own its directory (and, through it, the data directory).
+            let status = Command::new("chown")
+                .args(["postgres:postgres"])
+                .arg(&dir)
+                .status()
+                .expect("chown");
+            assert!(status.success(), "chown of {} failed", dir.display());
+        }
+        let init = as_server_user(root, &bin.join("initdb"))
+            .arg("-D")
+            .arg(dir.join("data"))
+            // Trust on loopback only (this cluster lives for one test run); C locale so text
+            // sorts byte-wise; --no-sync skips only initdb's own final flush, the server runs
+            // with fsync on.
+            .args([
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-sync",
+            ])
+            .output()
+            .expect("initdb runs");
+        assert!(
+            init.status.success(),
+            "initdb failed: {}",
+            String::from_utf8_lossy(&init.stderr)
+        );
+        // A port found free can be taken before the server binds it: try a few.
+        for _ in 0..5 {
+            let port = free_port();
+            let mut child = as_server_user(root, Path::new("/bin/sh"))
+                .args(["-c", SUPERVISOR])
+                .env("BIN", &bin)
+                .env("DIR", &dir)
+                .env("PORT", port.to_string())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("the server's supervisor starts");
+            let stdin = child.stdin.take().expect("its stdin");
+            let mut line = String::new();
+            let stdout = child.stdout.take().expect("its stdout");
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            if line.trim() == "ready" {
+                return Cluster {
+                    port,
+                    child: Mutex::new(Some((child, stdin))),
+                    next_db: AtomicUsize::new(0),
+                };
+            }
+            let _ = child.wait();
+        }
+        panic!("the test PostgreSQL server did not start (see its log above)");
+    }
+
+    /// The cluster this test process shares, started on first use.
+    pub fn shared() -> &'static Cluster {
+        static SHARED: OnceLock<Cluster> = OnceLock::new();
+        SHARED.get_or_init(Cluster::start)
+    }
+
+    /// The URL of database `name` as the superuser.
+    pub fn url(&self, name: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{name}", self.port)
+    }
+
+    /// Creates a new, empty database and answers its URL.
+    pub async fn database(&self) -> String {
+        let name = format!(
+            "t{}_{}",
+            std::process::id(),
+            self.next_db.fetch_add(1, Ordering::Relaxed)
+        );
+        let (client, conn) = tokio_postgres::connect(&self.url("postgres"), tokio_postgres::NoTls)
+            .await
+            .expect("connect to the test cluster");
+        let task = tokio::spawn(conn);
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .expect("create a test database");
+        drop(client);
+        let _ = task.await;
+        self.url(&name)
+    }
+
+    /// Stops the server now (dropping the cluster does the same).
+    pub fn stop(&self) {
+        if let Ok(mut child) = self.child.lock()
+            && let Some((mut child, mut stdin)) = child.take()
+        {
+            let _ = stdin.write_all(b"\n");
+            drop(stdin);
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,307 @@
+//! What only the PostgreSQL backend has: its connection settings, its schema version and its
+//! pool.
+
+use std::time::Duration;
+
+use agentbus_store::*;
+
+use crate::pg::Cluster;
+
+async fn admin(url: &str) -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    client
+}
+
+fn backend_message(r: StoreResult<PgStore>) -> String {
+    match r {
+        Err(StoreError::Backend(m)) => m,
+        Err(other) => panic!("not a backend error: {other:?}"),
+        Ok(_) => panic!("opened"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_open_checks_durability_and_migrates_once() {
+    let url = Cluster::shared().database().await;
+    // Two replicas starting at once: both open, the schema is applied once.
+    let (a, b) = tokio::join!(PgStore::open(&url), PgStore::open(&url));
+    let (a, _b) = (a.expect("first"), b.expect("second"));
+    assert_eq!(
+        a.durability().await.unwrap(),
+        ("on".to_string(), "on".to_string())
+    );
+    a.check_ready().await.unwrap();
+    let c = admin(&url).await;
+    let rows = c
+        .query("SELECT version FROM schema_version", &[])
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].get::<_, i64>(0), postgres::current_version());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_refuses_a_schema_newer_than_it_knows() {
+    let url = Cluster::shared().database().await;
+    let store = PgStore::open(&url).await.unwrap();
+    let c = admin(&url).await;
+    c.execute("UPDATE schema_version SET version = version + 1", &[])
+        .await
+        .unwrap();
+    let msg = backend_message(PgStore::open(&url).await);
+    assert!(msg.contains("newer than this build knows"), "{msg}");
+    // A running replica's readiness says so too.
+    let Err(StoreError::Backend(msg)) = store.check_ready().await else {
+        panic!("ready")
+    };
+    assert!(msg.contains("newer"), "{msg}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_refuses_a_server_without_durable_commits() {
+    let url = Cluster::shared().database().await;
+    let c = admin(&url).await;
+    // A role whose sessions default to asynchronous commits still commits durably through the
+    // store, which sets synchronous_commit on every connection it makes.
+    c.batch_execute(
+        "CREATE ROLE lazy LOGIN SUPERUSER; ALTER ROLE lazy SET synchronous_commit = off",
+    )
+    .await
+    .unwrap();
+    let lazy = url.replacen("postgres://postgres@", "postgres://lazy@", 1);
+    let store = PgStore::open(&lazy).await.expect("open");
+    assert_eq!(store.durability().await.unwrap().1, "on");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_bad_urls_and_unreachable_servers_fail_with_a_cause() {
+    let msg = backend_message(PgStore::open("postgres://exa mple:notaport/x").await);
+    assert!(msg.contains("malformed"), "{msg}");
+    // A closed port on loopback: refused at once, never a hang.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let opts = PgOptions {
+        connect_timeout: Duration::from_secs(2),
+        ..PgOptions::default()
+    };
+    let msg = backend_message(
+        PgStore::open_with(&format!("postgres://postgres@127.0.0.1:{port}/x"), opts).await,
+    );
+    assert!(msg.contains("PostgreSQL"), "{msg}");
+    let db = Cluster::shared().url("no_such_database");
+    let msg = backend_message(PgStore::open(&db).await);
+    assert!(msg.contains("no_such_database"), "{msg}");
+}
+
+/// A pool whose every connection is busy answers an error after its bounded wait, and serves
+/// again once a connection is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_a_dry_pool_answers_an_error_never_hangs() {
+    let url = Cluster::shared().database().await;
+    let opts = PgOptions {
+        max_connections: 1,
+        wait: Duration::from_millis(200),
+        ..PgOptions::default()
+    };
+    let store = PgStore::open_with(&url, opts).await.unwrap();
+    // Hold the only connection: a publish waits on a table another session locked.
+    let mut blocker = admin(&url).await;
+    let t = blocker.transaction().await.unwrap();
+    t.batch_execute("LOCK TABLE inbox_counters IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let s = store.clone();
+    let publish = tokio::spawn(async move {
+        s.publish(crate::fixtures::msg(
+            "agt_a",
+            "m",
+            &["agt_b"],
+            crate::fixtures::T0,
+        ))
+        .await
+    });
+    // Wait (without a timer) until the publish holds the pool's connection.
+    while store.pool_status().1 > 0 {
+        tokio::task::yield_now().await;
+    }
+    let Err(StoreError::Backend(msg)) = store.pending_count("agt_b").await else {
+        panic!("served")
+    };
+    assert!(
+        msg.contains("no PostgreSQL connection became free within 200 ms"),
+        "{msg}"
+    );
+    t.rollback().await.unwrap();
+    assert!(matches!(
+        publish.await.unwrap().unwrap(),
+        PublishOutcome::Stored { .. }
+    ));
+    assert_eq!(store.pending_count("agt_b").await.unwrap(), 1);
+}
+
+/// The gateway's store is an [`AnyStore`]: each call reaches the backend it holds, and `dump`
+/// lists every stored row on either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn any_store_dispatches_to_either_backend() {
+    let (sqlite, _dir) = crate::sqlite_store();
+    for store in [
+        AnyStore::Sqlite(sqlite),
+        AnyStore::Postgres(crate::pg_store().await),
+    ] {
+        crate::conformance::store_acks_with_stale_tokens(store.clone()).await;
+        let dump = store.dump().await.unwrap();
+        let inbox = dump.iter().filter(|l| l.starts_with("inbox:")).count();
+        assert_eq!(inbox, 2, "{}: {dump:?}", store.backend());
+        assert!(dump.windows(2).all(|w| w[0] <= w[1]), "sorted");
+    }
+}
+
+#[test]
+fn pg_urls_are_checked_without_connecting() {
+    assert!(PgStore::check_url("postgres://u:p@db.example:5432/agentbus").is_ok());
+    assert!(PgStore::check_url("postgresql://localhost/agentbus?connect_timeout=3").is_ok());
+    let e = PgStore::check_url("mysql://localhost/x").unwrap_err();
+    assert!(e.contains("postgres://"), "{e}");
+    let e = PgStore::check_url("postgres://localhost:notaport/x").unwrap_err();
+    assert!(e.contains("malformed"), "{e}");
+}
+
+/// Every server connection of the store dropped at once (what a PostgreSQL restart does to a
+/// running gateway): calls fail with a backend error while their connections are dead, and the
+/// same store serves again without being reopened; nothing acknowledged is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_a_lost_server_connection_heals_without_reopening() {
+    let url = Cluster::shared().database().await;
+    let opts = PgOptions {
+        max_connections: 4,
+        ..PgOptions::default()
+    };
+    let store = PgStore::open_with(&url, opts).await.unwrap();
+    for i in 0..8 {
+        crate::fixtures::stored(
+            &store,
+            crate::fixtures::msg("agt_a", &format!("m{i}"), &["agt_b"], crate::fixtures::T0),
+        )
+        .await;
+    }
+    let c = admin(&url).await;
+    let killed = c
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(!killed.is_empty());
+    // Each dead connection fails at most one call; then the pool makes new ones.
+    let mut failures = 0;
+    let depth = loop {
+        match store.pending_count("agt_b").await {
+            Ok(n) => break n,
+            Err(StoreError::Backend(_)) => failures += 1,
+            Err(other) => panic!("{other:?}"),
+        }
+        assert!(failures <= 4, "the pool did not heal");
+    };
+    println!("calls failed while the connections were dead: {failures}");
+    assert_eq!(depth, 8, "nothing stored was lost");
+    crate::fixtures::stored(
+        &store,
+        crate::fixtures::msg("agt_a", "after", &["agt_b"], crate::fixtures::T0),
+    )
+    .await;
+    assert_eq!(store.pending_count("agt_b").await.unwrap(), 9);
+}
+
+/// Two replicas (two stores, each with its own pool) on one database, 8 publishers split between
+/// them into one inbox while 4 leasers on each drain it: every inbox sequence is taken once with
+/// no gap, and no entry is handed out twice across the replicas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pg_two_replicas_share_sequences_and_leases() {
+    use std::collections::BTreeSet;
+
+    use crate::fixtures::{T0, lease_req, msg};
+
+    let url = Cluster::shared().database().await;
+    let replicas = [
+        PgStore::open(&url).await.unwrap(),
+        PgStore::open(&url).await.unwrap(),
+    ];
+    const EACH: usize = 30;
+    let publishers: Vec<_> = (0..8)
+        .map(|p| {
+            let s = replicas[p % 2].clone();
+            tokio::spawn(async move {
+                let mut seqs = Vec::new();
+                for i in 0..EACH {
+                    let m = msg(&format!("agt_p{p}"), &format!("m{p}_{i}"), &["agt_b"], T0);
+                    match s.publish(m).await.unwrap() {
+                        PublishOutcome::Stored { sequences, .. } => seqs.push(sequences[0].1),
+                        other => panic!("{other:?}"),
+                    }
+                }
+                seqs
+            })
+        })
+        .collect();
+    let leasers: Vec<_> = (0..8)
+        .map(|l| {
+            let s = replicas[l % 2].clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                // Until every message was seen by someone: the publishers are still running.
+                for _ in 0..400 {
+                    let batch = s.lease(lease_req("agt_b", 0, 5, T0 + 1)).await.unwrap();
+                    got.extend(batch.into_iter().map(|d| d.sequence));
+                    tokio::task::yield_now().await;
+                }
+                got
+            })
+        })
+        .collect();
+    let mut published = Vec::new();
+    for p in publishers {
+        published.extend(p.await.unwrap());
+    }
+    let mut leased = Vec::new();
+    for l in leasers {
+        leased.extend(l.await.unwrap());
+    }
+    // What the leasers did not reach before they stopped, one more pass collects.
+    leased.extend(
+        replicas[0]
+            .lease(lease_req("agt_b", 0, 1000, T0 + 1))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|d| d.sequence),
+    );
+    let total = (8 * EACH) as u64;
+    published.sort_unstable();
+    assert_eq!(
+        published,
+        (1..=total).collect::<Vec<_>>(),
+        "no gap, no sequence twice"
+    );
+    let unique: BTreeSet<u64> = leased.iter().copied().collect();
+    println!(
+        "published {}, leased {}, duplicates {}, missing {}",
+        published.len(),
+        leased.len(),
+        leased.len() - unique.len(),
+        total as usize - unique.len()
+    );
+    assert_eq!(
+        leased.len(),
+        unique.len(),
+        "no entry leased twice across replicas"
+    );
+    assert_eq!(unique, (1..=total).collect());
+}
