@@ -5,6 +5,8 @@
 mod cli_ux;
 mod envelope_cli;
 mod gateway_cli;
+mod gwproc;
+mod kill_loop;
 mod local_cli;
 mod opencode_plugin;
 mod service_cli;
