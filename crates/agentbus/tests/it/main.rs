@@ -4,6 +4,7 @@
 
 mod cli_ux;
 mod envelope_cli;
+mod fuzz_seeds;
 mod gateway_cli;
 mod gwproc;
 mod kill_loop;
