@@ -12,8 +12,11 @@ use agentbus_protocol::signing::{self, Sig};
 use agentbus_protocol::{frame, text};
 use agentbus_share::frontmatter;
 
+/// A target's check: panics on a broken property.
+pub type Check = fn(&[u8]);
+
 /// Every target, by name, as `cargo fuzz list` names them.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Check)] = &[
     ("envelope", envelope),
     ("frame_text", frame_text),
     ("frontmatter", frontmatter),
