@@ -34,8 +34,15 @@ const WARM: usize = 20;
 /// The random part of the kill moment, after the warm-up.
 const KILL_JITTER_MS: u64 = 250;
 /// Copies leased before a kill come back after the visibility timeout; a copy is never
-/// dead-lettered on the way however many kills it sees.
-const FLAGS: &[&str] = &["--unsafe-test-clock", "--max-attempts", "1000"];
+/// dead-lettered on the way however many kills it sees, and the copies whose acks died with the
+/// process never fill an inbox in a long run.
+const FLAGS: &[&str] = &[
+    "--unsafe-test-clock",
+    "--max-attempts",
+    "1000",
+    "--inbox-max-depth",
+    "100000000",
+];
 
 /// What the publishers and consumers share with the loop.
 struct Shared {
