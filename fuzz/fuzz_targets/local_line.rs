@@ -1,9 +1,7 @@
-//! A line of the per-machine log, as any process on the machine might have written it.
+//! The fuzz target for `agentbus_fuzz::local_line` (`src/lib.rs` says what it checks; the workspace's
+//! tests replay the same function over the committed corpus).
 #![no_main]
 
-use agentbus_local::line::Line;
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
-    let _ = Line::parse(data);
-});
+fuzz_target!(|data: &[u8]| agentbus_fuzz::local_line(data));

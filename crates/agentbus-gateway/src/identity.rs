@@ -290,6 +290,20 @@ pub async fn register_agent<S: Store>(
         ));
     }
     let (card, aliases, visibility) = check_card(&b, true)?;
+    // The key is checked before anything is stored: a refused registration leaves no agent behind.
+    let public_key = match b.get("public_key") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(pk)) => {
+            parse_public_key(pk)?;
+            Some(pk.as_str())
+        }
+        Some(_) => {
+            return Err(ApiError::new(
+                Code::InvalidRequest,
+                "`public_key` is the base64url of an Ed25519 public key",
+            ));
+        }
+    };
     let now = app.now();
     let agent = AgentRow {
         id: app.mint(IdKind::Agent),
@@ -324,7 +338,7 @@ pub async fn register_agent<S: Store>(
         })
         .await?;
     let mut out = json!({"agent": card_json(&app, &agent).await?, "token": token});
-    if let Some(pk) = b.get("public_key").and_then(Value::as_str) {
+    if let Some(pk) = public_key {
         out["key"] = add_key_inner(&app, &agent, pk, None).await?;
     }
     Ok((StatusCode::CREATED, Json(out)))
@@ -468,14 +482,18 @@ pub async fn delete_agent<S: Store>(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// An agent's Ed25519 public key from its base64url (AB-1014 when it is not one we accept).
+fn parse_public_key(public_key: &str) -> ApiResult<PublicKey> {
+    PublicKey::from_base64url(public_key).map_err(|e| ApiError::new(e.code(), e.to_string()))
+}
+
 async fn add_key_inner<S: Store>(
     app: &App<S>,
     agent: &AgentRow,
     public_key: &str,
     expires_at: Option<&str>,
 ) -> ApiResult<Value> {
-    let pk = PublicKey::from_base64url(public_key)
-        .map_err(|e| ApiError::new(e.code(), e.to_string()))?;
+    let pk = parse_public_key(public_key)?;
     let now = app.now();
     let expires = match expires_at {
         Some(s) => s
@@ -557,33 +575,47 @@ pub async fn subscribe<S: Store>(
     Path(name): Path<String>,
 ) -> ApiResult<Json<Value>> {
     let a = crate::auth::agent(&app, &headers).await?;
-    if !is_topic_name(&name) {
-        return Err(ApiError::new(
-            Code::InvalidAddress,
-            format!("topic {name:?} must be 3-40 characters of a-z, 0-9, '-' and '.'"),
-        ));
-    }
+    check_topic_name(&name)?;
     app.store
         .subscribe(&a.workspace_id, &name, &a.id, app.now())
         .await?;
-    let addr = app.address_of(&a).await?;
-    let topic = addr.replacen("agent://", "topic://", 1);
-    let topic = format!(
-        "{}/{name}",
-        topic.rsplit_once('/').map(|(h, _)| h).unwrap_or_default()
-    );
+    let topic = topic_address(&app, &a, &name).await?;
     Ok(Json(json!({"topic": topic, "subscribed": true})))
 }
 
-/// `DELETE /v1/topics/{name}/subscription` (agent).
+/// `DELETE /v1/topics/{name}/subscription` (agent): idempotent; a name no topic could have is
+/// refused as on subscribe.
 pub async fn unsubscribe<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> ApiResult<Json<Value>> {
     let a = crate::auth::agent(&app, &headers).await?;
+    check_topic_name(&name)?;
     app.store.unsubscribe(&a.workspace_id, &name, &a.id).await?;
-    Ok(Json(json!({"topic": name, "subscribed": false})))
+    let topic = topic_address(&app, &a, &name).await?;
+    Ok(Json(json!({"topic": topic, "subscribed": false})))
+}
+
+/// AB-3015 for a name no topic can have.
+fn check_topic_name(name: &str) -> ApiResult<()> {
+    if is_topic_name(name) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        Code::InvalidAddress,
+        format!("topic {name:?} must be 3-40 characters of a-z, 0-9, '-' and '.'"),
+    ))
+}
+
+/// `topic://tenant/workspace/name` of the agent's workspace.
+async fn topic_address<S: Store>(app: &App<S>, a: &AgentRow, name: &str) -> ApiResult<String> {
+    let addr = app.address_of(a).await?;
+    let topic = addr.replacen("agent://", "topic://", 1);
+    Ok(format!(
+        "{}/{name}",
+        topic.rsplit_once('/').map(|(h, _)| h).unwrap_or_default()
+    ))
 }
 
 /// `GET /v1/topics?workspace=`: an agent gets its workspace's topics with subscriber counts; an

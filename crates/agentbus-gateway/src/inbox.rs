@@ -202,8 +202,8 @@ pub async fn ack_batch<S: Store>(
     Body(body): Body,
 ) -> ApiResult<Json<Value>> {
     let agent = auth::agent(&app, &headers).await?;
-    let body: AckBody = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::new(Code::InvalidRequest, format!("ack body: {e}")))?;
+    // Strict I-JSON like every other body: AB-3001 when it does not parse, AB-3016 for its shape.
+    let body: AckBody = crate::extract::parse_json(&body)?;
     if body.acks.is_empty() || body.acks.len() > MAX_ACKS {
         return Err(ApiError::new(
             Code::InvalidRequest,
@@ -248,8 +248,7 @@ pub async fn ack_one<S: Store>(
     struct One {
         delivery: String,
     }
-    let one: One = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::new(Code::InvalidRequest, format!("ack body: {e}")))?;
+    let one: One = crate::extract::parse_json(&body)?;
     let outcome = app
         .store
         .ack(&agent.id, vec![(sequence, one.delivery)], app.now())

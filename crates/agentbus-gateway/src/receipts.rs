@@ -62,8 +62,7 @@ pub async fn report<S: Store>(
     Body(body): Body,
 ) -> ApiResult<Json<Value>> {
     let agent = auth::agent(&app, &headers).await?;
-    let body: ReceiptsBody = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::new(Code::InvalidRequest, format!("receipts body: {e}")))?;
+    let body: ReceiptsBody = crate::extract::parse_json(&body)?;
     if body.receipts.is_empty() || body.receipts.len() > MAX_RECEIPTS {
         return Err(ApiError::new(
             Code::InvalidRequest,

@@ -147,6 +147,7 @@ pub fn day_of(ms: i64) -> String {
     Timestamp(ms).to_string().chars().take(10).collect()
 }
 
+/// `YYYY-MM-DD`, a day of the calendar (not 2026-13-45).
 fn is_day(s: &str) -> bool {
     let b = s.as_bytes();
     b.len() == 10
@@ -155,6 +156,7 @@ fn is_day(s: &str) -> bool {
         && b.iter()
             .enumerate()
             .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
+        && format!("{s}T00:00:00.000Z").parse::<Timestamp>().is_ok()
 }
 
 /// Filters of `GET /v1/usage`.

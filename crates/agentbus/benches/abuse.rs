@@ -19,14 +19,17 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::TcpStream;
 
-use agentbus_protocol::ids::{Id, IdKind};
-use agentbus_protocol::signing::{SigningKey, sign_envelope};
-use agentbus_protocol::timestamp::Timestamp;
+use agentbus_protocol::ids::IdKind;
 use agentbus_runtime::Clock as _;
+
+#[allow(dead_code)]
+#[path = "../tests/it/gwproc.rs"]
+mod gwproc;
+use gwproc::{Agent, GwProc, register};
 
 const HEADER_TIMEOUT_S: u64 = 10;
 const BODY_TIMEOUT_S: u64 = 10;
@@ -38,12 +41,6 @@ const MAX_CONNECTIONS: usize = 600;
 /// pushing.
 const PER_AGENT: usize = 100;
 const MESSAGE_BYTES: usize = 64 * 1024;
-
-struct Gateway {
-    child: std::process::Child,
-    addr: String,
-    admin: String,
-}
 
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -57,53 +54,40 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-fn start(bin: &str, dir: &std::path::Path, new_build: bool) -> Gateway {
-    use std::io::BufRead as _;
-    let mut cmd = std::process::Command::new(bin);
-    cmd.args(["--json", "gateway", "--listen", "127.0.0.1:0", "--data"])
-        .arg(dir)
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::piped())
+/// The gateway `bin` on `dir`, its logs to `BENCH_LOG` (or nowhere); the bounds under test only
+/// for this build (`new_build`), which has their flags.
+fn start(bin: &str, dir: &std::path::Path, new_build: bool) -> GwProc {
+    let bounds = [
+        format!("{HEADER_TIMEOUT_S}s"),
+        format!("{BODY_TIMEOUT_S}s"),
+        format!("{WS_SEND_TIMEOUT_S}s"),
+        MAX_CONNECTIONS.to_string(),
+    ];
+    let mut extra = Vec::new();
+    if new_build {
+        extra = vec![
+            "--header-timeout",
+            &bounds[0],
+            "--body-timeout",
+            &bounds[1],
+            "--ws-send-timeout",
+            &bounds[2],
+            "--max-connections",
+            &bounds[3],
+            "--rate-burst",
+            "1000000",
+        ];
+    }
+    let mut cmd = gwproc::gateway_command(bin, true, dir, &extra);
+    cmd.env("RUST_LOG", "warn")
         .stderr(match std::env::var_os("BENCH_LOG") {
             Some(path) => std::fs::File::create(path).unwrap().into(),
             None => std::process::Stdio::null(),
         });
-    if new_build {
-        cmd.args([
-            "--header-timeout",
-            &format!("{HEADER_TIMEOUT_S}s"),
-            "--body-timeout",
-            &format!("{BODY_TIMEOUT_S}s"),
-            "--ws-send-timeout",
-            &format!("{WS_SEND_TIMEOUT_S}s"),
-            "--max-connections",
-            &MAX_CONNECTIONS.to_string(),
-            "--rate-burst",
-            "1000000",
-        ]);
-    }
-    let mut child = cmd.spawn().unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let doc: Value = serde_json::from_str(&line)
-        .unwrap_or_else(|_| panic!("no start-up document from {bin}: {line}"));
+    let gw = GwProc::start_cmd(cmd);
     // `/metrics` is the gateway operator's (its series name every tenant's agents).
-    if let Some(t) = doc["operator_token"].as_str() {
-        let _ = OPERATOR.set(t.to_owned());
-    }
-    let (addr, admin) = match doc.get("listening") {
-        Some(a) => (
-            a.as_str().unwrap().to_owned(),
-            doc["admin_token"].as_str().unwrap().to_owned(),
-        ),
-        None => panic!("no start-up document from {bin}: {line}"),
-    };
-    std::thread::spawn(move || {
-        let mut sink = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut out, &mut sink);
-    });
-    Gateway { child, addr, admin }
+    let _ = OPERATOR.set(gw.operator.clone());
+    gw
 }
 
 /// One keep-alive HTTP/1.1 connection.
@@ -160,56 +144,17 @@ impl Conn {
     }
 }
 
-#[derive(Clone)]
-struct Agent {
-    address: String,
-    token: String,
-    key: SigningKey,
-    key_id: String,
-}
-
-async fn register(gw: &Gateway, name: &str) -> Agent {
-    let key = SigningKey::from_seed(agentbus_runtime::random_bytes());
-    let body = json!({"name": name, "public_key": key.public().to_base64url()}).to_string();
-    let (s, b) = Conn::open(&gw.addr)
-        .await
-        .call("POST", "/v1/agents", &gw.admin, body.as_bytes())
-        .await
-        .unwrap();
-    assert_eq!(s, 201, "{}", String::from_utf8_lossy(&b));
-    let v: Value = serde_json::from_slice(&b).unwrap();
-    Agent {
-        address: v["agent"]["address"].as_str().unwrap().to_owned(),
-        token: v["token"].as_str().unwrap().to_owned(),
-        key,
-        key_id: v["key"]["id"].as_str().unwrap().to_owned(),
-    }
-}
-
+/// A signed message.v1 from `from` to `to`, stamped now.
 fn signed(from: &Agent, to: &str, text: &str) -> Vec<u8> {
-    let mut env: Map<String, Value> = json!({
-        "specversion": "1.0",
-        "id": agentbus_runtime::mint(IdKind::Message).to_string(),
-        "source": from.address,
-        "type": "agentbus.message.v1",
-        "time": Timestamp(agentbus_runtime::SystemClock.now().millis()).to_string(),
-        "datacontenttype": "application/json",
-        "to": to,
-        "conversation_id": agentbus_runtime::mint(IdKind::Conversation).to_string(),
-        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-        "schema": "https://komsary.agentbus.exchange/schemas/agentbus.message/v1.json",
-        "data": {"text": text}
-    })
-    .as_object()
-    .unwrap()
-    .clone();
-    sign_envelope(&mut env, &from.key, from.key_id.parse::<Id>().unwrap()).unwrap();
+    let id = agentbus_runtime::mint(IdKind::Message).to_string();
+    let now = agentbus_runtime::SystemClock.now().millis();
+    let env = gwproc::envelope_at(from, to, &id, text, now, json!({}));
     Value::Object(env).to_string().into_bytes()
 }
 
 /// Publishes at `rate` per second until told to stop; answers each 202's latency.
 fn well_behaved(
-    gw: &Gateway,
+    gw: &GwProc,
     from: Agent,
     to: Agent,
     rate: u64,
@@ -370,11 +315,11 @@ async fn main() {
         std::env::var("BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_agentbus").to_owned());
     let tmp = tempfile::tempdir().unwrap();
     let gw = start(&bin, &tmp.path().join("gw"), new_build);
-    let pid = gw.child.id();
+    let pid = gw.pid();
     println!("gateway {bin} on {} (pid {pid})", gw.addr);
     println!("RSS at start: {} MiB", rss_kib(pid) / 1024);
-    let sender = register(&gw, "steady-sender").await;
-    let receiver = register(&gw, "steady-receiver").await;
+    let sender = register(&gw, "steady-sender");
+    let receiver = register(&gw, "steady-receiver");
     let observe = Duration::from_secs(if new_build { 40 } else { 60 });
 
     // 1. Idle, slowloris, slow bodies.
@@ -429,7 +374,7 @@ async fn main() {
     let mut c = Conn::open(&gw.addr).await;
     let mut control = Vec::new();
     for i in 0..100 {
-        control.push(register(&gw, &format!("no-socket-{i:03}")).await);
+        control.push(register(&gw, &format!("no-socket-{i:03}")));
     }
     let before_control = rss_kib(pid);
     for _ in 0..PER_AGENT {
@@ -445,7 +390,7 @@ async fn main() {
     let after_control = rss_kib(pid);
     let mut agents = Vec::new();
     for i in 0..100 {
-        agents.push(register(&gw, &format!("never-reads-{i:03}")).await);
+        agents.push(register(&gw, &format!("never-reads-{i:03}")));
     }
     let before_sockets = rss_kib(pid);
     let mut sockets = Vec::new();
@@ -595,7 +540,5 @@ async fn main() {
         other += e;
     }
     println!("phase 4: 3,000 publishes of 2 MiB: {ok} answered 413, {other} failed otherwise");
-    let mut child = gw.child;
-    let _ = child.kill();
-    let _ = child.wait();
+    gw.kill9();
 }

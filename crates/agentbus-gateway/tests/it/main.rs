@@ -5,6 +5,7 @@
 
 mod a2a;
 mod bad_input;
+mod bad_requests;
 mod blobs;
 mod conversations;
 mod delivery;

@@ -4,7 +4,10 @@
 
 mod cli_ux;
 mod envelope_cli;
+mod fuzz_seeds;
 mod gateway_cli;
+mod gwproc;
+mod kill_loop;
 mod local_cli;
 mod opencode_plugin;
 mod service_cli;

@@ -4,249 +4,17 @@
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use serde_json::{Map, Value, json};
 
-use agentbus_protocol::ids::{Id, IdKind};
-use agentbus_protocol::signing::{SigningKey, sign_envelope};
+use agentbus_protocol::ids::IdKind;
 
 use crate::gateway_cli::{Machine, eventually};
-
-/// Far above every bound a test sets: only a bound not enforced at all makes a test wait it out.
-const PATIENCE: Duration = Duration::from_secs(30);
-
-/// A running `agentbus gateway` process.
-pub struct GwProc {
-    child: Option<Child>,
-    /// Its base URL (the bound port).
-    pub url: String,
-    /// The first start's admin token (empty on later starts).
-    pub admin: String,
-    /// The first start's gateway operator token (empty on later starts): it moves the test clock.
-    pub operator: String,
-    /// The start-up document (`--json`).
-    pub doc: Value,
-    /// Its log lines, read as they come (so a full pipe never blocks the gateway).
-    logs: std::sync::mpsc::Receiver<String>,
-}
-
-/// `agentbus [--json] gateway --listen 127.0.0.1:0 --data DIR …`, with no `AGENTBUS_*` variable
-/// of the machine running the tests.
-fn gateway_cmd(dir: &Path, extra: &[&str]) -> Command {
-    gateway_command(true, dir, extra)
-}
-
-fn gateway_command(json: bool, dir: &Path, extra: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_agentbus"));
-    if json {
-        c.arg("--json");
-    }
-    c.args(["gateway", "--listen", "127.0.0.1:0", "--data"])
-        .arg(dir)
-        .args(extra)
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, _) in std::env::vars() {
-        if k.starts_with("AGENTBUS_") {
-            c.env_remove(k);
-        }
-    }
-    c
-}
-
-impl GwProc {
-    /// Starts a gateway on `dir` and reads its start-up document.
-    pub fn start(dir: &Path, extra: &[&str]) -> GwProc {
-        GwProc::start_cmd(gateway_cmd(dir, extra))
-    }
-
-    fn start_cmd(mut cmd: Command) -> GwProc {
-        let mut child = cmd.spawn().unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        let doc: Value = serde_json::from_str(&line).unwrap_or_else(|_| {
-            let _ = child.kill();
-            let mut err = String::new();
-            let _ = child.stderr.take().unwrap().read_to_string(&mut err);
-            panic!("no start-up document: {line:?}\n{err}")
-        });
-        let (tx, logs) = std::sync::mpsc::channel();
-        let err = BufReader::new(child.stderr.take().unwrap());
-        std::thread::spawn(move || {
-            for line in err.lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        GwProc {
-            url: doc["url"].as_str().unwrap().to_owned(),
-            admin: doc["admin_token"].as_str().unwrap_or_default().to_owned(),
-            operator: doc["operator_token"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            child: Some(child),
-            doc,
-            logs,
-        }
-    }
-
-    fn pid(&self) -> String {
-        self.child.as_ref().unwrap().id().to_string()
-    }
-
-    /// Sends `signal` (`TERM`, `INT`) and waits for the exit.
-    pub fn stop(mut self, signal: &str) -> ExitStatus {
-        signal_pid(&self.pid(), signal);
-        let mut child = self.child.take().unwrap();
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the gateway did not exit after SIG{signal}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Reads the log until a line contains `what`.
-    fn wait_for_log(&self, what: &str) {
-        loop {
-            let line = self
-                .logs
-                .recv_timeout(PATIENCE)
-                .unwrap_or_else(|_| panic!("no log line with {what:?}"));
-            if line.contains(what) {
-                return;
-            }
-        }
-    }
-
-    /// Moves the test clock forward (then the gateway runs one reaper pass).
-    pub fn advance(&self, by: &str) -> Value {
-        let (s, v) = http(
-            &self.url,
-            "POST",
-            "/v1/test/clock",
-            &self.operator,
-            Some(&json!({"advance": by})),
-        );
-        assert_eq!(s, 200, "{v}");
-        v
-    }
-
-    /// The gateway's time, in Unix milliseconds (the test clock's when it runs on one).
-    pub fn now_ms(&self) -> i64 {
-        let (_, _, head) = request(&self.url, "GET", "/healthz", "", None);
-        match header(&head, "agentbus-test-clock") {
-            Some(t) => t
-                .parse::<agentbus_protocol::timestamp::Timestamp>()
-                .unwrap()
-                .millis(),
-            None => agentbus_runtime::Clock::now(&agentbus_runtime::SystemClock).millis(),
-        }
-    }
-}
-
-impl Drop for GwProc {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn signal_pid(pid: &str, signal: &str) {
-    let ok = Command::new("kill")
-        .args([&format!("-{signal}"), pid])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill -{signal} {pid}");
-}
-
-/// One HTTP/1.1 exchange on its own connection: status, body bytes, head (lower-cased).
-fn request(
-    url: &str,
-    method: &str,
-    path: &str,
-    token: &str,
-    body: Option<(&str, &[u8])>,
-) -> (u16, Vec<u8>, String) {
-    let addr = url.trim_start_matches("http://");
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    if !token.is_empty() {
-        head.push_str(&format!("Authorization: Bearer {token}\r\n"));
-    }
-    let (ct, bytes) = body.unwrap_or(("application/json", b""));
-    head.push_str(&format!(
-        "Content-Type: {ct}\r\nContent-Length: {}\r\n\r\n",
-        bytes.len()
-    ));
-    s.write_all(head.as_bytes()).unwrap();
-    s.write_all(bytes).unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
-    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (status, raw[split + 4..].to_vec(), head)
-}
-
-fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
-    head.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
-        .map(str::trim)
-}
-
-/// A JSON exchange.
-fn http(url: &str, method: &str, path: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
-    let text = body.map(Value::to_string);
-    let (s, b, _) = request(
-        url,
-        method,
-        path,
-        token,
-        text.as_deref().map(|t| ("application/json", t.as_bytes())),
-    );
-    (s, serde_json::from_slice(&b).unwrap_or(Value::Null))
-}
-
-/// An agent registered over HTTP, with its key.
-#[derive(Clone)]
-struct Agent {
-    address: String,
-    token: String,
-    key: SigningKey,
-    key_id: String,
-}
-
-fn register(gw: &GwProc, name: &str) -> Agent {
-    let key = SigningKey::from_seed(agentbus_runtime::random_bytes());
-    let (s, v) = http(
-        &gw.url,
-        "POST",
-        "/v1/agents",
-        &gw.admin,
-        Some(&json!({"name": name, "public_key": key.public().to_base64url()})),
-    );
-    assert_eq!(s, 201, "{v}");
-    Agent {
-        address: v["agent"]["address"].as_str().unwrap().to_owned(),
-        token: v["token"].as_str().unwrap().to_owned(),
-        key,
-        key_id: v["key"]["id"].as_str().unwrap().to_owned(),
-    }
-}
+use crate::gwproc::{
+    Agent, GwProc, envelope_at, gateway_cmd, gateway_command, header, http, register, request,
+    signal_pid,
+};
 
 /// A signed message.v1 from `from` to `to`, stamped with the gateway's time.
 fn envelope(
@@ -258,38 +26,6 @@ fn envelope(
     extra: Value,
 ) -> Map<String, Value> {
     envelope_at(from, &to.address, id, text, gw.now_ms(), extra)
-}
-
-/// A signed message.v1 from `from` to the address `to`, stamped `now_ms`, with `extra` attributes.
-fn envelope_at(
-    from: &Agent,
-    to: &str,
-    id: &str,
-    text: &str,
-    now_ms: i64,
-    extra: Value,
-) -> Map<String, Value> {
-    let mut env = json!({
-        "specversion": "1.0",
-        "id": id,
-        "source": from.address,
-        "type": "agentbus.message.v1",
-        "time": agentbus_protocol::timestamp::Timestamp(now_ms).to_string(),
-        "datacontenttype": "application/json",
-        "to": to,
-        "conversation_id": agentbus_runtime::mint(IdKind::Conversation).to_string(),
-        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-        "schema": "https://komsary.agentbus.exchange/schemas/agentbus.message/v1.json",
-        "data": {"text": text}
-    })
-    .as_object()
-    .unwrap()
-    .clone();
-    for (k, v) in extra.as_object().unwrap() {
-        env.insert(k.clone(), v.clone());
-    }
-    sign_envelope(&mut env, &from.key, from.key_id.parse::<Id>().unwrap()).unwrap();
-    env
 }
 
 fn new_id() -> String {
@@ -644,7 +380,7 @@ fn a_taken_port_fails_before_anything_is_written() {
 fn port_zero_prints_the_bound_port_and_json_prints_one_start_document() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("gw");
-    let mut child = gateway_command(false, &dir, &[])
+    let mut child = gateway_command(env!("CARGO_BIN_EXE_agentbus"), false, &dir, &[])
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -681,7 +417,7 @@ fn port_zero_prints_the_bound_port_and_json_prints_one_start_document() {
         json!([]),
         "the first start registers no agent"
     );
-    signal_pid(&child.id().to_string(), "INT");
+    signal_pid(child.id(), "INT");
     assert!(child.wait().unwrap().success());
     let gw = GwProc::start(&dir, &[]);
     assert_eq!(gw.doc["first_start"], false);
@@ -782,7 +518,7 @@ fn sigterm_keeps_every_publish_that_got_a_202() {
     eventually(20, "publishes", || {
         (count.load(std::sync::atomic::Ordering::SeqCst) >= 30).then_some(())
     });
-    signal_pid(&gw.pid(), "TERM");
+    gw.signal("TERM");
     gw.wait_for_log("shutting down");
     s.write_all(&slow.as_bytes()[half..]).unwrap();
     let mut answer = String::new();
@@ -802,11 +538,7 @@ fn sigterm_keeps_every_publish_that_got_a_202() {
             .unwrap()
             .to_owned(),
     );
-    let status = {
-        let mut gw = gw;
-        let mut child = gw.child.take().unwrap();
-        eventually(30, "the gateway's exit", || child.try_wait().unwrap())
-    };
+    let status = gw.wait_exit();
     assert!(status.success(), "{status:?}");
     // Every accepted publish is in the inbox after a restart.
     let gw = GwProc::start(&dir, &[]);
