@@ -29,9 +29,15 @@ pub struct TraceArgs {
 /// Runs `trace`.
 pub fn run(args: TraceArgs, printer: &Printer) -> CliResult {
     let ctx = Ctx::open()?;
+    // A local delivery id (the frame's local_id) names the gateway message it holds.
+    let id = if args.id.trim().starts_with("lm_") {
+        ctx.resolve(&args.id, agentbus_client::agent::Wants::Message)?
+    } else {
+        args.id.clone()
+    };
     let trace = ctx
         .rt
-        .block_on(ctx.agent().trace(&args.id))
+        .block_on(ctx.agent().trace(&id))
         .map_err(|e| match e {
             ClientError::UnknownMessage { id, .. } => {
                 CliError::input(format!("no message {id} was sent or received here"))
