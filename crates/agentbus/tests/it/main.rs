@@ -4,6 +4,7 @@
 
 mod cli_ux;
 mod envelope_cli;
+mod fleet_cli;
 mod gateway_cli;
 mod local_cli;
 mod opencode_plugin;
