@@ -565,12 +565,14 @@ fn send(args: SendArgs, printer: &Printer) -> CliResult {
     let local = super::local::open_store()?;
     // The id at once (issue 14): on stderr for people, as the first JSON line for scripts, so
     // another shell can trace the message while this one waits.
+    let interrupt = Interrupt::catch(&ctx);
     announce(printer, &json!({"sent": summary}));
     // While it waits, it says how far the message got with each recipient (§5.8 receipts).
     let mut watch = super::trace::Watch::new();
     printer.commentary(&format!("sent {id} to {}; waiting for a reply", args.to));
     let waited = until_interrupted(
         &ctx,
+        interrupt,
         agent.wait_reply(&local, &id, wait, &mut |d| {
             for line in watch.take(d) {
                 printer.commentary(&line);
@@ -745,6 +747,7 @@ fn delegate(args: DelegateArgs, printer: &Printer) -> CliResult {
     let local = super::local::open_store()?;
     // The ids at once (issue 14): on stderr for people, as the first JSON line for scripts, so
     // another shell can trace or cancel the task while this one waits.
+    let interrupt = Interrupt::catch(&ctx);
     announce(printer, &json!({"sent": sent}));
     printer.commentary(&format!(
         "{verb} {} (request {}) to {}; waiting for it to finish (follow it elsewhere: agentbus trace {})",
@@ -753,6 +756,7 @@ fn delegate(args: DelegateArgs, printer: &Printer) -> CliResult {
     let mut line = super::progress::TaskLine::new(&d.task_id, printer);
     let waited = until_interrupted(
         &ctx,
+        interrupt,
         agent.wait_task(&local, &d.task_id, &d.request_id, wait, &mut |n| {
             line.news(n)
         }),
@@ -822,16 +826,54 @@ fn announce(printer: &Printer, doc: &Value) {
     }
 }
 
+/// Ctrl-C (SIGINT) caught from now on: made before a wait says its ids, so an interrupt that
+/// follows them at once still ends only the wait.
+#[cfg(unix)]
+struct Interrupt(Option<tokio::signal::unix::Signal>);
+
+#[cfg(unix)]
+impl Interrupt {
+    fn catch(ctx: &Ctx) -> Interrupt {
+        let _in = ctx.rt.enter();
+        Interrupt(tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok())
+    }
+
+    async fn wait(&mut self) {
+        match self.0.as_mut() {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+}
+
+/// Ctrl-C caught while a wait runs (elsewhere than Unix, from its first moment).
+#[cfg(not(unix))]
+struct Interrupt;
+
+#[cfg(not(unix))]
+impl Interrupt {
+    fn catch(_: &Ctx) -> Interrupt {
+        Interrupt
+    }
+
+    async fn wait(&mut self) {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
 /// Runs a wait until it ends or the user interrupts it (Ctrl-C, SIGINT): `None` when
 /// interrupted. Only the wait stops; whatever it waits for goes on elsewhere.
 fn until_interrupted<T>(
     ctx: &Ctx,
+    mut interrupt: Interrupt,
     wait: impl std::future::Future<Output = Result<T, ClientError>>,
 ) -> Result<Option<T>, CliError> {
     ctx.rt.block_on(async {
         tokio::select! {
             r = wait => r.map(Some).map_err(client_error),
-            _ = tokio::signal::ctrl_c() => Ok(None),
+            _ = interrupt.wait() => Ok(None),
         }
     })
 }

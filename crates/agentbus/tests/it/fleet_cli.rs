@@ -425,6 +425,7 @@ fn issue_14_delegate_wait_says_the_ids_at_once_then_each_change_and_ctrl_c_leave
     let task = first["sent"]["task_id"].as_str().unwrap().to_owned();
     assert!(task.starts_with("tsk_"), "{first}");
     reviewer.ok(&["--json", "sidecar", "--once"]);
+    reviewer.ok(&["--json", "accept", &task]);
     reviewer.ok(&["--json", "complete", &task, "--summary", "fine"]);
     let rest: String = out.iter().collect::<Vec<_>>().join("\n");
     let doc: Value = serde_json::from_str(&rest).unwrap();
@@ -558,7 +559,7 @@ fn issue_14_the_readme_walk_through_runs_as_written_and_every_id_it_takes_was_sh
                 .rev()
                 .filter(|(p, _)| p.is_none() || *p == profile)
                 .find_map(|(_, out)| {
-                    out.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    out.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
                         .find(|w| w.starts_with(prefix) && w.len() > prefix.len() + 8)
                         .map(str::to_owned)
                 })
@@ -571,10 +572,10 @@ fn issue_14_the_readme_walk_through_runs_as_written_and_every_id_it_takes_was_sh
         shown.push((profile.filter(|_| !cmd.contains(" inbox")), said));
     }
     // The task finished: the requester's list says so.
-    let (_, last_tasks) = shown
+    let at = commands
         .iter()
-        .rev()
-        .find(|(p, out)| p.as_deref() == Some("release-bot") && out.contains("tsk_"))
+        .position(|c| c.contains("release-bot tasks"))
         .unwrap();
+    let last_tasks = &shown[at].1;
     assert!(last_tasks.contains("succeeded"), "{last_tasks}");
 }
