@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use agentbus_runtime::{Clock as _, ManualClock, SystemClock};
 
-use crate::gateway_cli::{Gw, Killer, Machine, eventually, pair};
+use crate::gateway_cli::{Gw, Killer, Machine, eventually, pair, redact};
 
 /// The engineer's inbox on `m`'s machine, as `inbox --json --all` lists it.
 fn items(m: &Machine) -> Vec<Value> {
@@ -266,6 +266,16 @@ fn issue_14_tasks_and_sent_list_what_an_agent_is_party_of_and_what_became_of_wha
         human.contains(&task) && human.contains(&format!("now: agentbus cancel {task}")),
         "{human}"
     );
+    insta::assert_snapshot!("tasks_requester", redact(&human));
+    insta::assert_snapshot!(
+        "tasks_worker",
+        redact(&text(&reviewer.run(&["tasks", "--as", "worker"]).stdout))
+    );
+    insta::assert_snapshot!("tasks_requester", redact(&human));
+    insta::assert_snapshot!(
+        "tasks_worker",
+        redact(&text(&reviewer.run(&["tasks", "--as", "worker"]).stdout))
+    );
     // A mistyped state stops here, with the nearest one.
     let out = bot.run(&["tasks", "--state", "acepted"]);
     assert_eq!(out.status.code(), Some(2));
@@ -298,6 +308,7 @@ fn issue_14_tasks_and_sent_list_what_an_agent_is_party_of_and_what_became_of_wha
         human.contains(&hello) && human.contains("acknowledged"),
         "{human}"
     );
+    insta::assert_snapshot!("sent", redact(&human));
     // Nobody else's: the stranger and the worker see only their own.
     assert!(
         stranger.ok(&["--json", "sent"])["messages"]
