@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use agentbus_client::agent::Side;
 
 use super::gw::Ctx;
-use super::trace::state_line;
+use super::trace::recipients_text;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 
@@ -179,14 +179,7 @@ pub fn sent(args: SentArgs, printer: &Printer) -> CliResult {
         if let Some(t) = m["task_id"].as_str() {
             text.push_str(&format!("  task {t}"));
         }
-        let recipients = m["recipients"].as_array().cloned().unwrap_or_default();
-        if recipients.is_empty() {
-            text.push_str("\n  no recipient (a topic without subscribers)");
-        }
-        for r in &recipients {
-            text.push('\n');
-            text.push_str(&state_line(r));
-        }
+        text.push_str(&recipients_text(m));
         out.push(text);
     }
     printer.line(&out.join("\n"))?;

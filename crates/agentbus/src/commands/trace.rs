@@ -165,16 +165,20 @@ pub fn state_line(r: &Value) -> String {
 
 /// The delivery states of a message, for people.
 pub fn delivery_text(d: &Value) -> String {
-    let mut out = format!("delivery of {}:", s(&d["id"]));
+    format!("delivery of {}:{}", s(&d["id"]), recipients_text(d))
+}
+
+/// Each recipient's state line of a delivery document (`GET /v1/messages/{id}/delivery`, an
+/// entry of `GET /v1/messages/sent`), each on a line of its own after a line break.
+pub fn recipients_text(d: &Value) -> String {
     let recipients = d["recipients"].as_array().cloned().unwrap_or_default();
     if recipients.is_empty() {
-        out.push_str("\n  no recipient (a topic without subscribers)");
+        return "\n  no recipient (a topic without subscribers)".to_owned();
     }
-    for r in &recipients {
-        out.push('\n');
-        out.push_str(&state_line(r));
-    }
-    out
+    recipients
+        .iter()
+        .map(|r| format!("\n{}", state_line(r)))
+        .collect()
 }
 
 /// Says each change of a sent message's delivery states once, while a command waits (`send

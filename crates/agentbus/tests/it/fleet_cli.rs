@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use agentbus_runtime::{Clock as _, ManualClock, SystemClock};
 
-use crate::gateway_cli::{Gw, Killer, Machine, eventually, pair, redact};
+use crate::gateway_cli::{Gw, Killer, Machine, eventually, pair, redact, task_state};
 
 /// The engineer's inbox on `m`'s machine, as `inbox --json --all` lists it.
 fn items(m: &Machine) -> Vec<Value> {
@@ -52,13 +52,6 @@ fn delegate(bot: &Machine, to: &Machine, instructions: &str, extra: &[&str]) -> 
         d["task_id"].as_str().unwrap().to_owned(),
         d["id"].as_str().unwrap().to_owned(),
     )
-}
-
-fn task_state(m: &Machine, task: &str) -> String {
-    m.ok(&["--json", "trace", task])["task"]["state"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
 }
 
 #[test]

@@ -1331,7 +1331,7 @@ fn uploads_show_progress_on_a_terminal_only() {
 }
 
 /// The state of `task` as `trace --json` reports it to `m`.
-fn task_state(m: &Machine, task: &str) -> String {
+pub fn task_state(m: &Machine, task: &str) -> String {
     m.ok(&["--json", "trace", task])["task"]["state"]
         .as_str()
         .unwrap()
