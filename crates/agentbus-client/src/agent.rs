@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 
 use agentbus_local::Store;
+use agentbus_protocol::frame::Transport;
 use agentbus_protocol::schema::KnownType;
 use agentbus_protocol::signing::SigningKey;
 use agentbus_runtime::{Clock, SystemClock};
@@ -369,6 +370,15 @@ impl TaskAction {
     }
 }
 
+/// What a task wait learns as it waits ([`Agent::wait_task`]).
+#[derive(Debug, Clone, Copy)]
+pub enum TaskNews<'a> {
+    /// A lifecycle message of the task arrived (accept, progress, needs-input, …).
+    Message(&'a Received),
+    /// The task's record, as the gateway has it now.
+    Record(&'a Value),
+}
+
 /// A task action that was sent.
 #[derive(Debug, Clone)]
 pub struct Acted {
@@ -617,10 +627,59 @@ impl Agent {
         })
     }
 
-    /// A task of this agent by its `tsk_` id or its request's `msg_` id.
+    /// One page of this agent's tasks, newest first: as `side`, in `state` when given, at most
+    /// `limit`, after the cursor `before`. Each task gets `role` (requester or worker) and the
+    /// `verbs` that apply now ([`verbs_now`]); the page's `next` cursor comes with it.
+    pub async fn tasks(
+        &self,
+        side: Side,
+        state: Option<&str>,
+        limit: u32,
+        before: Option<&str>,
+    ) -> Result<(Vec<Value>, Option<String>)> {
+        let me = self.profile.agent_id.clone();
+        let mut q = vec![("limit", limit.to_string())];
+        match side {
+            Side::Requester => q.push(("requester", me.clone())),
+            Side::Worker => q.push(("recipient", me.clone())),
+            Side::Any => {}
+        }
+        if let Some(s) = state {
+            q.push(("state", s.to_owned()));
+        }
+        if let Some(b) = before {
+            q.push(("before", b.to_owned()));
+        }
+        let (mut tasks, next) = self.gw.tasks_page(&q).await?;
+        for t in &mut tasks {
+            let role = if t["requester"]["id"] == json!(me) {
+                Side::Requester
+            } else {
+                Side::Worker
+            };
+            let state = t["state"].as_str().unwrap_or_default().to_owned();
+            t["role"] = json!(if role == Side::Requester {
+                "requester"
+            } else {
+                "worker"
+            });
+            t["verbs"] = json!(verbs_now(&state, role));
+        }
+        Ok((tasks, next))
+    }
+
+    /// A task of this agent by its `tsk_` id, its request's `msg_` id, or the `msg_` id of a
+    /// message of it received here (a question, a progress report).
     pub async fn find_task(&self, id: &str) -> Result<Value> {
         if id.starts_with("tsk_") {
             return self.gw.task(id).await;
+        }
+        if let Some(task) = self.inbox().get(id)?.and_then(|r| {
+            r.task
+                .clone()
+                .or_else(|| Some(r.envelope.get("data")?.get("task_id")?.as_str()?.to_owned()))
+        }) {
+            return self.gw.task(&task).await;
         }
         self.gw
             .tasks()
@@ -805,26 +864,36 @@ impl Agent {
     }
 
     /// Waits up to `timeout` for the task to be terminal; returns its record and the result
-    /// message, when the worker sent one (timers and cancels end a task without one).
+    /// message, when the worker sent one (timers and cancels end a task without one). Meanwhile
+    /// `watch` gets the news as it comes: each lifecycle message of the task received here
+    /// (accept, progress, a question) and the task's record each time it is looked up (about
+    /// once a second), so a front end can show the state, percent and last note.
     pub async fn wait_task(
         &self,
         local: &Store,
         task_id: &str,
         request_id: &str,
         timeout: Duration,
+        watch: &mut (dyn FnMut(TaskNews<'_>) + Send),
     ) -> Result<Option<(Value, Option<Received>)>> {
         let mut last_check = Instant::now() - Duration::from_secs(2);
         let mut seen = HashSet::new();
         let mut wait = Wait::new(self, local, timeout);
+        let mut result = None;
         loop {
             wait.take_over()?;
-            let result = self.correlated(request_id, &mut seen, |r| {
-                r.attr("type") == Some(KnownType::TaskResult.as_str())
-            })?;
+            for r in self.fresh_correlated(request_id, &mut seen)? {
+                if r.attr("type") == Some(KnownType::TaskResult.as_str()) {
+                    result.get_or_insert(r);
+                } else {
+                    watch(TaskNews::Message(&r));
+                }
+            }
             // The gateway ends tasks on its own (timers, console cancels): ask it now and then.
             if result.is_some() || last_check.elapsed() >= Duration::from_secs(1) {
                 last_check = Instant::now();
                 let task = self.gw.task(task_id).await?;
+                watch(TaskNews::Record(&task));
                 let state = task["state"].as_str().unwrap_or_default();
                 if TERMINAL.contains(&state) {
                     return Ok(Some((task, result)));
@@ -834,6 +903,25 @@ impl Agent {
                 return Ok(None);
             }
         }
+    }
+
+    /// The stored envelopes not looked at before whose `correlation_id` is `id`, oldest first
+    /// by inbox sequence; each is looked at once ([`Self::correlated`]).
+    fn fresh_correlated(&self, id: &str, seen: &mut HashSet<String>) -> Result<Vec<Received>> {
+        let inbox = self.inbox();
+        let mut out = Vec::new();
+        for key in inbox.keys()? {
+            if !seen.insert(key.clone()) {
+                continue;
+            }
+            if let Some(r) = inbox.get(&key)?
+                && r.attr("correlation_id") == Some(id)
+            {
+                out.push(r);
+            }
+        }
+        out.sort_by_key(|r| r.sequence);
+        Ok(out)
     }
 
     /// Finds, among stored envelopes not looked at before, the first whose `correlation_id` is
@@ -951,6 +1039,84 @@ impl Wait {
     }
 }
 
+/// Which side of its tasks an agent lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// Both: every task it is a party of.
+    Any,
+    /// Those it requested (delegated).
+    Requester,
+    /// Those it works (received).
+    Worker,
+}
+
+/// The verbs that apply now to a task in `state` for the party `side` (§6.1, §6.2): what
+/// `agentbus tasks` lists beside each task.
+pub fn verbs_now(state: &str, side: Side) -> &'static [&'static str] {
+    match (side, state) {
+        (Side::Worker, "submitted") => &["accept", "reject"],
+        (Side::Worker, "accepted" | "in_progress") => {
+            &["progress", "needs-input", "complete", "fail"]
+        }
+        (Side::Worker, "input_required") => &["complete", "fail"],
+        (Side::Requester, "input_required") => &["answer", "cancel"],
+        (Side::Requester, "submitted" | "accepted" | "in_progress") => &["cancel"],
+        _ => &[],
+    }
+}
+
+/// What a verb needs an id to name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wants {
+    /// A gateway message (`reply`, `ack`, `trace`, `inbox --show`): its `msg_` id.
+    Message,
+    /// A task (the task verbs): its `tsk_` id, or the `msg_` id of one of its messages.
+    Task,
+}
+
+/// The id a gateway verb takes for `id`, whichever of its ids a person was shown (issue 14: the
+/// frame's `id`, `local_id` and `task`, `inbox`, `--json`): a `lm_` id of local delivery becomes
+/// the gateway message it holds (for a task verb, that message's task when known); `msg_` and
+/// `tsk_` ids are taken as they are where the verb takes them, and refused with what it needs
+/// where it does not. One function, so every verb and front end resolves alike.
+pub fn resolve_id(local: &Store, id: &str, wants: Wants) -> Result<String> {
+    let id = id.trim();
+    if id.starts_with("lm_") {
+        let found = local
+            .show(id)
+            .map_err(|e| ClientError::Invalid(format!("the local message store: {e}")))?;
+        let Some(m) = found else {
+            return Err(ClientError::UnknownMessage {
+                id: id.to_owned(),
+                agent: "local delivery on this machine".into(),
+            });
+        };
+        let Some(via) = m.via.as_ref().filter(|v| v.transport == Transport::Gateway) else {
+            return Err(ClientError::WrongId {
+                id: id.to_owned(),
+                what: "a message of local delivery, not of the gateway".into(),
+                needs: format!(
+                    "answer it with `agentbus reply {id} \"…\"`; gateway verbs take a msg_ or tsk_ id"
+                ),
+            });
+        };
+        return Ok(match (wants, &via.task) {
+            (Wants::Task, Some(t)) => t.clone(),
+            _ => via.shown_id().to_owned(),
+        });
+    }
+    if wants == Wants::Message && id.starts_with("tsk_") {
+        return Err(ClientError::WrongId {
+            id: id.to_owned(),
+            what: "a task, not a message".into(),
+            needs: format!(
+                "this command takes a message id (msg_ or lm_); follow the task with `agentbus trace {id}` and act on it with its verbs (accept, progress, complete, fail, reject; answer, cancel)"
+            ),
+        });
+    }
+    Ok(id.to_owned())
+}
+
 /// Checks a destination's form (§4.1) here, before anything is uploaded or sent: a malformed
 /// address is the caller's mistake, not the gateway's refusal.
 fn destination(to: &str) -> Result<()> {
@@ -980,9 +1146,29 @@ fn file_name(f: &Path) -> Result<String> {
         })
 }
 
-/// A received envelope as `--json` and the MCP tools show it.
+/// When a received task request stopped being open to this worker (§6.1), if it has.
+pub fn expired_at(r: &Received) -> Option<agentbus_protocol::timestamp::Timestamp> {
+    r.expires_ms
+        .filter(|at| *at <= SystemClock.now().millis())
+        .map(agentbus_protocol::timestamp::Timestamp)
+}
+
+/// The command that answers a received envelope now, as its frame says it (the one
+/// [`agentbus_protocol::frame::describe`]): none once it is late or expired.
+pub fn answer_of(r: &Received, profile: &str) -> Option<String> {
+    if r.late || expired_at(r).is_some() {
+        return None;
+    }
+    let env = agentbus_protocol::envelope::Envelope::from_map(r.envelope.clone());
+    agentbus_protocol::frame::describe(&env, r.task.as_deref(), Some(profile)).answer
+}
+
+/// A received envelope as `--json` and the MCP tools show it: with its `msg_` id and task id
+/// at the top, so a script goes on to the verbs without reading the envelope.
 pub fn received_json(r: &Received) -> Value {
     json!({
+        "id": r.id(),
+        "task_id": r.task,
         "sequence": r.sequence,
         "verified": r.verified,
         "diagnostics": r.diagnostics,

@@ -100,6 +100,17 @@ pub enum ClientError {
         /// The agent's address.
         agent: String,
     },
+    /// An id of another kind than the verb takes (a task's `tsk_` where a message is needed, a
+    /// local-only `lm_` message where a gateway one is): which it needs, and how to go on.
+    #[error("{id} is {what}: {needs}")]
+    WrongId {
+        /// The id given.
+        id: String,
+        /// What that id names.
+        what: String,
+        /// What the verb takes instead, and the command that acts on the id given.
+        needs: String,
+    },
     /// No task of this agent has that request id.
     #[error("no task of {agent} has request {id}")]
     UnknownTask {

@@ -439,6 +439,42 @@ impl Gateway {
         Ok(v["tasks"].as_array().cloned().unwrap_or_default())
     }
 
+    /// `GET /v1/tasks?…`: one page of this agent's tasks matching `query` (pairs of a filter of
+    /// the route and its value): the tasks and the `next` cursor.
+    pub async fn tasks_page(
+        &self,
+        query: &[(&str, String)],
+    ) -> Result<(Vec<Value>, Option<String>)> {
+        let mut path = "/v1/tasks".to_owned();
+        for (i, (k, v)) in query.iter().enumerate() {
+            path.push(if i == 0 { '?' } else { '&' });
+            path.push_str(&format!("{k}={}", seg(v)?));
+        }
+        let v = self.get(&path).await?;
+        Ok((
+            v["tasks"].as_array().cloned().unwrap_or_default(),
+            v["next"].as_str().map(str::to_owned),
+        ))
+    }
+
+    /// `GET /v1/messages/sent?limit=&before=`: this agent's sent messages, newest first, with
+    /// their delivery states, and the `next` cursor.
+    pub async fn sent(
+        &self,
+        limit: u32,
+        before: Option<&str>,
+    ) -> Result<(Vec<Value>, Option<String>)> {
+        let mut path = format!("/v1/messages/sent?limit={limit}");
+        if let Some(b) = before {
+            path.push_str(&format!("&before={}", seg(b)?));
+        }
+        let v = self.get(&path).await?;
+        Ok((
+            v["messages"].as_array().cloned().unwrap_or_default(),
+            v["next"].as_str().map(str::to_owned),
+        ))
+    }
+
     /// `GET /v1/tasks/{id}`.
     pub async fn task(&self, id: &str) -> Result<Value> {
         self.get(&format!("/v1/tasks/{}", seg(id)?)).await

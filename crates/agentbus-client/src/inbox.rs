@@ -59,6 +59,10 @@ pub struct Received {
     /// It arrived after its task's terminal state (the gateway's timeline flags it, §6.3).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub late: bool,
+    /// For a task request still open when it arrived: when it stops being open to this worker
+    /// (the task's accept deadline or `expires_at`, §6.1), in Unix milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_ms: Option<i64>,
     /// Why it is kept from the agent's sessions (`require_verified_inbound`, §13.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<String>,
@@ -336,6 +340,7 @@ mod tests {
             stored_at: "2026-11-30T00:00:00.000Z".into(),
             task: None,
             late: false,
+            expires_ms: None,
             held: None,
             envelope: json!({"id": id}).as_object().unwrap().clone(),
         }

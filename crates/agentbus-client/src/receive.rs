@@ -369,7 +369,7 @@ impl Receiver {
             }
         };
         let attachments = self.download(&id, &d.envelope, &mut diagnostics).await?;
-        let (task, late) = self.task_facts(&d.envelope).await;
+        let (task, late, expires_ms) = self.task_facts(&d.envelope).await;
         let held = if verified == "false" && self.policy().await.require_verified_inbound {
             Some("require_verified_inbound".to_owned())
         } else {
@@ -383,6 +383,7 @@ impl Receiver {
             stored_at: self.clock.now().to_string(),
             task,
             late,
+            expires_ms,
             held,
             envelope: d.envelope,
         };
@@ -480,7 +481,8 @@ impl Receiver {
                 .iter()
                 .filter_map(|a| a.path.as_ref().map(|p| p.display().to_string()))
                 .collect(),
-            reply_command: d.answer,
+            // A late message (a request whose task already ended) takes no verb.
+            reply_command: d.answer.filter(|_| !r.late),
             sent: r
                 .attr("time")
                 .and_then(|t| t.parse::<Timestamp>().ok())
@@ -489,6 +491,7 @@ impl Receiver {
             message_id: Some(d.id),
             task: d.task,
             late: r.late,
+            expires_ms: r.expires_ms,
             held: r.held.clone(),
         };
         match self.local.import(&msg) {
@@ -500,24 +503,32 @@ impl Receiver {
         }
     }
 
-    /// The task an envelope belongs to and whether it came after the task ended, from the
-    /// gateway's record. Best effort: a gateway that cannot say leaves the frame without them.
-    async fn task_facts(&self, env: &Map<String, Value>) -> (Option<String>, bool) {
+    /// The task an envelope belongs to, whether it came after the task ended, and for a request
+    /// still open when it came, when it stops being open (§6.1: the accept deadline or
+    /// `expires_at`, the gateway's `next_deadline` of a submitted task), from the gateway's
+    /// record. Best effort: a gateway that cannot say leaves the frame without them.
+    async fn task_facts(&self, env: &Map<String, Value>) -> (Option<String>, bool, Option<i64>) {
         let e = Envelope::from_map(env.clone());
         let id = e.id().unwrap_or_default();
         match frame::receiver_type(&e) {
             Some(KnownType::TaskRequest) => {
                 let tasks = self.gw.tasks().await.unwrap_or_default();
-                let task = tasks
-                    .iter()
-                    .find(|t| t["request_id"].as_str() == Some(id))
-                    .and_then(|t| t["id"].as_str())
-                    .map(str::to_owned);
-                (task, false)
+                let Some(t) = tasks.iter().find(|t| t["request_id"].as_str() == Some(id)) else {
+                    return (None, false, None);
+                };
+                let task = t["id"].as_str().map(str::to_owned);
+                let state = t["state"].as_str().unwrap_or_default();
+                // An expired (or otherwise ended) task's request is not a fresh request.
+                let late = crate::agent::TERMINAL.contains(&state);
+                let expires_ms = (state == "submitted")
+                    .then(|| t["next_deadline"].as_str()?.parse::<Timestamp>().ok())
+                    .flatten()
+                    .map(|t| t.millis());
+                (task, late, expires_ms)
             }
             Some(k) if k.is_task_followup() => {
                 let Some(task_id) = e.task_id().map(str::to_owned) else {
-                    return (None, false);
+                    return (None, false, None);
                 };
                 let late = match self.gw.task(&task_id).await {
                     Ok(t) => t["timeline"].as_array().into_iter().flatten().any(|ev| {
@@ -525,9 +536,9 @@ impl Receiver {
                     }),
                     Err(_) => false,
                 };
-                (Some(task_id), late)
+                (Some(task_id), late, None)
             }
-            _ => (None, false),
+            _ => (None, false, None),
         }
     }
 

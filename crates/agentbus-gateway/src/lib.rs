@@ -103,6 +103,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/messages/{id}/delivery"),
     ("get", "/v1/conversations"),
     ("get", "/v1/usage"),
+    ("get", "/v1/messages/sent"),
 ];
 
 /// Routes served only by a gateway started with `--unsafe-test-clock` (`docs/settings.md`): not
@@ -203,7 +204,8 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/v1/inbox/policy", get(receipts::policy::<S>))
         .route("/v1/messages/{id}/delivery", get(receipts::delivery::<S>))
         .route("/v1/conversations", get(id::list_conversations::<S>))
-        .route("/v1/usage", get(usage::list::<S>));
+        .route("/v1/usage", get(usage::list::<S>))
+        .route("/v1/messages/sent", get(receipts::sent::<S>));
     let test_clock = app.test_clock.clone();
     if test_clock.is_some() {
         r = r.route(

@@ -9,12 +9,16 @@
 //!   `persisted` → `leased` → `acknowledged` (the recipient's sidecar stored it) → `shown` (a
 //!   session's context) → `answered` (an envelope from the recipient correlated to it). Only the
 //!   sender may read it; anyone else gets what an unknown id gets (AB-4051).
+//! - `GET /v1/messages/sent` (the sender): its own sent messages, newest first, a page at a time
+//!   (`limit`, default 20, at most 100; `before`, the `next` cursor of the page before), each
+//!   with the same per-recipient states. Only the caller's own messages are listed: no filter
+//!   names another agent, so another's messages are never reachable.
 //! - `GET /v1/inbox/policy` (any agent): the flags of its own workspace's policy a receiver acts
 //!   on: `require_verified_inbound` (§13.1) and `read_receipts` (§5.8).
 
 use std::sync::Arc;
 
-use crate::extract::{Json, Path};
+use crate::extract::{Json, Path, Query};
 use axum::extract::State;
 use axum::http::HeaderMap;
 use serde::Deserialize;
@@ -173,8 +177,18 @@ pub async fn delivery<S: Store>(
     if message.source_agent_id.as_deref() != Some(agent.id.as_str()) {
         return Err(unknown());
     }
+    Ok(Json(delivery_json(&app, &message, &rows).await?))
+}
+
+/// One sent message and how far it got with each recipient: the document of
+/// `GET /v1/messages/{id}/delivery`, and one entry of `GET /v1/messages/sent`.
+async fn delivery_json<S: Store>(
+    app: &App<S>,
+    message: &MessageRow,
+    rows: &[DeliveryStateRow],
+) -> ApiResult<Value> {
     let mut recipients = Vec::with_capacity(rows.len());
-    for d in &rows {
+    for d in rows {
         let address = match app.agent_row(&d.agent_id).await? {
             Some(a) => json!(app.address_of(&a).await?),
             None => Value::Null,
@@ -196,14 +210,64 @@ pub async fn delivery<S: Store>(
             "answered": d.answer.as_ref().map(answer_json),
         }));
     }
-    Ok(Json(json!({
+    Ok(json!({
         "id": message.id,
         "type": message.kind,
         "conversation_id": message.conversation_id,
         "to": message.to_text,
+        "task_id": message.task_id,
         "persisted_at": at(message.received_at),
         "recipients": recipients,
-    })))
+    }))
+}
+
+/// Query of `GET /v1/messages/sent`.
+#[derive(Debug, Default, Deserialize)]
+pub struct SentQuery {
+    /// Most messages (default 20, at most 100).
+    pub limit: Option<u32>,
+    /// Only messages sent before this cursor: the `next` of the page before.
+    pub before: Option<String>,
+}
+
+/// `GET /v1/messages/sent`: the caller's sent messages, newest first, with their delivery states.
+pub async fn sent<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Query(q): Query<SentQuery>,
+) -> ApiResult<Json<Value>> {
+    let agent = auth::agent(&app, &headers).await?;
+    let source = app.address_of(&agent).await?;
+    let limit = q.limit.unwrap_or(20).clamp(1, 100);
+    // The cursor is the storage sequence of the page's last message, as `next` gave it.
+    let before = match &q.before {
+        None => None,
+        Some(c) => Some(c.parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+            ApiError::new(
+                Code::InvalidRequest,
+                "`before` is the `next` cursor of an earlier page",
+            )
+        })?),
+    };
+    let rows = app
+        .store
+        .sent_messages(&agent.tenant_id, &agent.id, before, limit)
+        .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for m in &rows {
+        let states = app
+            .store
+            .delivery_states(&agent.tenant_id, &source, &m.id)
+            .await?
+            .filter(|(found, _)| found.seq == m.seq)
+            .map(|(_, s)| s)
+            .unwrap_or_default();
+        out.push(delivery_json(&app, m, &states).await?);
+    }
+    let next = (rows.len() as u32 >= limit)
+        .then(|| rows.last().map(|m| m.seq.to_string()))
+        .flatten();
+    Ok(Json(json!({"messages": out, "next": next})))
 }
 
 /// The policy flags a receiver acts on, from a workspace's policy document.

@@ -169,18 +169,34 @@ pub fn reply_command(m: &Message, answerer: Option<&str>) -> Option<String> {
     })
 }
 
+/// The command that answers `m` as it stands at `now_ms`: [`reply_command`], except for a
+/// message that arrived after its task ended (§6.3) or a request past its deadline (§6.1),
+/// which no verb changes. Frames, `inbox` and `--json` all say this one.
+pub fn answer_at(m: &Message, answerer: Option<&str>, now_ms: i64) -> Option<String> {
+    let over = m
+        .via
+        .as_ref()
+        .is_some_and(|v| v.late || v.expired_at(now_ms).is_some());
+    if over {
+        None
+    } else {
+        reply_command(m, answerer)
+    }
+}
+
 /// The command that shows the whole of `m` (LM-30).
 pub fn show_command(m: &Message) -> String {
     format!("agentbus inbox --show {}", m.id)
 }
 
-/// Renders `m` in the protocol core's §13.1 frame (G-LM-21), whole or as a head of `head` chars.
-pub fn frame_of(m: &Message, answerer: Option<&str>, head: Option<usize>) -> String {
+/// Renders `m` in the protocol core's §13.1 frame (G-LM-21), whole or as a head of `head` chars,
+/// as it stands at `now_ms` (a task request past its deadline is framed expired).
+pub fn frame_of(m: &Message, answerer: Option<&str>, head: Option<usize>, now_ms: i64) -> String {
     let from = match (&m.name, &m.via) {
         (Some(name), None) => format!("{name} <{}>", sender_address(m)),
         _ => sender_address(m),
     };
-    let reply = reply_command(m, answerer);
+    let reply = answer_at(m, answerer, now_ms);
     let rest = show_command(m);
     // An imported message is named by its transport's id (§13.1: the envelope's msg_ id), with
     // the id this store keeps it under beside it.
@@ -192,6 +208,11 @@ pub fn frame_of(m: &Message, answerer: Option<&str>, head: Option<usize>) -> Str
         .via
         .as_ref()
         .map_or((None, false), |v| (v.task.as_deref(), v.late));
+    let expired = m
+        .via
+        .as_ref()
+        .and_then(|v| v.expired_at(now_ms))
+        .map(|t| t.to_string());
     let body: String = match head {
         Some(n) => m.text.chars().take(n).collect(),
         None => m.text.clone(),
@@ -224,6 +245,7 @@ pub fn frame_of(m: &Message, answerer: Option<&str>, head: Option<usize>) -> Str
         subject,
         task,
         late,
+        expired: expired.as_deref(),
         attachments,
         reply_command: reply.as_deref(),
         rest_command: head.map(|_| rest.as_str()),
@@ -267,12 +289,13 @@ pub fn select<'a>(
     candidates: &[&'a Message],
     answerer: Option<&str>,
     budget: usize,
+    now_ms: i64,
 ) -> Selection<'a> {
     let mut remaining = budget.saturating_sub(reminder(candidates.len().max(10)).chars().count());
     let mut shown: Vec<Shown<'a>> = Vec::new();
     let mut waiting = 0;
     for &m in candidates.iter().rev() {
-        let whole = frame_of(m, answerer, None);
+        let whole = frame_of(m, answerer, None, now_ms);
         let len = whole.chars().count();
         if len <= remaining {
             remaining -= len;
@@ -284,7 +307,7 @@ pub fn select<'a>(
             continue;
         }
         if shown.is_empty()
-            && let Some(s) = head_within(m, answerer, remaining)
+            && let Some(s) = head_within(m, answerer, remaining, now_ms)
         {
             remaining -= s.frame.chars().count();
             shown.push(s);
@@ -297,12 +320,17 @@ pub fn select<'a>(
 }
 
 /// The longest head of `m` (at most [`HEAD_CHARS`]) whose frame fits `room` characters.
-fn head_within<'a>(m: &'a Message, answerer: Option<&str>, room: usize) -> Option<Shown<'a>> {
-    let overhead = frame_of(m, answerer, Some(0)).chars().count();
+fn head_within<'a>(
+    m: &'a Message,
+    answerer: Option<&str>,
+    room: usize,
+    now_ms: i64,
+) -> Option<Shown<'a>> {
+    let overhead = frame_of(m, answerer, Some(0), now_ms).chars().count();
     let mut n = room.checked_sub(overhead)?.min(HEAD_CHARS);
     // Escaping can lengthen a body, so shrink until the frame fits.
     loop {
-        let frame = frame_of(m, answerer, Some(n));
+        let frame = frame_of(m, answerer, Some(n), now_ms);
         if frame.chars().count() <= room {
             return (n > 0).then_some(Shown {
                 message: m,

@@ -382,7 +382,7 @@ impl Store {
         if candidates.is_empty() {
             return Delivery::default();
         }
-        let mut sel = select(&candidates, Some(sid), surface.budget);
+        let mut sel = select(&candidates, Some(sid), surface.budget, look.now);
         let mut waiting = sel.waiting > 0;
         let mut kept = Vec::new();
         for s in sel.shown.drain(..) {

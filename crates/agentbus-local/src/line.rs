@@ -107,6 +107,10 @@ pub struct Via {
     /// It arrived after its task's terminal state (§6.3): framed `late`, with a warning.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub late: bool,
+    /// For a task request: when it stops being open to its worker (Unix ms, §6.1); shown after
+    /// it, its frame says it expired and suggests no verb.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_ms: Option<i64>,
     /// Why it must not be injected into a session (`require_verified_inbound`, §13.1): kept for
     /// the engineer's `inbox`, never shown by the hook.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -117,6 +121,14 @@ impl Via {
     /// The message's id as people and its transport's commands name it.
     pub fn shown_id(&self) -> &str {
         self.id.as_deref().unwrap_or(&self.ext_id)
+    }
+
+    /// When, at `now_ms`, this is a task request no longer open to its worker: the time it
+    /// expired (§6.1).
+    pub fn expired_at(&self, now_ms: i64) -> Option<agentbus_protocol::timestamp::Timestamp> {
+        self.expires_ms
+            .filter(|at| *at <= now_ms)
+            .map(agentbus_protocol::timestamp::Timestamp)
     }
 }
 

@@ -153,6 +153,9 @@ pub struct InboundMessage {
     pub task: Option<String>,
     /// Whether it arrived after its task ended (§6.3).
     pub late: bool,
+    /// For a task request: when it stops being open to its worker (the task's accept deadline
+    /// or `expires_at`, §6.1), in Unix milliseconds. A frame shown later says it expired.
+    pub expires_ms: Option<i64>,
     /// Set when it must not be injected (`require_verified_inbound`, §13.1): why. The message is
     /// kept, marked, for the engineer's `inbox`.
     pub held: Option<String>,
@@ -362,6 +365,7 @@ impl Store {
             id: msg.message_id.clone().filter(|i| *i != msg.transport_id),
             task: msg.task.clone(),
             late: msg.late,
+            expires_ms: msg.expires_ms,
             held: msg.held.clone(),
         };
         let text = bound_text(&redact(&msg.body));

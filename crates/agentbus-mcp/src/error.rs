@@ -73,7 +73,9 @@ impl From<ClientError> for ToolError {
             ClientError::UnknownMessage { .. } | ClientError::UnknownTask { .. } => {
                 Code::NothingHeldHere
             }
-            ClientError::Invalid(_) | ClientError::Address(_) => Code::ToolArguments,
+            ClientError::Invalid(_) | ClientError::Address(_) | ClientError::WrongId { .. } => {
+                Code::ToolArguments
+            }
             ClientError::GatewayUrl { .. } => Code::LocalStateFailed,
             ClientError::NoHome
             | ClientError::Io { .. }

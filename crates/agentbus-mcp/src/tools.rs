@@ -464,7 +464,7 @@ impl Session {
             return Ok(Output::json(doc));
         };
         match agent
-            .wait_task(&self.store, &d.task_id, &d.request_id, wait)
+            .wait_task(&self.store, &d.task_id, &d.request_id, wait, &mut |_| {})
             .await?
         {
             Some((task, result)) => {

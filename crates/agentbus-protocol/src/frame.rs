@@ -111,6 +111,9 @@ pub struct Frame<'a> {
     pub task: Option<&'a str>,
     /// Whether this message arrived after its task's terminal state (§6.3).
     pub late: bool,
+    /// For a task request no longer open to its worker (its accept deadline or `expires_at`
+    /// passed, §6.1): when it expired. The frame then warns and suggests no verb.
+    pub expired: Option<&'a str>,
     /// Local paths of attachments, saved as files and never expanded (§13.1).
     pub attachments: &'a [String],
     /// The command that answers this message.
@@ -143,6 +146,9 @@ pub fn render(f: &Frame<'_>) -> String {
     if f.late {
         attr(&mut out, "late", "true");
     }
+    if let Some(at) = f.expired {
+        attr(&mut out, "expired", at);
+    }
     if let Some(s) = f.subject {
         attr(&mut out, "subject", s);
     }
@@ -155,6 +161,11 @@ pub fn render(f: &Frame<'_>) -> String {
     if f.late {
         out.push_str("Warning: this arrived after the task had ended; it changes nothing.\n");
     }
+    if let Some(at) = f.expired {
+        out.push_str("Warning: this request expired at ");
+        out.push_str(&one_line(at));
+        out.push_str(" before it was accepted; the task is over and no verb changes it.\n");
+    }
     if !f.attachments.is_empty() {
         out.push_str("Attachments (saved as files, not expanded here):\n");
         for path in f.attachments {
@@ -163,7 +174,8 @@ pub fn render(f: &Frame<'_>) -> String {
             out.push('\n');
         }
     }
-    if let Some(cmd) = f.reply_command {
+    // A late or expired message takes no verb: suggesting one would invite work nobody gets.
+    if let Some(cmd) = f.reply_command.filter(|_| !f.late && f.expired.is_none()) {
         out.push_str("To answer: ");
         out.push_str(&one_line(cmd));
         out.push('\n');
@@ -353,8 +365,13 @@ pub fn describe(env: &Envelope, request_task: Option<&str>, profile: Option<&str
         Some(_) => env.task_id().map(str::to_owned),
         None => None,
     };
+    // The gateway's own notices (`agent://system/…`, §5.9, §6.1) come from no agent: a reply
+    // to one would be refused (AB-4001), so none is suggested.
+    let from_system = env
+        .source()
+        .is_some_and(|s| s.starts_with("agent://system/"));
     Described {
-        answer: answer_command(kind, &id, task.as_deref(), profile),
+        answer: answer_command(kind, &id, task.as_deref(), profile).filter(|_| !from_system),
         id,
         from: env.source().unwrap_or_default().to_owned(),
         kind: env.type_str().unwrap_or_default().to_owned(),
@@ -367,9 +384,10 @@ pub fn describe(env: &Envelope, request_task: Option<&str>, profile: Option<&str
 
 /// The command a frame suggests for answering a message of `kind` (id `id`, in `task`): `reply`
 /// for a `message.v1`; for a `task.request` the worker's verbs (`accept`, then `complete`,
-/// `needs-input` or `reject`), never `reply`, which would leave the task unanswered; `answer` for
-/// a worker's question; the worker's finishing verbs after the requester's input. Results,
-/// progress, acks, notices and unknown types call for no answer. Every word is shell-quoted.
+/// `fail` or `needs-input`, or `reject`), never `reply`, which would leave the task unanswered;
+/// for the requester `answer` (or `cancel`) to a worker's question and `cancel` beside an accept
+/// or progress report; the worker's finishing verbs after the requester's input. Results, acks,
+/// notices and unknown types call for no answer. Every word is shell-quoted.
 pub fn answer_command(
     kind: Option<KnownType>,
     id: &str,
@@ -386,11 +404,16 @@ pub fn answer_command(
     Some(match kind? {
         KnownType::Message => format!("{ab} reply {id_q} \"<your answer>\""),
         KnownType::TaskRequest => format!(
-            "{ab} accept {t}, then {ab} complete {t} --summary \"<what you did>\" (or {ab} needs-input {t} \"<question>\", or {ab} reject {t} --reason busy)"
+            "{ab} accept {t}, then {ab} complete {t} --summary \"<what you did>\" (or {ab} fail {t} --message \"<what went wrong>\", or {ab} needs-input {t} \"<question>\"); or refuse it: {ab} reject {t} --reason busy"
         ),
-        KnownType::TaskNeedsInput => format!("{ab} answer {t} \"<your answer>\""),
+        KnownType::TaskNeedsInput => format!(
+            "{ab} answer {t} \"<your answer>\" (or stop the task: {ab} cancel {t} --reason \"<why>\")"
+        ),
+        KnownType::TaskAccept | KnownType::TaskProgress => {
+            format!("nothing is needed; to stop the task: {ab} cancel {t} --reason \"<why>\"")
+        }
         KnownType::TaskInput => format!(
-            "{ab} complete {t} --summary \"<what you did>\" (or {ab} progress {t} --note \"<where you are>\")"
+            "{ab} complete {t} --summary \"<what you did>\" (or {ab} progress {t} --note \"<where you are>\", or {ab} fail {t} --message \"<what went wrong>\")"
         ),
         _ => return None,
     })
@@ -639,16 +662,65 @@ mod receiver_rules {
             "a task is answered with its verbs: {request}"
         );
         assert!(cmd(KnownType::TaskNeedsInput).contains(" answer tsk_"));
+        let request_verbs = ["accept", "complete", "fail", "needs-input", "reject"];
+        assert!(
+            request_verbs
+                .iter()
+                .all(|v| request.contains(&format!(" {v} tsk_")))
+        );
+        // The requester's verbs: answer and cancel a question, cancel beside progress.
+        let question = cmd(KnownType::TaskNeedsInput);
+        assert!(question.contains(" answer tsk_") && question.contains(" cancel tsk_"));
+        assert!(cmd(KnownType::TaskProgress).contains(" cancel tsk_"));
         for k in [
             KnownType::TaskResult,
-            KnownType::TaskProgress,
             KnownType::Ack,
+            KnownType::SystemExpired,
         ] {
             assert_eq!(answer_command(Some(k), id, tsk, None), None, "{k:?}");
         }
         // Without the task id the request's own id is what the verbs take.
         let no_task = answer_command(Some(KnownType::TaskRequest), id, None, None).unwrap();
         assert!(no_task.starts_with("agentbus accept msg_"), "{no_task}");
+    }
+
+    #[test]
+    fn wp_13_1_a_gateway_notice_suggests_no_reply_that_would_fail() {
+        let v = serde_json::json!({
+            "id": "msg_01J9ZK7A0000000000000000N1", "type": "agentbus.message.v1",
+            "source": "agent://system/gateway/tasks",
+            "data": {"text": "Task tsk_1 expired in state accepted."}
+        });
+        let env = Envelope::from_map(v.as_object().cloned().unwrap_or_default());
+        assert_eq!(describe(&env, None, None).answer, None);
+    }
+
+    #[test]
+    fn wp_6_1_an_expired_request_is_framed_expired_without_verbs() {
+        let f = Frame {
+            id: "msg_1",
+            local_id: None,
+            from: "agent://acme/backend/bot",
+            kind: "agentbus.task.request.v1",
+            verified: Verified::True,
+            conversation: None,
+            transport: Transport::Gateway,
+            subject: None,
+            task: Some("tsk_1"),
+            late: false,
+            expired: Some("2026-10-10T15:05:00Z"),
+            attachments: &[],
+            reply_command: Some("agentbus accept tsk_1"),
+            rest_command: None,
+            body: "Review it.",
+        };
+        let out = render(&f);
+        assert!(out.contains(" expired=\"2026-10-10T15:05:00Z\""), "{out}");
+        assert!(out.contains("Warning: this request expired at 2026-10-10T15:05:00Z"));
+        assert!(
+            !out.contains("To answer"),
+            "no verb for an expired task: {out}"
+        );
     }
 
     #[test]

@@ -136,6 +136,7 @@ impl InboundMessage {
             subject: self.subject.as_deref(),
             task: None,
             late: false,
+            expired: None,
             attachments: &[],
             reply_command: Some(&self.reply_command),
             rest_command: None,

@@ -390,4 +390,13 @@ pub trait Store: Send + Sync + 'static {
         source: &str,
         message_id: &str,
     ) -> impl Future<Output = StoreResult<Option<(MessageRow, Vec<DeliveryStateRow>)>>> + Send;
+    /// The messages the agent `agent_id` of `tenant_id` sent, newest first: at most `limit`,
+    /// those stored before the storage sequence `before_seq` when given (a page's cursor).
+    fn sent_messages(
+        &self,
+        tenant_id: &str,
+        agent_id: &str,
+        before_seq: Option<i64>,
+        limit: u32,
+    ) -> impl Future<Output = StoreResult<Vec<MessageRow>>> + Send;
 }

@@ -154,6 +154,7 @@ pub fn framed(r: &Received, task_id: &str) -> String {
         subject: d.subject.as_deref(),
         task: d.task.as_deref().or(Some(task_id)),
         late: r.late,
+        expired: None,
         attachments: &paths,
         reply_command: None,
         rest_command: None,

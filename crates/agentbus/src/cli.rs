@@ -5,8 +5,8 @@ use clap::{Arg, ArgMatches, CommandFactory as _, FromArgMatches as _, Parser, Su
 use crate::commands::{
     agent::AgentCommand, completions::CompletionsArgs, directory::AgentsArgs, directory::CardArgs,
     directory::TopicArgs, doctor::DoctorArgs, envelope::EnvelopeArgs, explain::ExplainArgs,
-    gateway::GatewayArgs, keys::KeysArgs, local::LocalCommand, mcp::McpArgs, share::ShareArgs,
-    sidecar::SidecarArgs, trace::TraceArgs, work::WorkArgs,
+    gateway::GatewayArgs, keys::KeysArgs, lists::SentArgs, lists::TasksArgs, local::LocalCommand,
+    mcp::McpArgs, share::ShareArgs, sidecar::SidecarArgs, trace::TraceArgs, work::WorkArgs,
 };
 
 /// AgentBus: messaging for fleets of AI agents, on one machine, across a team through a gateway,
@@ -87,6 +87,15 @@ pub enum Command {
         after_help = "Examples:\n  agentbus completions bash > ~/.local/share/bash-completion/completions/agentbus\n  agentbus completions zsh > \"${fpath[1]}/_agentbus\"\n  agentbus completions fish > ~/.config/fish/completions/agentbus.fish"
     )]
     Completions(CompletionsArgs),
+    /// The tasks this agent is a party of, as requester or worker, with the verbs that apply now.
+    #[command(
+        after_help = "Examples:\n  agentbus tasks\n  agentbus tasks --as worker --state submitted\n  agentbus --json tasks --as requester --state in_progress"
+    )]
+    Tasks(TasksArgs),
+    /// The messages this agent sent, newest first, with each recipient's delivery state
+    /// (persisted, leased, acknowledged, shown, answered).
+    #[command(after_help = "Examples:\n  agentbus sent\n  agentbus --json sent --limit 5")]
+    Sent(SentArgs),
 }
 
 /// The commands that act as an agent profile, and so take `--profile` (a space separates a
@@ -120,6 +129,8 @@ const PROFILE_COMMANDS: &[&str] = &[
     "keys list",
     "keys rotate",
     "keys revoke",
+    "tasks",
+    "sent",
 ];
 
 /// The option's id in the parsed matches.

@@ -88,11 +88,13 @@ impl Printer {
         self.data_line(&for_terminal(text))
     }
 
-    /// Writes a line of running commentary (what a wait is waiting for, how far it got): human
-    /// mode only, and not with `-q`. Losing it loses nothing the result does not say.
+    /// Writes a line of running commentary (what a wait is waiting for, how far it got) on
+    /// stderr, so stdout stays the result: human mode only, and not with `-q`. Losing it loses
+    /// nothing the result does not say.
     pub fn commentary(&self, text: &str) {
         if !self.json && verbosity() > Verbosity::Quiet {
-            let _ = self.line(text);
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(err, "{}", for_terminal(text));
         }
     }
 

@@ -580,6 +580,18 @@ fn cases(method: &str, path: &str) -> Option<Vec<Probe>> {
             "list conversations",
             Box::new(|_, _, _| get("/v1/conversations?limit=200")),
         )],
+        // Lists the caller's own sent messages only: no parameter names another agent, and the
+        // victim's messages (their ids, marks) must not appear whatever cursor is given.
+        ("get", "/v1/messages/sent") => vec![
+            Alone(
+                "list sent messages",
+                Box::new(|_, _, _| get("/v1/messages/sent?limit=100")),
+            ),
+            Alone(
+                "list sent messages from a forged cursor",
+                Box::new(|_, _, _| get(format!("/v1/messages/sent?limit=100&before={}", i64::MAX))),
+            ),
+        ],
         ("get", "/v1/usage") => vec![Alone(
             "the victim agent's usage",
             Box::new(|w, _, _| get(format!("/v1/usage?agent={}", w.victim.agent.id))),
@@ -704,7 +716,8 @@ fn leak(w: &World, a: &Attacker, r: &Req, answer: &Answer) -> Option<String> {
     // A list of conversations holds the attacker's own messages, some of which it sent with the
     // victim's conversation id (the join attempts of POST /v1/messages): the id is its own to see
     // there, the victim's messages (their ids, the marker) are not.
-    if !r.path.starts_with("/v1/conversations?") {
+    // The same holds for the attacker's list of its own sent messages.
+    if !r.path.starts_with("/v1/conversations?") && !r.path.starts_with("/v1/messages/sent?") {
         ids.push(w.victim.conversation_id.clone());
     }
     if !a.in_victim_workspace {

@@ -51,7 +51,7 @@ fn lm_27_lm_38_frames_render_as_snapshotted_and_stay_one_frame() {
             agent: None,
         };
         let shown = for_session(&msgs, &r, f.store.now());
-        let block = render_block(&select(&shown, Some("s1"), 9_000));
+        let block = render_block(&select(&shown, Some("s1"), 9_000, f.store.now()));
         assert_eq!(tags(&block), (1, 1), "{}: one frame", case.name);
         assert!(
             block.contains("agentbus reply lm_"),

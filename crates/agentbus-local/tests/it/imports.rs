@@ -27,6 +27,7 @@ fn inbound(transport: Transport, id: &str, recipient: &str) -> InboundMessage {
         message_id: None,
         task: None,
         late: false,
+        expires_ms: None,
         held: None,
     }
 }

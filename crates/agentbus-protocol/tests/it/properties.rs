@@ -125,6 +125,7 @@ proptest! {
             subject: Some(&body),
             task: None,
             late: false,
+            expired: None,
             attachments: &[],
             reply_command: None,
             rest_command: None,

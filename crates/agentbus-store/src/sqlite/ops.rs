@@ -1430,6 +1430,29 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn sent_messages(
+        &self,
+        tenant_id: &str,
+        agent_id: &str,
+        before_seq: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<MessageRow>> {
+        let (t, a) = (tenant_id.to_owned(), agent_id.to_owned());
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT {MESSAGE_COLS} FROM messages m \
+                 WHERE m.tenant_id = ?1 AND m.source_agent_id = ?2 AND m.seq < ?3 \
+                 ORDER BY m.seq DESC LIMIT ?4"
+            ))?;
+            let rows = stmt.query_map(
+                params![t, a, before_seq.unwrap_or(i64::MAX), i64::from(limit)],
+                |r| message_row(r, 0),
+            )?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+        .await
+    }
+
     async fn conversations(
         &self,
         tenant_id: &str,

@@ -152,6 +152,10 @@ CREATE INDEX usage_day ON usage (tenant_id, day);
 CREATE INDEX messages_task ON messages (task_id) WHERE task_id IS NOT NULL;
 CREATE INDEX tasks_recent ON tasks (tenant_id, created_at, id);
 "#,
+    // `GET /v1/messages/sent`: an agent's sent messages, newest first, a page at a time.
+    r#"
+CREATE INDEX messages_sent ON messages (tenant_id, source_agent_id, seq) WHERE source_agent_id IS NOT NULL;
+"#,
 ];
 
 /// The `user_version` of a database with every migration applied.

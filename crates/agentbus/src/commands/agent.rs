@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use agentbus_client::agent::{Budget, Delegation, Message, TaskAction, received_json};
+use agentbus_client::agent::{Budget, Delegation, Message, TaskAction, Wants, received_json};
 use agentbus_client::inbox::Received;
 use agentbus_client::profile::Profiles;
 use agentbus_client::{ClientError, Gateway, KeyStore, Profile};
@@ -563,14 +563,29 @@ fn send(args: SendArgs, printer: &Printer) -> CliResult {
         return Ok(ExitCode::SUCCESS);
     };
     let local = super::local::open_store()?;
+    // The id at once (issue 14): on stderr for people, as the first JSON line for scripts, so
+    // another shell can trace the message while this one waits.
+    let interrupt = Interrupt::catch(&ctx);
+    announce(printer, &json!({"sent": summary}));
     // While it waits, it says how far the message got with each recipient (§5.8 receipts).
     let mut watch = super::trace::Watch::new();
     printer.commentary(&format!("sent {id} to {}; waiting for a reply", args.to));
-    let reply = ctx.block(agent.wait_reply(&local, &id, wait, &mut |d| {
-        for line in watch.take(d) {
-            printer.commentary(&line);
-        }
-    }))?;
+    let waited = until_interrupted(
+        &ctx,
+        interrupt,
+        agent.wait_reply(&local, &id, wait, &mut |d| {
+            for line in watch.take(d) {
+                printer.commentary(&line);
+            }
+        }),
+    )?;
+    let Some(reply) = waited else {
+        return Err(CliError::new(
+            ErrorKind::Failed,
+            format!("stopped waiting (interrupted); {id} was sent and stays sent"),
+        )
+        .fix(format!("see what became of it: agentbus trace {id}")));
+    };
     match reply {
         Some(r) => {
             printer.either(
@@ -620,7 +635,8 @@ fn reply_text(r: &Received) -> String {
 /// conversation, correlation_id = its id.
 pub fn reply(id: &str, text: &str, printer: &Printer) -> CliResult {
     let ctx = Ctx::open()?;
-    let sent = ctx.block(ctx.agent().reply(id, text))?;
+    let id = ctx.resolve(id, Wants::Message)?;
+    let sent = ctx.block(ctx.agent().reply(&id, text))?;
     printer.either(
         &sent.summary(),
         &format!("sent reply {} to {}", sent.id(), sent.to()),
@@ -628,8 +644,9 @@ pub fn reply(id: &str, text: &str, printer: &Printer) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-fn ack(args: AckArgs, printer: &Printer) -> CliResult {
+fn ack(mut args: AckArgs, printer: &Printer) -> CliResult {
     let ctx = Ctx::open()?;
+    args.id = ctx.resolve(&args.id, Wants::Message)?;
     let agent = ctx.agent();
     // §5.8: an ack.v1 is owed when the sender asked for a reply (or policy asks for read
     // receipts, which the sidecar sends by itself at the first showing); sending one to a
@@ -728,7 +745,38 @@ fn delegate(args: DelegateArgs, printer: &Printer) -> CliResult {
         return Ok(ExitCode::SUCCESS);
     };
     let local = super::local::open_store()?;
-    let done = ctx.block(agent.wait_task(&local, &d.task_id, &d.request_id, wait))?;
+    // The ids at once (issue 14): on stderr for people, as the first JSON line for scripts, so
+    // another shell can trace or cancel the task while this one waits.
+    let interrupt = Interrupt::catch(&ctx);
+    announce(printer, &json!({"sent": sent}));
+    printer.commentary(&format!(
+        "{verb} {} (request {}) to {}; waiting for it to finish (follow it elsewhere: agentbus trace {})",
+        d.task_id, d.request_id, args.to, d.task_id
+    ));
+    let mut line = super::progress::TaskLine::new(&d.task_id, printer);
+    let waited = until_interrupted(
+        &ctx,
+        interrupt,
+        agent.wait_task(&local, &d.task_id, &d.request_id, wait, &mut |n| {
+            line.news(n)
+        }),
+    )?;
+    let state_now = line.state().to_owned();
+    drop(line);
+    // Ctrl-C ends the wait, not the task: it goes on at the worker.
+    let Some(done) = waited else {
+        return Err(CliError::new(
+            ErrorKind::Failed,
+            format!(
+                "stopped waiting (interrupted); task {} goes on ({state_now})",
+                d.task_id
+            ),
+        )
+        .fix(format!(
+            "follow it: agentbus trace {id}; stop it: agentbus cancel {id}",
+            id = d.task_id
+        )));
+    };
     let Some((task, result)) = done else {
         return Err(CliError::new(
             ErrorKind::Failed,
@@ -770,9 +818,70 @@ fn delegate(args: DelegateArgs, printer: &Printer) -> CliResult {
     })
 }
 
+/// The first line of a wait: with `--json` a JSON line (the rest follows as the usual
+/// document), else nothing here (the commentary says it on stderr).
+fn announce(printer: &Printer, doc: &Value) {
+    if printer.is_json() {
+        let _ = printer.data_line(&doc.to_string());
+    }
+}
+
+/// Ctrl-C (SIGINT) caught from now on: made before a wait says its ids, so an interrupt that
+/// follows them at once still ends only the wait.
+#[cfg(unix)]
+struct Interrupt(Option<tokio::signal::unix::Signal>);
+
+#[cfg(unix)]
+impl Interrupt {
+    fn catch(ctx: &Ctx) -> Interrupt {
+        let _in = ctx.rt.enter();
+        Interrupt(tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok())
+    }
+
+    async fn wait(&mut self) {
+        match self.0.as_mut() {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+}
+
+/// Ctrl-C caught while a wait runs (elsewhere than Unix, from its first moment).
+#[cfg(not(unix))]
+struct Interrupt;
+
+#[cfg(not(unix))]
+impl Interrupt {
+    fn catch(_: &Ctx) -> Interrupt {
+        Interrupt
+    }
+
+    async fn wait(&mut self) {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Runs a wait until it ends or the user interrupts it (Ctrl-C, SIGINT): `None` when
+/// interrupted. Only the wait stops; whatever it waits for goes on elsewhere.
+fn until_interrupted<T>(
+    ctx: &Ctx,
+    mut interrupt: Interrupt,
+    wait: impl std::future::Future<Output = Result<T, ClientError>>,
+) -> Result<Option<T>, CliError> {
+    ctx.rt.block_on(async {
+        tokio::select! {
+            r = wait => r.map(Some).map_err(client_error),
+            _ = interrupt.wait() => Ok(None),
+        }
+    })
+}
+
 /// Sends a task lifecycle message (§6.2) and prints its receipt.
 fn lifecycle(task: &str, action: TaskAction, attach: &[PathBuf], printer: &Printer) -> CliResult {
     let ctx = Ctx::open()?;
+    let task = &ctx.resolve(task, Wants::Task)?;
     let progress = Transfer::new(attach.len());
     let acted = ctx
         .block(ctx.agent().act(task, action, attach, &progress))
@@ -828,9 +937,15 @@ fn lifecycle(task: &str, action: TaskAction, attach: &[PathBuf], printer: &Print
 /// `inbox --show <msg_…>`: one received envelope with what the receiver found.
 pub fn show(id: &str, printer: &Printer) -> CliResult {
     let ctx = Ctx::open()?;
-    let r = ctx.agent().received(id).map_err(client_error)?;
+    let id = ctx.resolve(id, Wants::Message)?;
+    let r = ctx.agent().received(&id).map_err(client_error)?;
+    let answer = agentbus_client::agent::answer_of(&r, &ctx.profile.name);
+    let expired = agentbus_client::agent::expired_at(&r);
     if printer.is_json() {
-        printer.json(&received_json(&r))?;
+        let mut doc = received_json(&r);
+        doc["answer"] = json!(answer);
+        doc["expired_at"] = json!(expired.map(|t| t.to_string()));
+        printer.json(&doc)?;
         return Ok(ExitCode::SUCCESS);
     }
     let env = agentbus_protocol::envelope::Envelope::from_map(r.envelope.clone());
@@ -861,6 +976,17 @@ pub fn show(id: &str, printer: &Printer) -> CliResult {
             } else {
                 ""
             }
+        ));
+    }
+    if let Some(at) = expired {
+        text.push_str(&format!(
+            "expired:      {at}: the request was not accepted in time; no verb changes the task\n"
+        ));
+    }
+    if let Some(cmd) = &answer {
+        text.push_str(&format!(
+            "to answer:    {}\n",
+            agentbus_protocol::text::for_terminal_line(cmd)
         ));
     }
     if let Some(h) = &r.held {

@@ -100,6 +100,8 @@ pub fn client_error(e: ClientError) -> CliError {
         ClientError::UnknownMessage { .. } => CliError::input(msg)
             .fix("check the id; `agentbus sidecar --once` receives what is waiting"),
         ClientError::UnknownTask { .. } => CliError::input(msg).fix("pass the task's tsk_ id"),
+        ClientError::WrongId { .. } => CliError::new(ErrorKind::Usage, msg)
+            .fix("`agentbus inbox --json` and `agentbus tasks` show every id of a message and its task"),
     }
 }
 
@@ -177,6 +179,17 @@ impl Ctx {
             gw,
             rt: runtime()?,
         })
+    }
+
+    /// The id a gateway verb takes for `id`, whichever id the user was shown (`lm_`, `msg_`,
+    /// `tsk_`; [`agentbus_client::agent::resolve_id`]).
+    pub fn resolve(
+        &self,
+        id: &str,
+        wants: agentbus_client::agent::Wants,
+    ) -> Result<String, CliError> {
+        let local = super::local::open_store()?;
+        agentbus_client::agent::resolve_id(&local, id, wants).map_err(client_error)
     }
 
     /// Runs a client call to completion.

@@ -345,7 +345,8 @@ fn print_sent(sent: &Sent, printer: &Printer) -> CliResult {
 }
 
 fn reply(args: ReplyArgs, printer: &Printer) -> CliResult {
-    if args.id.starts_with("msg_") {
+    // A gateway id, or a task's (which the gateway half refuses with what it needs).
+    if args.id.starts_with("msg_") || args.id.starts_with("tsk_") {
         return super::agent::reply(&args.id, &args.text.join(" "), printer);
     }
     let store = open_store()?;
@@ -397,9 +398,19 @@ fn steer(args: SteerArgs, kind: Kind, printer: &Printer) -> CliResult {
     print_sent(&sent, printer)
 }
 
-fn item_json(m: &Message) -> Value {
+/// One message as `inbox --json` and `listen --json` show it: every id it is known by (`id` and
+/// `local_id` are the store's `lm_`, `message_id` the transport's, the gateway's `msg_`), its
+/// task, and the command that answers it now, so a script can go on to the task verbs.
+fn item_json(m: &Message, now: i64) -> Value {
+    let via = m.via.as_ref();
     json!({
         "id": m.id,
+        "local_id": m.id,
+        "message_id": via.map_or(m.id.as_str(), |v| v.shown_id()),
+        "task_id": via.and_then(|v| v.task.clone()),
+        "late": via.is_some_and(|v| v.late),
+        "expired_at": via.and_then(|v| v.expired_at(now)).map(|t| t.to_string()),
+        "answer": agentbus_local::deliver::answer_at(m, None, now),
         "transport": transport_of(m).as_str(),
         "kind": m.via.as_ref().map_or(m.kind.as_str(), |v| v.kind.as_str()),
         "from": sender_label(m),
@@ -424,7 +435,11 @@ fn first_line(text: &str, max: usize) -> String {
 }
 
 fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
-    if let Some(id) = args.show.as_deref().filter(|id| id.starts_with("msg_")) {
+    if let Some(id) = args
+        .show
+        .as_deref()
+        .filter(|id| id.starts_with("msg_") || id.starts_with("tsk_"))
+    {
         return super::agent::show(id, printer);
     }
     let store = open_store()?;
@@ -433,6 +448,13 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
             return Err(CliError::input(format!("no message {id} is held here"))
                 .fix("run `agentbus inbox --all` to list the ids"));
         };
+        // A gateway message held here shows as the gateway's record: its msg_ id, its task.
+        if m.via
+            .as_ref()
+            .is_some_and(|v| v.transport == Transport::Gateway)
+        {
+            return super::agent::show(&id, printer);
+        }
         let human = format!(
             "id:        {}\nfrom:      {}\nto:        {}\nkind:      {}\ntransport: {}\nnode:      {}\n\n{}",
             m.id,
@@ -443,7 +465,7 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
             short_node(&m.node),
             m.text
         );
-        printer.either(&item_json(&m), &human)?;
+        printer.either(&item_json(&m, store.now()), &human)?;
         return Ok(ExitCode::SUCCESS);
     }
     let email = engineer_email();
@@ -453,7 +475,8 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
     // Unread first, each group in arrival order.
     items.sort_by_key(|i| i.seen);
     if printer.is_json() {
-        let list: Vec<Value> = items.iter().map(inbox_item_json).collect();
+        let now = store.now();
+        let list: Vec<Value> = items.iter().map(|i| inbox_item_json(i, now)).collect();
         printer.json(&json!({"engineer": agentbus_local::view::engineer_by(email.as_deref()), "items": list}))?;
     } else if items.is_empty() {
         printer.line("no new messages")?;
@@ -466,8 +489,10 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
                 ""
             };
             // A gateway message is named by its envelope id, which `reply`, `ack` and `trace`
-            // take, and marked when its signature did not re-verify (AB-1303).
-            let (id, mark) = match &m.via {
+            // take, and marked when its signature did not re-verify (AB-1303); its task and the
+            // command that answers it now follow its preview (issue 14).
+            let now = store.now();
+            let (id, mark, more) = match &m.via {
                 Some(v) if v.transport == Transport::Gateway => {
                     let mut mark = String::new();
                     if v.verified == agentbus_protocol::frame::Verified::False {
@@ -479,13 +504,26 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
                     if v.late {
                         mark.push_str(" LATE (after its task ended)");
                     }
-                    (v.shown_id(), mark)
+                    if let Some(at) = v.expired_at(now) {
+                        mark.push_str(&format!(" EXPIRED (at {at}, not accepted)"));
+                    }
+                    let mut more = String::new();
+                    if let Some(t) = &v.task {
+                        more.push_str(&format!("\n    task: {t}"));
+                    }
+                    if let Some(cmd) = agentbus_local::deliver::answer_at(m, None, now) {
+                        more.push_str(&format!(
+                            "\n    to answer: {}",
+                            agentbus_protocol::text::for_terminal_line(&cmd)
+                        ));
+                    }
+                    (v.shown_id(), mark, more)
                 }
-                _ => (m.id.as_str(), String::new()),
+                _ => (m.id.as_str(), String::new(), String::new()),
             };
             let seen = if i.seen { " (seen)" } else { "" };
             printer.line(&format!(
-                "[{}] {id}  from {}{ask}{mark}{seen}\n    {}",
+                "[{}] {id}  from {}{ask}{mark}{seen}\n    {}{more}",
                 transport_of(m).as_str(),
                 sender_label(m),
                 first_line(&m.text, 100)
@@ -498,8 +536,8 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-fn inbox_item_json(i: &InboxItem) -> Value {
-    let mut v = item_json(&i.message);
+fn inbox_item_json(i: &InboxItem, now: i64) -> Value {
+    let mut v = item_json(&i.message, now);
     v["seen"] = json!(i.seen);
     v["unanswered"] = json!(i.unanswered);
     v
@@ -552,7 +590,7 @@ fn listen(args: ListenArgs, printer: &Printer) -> CliResult {
                 continue;
             }
             if printer.is_json() {
-                printer.data_line(&item_json(&m).to_string())?;
+                printer.data_line(&item_json(&m, store.now()).to_string())?;
             } else {
                 printer.line(&format!(
                     "[{}] {} {} from {} to {}: {}",

@@ -11,6 +11,7 @@ pub mod gw;
 pub mod hook;
 pub mod keys;
 pub mod keys_gw;
+pub mod lists;
 pub mod local;
 pub mod mcp;
 pub mod progress;
@@ -45,6 +46,8 @@ pub fn run(command: Command, printer: &Printer) -> CliResult {
         Command::Mcp(args) => mcp::run(args, printer),
         Command::Work(args) => work::run(args, printer),
         Command::Completions(args) => completions::run(args, printer),
+        Command::Tasks(args) => lists::tasks(args, printer),
+        Command::Sent(args) => lists::sent(args, printer),
     }
 }
 

@@ -58,3 +58,127 @@ impl agentbus_client::agent::UploadProgress for Transfer {
         }
     }
 }
+
+/// A task being waited for (`delegate --wait`), as it goes: on a terminal one progress line
+/// (indicatif) with the task's state, percent, stage and last note, redrawn as news arrives;
+/// otherwise one line on stderr for each change of those. Nothing with `--json` or `-q`.
+pub struct TaskLine {
+    task_id: String,
+    bar: Option<ProgressBar>,
+    printer: crate::printer::Printer,
+    state: String,
+    percent: Option<f64>,
+    stage: Option<String>,
+    note: Option<String>,
+    said: String,
+}
+
+impl TaskLine {
+    /// A display of task `task_id` for `printer`'s mode.
+    pub fn new(task_id: &str, printer: &crate::printer::Printer) -> TaskLine {
+        let shown =
+            !printer.is_json() && crate::printer::verbosity() > crate::printer::Verbosity::Quiet;
+        let terminal = std::io::stderr().is_terminal();
+        let bar = (shown && terminal).then(|| {
+            let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} {wide_msg} {elapsed}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            bar.enable_steady_tick(std::time::Duration::from_millis(120));
+            bar
+        });
+        TaskLine {
+            task_id: task_id.to_owned(),
+            bar,
+            printer: *printer,
+            state: "submitted".into(),
+            percent: None,
+            stage: None,
+            note: None,
+            said: String::new(),
+        }
+    }
+
+    /// Takes what the wait learned and shows it if it changed anything.
+    pub fn news(&mut self, news: agentbus_client::agent::TaskNews<'_>) {
+        use agentbus_client::agent::TaskNews;
+        use agentbus_protocol::schema::KnownType;
+        match news {
+            TaskNews::Record(task) => {
+                if let Some(s) = task["state"].as_str() {
+                    self.state = s.to_owned();
+                }
+            }
+            TaskNews::Message(r) => {
+                let data = r.envelope.get("data").cloned().unwrap_or_default();
+                let text = |k: &str| data[k].as_str().map(str::to_owned);
+                match r.attr("type") {
+                    Some(t) if t == KnownType::TaskAccept.as_str() => {
+                        self.state = "accepted".into();
+                        self.note = text("note").or(self.note.take());
+                    }
+                    Some(t) if t == KnownType::TaskProgress.as_str() => {
+                        self.state = "in_progress".into();
+                        self.percent = data["percent"].as_f64().or(self.percent);
+                        self.stage = text("stage").or(self.stage.take());
+                        self.note = text("note").or(self.note.take());
+                    }
+                    Some(t) if t == KnownType::TaskNeedsInput.as_str() => {
+                        self.state = "input_required".into();
+                        self.note = text("question").map(|q| {
+                            format!("asks: {q} (answer: agentbus answer {} \"…\")", self.task_id)
+                        });
+                    }
+                    _ => {}
+                }
+            }
+        }
+        self.show();
+    }
+
+    /// The line as it stands.
+    fn text(&self) -> String {
+        let mut out = format!("task {}: {}", self.task_id, self.state);
+        if let Some(p) = self.percent {
+            out.push_str(&format!(" {p}%"));
+        }
+        if let Some(s) = &self.stage {
+            out.push_str(&format!(" ({s})"));
+        }
+        if let Some(n) = &self.note {
+            out.push_str(" - ");
+            out.push_str(n);
+        }
+        // Notes are the worker's words: one line, no terminal controls.
+        agentbus_protocol::text::for_terminal_line(&out).into_owned()
+    }
+
+    fn show(&mut self) {
+        let text = self.text();
+        if text == self.said {
+            return;
+        }
+        if let Some(bar) = &self.bar {
+            bar.set_message(text.clone());
+        } else {
+            // Commentary: on stderr, human mode only, not with -q.
+            self.printer.commentary(&text);
+        }
+        self.said = text;
+    }
+
+    /// The task's state as last learned.
+    pub fn state(&self) -> &str {
+        &self.state
+    }
+}
+
+/// The line is cleared when the wait ends, whichever way it ended.
+impl Drop for TaskLine {
+    fn drop(&mut self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}

@@ -466,6 +466,7 @@ pub fn deliver_locally(
             message_id: Some(m.id.clone()),
             task: None,
             late: false,
+            expires_ms: None,
             held: None,
         };
         match store.import(&local) {

@@ -29,9 +29,15 @@ pub struct TraceArgs {
 /// Runs `trace`.
 pub fn run(args: TraceArgs, printer: &Printer) -> CliResult {
     let ctx = Ctx::open()?;
+    // A local delivery id (the frame's local_id) names the gateway message it holds.
+    let id = if args.id.trim().starts_with("lm_") {
+        ctx.resolve(&args.id, agentbus_client::agent::Wants::Message)?
+    } else {
+        args.id.clone()
+    };
     let trace = ctx
         .rt
-        .block_on(ctx.agent().trace(&args.id))
+        .block_on(ctx.agent().trace(&id))
         .map_err(|e| match e {
             ClientError::UnknownMessage { id, .. } => {
                 CliError::input(format!("no message {id} was sent or received here"))
@@ -159,16 +165,20 @@ pub fn state_line(r: &Value) -> String {
 
 /// The delivery states of a message, for people.
 pub fn delivery_text(d: &Value) -> String {
-    let mut out = format!("delivery of {}:", s(&d["id"]));
+    format!("delivery of {}:{}", s(&d["id"]), recipients_text(d))
+}
+
+/// Each recipient's state line of a delivery document (`GET /v1/messages/{id}/delivery`, an
+/// entry of `GET /v1/messages/sent`), each on a line of its own after a line break.
+pub fn recipients_text(d: &Value) -> String {
     let recipients = d["recipients"].as_array().cloned().unwrap_or_default();
     if recipients.is_empty() {
-        out.push_str("\n  no recipient (a topic without subscribers)");
+        return "\n  no recipient (a topic without subscribers)".to_owned();
     }
-    for r in &recipients {
-        out.push('\n');
-        out.push_str(&state_line(r));
-    }
-    out
+    recipients
+        .iter()
+        .map(|r| format!("\n{}", state_line(r)))
+        .collect()
 }
 
 /// Says each change of a sent message's delivery states once, while a command waits (`send

@@ -141,13 +141,13 @@ fn verbose_names_the_profile_and_quiet_drops_the_commentary_of_a_wait() {
     let to = bot.address();
     let normal = bot.run(&["send", &to, "anyone?", "--wait", "1s"]);
     assert_eq!(normal.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&normal.stdout).contains("waiting for a reply"));
+    assert!(String::from_utf8_lossy(&normal.stderr).contains("waiting for a reply"));
     let quiet = bot.run(&["-q", "send", &to, "anyone?", "--wait", "1s"]);
     assert_eq!(quiet.status.code(), Some(1));
     assert!(
-        !String::from_utf8_lossy(&quiet.stdout).contains("waiting"),
+        !String::from_utf8_lossy(&quiet.stderr).contains("waiting"),
         "{}",
-        String::from_utf8_lossy(&quiet.stdout)
+        String::from_utf8_lossy(&quiet.stderr)
     );
     // The result (here the error) is still said.
     assert!(String::from_utf8_lossy(&quiet.stderr).contains("no reply arrived"));

@@ -185,7 +185,7 @@ impl Machine {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+        last_json(&out.stdout)
     }
 
     pub fn connect(&self, gw: &Gw) -> Value {
@@ -240,6 +240,16 @@ impl Machine {
     }
 }
 
+/// The last JSON document a command printed (`Null` if none): a wait prints its receipt as a
+/// first line, then the usual document.
+pub fn last_json(out: &[u8]) -> Value {
+    serde_json::Deserializer::from_slice(out)
+        .into_iter::<Value>()
+        .map_while(Result::ok)
+        .last()
+        .unwrap_or(Value::Null)
+}
+
 /// Two agents, each on its own machine, connected to `gw`.
 pub fn pair(gw: &Gw, a: &str, b: &str) -> (Machine, Machine) {
     let (a, b) = (Machine::new(a), Machine::new(b));
@@ -260,7 +270,7 @@ pub fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) ->
     }
 }
 
-fn finish(child: Child) -> Output {
+pub fn finish(child: Child) -> Output {
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
@@ -272,7 +282,7 @@ fn finish(child: Child) -> Output {
     out
 }
 
-struct Killer(Child);
+pub struct Killer(pub Child);
 
 impl Drop for Killer {
     fn drop(&mut self) {
@@ -330,7 +340,7 @@ fn wp_12_1_wp_7_1_wp_7_2_request_reply_with_send_wait() {
         "Yes. Two nits already fixed in revision 7. Clear to deploy.",
     ]);
     let out = finish(waiting);
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: Value = last_json(&out.stdout);
     let reply = &doc["reply"]["envelope"];
     assert_eq!(doc["sent"]["id"], qid);
     assert_eq!(
@@ -471,7 +481,7 @@ fn wp_12_2_wp_7_3_wp_9_14_full_task_lifecycle_with_attachments() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: Value = last_json(&out.stdout);
     assert_eq!(doc["task"]["state"], "succeeded");
     assert_eq!(doc["sent"]["task_id"], task_id);
     let result = &doc["result"];
@@ -808,7 +818,7 @@ fn wp_3_3_5_wp_3_3_6_key_rotation_keeps_verifying_and_the_directory_cards_topics
 
 /// The `doctor --json` finding of `check`.
 fn finding(out: &Output, check: &str) -> Value {
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: Value = last_json(&out.stdout);
     doc["findings"]
         .as_array()
         .unwrap()
@@ -1093,7 +1103,7 @@ fn two_agents_on_one_machine_are_two_profiles_chosen_by_flag_or_environment() {
         String::from_utf8_lossy(&out.stderr)
     );
     let out = finish(waiting);
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: Value = last_json(&out.stdout);
     assert_eq!(doc["reply"]["envelope"]["data"]["text"], "pong");
     assert_eq!(doc["reply"]["envelope"]["correlation_id"], ping_id.as_str());
 }
@@ -1212,7 +1222,7 @@ fn send_wait_takes_over_receiving_when_the_sidecar_stops() {
     drop(bot_sidecar);
     reviewer.ok(&["reply", ping["envelope"]["id"].as_str().unwrap(), "pong"]);
     let out = finish(waiting);
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: Value = last_json(&out.stdout);
     assert_eq!(doc["reply"]["envelope"]["data"]["text"], "pong");
 }
 
@@ -1321,7 +1331,7 @@ fn uploads_show_progress_on_a_terminal_only() {
 }
 
 /// The state of `task` as `trace --json` reports it to `m`.
-fn task_state(m: &Machine, task: &str) -> String {
+pub fn task_state(m: &Machine, task: &str) -> String {
     m.ok(&["--json", "trace", task])["task"]["state"]
         .as_str()
         .unwrap()
@@ -1437,7 +1447,7 @@ fn wp_6_2_questions_answers_failures_rejections_and_cancels() {
     ]);
     let out = t4.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1));
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: Value = last_json(&out.stdout);
     assert_eq!(doc["task"]["state"], "rejected");
 }
 
@@ -1543,7 +1553,7 @@ impl Machine {
 
     /// Runs this machine's Claude Code hook for `session` (bound to this agent at its first
     /// event) and returns what it answered.
-    fn prompt(&self, session: &str) -> String {
+    pub fn prompt(&self, session: &str) -> String {
         let event = format!(
             r#"{{"session_id":"{session}","hook_event_name":"UserPromptSubmit","prompt":"go"}}"#
         );
@@ -1641,7 +1651,7 @@ fn wp_5_8_2_wp_5_8_3_a_message_shown_in_a_session_gets_one_read_receipt_and_its_
     // The answer ends the wait; the read receipt was never taken for it.
     reviewer.ok(&["--json", "reply", &qid, "Yes, clear to deploy."]);
     let out = finish(waiting);
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: Value = last_json(&out.stdout);
     assert_eq!(
         doc["reply"]["envelope"]["type"], "agentbus.message.v1",
         "{doc}"
@@ -1776,7 +1786,7 @@ fn wp_6_3_3_a_late_result_reaches_the_requester_flagged_with_a_warning() {
     // and its sender is told so: exit 1, with the task's state (issue 14 item 4).
     let out = reviewer.run(&["--json", "complete", &task, "--summary", "done anyway"]);
     assert_eq!(out.status.code(), Some(1));
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: Value = last_json(&out.stdout);
     assert_eq!(doc["sent"]["late"], true, "{doc}");
     assert_eq!(doc["sent"]["task_state"], "failed", "{doc}");
     let out = reviewer.run(&["progress", &task, "--percent", "90"]);

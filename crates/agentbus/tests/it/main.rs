@@ -5,6 +5,7 @@
 mod cli_ux;
 mod envelope_cli;
 mod fuzz_seeds;
+mod fleet_cli;
 mod gateway_cli;
 mod gwproc;
 mod kill_loop;

@@ -451,7 +451,7 @@ fn admin_token_reissues_offline_and_revokes_the_old_token() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: Value = crate::gateway_cli::last_json(&out.stdout);
     let new = doc["admin_token"].as_str().unwrap();
     assert_eq!(doc["revoked"], 1);
     let gw = GwProc::start(&dir, &[]);
@@ -591,7 +591,7 @@ fn bad_settings_stop_the_start_with_one_line_each() {
         &[("AGENTBUS_BLOB_INLINE_MAX", "8MB")],
     );
     assert_eq!(out.status.code(), Some(4));
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: Value = crate::gateway_cli::last_json(&out.stdout);
     let message = doc["error"]["message"].as_str().unwrap();
     let lines: Vec<&str> = message.lines().skip(1).collect();
     assert_eq!(lines.len(), 4, "{message}");
