@@ -116,4 +116,5 @@ dispatch! {
     fn check_ready(&self) -> ();
     fn record_receipts(&self, agent_id: &str, receipts: Vec<ShownReceipt>, now: i64) -> Vec<ReceiptOutcome>;
     fn delivery_states(&self, tenant_id: &str, source: &str, message_id: &str) -> Option<(MessageRow, Vec<DeliveryStateRow>)>;
+    fn sent_messages(&self, tenant_id: &str, agent_id: &str, before_seq: Option<i64>, limit: u32) -> Vec<MessageRow>;
 }

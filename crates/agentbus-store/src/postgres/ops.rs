@@ -1281,6 +1281,34 @@ impl Store for PgStore {
         .collect()
     }
 
+    async fn sent_messages(
+        &self,
+        tenant_id: &str,
+        agent_id: &str,
+        before_seq: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<MessageRow>> {
+        let c = self.client().await?;
+        rows(
+            &c,
+            &format!(
+                "SELECT {MESSAGE_COLS} FROM messages m \
+                 WHERE m.tenant_id = $1 AND m.source_agent_id = $2 AND m.seq < $3 \
+                 ORDER BY m.seq DESC LIMIT $4"
+            ),
+            &[
+                &tenant_id,
+                &agent_id,
+                &before_seq.unwrap_or(i64::MAX),
+                &i64::from(limit),
+            ],
+        )
+        .await?
+        .iter()
+        .map(|r| message(r, 0))
+        .collect()
+    }
+
     async fn task(&self, id: &str) -> StoreResult<Option<TaskRow>> {
         let c = self.client().await?;
         opt(

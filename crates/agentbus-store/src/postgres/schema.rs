@@ -139,6 +139,11 @@ CREATE TABLE usage (
 );
 CREATE INDEX usage_day ON usage (tenant_id, day);
 "#,
+    // `GET /v1/messages/sent`: an agent's sent messages, newest first, a page at a time (SQLite's
+    // migration 7).
+    r#"
+CREATE INDEX messages_sent ON messages (tenant_id, source_agent_id, seq) WHERE source_agent_id IS NOT NULL;
+"#,
 ];
 
 /// The `schema_version` of a database with every migration applied.

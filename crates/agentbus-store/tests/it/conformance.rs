@@ -1453,3 +1453,35 @@ pub async fn store_console_reads_and_usage<S: Store + Clone>(store: S) {
         ("u1", b"u1".as_slice())
     );
 }
+
+/// `GET /v1/messages/sent`'s page: only the agent's own messages of its tenant, newest first,
+/// at most `limit`, and the cursor continues where the page ended.
+pub async fn store_sent_messages_page_newest_first<S: Store + Clone>(store: S) {
+    base(&store).await;
+    for (i, from) in ["agt_a", "agt_b", "agt_a", "agt_a", "agt_b", "agt_a"]
+        .iter()
+        .enumerate()
+    {
+        stored(
+            &store,
+            msg(from, &format!("m{i}"), &["agt_c"], T0 + i as i64),
+        )
+        .await;
+    }
+    let ids = |rows: &[MessageRow]| rows.iter().map(|m| m.id.clone()).collect::<Vec<_>>();
+    let first = store.sent_messages("ten_1", "agt_a", None, 3).await.unwrap();
+    assert_eq!(ids(&first), ["m5", "m3", "m2"]);
+    let rest = store
+        .sent_messages("ten_1", "agt_a", Some(first[2].seq), 3)
+        .await
+        .unwrap();
+    assert_eq!(ids(&rest), ["m0"]);
+    assert!(
+        store
+            .sent_messages("ten_2", "agt_a", None, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "another tenant's list is empty"
+    );
+}

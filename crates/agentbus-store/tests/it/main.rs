@@ -67,4 +67,5 @@ conformance!(
     store_receipts_and_delivery_states,
     store_console_sessions,
     store_console_reads_and_usage,
+    store_sent_messages_page_newest_first,
 );

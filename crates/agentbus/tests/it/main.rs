@@ -4,8 +4,8 @@
 
 mod cli_ux;
 mod envelope_cli;
-mod fuzz_seeds;
 mod fleet_cli;
+mod fuzz_seeds;
 mod gateway_cli;
 mod gwproc;
 mod kill_loop;
