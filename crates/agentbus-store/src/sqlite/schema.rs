@@ -152,6 +152,12 @@ CREATE INDEX usage_day ON usage (tenant_id, day);
 CREATE INDEX messages_task ON messages (task_id) WHERE task_id IS NOT NULL;
 CREATE INDEX tasks_recent ON tasks (tenant_id, created_at, id);
 "#,
+    // Blob lifecycle (issue 17): `purged` marks a blob whose content the reaper deleted (expired,
+    // or never completed within its upload window); the row stays so reads answer "expired".
+    r#"
+ALTER TABLE blobs ADD COLUMN purged INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX blobs_live ON blobs (created_at) WHERE purged = 0;
+"#,
 ];
 
 /// The `user_version` of a database with every migration applied.
