@@ -38,6 +38,7 @@ on_each_target!(
     wp_9_3_the_upload_window_closes_and_its_content_is_deleted,
     wp_9_13_expiry_deletes_the_content_and_frees_the_quota,
     downloads_resume_from_any_byte,
+    wp_9_14_wp_9_15_the_sidecar_follows_either_target,
 );
 
 /// Every stored byte a test can see: the data directory's files and, on S3, the bucket's objects.
@@ -630,4 +631,72 @@ async fn s3_settings_are_checked_at_start() {
     let gw = agentbus_gateway::Gateway::open(c, std::sync::Arc::new(clock)).await;
     assert!(gw.is_ok());
     assert!(crate::s3::keys(&s3.url, &s3.name).await.is_empty());
+}
+
+/// WP-9-14, WP-9-15: the sidecar's client (what `delegate`, `complete` and `answer --attach` and
+/// the receive path call) uploads and downloads through whichever target the gateway answers,
+/// without being told which is configured; an interrupted download resumes from its `.part` file
+/// and the file appears only complete and verified.
+async fn wp_9_14_wp_9_15_the_sidecar_follows_either_target(target: Target) {
+    let h = Harness::start_target(target).await;
+    let a = h.agent("alpha").await;
+    let b = h.agent("bravo").await;
+    let piece = agentbus_protocol::blobseal::CHUNK;
+    let body: Vec<u8> = (0..2 * piece + 77).map(|i| (i % 241) as u8).collect();
+    let sender = agentbus_client::http::Gateway::new(&h.url, &a.token).unwrap();
+    let counted = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let c = counted.clone();
+    let progress: agentbus_client::http::Progress = std::sync::Arc::new(move |n| {
+        c.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    });
+    let entry = sender
+        .upload_blob(
+            "report.bin",
+            "application/octet-stream",
+            body.clone(),
+            Some(progress),
+        )
+        .await
+        .unwrap();
+    assert!(counted.load(std::sync::atomic::Ordering::Relaxed) >= body.len() as u64);
+    let mut m = message(&h, &a, &b.address, "see attached");
+    m["data"]["attachments"] = json!([entry]);
+    assert_eq!(h.publish(&a, &sign(&a, m)).await.0, 202);
+    let id = entry["ref"].as_str().unwrap().rsplit('/').next().unwrap();
+    let receiver = agentbus_client::http::Gateway::new(&h.url, &b.token).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("report.bin");
+    let meta = receiver.download_blob_to(id, &path, None).await.unwrap();
+    assert_eq!(meta["sha256"], entry["sha256"]);
+    assert_eq!(std::fs::read(&path).unwrap(), body);
+    // Interrupted after 1.5 pieces: the rest is fetched, the whole verified.
+    std::fs::remove_file(&path).unwrap();
+    let part = dir.path().join("report.bin.part");
+    std::fs::write(&part, &body[..piece + piece / 2]).unwrap();
+    receiver.download_blob_to(id, &path, None).await.unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), body);
+    assert!(!part.exists());
+    // A corrupt partial file is caught by the sha256 check and removed, never put in place.
+    std::fs::remove_file(&path).unwrap();
+    let mut bad = body[..piece + 10].to_vec();
+    bad[piece + 3] ^= 1;
+    std::fs::write(&part, &bad).unwrap();
+    let err = receiver.download_blob_to(id, &path, None).await;
+    if target == Target::S3 {
+        // A pre-signed download re-reads from the piece boundary, so the damage is overwritten.
+        err.unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), body);
+    } else {
+        assert!(err.is_err());
+        assert!(!path.exists() && !part.exists());
+    }
+    // A third agent gets nothing, whatever the target.
+    let c = h.agent("charlie").await;
+    let outsider = agentbus_client::http::Gateway::new(&h.url, &c.token).unwrap();
+    assert!(
+        outsider
+            .download_blob_to(id, &dir.path().join("x"), None)
+            .await
+            .is_err()
+    );
 }
