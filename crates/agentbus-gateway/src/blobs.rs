@@ -203,6 +203,16 @@ async fn readable<S: Store>(app: &App<S>, agent: &AgentRow, id: &str) -> ApiResu
     Ok(b)
 }
 
+/// The blob `id` if the caller uploaded it; any other answers as a blob that does not exist.
+async fn uploading<S: Store>(app: &App<S>, headers: &HeaderMap, id: &str) -> ApiResult<BlobRow> {
+    let agent = auth::agent(app, headers).await?;
+    app.store
+        .blob(id)
+        .await?
+        .filter(|b| b.tenant_id == agent.tenant_id && b.uploader_id == agent.id)
+        .ok_or_else(ApiError::not_found)
+}
+
 /// `PUT /v1/blobs/{id}/content`: the inline upload, verified against the declared size and hash.
 pub async fn upload<S: Store>(
     State(app): State<Arc<App<S>>>,
@@ -210,13 +220,7 @@ pub async fn upload<S: Store>(
     Path(id): Path<String>,
     Body(body): Body,
 ) -> ApiResult<Json<Value>> {
-    let agent = auth::agent(&app, &headers).await?;
-    let b = app
-        .store
-        .blob(&id)
-        .await?
-        .filter(|b| b.tenant_id == agent.tenant_id && b.uploader_id == agent.id)
-        .ok_or_else(ApiError::not_found)?;
+    let b = uploading(&app, &headers, &id).await?;
     if body.len() as u64 > app.config.blob_inline_max {
         return Err(ApiError::new(
             Code::BlobTooLarge,
@@ -311,13 +315,7 @@ pub async fn complete<S: Store>(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let agent = auth::agent(&app, &headers).await?;
-    let b = app
-        .store
-        .blob(&id)
-        .await?
-        .filter(|b| b.tenant_id == agent.tenant_id && b.uploader_id == agent.id)
-        .ok_or_else(ApiError::not_found)?;
+    let b = uploading(&app, &headers, &id).await?;
     if !b.complete {
         open_window(&app, &b)?;
         let Some(obj) = app.blobstore.get(&b.id, 0).await? else {
