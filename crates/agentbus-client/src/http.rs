@@ -134,32 +134,7 @@ impl Gateway {
         if !self.token.is_empty() {
             req = req.bearer_auth(&self.token);
         }
-        match body {
-            Some(Body::Json(v)) => {
-                req = req
-                    .header("content-type", "application/json")
-                    .body(serde_json::to_vec(&v).unwrap_or_default());
-            }
-            Some(Body::Bytes(b)) => {
-                req = req
-                    .header("content-type", "application/octet-stream")
-                    .body(b);
-            }
-            Some(Body::Upload(bytes, progress)) => {
-                // Handed over in 64 KiB chunks, each counted as the HTTP stack takes it.
-                let len = bytes.len();
-                let chunks: Vec<Vec<u8>> = bytes.chunks(64 * 1024).map(<[u8]>::to_vec).collect();
-                let stream = futures_util::stream::iter(chunks.into_iter().map(move |c| {
-                    progress(c.len() as u64);
-                    Ok::<_, std::convert::Infallible>(c)
-                }));
-                req = req
-                    .header("content-type", "application/octet-stream")
-                    .header("content-length", len)
-                    .body(reqwest::Body::wrap_stream(stream));
-            }
-            None => {}
-        }
+        req = with_body(req, body);
         let resp = req.send().await.map_err(|e| ClientError::Unreachable {
             url: url.clone(),
             detail: unreachable_detail(&e),
@@ -374,45 +349,173 @@ impl Gateway {
             .as_str()
             .map(str::to_owned)
             .unwrap_or_else(|| format!("/v1/blobs/{id}/content"));
-        if !upload.starts_with("/v1/") {
-            return Err(ClientError::Protocol(format!(
-                "the gateway offered an external upload target ({upload}); this client only uploads inline"
-            )));
+        if upload.starts_with("/v1/") {
+            let body = match progress {
+                Some(p) => Body::Upload(bytes, p),
+                None => Body::Bytes(bytes),
+            };
+            self.request_timeout(Method::PUT, &upload, Some(body), Duration::from_secs(600))
+                .await?;
+        } else {
+            // A pre-signed PUT (§9): the content sealed under the key the gateway handed out, so
+            // the store holds no plaintext; it carries no bearer token, and `complete` then has
+            // the gateway check what arrived.
+            let key = sealing_key(&blob["upload"]["sealing"])?;
+            let sealed = key.seal(&bytes);
+            drop(bytes);
+            let body = match progress {
+                Some(p) => Body::Upload(sealed, p),
+                None => Body::Bytes(sealed),
+            };
+            let req =
+                with_body(self.http.put(&upload), Some(body)).timeout(Duration::from_secs(600));
+            let resp = req.send().await.map_err(|e| ClientError::Unreachable {
+                url: redact_query(&upload),
+                detail: unreachable_detail(&e),
+            })?;
+            if !resp.status().is_success() {
+                return Err(ClientError::Protocol(format!(
+                    "the object store refused the upload of {name:?} with {}",
+                    resp.status()
+                )));
+            }
+            self.post(&format!("/v1/blobs/{}/complete", seg(id)?), json!({}))
+                .await?;
         }
-        let body = match progress {
-            Some(p) => Body::Upload(bytes, p),
-            None => Body::Bytes(bytes),
-        };
-        self.request_timeout(Method::PUT, &upload, Some(body), Duration::from_secs(600))
-            .await?;
         Ok(json!({"ref": r, "name": name, "media_type": media_type, "size": size, "sha256": sha}))
     }
 
-    /// `GET /v1/blobs/{id}/content`: an attachment's bytes.
-    pub async fn download_blob(&self, id: &str) -> Result<Vec<u8>> {
-        let url = format!("{}/v1/blobs/{}/content", self.base, seg(id)?);
-        let resp = self
-            .http
-            .get(&url)
-            .bearer_auth(&self.token)
-            .header(SIDECAR_VERSION_HEADER, crate::VERSION)
-            .timeout(Duration::from_secs(600))
-            .send()
-            .await
-            .map_err(|e| ClientError::Unreachable {
-                url: url.clone(),
-                detail: unreachable_detail(&e),
-            })?;
-        let status = resp.status();
-        let bytes = resp.bytes().await.map_err(|e| ClientError::Unreachable {
-            url: url.clone(),
-            detail: e.to_string(),
-        })?;
-        if !status.is_success() {
-            let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            return Err(api_error(status, &body));
+    /// Downloads blob `id` into `path` through the target `GET /v1/blobs/{id}` names (the
+    /// gateway, or a pre-signed GET whose sealed pieces are opened here), by way of
+    /// `<path>.part`: an interrupted download resumes from what that file holds (a `Range`
+    /// request), and `path` appears only once every byte arrived and the sha256 matches.
+    /// Returns the blob's metadata.
+    pub async fn download_blob_to(
+        &self,
+        id: &str,
+        path: &std::path::Path,
+        progress: Option<Progress>,
+    ) -> Result<Value> {
+        use agentbus_protocol::blobseal::{CHUNK, Opener, sealed_offset};
+        use sha2::Digest as _;
+        use std::io::Write as _;
+        let meta = self.get(&format!("/v1/blobs/{}", seg(id)?)).await?;
+        let size = meta["size"].as_u64().unwrap_or(0);
+        let url = meta["download"]["url"]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("/v1/blobs/{id}/content"));
+        let part = path.with_extension(match path.extension() {
+            Some(e) => format!("{}.part", e.to_string_lossy()),
+            None => "part".into(),
+        });
+        let mut have = std::fs::metadata(&part).map(|m| m.len()).unwrap_or(0);
+        if have > size {
+            have = 0;
         }
-        Ok(bytes.to_vec())
+        let presigned = !url.starts_with("/v1/");
+        // A pre-signed download reads whole sealed pieces: resume from the piece holding `have`.
+        let first = have / CHUNK as u64;
+        if presigned {
+            have = first * CHUNK as u64;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(false)
+            .open(&part)
+            .map_err(crate::error::io(&part))?;
+        file.set_len(have).map_err(crate::error::io(&part))?;
+        let mut file = std::io::BufWriter::new(file);
+        std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(have))
+            .map_err(crate::error::io(&part))?;
+        if have < size || (size == 0 && presigned) {
+            let mut req = if presigned {
+                self.http.get(&url)
+            } else {
+                self.http
+                    .get(format!("{}{url}", self.base))
+                    .bearer_auth(&self.token)
+                    .header(SIDECAR_VERSION_HEADER, crate::VERSION)
+            };
+            let from = if presigned {
+                sealed_offset(first)
+            } else {
+                have
+            };
+            if from > 0 {
+                req = req.header("range", format!("bytes={from}-"));
+            }
+            let shown = redact_query(&url);
+            let unreachable = |e: reqwest::Error| ClientError::Unreachable {
+                url: shown.clone(),
+                detail: unreachable_detail(&e),
+            };
+            let mut resp = req
+                .timeout(Duration::from_secs(3600))
+                .send()
+                .await
+                .map_err(unreachable)?;
+            let status = resp.status();
+            if !status.is_success() {
+                let bytes = resp.bytes().await.unwrap_or_default();
+                let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                return Err(api_error(status, &body));
+            }
+            if from > 0 && status != StatusCode::PARTIAL_CONTENT {
+                return Err(ClientError::Protocol(format!(
+                    "{shown} ignored the range request; delete {} to download from the start",
+                    part.display()
+                )));
+            }
+            let mut opener = if presigned {
+                Some(Opener::new(
+                    sealing_key(&meta["download"]["sealing"])?,
+                    size,
+                    first,
+                ))
+            } else {
+                None
+            };
+            let write = |file: &mut std::io::BufWriter<std::fs::File>, b: &[u8]| {
+                if let Some(p) = &progress {
+                    p(b.len() as u64);
+                }
+                file.write_all(b).map_err(crate::error::io(&part))
+            };
+            while let Some(chunk) = resp.chunk().await.map_err(unreachable)? {
+                match opener.as_mut() {
+                    Some(o) => {
+                        let plain = o
+                            .push(&chunk)
+                            .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                        write(&mut file, &plain)?;
+                    }
+                    None => write(&mut file, &chunk)?,
+                }
+            }
+            if let Some(o) = opener {
+                let last = o
+                    .finish()
+                    .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                write(&mut file, &last)?;
+            }
+        }
+        file.flush().map_err(crate::error::io(&part))?;
+        drop(file);
+        let mut hash = sha2::Sha256::new();
+        let mut f = std::fs::File::open(&part).map_err(crate::error::io(&part))?;
+        let n = std::io::copy(&mut f, &mut hash).map_err(crate::error::io(&part))?;
+        let sha = hex::encode(hash.finalize());
+        if n != size || meta["sha256"].as_str() != Some(sha.as_str()) {
+            let _ = std::fs::remove_file(&part);
+            return Err(ClientError::Protocol(format!(
+                "blob {id} arrived as {n} bytes with sha256 {sha}; it is {size} bytes with {}",
+                meta["sha256"]
+            )));
+        }
+        std::fs::rename(&part, path).map_err(crate::error::io(path))?;
+        Ok(meta)
     }
 
     /// `GET /v1/conversations/{id}`.
@@ -479,6 +582,63 @@ impl Gateway {
     pub async fn task(&self, id: &str) -> Result<Value> {
         self.get(&format!("/v1/tasks/{}", seg(id)?)).await
     }
+}
+
+/// `req` carrying `body`, with its content type (an upload counted to its progress callback).
+fn with_body(mut req: reqwest::RequestBuilder, body: Option<Body>) -> reqwest::RequestBuilder {
+    match body {
+        Some(Body::Json(v)) => {
+            req = req
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(&v).unwrap_or_default());
+        }
+        Some(Body::Bytes(b)) => {
+            req = req
+                .header("content-type", "application/octet-stream")
+                .body(b);
+        }
+        Some(Body::Upload(bytes, progress)) => {
+            // Handed over in 64 KiB chunks, each counted as the HTTP stack takes it.
+            let len = bytes.len();
+            let chunks: Vec<Vec<u8>> = bytes.chunks(64 * 1024).map(<[u8]>::to_vec).collect();
+            let stream = futures_util::stream::iter(chunks.into_iter().map(move |c| {
+                progress(c.len() as u64);
+                Ok::<_, std::convert::Infallible>(c)
+            }));
+            req = req
+                .header("content-type", "application/octet-stream")
+                .header("content-length", len)
+                .body(reqwest::Body::wrap_stream(stream));
+        }
+        None => {}
+    }
+    req
+}
+
+/// The content key of a `sealing` object of the gateway's answers (§9, agentbus-chunked-v1).
+fn sealing_key(sealing: &Value) -> Result<agentbus_protocol::blobseal::ContentKey> {
+    use base64::Engine as _;
+    if sealing["scheme"].as_str() != Some(agentbus_protocol::blobseal::SCHEME) {
+        return Err(ClientError::Protocol(format!(
+            "the gateway offered a sealing this client does not know: {}",
+            sealing["scheme"]
+        )));
+    }
+    sealing["key"]
+        .as_str()
+        .and_then(|k| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(k)
+                .ok()
+        })
+        .and_then(|k| <[u8; 32]>::try_from(k).ok())
+        .map(agentbus_protocol::blobseal::ContentKey::from_bytes)
+        .ok_or_else(|| ClientError::Protocol("the blob's content key is not 32 bytes".into()))
+}
+
+/// A URL without its query: a pre-signed URL's signature is a credential, never shown.
+fn redact_query(url: &str) -> String {
+    url.split('?').next().unwrap_or_default().to_owned()
 }
 
 /// A request body.

@@ -421,19 +421,18 @@ impl Receiver {
                 path = self.inbox.attachment_path(id, &format!("{n}-{name}"));
                 n += 1;
             }
-            let saved = match self.gw.download_blob(&blob_id).await {
-                Ok(bytes) => {
-                    use sha2::Digest as _;
-                    let sha = hex::encode(sha2::Sha256::digest(&bytes));
-                    if a["sha256"].as_str() != Some(sha.as_str()) {
+            let dir = self.inbox.attachments_dir(id);
+            create_private_dir(&dir)?;
+            // Through whichever target the gateway names; resumed from a `.part` file left by an
+            // interrupted run, and in place only once its sha256 matches the blob's.
+            let saved = match self.gw.download_blob_to(&blob_id, &path, None).await {
+                Ok(meta) => {
+                    if a["sha256"] != meta["sha256"] {
                         diagnostics.push(Diagnostic {
                             code: "AB-1303".into(),
                             message: format!("attachment {name:?} does not match its sha256"),
                         });
                     }
-                    let dir = self.inbox.attachments_dir(id);
-                    create_private_dir(&dir)?;
-                    std::fs::write(&path, &bytes).map_err(crate::error::io(&path))?;
                     Some(path)
                 }
                 Err(ClientError::Api {
@@ -441,6 +440,13 @@ impl Receiver {
                 }) => {
                     diagnostics.push(Diagnostic {
                         code: code_str,
+                        message: format!("attachment {name:?} could not be fetched: {message}"),
+                    });
+                    None
+                }
+                Err(ClientError::Protocol(message)) => {
+                    diagnostics.push(Diagnostic {
+                        code: "AB-1303".into(),
                         message: format!("attachment {name:?} could not be fetched: {message}"),
                     });
                     None

@@ -84,6 +84,8 @@ pub struct App<S: Store> {
     pub test_clock: Option<Arc<crate::testclock::TestClock>>,
     /// Parsed workspace policies, cleared with the directory.
     pub policies: crate::policy::PolicyCache,
+    /// Where blob content rests: files under the data directory, or an S3 bucket (§9).
+    pub blobstore: crate::blobstore::BlobStore,
 }
 
 /// SHA-256 of a bearer token, the only form tokens are stored in.
@@ -111,6 +113,7 @@ impl<S: Store> App<S> {
         gateway_key: SigningKey,
         gateway_key_id: String,
     ) -> App<S> {
+        let config_blobs = config.data_dir.join("blobs");
         App {
             store,
             clock,
@@ -129,6 +132,7 @@ impl<S: Store> App<S> {
             sockets: Default::default(),
             test_clock: None,
             policies: Default::default(),
+            blobstore: crate::blobstore::BlobStore::Files(config_blobs),
         }
     }
 
@@ -557,6 +561,7 @@ impl<S: Store> App<S> {
     /// notice (§5.9, §5.10).
     pub async fn reap(&self) -> ApiResult<ReapReport> {
         crate::tasks::reap(self).await?;
+        crate::blobs::reap(self).await?;
         let now = self.now();
         let report = self
             .store

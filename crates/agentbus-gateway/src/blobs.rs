@@ -1,19 +1,26 @@
-//! Claim-check attachments (§9): registration, the inline upload target, downloads, and the
-//! references checked at publish.
+//! Claim-check attachments (§9): registration, the upload targets (the inline PUT, or a
+//! pre-signed PUT then `complete`), downloads, the references checked at publish, and expiry.
 //!
-//! Content lives in `<data>/blobs/<blob id>`, sealed under the tenant data key. The path is made
-//! from the gateway-minted id only, never from the declared name, so no name (`../`, absolute
-//! paths, NUL, bidi overrides…) can place a byte outside that folder.
+//! Content rests in the configured [`BlobStore`](crate::blobstore::BlobStore), sealed in chunks
+//! under a per-blob content key derived from the tenant data key ([`content_key`],
+//! docs/security.md). Objects are named by the gateway-minted id only, never by the declared
+//! name, so no name (`../`, absolute paths, NUL, bidi overrides…) can place a byte anywhere else.
 
 use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use agentbus_protocol::Code;
+use agentbus_protocol::blobseal::{
+    CHUNK, ContentKey, Opener, SCHEME, SealError, TAG, pieces, plain_len, sealed_len, sealed_offset,
+};
 use agentbus_protocol::envelope::check_attachment_name;
 use agentbus_protocol::ids::IdKind;
 use agentbus_protocol::timestamp::Timestamp;
@@ -21,11 +28,53 @@ use agentbus_store::{AgentRow, BlobRow, Store};
 
 use crate::app::{App, Principal};
 use crate::auth;
+use crate::blobstore::{ByteStream, PRESIGN_VALID, StoreFailed};
+use crate::crypto::DataKey;
 use crate::error::{ApiError, ApiResult, Body};
 use crate::extract::{Json, Path};
 
-fn blob_path<S: Store>(app: &App<S>, id: &str) -> std::path::PathBuf {
-    app.config.data_dir.join("blobs").join(id)
+/// A pending blob's upload window, milliseconds: its pre-signed PUT's validity (§9: 15 minutes).
+/// `complete` (and the inline PUT) refuse after it, and the reaper then deletes what was put.
+pub const UPLOAD_WINDOW_MS: i64 = PRESIGN_VALID.as_millis() as i64;
+
+impl From<StoreFailed> for ApiError {
+    fn from(e: StoreFailed) -> ApiError {
+        ApiError::new(Code::StorageUnavailable, e.to_string())
+    }
+}
+
+/// The content key of blob `b`: BLAKE3's key derivation over the tenant data key, the blob id
+/// and its declared sha256, so each blob has its own key (its chunk nonces are never reused
+/// under another blob's) and the gateway stores no key beside the tenant's.
+pub fn content_key(tenant: &DataKey, b: &BlobRow) -> ContentKey {
+    let mut material = Vec::with_capacity(32 + b.id.len() + b.sha256.len());
+    material.extend_from_slice(&tenant.to_bytes());
+    material.extend_from_slice(b.id.as_bytes());
+    material.extend_from_slice(b.sha256.as_bytes());
+    ContentKey::from_bytes(blake3::derive_key(
+        "agentbus 2026-12 blob content key v1",
+        &material,
+    ))
+}
+
+/// How the content of `b` is sealed, for a party that seals or opens it itself.
+fn sealing(key: &ContentKey, b: &BlobRow) -> Value {
+    json!({
+        "scheme": SCHEME,
+        "key": base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key.to_bytes()),
+        "piece_bytes": CHUNK,
+        "sealed_size": sealed_len(b.size),
+    })
+}
+
+/// The largest content whose sealed object one upload to this target takes.
+fn target_max(app: &App<impl Store>) -> u64 {
+    if app.blobstore.presigns() {
+        let most = app.blobstore.max_object();
+        most - TAG as u64 * pieces(most)
+    } else {
+        app.config.blob_inline_max
+    }
 }
 
 async fn blob_json<S: Store>(app: &App<S>, b: &BlobRow) -> ApiResult<Value> {
@@ -69,7 +118,7 @@ pub async fn create<S: Store>(
     let sha = sha.ok_or_else(|| {
         ApiError::new(Code::InvalidRequest, "`sha256` is 64 lowercase hex digits")
     })?;
-    let max = app.config.plan_blob_bytes.min(app.config.blob_inline_max);
+    let max = app.config.plan_blob_bytes.min(target_max(&app));
     if size > max {
         return Err(ApiError::new(
             Code::BlobTooLarge,
@@ -77,7 +126,10 @@ pub async fn create<S: Store>(
         ));
     }
     let now = app.now();
-    let used = app.store.blob_bytes(&agent.tenant_id, now).await?;
+    let used = app
+        .store
+        .blob_bytes(&agent.tenant_id, now, now - UPLOAD_WINDOW_MS)
+        .await?;
     if used + size > app.config.tenant_blob_quota {
         return Err(ApiError::new(
             Code::UploadQuota,
@@ -99,10 +151,26 @@ pub async fn create<S: Store>(
         created_at: now,
         expires_at: now + app.config.blob_ttl_s * 1000,
     };
+    // The target is asked for before the row is stored, so a store that cannot sign leaves no
+    // pending blob behind.
+    let presigned = app.blobstore.upload_url(&row.id).await?;
     app.store.create_blob(row.clone()).await?;
     let mut out = blob_json(&app, &row).await?;
-    out["upload"] =
-        json!({"method": "PUT", "url": format!("/v1/blobs/{}/content", row.id), "max_bytes": max});
+    out["upload"] = match presigned {
+        Some(url) => {
+            let key = content_key(&app.tenant_key(&row.tenant_id).await?, &row);
+            json!({
+                "method": "PUT",
+                "url": url,
+                "expires_at": Timestamp(now + UPLOAD_WINDOW_MS).to_string(),
+                "sealing": sealing(&key, &row),
+                "complete": {"method": "POST", "url": format!("/v1/blobs/{}/complete", row.id)},
+            })
+        }
+        None => {
+            json!({"method": "PUT", "url": format!("/v1/blobs/{}/content", row.id), "max_bytes": max})
+        }
+    };
     Ok((StatusCode::CREATED, Json(out)))
 }
 
@@ -135,6 +203,16 @@ async fn readable<S: Store>(app: &App<S>, agent: &AgentRow, id: &str) -> ApiResu
     Ok(b)
 }
 
+/// The blob `id` if the caller uploaded it; any other answers as a blob that does not exist.
+async fn uploading<S: Store>(app: &App<S>, headers: &HeaderMap, id: &str) -> ApiResult<BlobRow> {
+    let agent = auth::agent(app, headers).await?;
+    app.store
+        .blob(id)
+        .await?
+        .filter(|b| b.tenant_id == agent.tenant_id && b.uploader_id == agent.id)
+        .ok_or_else(ApiError::not_found)
+}
+
 /// `PUT /v1/blobs/{id}/content`: the inline upload, verified against the declared size and hash.
 pub async fn upload<S: Store>(
     State(app): State<Arc<App<S>>>,
@@ -142,13 +220,7 @@ pub async fn upload<S: Store>(
     Path(id): Path<String>,
     Body(body): Body,
 ) -> ApiResult<Json<Value>> {
-    let agent = auth::agent(&app, &headers).await?;
-    let b = app
-        .store
-        .blob(&id)
-        .await?
-        .filter(|b| b.tenant_id == agent.tenant_id && b.uploader_id == agent.id)
-        .ok_or_else(ApiError::not_found)?;
+    let b = uploading(&app, &headers, &id).await?;
     if body.len() as u64 > app.config.blob_inline_max {
         return Err(ApiError::new(
             Code::BlobTooLarge,
@@ -171,21 +243,10 @@ pub async fn upload<S: Store>(
         ));
     }
     if !b.complete {
-        let key = app.tenant_key(&b.tenant_id).await?;
-        let dir = app.config.data_dir.join("blobs");
-        let sealed = key.seal(&body);
-        let path = blob_path(&app, &b.id);
-        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-            std::fs::create_dir_all(&dir)?;
-            let tmp = path.with_extension("part");
-            std::fs::write(&tmp, sealed)?;
-            std::fs::File::open(&tmp)?.sync_all()?;
-            std::fs::rename(&tmp, &path)
-        })
-        .await
-        .map_err(|e| ApiError::new(Code::StorageUnavailable, e.to_string()))?
-        .map_err(|e| ApiError::new(Code::StorageUnavailable, e.to_string()))?;
-        app.store.complete_blob(&b.id).await?;
+        open_window(&app, &b)?;
+        let key = content_key(&app.tenant_key(&b.tenant_id).await?, &b);
+        app.blobstore.put(&b.id, key.seal(&body)).await?;
+        mark_complete(&app, &b).await?;
     }
     let b = app.store.blob(&id).await?.ok_or_else(ApiError::not_found)?;
     Ok(Json(blob_json(&app, &b).await?))
@@ -200,8 +261,212 @@ pub async fn get<S: Store>(
     let agent = auth::agent(&app, &headers).await?;
     let b = readable(&app, &agent, &id).await?;
     let mut out = blob_json(&app, &b).await?;
-    out["download"] = json!({"method": "GET", "url": format!("/v1/blobs/{}/content", b.id)});
+    let presigned = if b.complete {
+        app.blobstore.download_url(&b.id).await?
+    } else {
+        None
+    };
+    out["download"] = match presigned {
+        Some(url) => {
+            let key = content_key(&app.tenant_key(&b.tenant_id).await?, &b);
+            json!({
+                "method": "GET",
+                "url": url,
+                "expires_at": Timestamp(app.now() + UPLOAD_WINDOW_MS).to_string(),
+                "sealing": sealing(&key, &b),
+            })
+        }
+        None => json!({"method": "GET", "url": format!("/v1/blobs/{}/content", b.id)}),
+    };
     Ok(Json(out))
+}
+
+/// Refuses a pending blob whose upload window closed (AB-3055).
+fn open_window<S: Store>(app: &App<S>, b: &BlobRow) -> ApiResult<()> {
+    if app.now() >= b.created_at + UPLOAD_WINDOW_MS {
+        return Err(ApiError::new(
+            Code::UploadWindowClosed,
+            format!(
+                "the upload window of {} closed at {}",
+                b.id,
+                Timestamp(b.created_at + UPLOAD_WINDOW_MS)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Marks `b` complete; a blob the reaper purged meanwhile (its window closed) is AB-3055.
+async fn mark_complete<S: Store>(app: &App<S>, b: &BlobRow) -> ApiResult<()> {
+    match app.store.complete_blob(&b.id).await {
+        Err(agentbus_store::StoreError::NotFound) => Err(ApiError::new(
+            Code::UploadWindowClosed,
+            format!("the upload window of {} closed", b.id),
+        )),
+        other => Ok(other?),
+    }
+}
+
+/// `POST /v1/blobs/{id}/complete`: reads the uploaded object back, opens it under the blob's
+/// content key and checks its size and sha256 before the blob becomes `complete` (§9). Wrong
+/// content is deleted and refused; the blob stays pending until its window closes.
+pub async fn complete<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let b = uploading(&app, &headers, &id).await?;
+    if !b.complete {
+        open_window(&app, &b)?;
+        let Some(obj) = app.blobstore.get(&b.id, 0).await? else {
+            return Err(ApiError::new(
+                Code::ContentNotUploaded,
+                format!("no content was uploaded for {} yet", b.id),
+            ));
+        };
+        let key = content_key(&app.tenant_key(&b.tenant_id).await?, &b);
+        if let Err(e) = verify(key, &b, obj).await {
+            app.blobstore.delete(&b.id).await?;
+            return Err(e);
+        }
+        mark_complete(&app, &b).await?;
+    }
+    let b = app.store.blob(&id).await?.ok_or_else(ApiError::not_found)?;
+    Ok(Json(blob_json(&app, &b).await?))
+}
+
+/// Opens the whole object and compares the plaintext with the declared size and sha256.
+async fn verify(key: ContentKey, b: &BlobRow, obj: crate::blobstore::Object) -> ApiResult<()> {
+    // An object of another length may still be other content, well sealed: open it as the size
+    // its length gives, so that is told as a mismatch (AB-3020), not as unsealed bytes.
+    let Some(sealed_size) = plain_len(obj.len) else {
+        return Err(ApiError::new(
+            Code::ContentNotSealed,
+            format!(
+                "the uploaded object is {} bytes, not a sealed length; {} bytes sealed make {}",
+                obj.len,
+                b.size,
+                sealed_len(b.size)
+            ),
+        ));
+    };
+    let mut plain = std::pin::pin!(open_stream(key, sealed_size, 0, obj.bytes));
+    let mut hash = Sha256::new();
+    let mut size = 0u64;
+    while let Some(piece) = plain.next().await {
+        match piece {
+            Ok(p) => {
+                size += p.len() as u64;
+                hash.update(&p);
+            }
+            Err(Opening::Seal(e)) => {
+                return Err(ApiError::new(Code::ContentNotSealed, e.to_string()));
+            }
+            Err(Opening::Io(e)) => {
+                return Err(ApiError::new(Code::StorageUnavailable, e.to_string()));
+            }
+        }
+    }
+    let digest = hex::encode(hash.finalize());
+    if size != b.size || digest != b.sha256 {
+        return Err(ApiError::new(
+            Code::BlobMismatch,
+            format!(
+                "got {size} bytes with sha256 {digest}; declared {} bytes with {}",
+                b.size, b.sha256
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Why opening a stored object failed.
+enum Opening {
+    Seal(SealError),
+    Io(std::io::Error),
+}
+
+/// The plaintext of sealed content of `size` bytes, `src` starting at piece `first`.
+fn open_stream(
+    key: ContentKey,
+    size: u64,
+    first: u64,
+    src: ByteStream,
+) -> impl Stream<Item = Result<Bytes, Opening>> + Send {
+    let state = (src, Some(Opener::new(key, size, first)));
+    futures_util::stream::unfold(state, |(mut src, mut opener)| async move {
+        loop {
+            let op = opener.as_mut()?;
+            let item = match src.next().await {
+                Some(Ok(b)) => match op.push(&b) {
+                    Ok(p) if p.is_empty() => continue,
+                    Ok(p) => Ok(Bytes::from(p)),
+                    Err(e) => {
+                        opener = None;
+                        Err(Opening::Seal(e))
+                    }
+                },
+                Some(Err(e)) => {
+                    opener = None;
+                    Err(Opening::Io(e))
+                }
+                None => match opener.take()?.finish() {
+                    Ok(p) => Ok(Bytes::from(p)),
+                    Err(e) => Err(Opening::Seal(e)),
+                },
+            };
+            return Some((item, (src, opener)));
+        }
+    })
+}
+
+/// The plaintext of complete blob `b` from byte `from` on. Files sealed whole under the tenant key
+/// (before content keys, issue 17) are told apart by their length and opened in memory.
+async fn plaintext<S: Store>(
+    app: &App<S>,
+    b: &BlobRow,
+    from: u64,
+) -> ApiResult<impl Stream<Item = std::io::Result<Bytes>> + Send + use<S>> {
+    let tenant = app.tenant_key(&b.tenant_id).await?;
+    let missing = || ApiError::new(Code::StorageUnavailable, "the blob's content is missing");
+    let first = from / CHUNK as u64;
+    let obj = app
+        .blobstore
+        .get(&b.id, sealed_offset(first))
+        .await?
+        .ok_or_else(missing)?;
+    if obj.len != sealed_len(b.size) {
+        let whole = crate::blobstore::collect(
+            app.blobstore
+                .get(&b.id, 0)
+                .await?
+                .ok_or_else(missing)?
+                .bytes,
+        )
+        .await
+        .map_err(|e| ApiError::new(Code::StorageUnavailable, e.to_string()))?;
+        let plain = tenant
+            .open(&whole)
+            .filter(|p| p.len() as u64 == b.size)
+            .ok_or_else(|| ApiError::new(Code::StorageUnavailable, "blob content does not open"))?;
+        let rest = Bytes::from(plain).slice(
+            usize::try_from(from)
+                .unwrap_or(usize::MAX)
+                .min(b.size as usize)..,
+        );
+        return Ok(futures_util::stream::iter([Ok(rest)]).left_stream());
+    }
+    let mut skip = (from - first * CHUNK as u64) as usize;
+    let s = open_stream(content_key(&tenant, b), b.size, first, obj.bytes).map(move |r| {
+        let mut p = r.map_err(|e| match e {
+            Opening::Seal(e) => std::io::Error::other(e),
+            Opening::Io(e) => e,
+        })?;
+        let cut = skip.min(p.len());
+        skip -= cut;
+        Ok(p.split_off(cut))
+    });
+    Ok(s.right_stream())
 }
 
 /// The blob `id` and its bytes, for an agent that may use it (its uploader, a party of a message
@@ -212,6 +477,19 @@ pub async fn content_for<S: Store>(
     who: &Principal,
     id: &str,
 ) -> ApiResult<(BlobRow, Vec<u8>)> {
+    let b = downloadable(app, who, id).await?;
+    let mut stream = std::pin::pin!(plaintext(app, &b, 0).await?);
+    let mut plain = Vec::with_capacity(usize::try_from(b.size).unwrap_or(0));
+    while let Some(p) = stream.next().await {
+        plain.extend_from_slice(
+            &p.map_err(|e| ApiError::new(Code::StorageUnavailable, e.to_string()))?,
+        );
+    }
+    Ok((b, plain))
+}
+
+/// The blob `id` if `who` may download it now (the rules of [`content_for`]).
+async fn downloadable<S: Store>(app: &App<S>, who: &Principal, id: &str) -> ApiResult<BlobRow> {
     let b = match who {
         Principal::Agent(agent) => readable(app, agent, id).await?,
         Principal::User(_) => {
@@ -243,26 +521,24 @@ pub async fn content_for<S: Store>(
             "this blob's content was not uploaded yet",
         ));
     }
-    let sealed = tokio::fs::read(blob_path(app, &b.id))
-        .await
-        .map_err(|e| ApiError::new(Code::StorageUnavailable, e.to_string()))?;
-    let key = app.tenant_key(&b.tenant_id).await?;
-    let plain = key
-        .open(&sealed)
-        .ok_or_else(|| ApiError::new(Code::StorageUnavailable, "blob content does not open"))?;
-    Ok((b, plain))
+    Ok(b)
 }
 
 /// A blob's bytes as a download: `Content-Disposition: attachment` with its name, `nosniff`, and
 /// a sandboxing CSP, so a browser saves it and never renders it in the gateway's origin, whatever
 /// its declared type. The declared media type is kept only when it is a plain `type/subtype`.
 pub fn attachment(b: &BlobRow, bytes: Vec<u8>) -> Response {
+    let mut resp = bytes.into_response();
+    attachment_headers(&mut resp, b);
+    resp
+}
+
+fn attachment_headers(resp: &mut Response, b: &BlobRow) {
     let media = b
         .media_type
         .as_deref()
         .filter(|m| is_media_type(m))
         .unwrap_or("application/octet-stream");
-    let mut resp = bytes.into_response();
     let h = resp.headers_mut();
     for (name, value) in [
         (header::CONTENT_TYPE, media.to_owned()),
@@ -278,7 +554,6 @@ pub fn attachment(b: &BlobRow, bytes: Vec<u8>) -> Response {
             h.insert(name, v);
         }
     }
-    resp
 }
 
 fn is_media_type(m: &str) -> bool {
@@ -314,7 +589,9 @@ fn disposition(name: &str) -> String {
     format!("attachment; filename=\"{ascii}\"; filename*=UTF-8''{encoded}")
 }
 
-/// `GET /v1/blobs/{id}/content`: the bytes, as an attachment.
+/// `GET /v1/blobs/{id}/content`: the bytes, as an attachment, streamed as they are opened. A
+/// `Range: bytes=N-` or `bytes=N-M` header gets that part (206), so a client resumes a download
+/// where it stopped; any other range form gets the whole (RFC 9110 lets a server ignore it).
 pub async fn download<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
@@ -322,11 +599,82 @@ pub async fn download<S: Store>(
 ) -> Response {
     let result: ApiResult<Response> = async {
         let agent = auth::agent(&app, &headers).await?;
-        let (b, bytes) = content_for(&app, &Principal::Agent(agent), &id).await?;
-        Ok(attachment(&b, bytes))
+        let b = downloadable(&app, &Principal::Agent(agent), &id).await?;
+        let range = headers
+            .get(header::RANGE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| byte_range(v, b.size));
+        let (start, end) = range.unwrap_or((0, b.size));
+        let body = plaintext(&app, &b, start).await?;
+        let mut left = end - start;
+        let body = body.map(move |r| {
+            r.map(|mut p| {
+                let keep = (left.min(p.len() as u64)) as usize;
+                left -= keep as u64;
+                p.truncate(keep);
+                p
+            })
+        });
+        let mut resp = axum::body::Body::from_stream(body).into_response();
+        attachment_headers(&mut resp, &b);
+        let h = resp.headers_mut();
+        h.insert(
+            header::ACCEPT_RANGES,
+            header::HeaderValue::from_static("bytes"),
+        );
+        h.insert(
+            header::CONTENT_LENGTH,
+            header::HeaderValue::from(end - start),
+        );
+        if range.is_some() {
+            *resp.status_mut() = StatusCode::PARTIAL_CONTENT;
+            if let Ok(v) = header::HeaderValue::from_str(&format!(
+                "bytes {start}-{}/{}",
+                end.saturating_sub(1),
+                b.size
+            )) {
+                resp.headers_mut().insert(header::CONTENT_RANGE, v);
+            }
+        }
+        Ok(resp)
     }
     .await;
     result.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// `bytes=N-` or `bytes=N-M` inside content of `size` bytes, as `[start, end)`; `None` for any
+/// other form or a range outside the content.
+fn byte_range(v: &str, size: u64) -> Option<(u64, u64)> {
+    let (a, b) = v.trim().strip_prefix("bytes=")?.split_once('-')?;
+    let start: u64 = a.trim().parse().ok()?;
+    let end = match b.trim() {
+        "" => size,
+        m => m.parse::<u64>().ok()?.checked_add(1)?.min(size),
+    };
+    (start < end).then_some((start, end))
+}
+
+/// Deletes the content of blobs past their time (§9): complete ones at `AGENTBUS_BLOB_TTL`,
+/// pending ones when their upload window closes. A blob is marked purged before its object is
+/// deleted, so a `complete` racing the reaper fails rather than completing a blob without
+/// content; an object whose deletion fails is logged (a bucket lifecycle rule can catch it).
+pub async fn reap<S: Store>(app: &App<S>) -> ApiResult<()> {
+    const BATCH: usize = 200;
+    let now = app.now();
+    let since = now - UPLOAD_WINDOW_MS;
+    loop {
+        let due = app.store.due_blobs(now, since, BATCH).await?;
+        for b in &due {
+            if app.store.purge_blob(&b.id, now, since).await?
+                && let Err(e) = app.blobstore.delete(&b.id).await
+            {
+                tracing::warn!(blob = %b.id, error = %e, "expired blob content not deleted");
+            }
+        }
+        if due.len() < BATCH {
+            return Ok(());
+        }
+    }
 }
 
 /// Checks every `data.attachments[].ref` and returns the referenced blob ids (§9). A `ref` naming

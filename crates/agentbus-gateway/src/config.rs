@@ -54,6 +54,22 @@ pub struct Config {
     pub tenant_blob_quota: u64,
     /// Blob lifetime, seconds (`AGENTBUS_BLOB_TTL`, §9: 30 days).
     pub blob_ttl_s: i64,
+    /// The S3-compatible store's endpoint URL; empty for none (blob content stays in `data`).
+    pub s3_endpoint: String,
+    /// Its bucket.
+    pub s3_bucket: String,
+    /// Its region, as its signatures name it.
+    pub s3_region: String,
+    /// Its access key id.
+    pub s3_access_key_id: String,
+    /// The file holding its secret access key (read at start; the secret is never in `Config`).
+    pub s3_secret_access_key_file: String,
+    /// Path-style addressing (`endpoint/bucket/key`) rather than virtual-hosted (`bucket.endpoint`).
+    pub s3_path_style: bool,
+    /// The prefix of every object key the gateway writes.
+    pub s3_prefix: String,
+    /// How parties download from the S3 store: a pre-signed GET, or through the gateway.
+    pub s3_download: S3Download,
     /// Longest wait for a request's headers, from its first byte (or a new connection's accept).
     pub header_timeout: Duration,
     /// Longest wait for a request body to arrive in full, from its headers.
@@ -100,6 +116,14 @@ impl Config {
             plan_blob_bytes: 0,
             tenant_blob_quota: 0,
             blob_ttl_s: 0,
+            s3_endpoint: String::new(),
+            s3_bucket: String::new(),
+            s3_region: String::new(),
+            s3_access_key_id: String::new(),
+            s3_secret_access_key_file: String::new(),
+            s3_path_style: false,
+            s3_prefix: String::new(),
+            s3_download: S3Download::Presigned,
             header_timeout: Duration::ZERO,
             body_timeout: Duration::ZERO,
             idle_timeout: Duration::ZERO,
@@ -237,15 +261,90 @@ pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::ne
     7700,
 ));
 
-/// Names reserved for settings other branches add (PostgreSQL's store, S3's object store): a value
-/// given for one is refused rather than ignored, so nobody believes it took effect.
-pub const RESERVED: &[(&str, &str)] = &[
-    (
-        "store",
-        "the PostgreSQL store (`--store`, `AGENTBUS_STORE`)",
-    ),
-    ("s3_", "the S3-compatible blob store (`AGENTBUS_S3_*`, §9)"),
-];
+/// Names reserved for settings other branches add (PostgreSQL's store): a value given for one is
+/// refused rather than ignored, so nobody believes it took effect.
+pub const RESERVED: &[(&str, &str)] = &[(
+    "store",
+    "the PostgreSQL store (`--store`, `AGENTBUS_STORE`)",
+)];
+
+/// Where parties of a blob in the S3 store download it from (`AGENTBUS_S3_DOWNLOAD`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum S3Download {
+    /// A pre-signed GET of the sealed object, opened by the client with the blob's content key.
+    Presigned,
+    /// `GET /v1/blobs/{id}/content`: the gateway reads, opens and streams it.
+    Gateway,
+}
+
+impl std::fmt::Display for S3Download {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            S3Download::Presigned => "presigned",
+            S3Download::Gateway => "gateway",
+        })
+    }
+}
+
+fn s3_download(r: &Raw) -> Result<S3Download, Bad> {
+    match text(r)?.trim() {
+        "presigned" => Ok(S3Download::Presigned),
+        "gateway" => Ok(S3Download::Gateway),
+        _ => Err(bad(
+            "not a download mode",
+            "write presigned (clients fetch from the store) or gateway (through the gateway)",
+        )),
+    }
+}
+
+/// An endpoint URL, or empty for none.
+fn endpoint(r: &Raw) -> Result<String, Bad> {
+    let s = text(r)?;
+    if s.trim().is_empty() {
+        return Ok(String::new());
+    }
+    url(r).map_err(|_| {
+        bad(
+            "not an http:// or https:// URL",
+            "write the store's endpoint, such as https://s3.eu-west-1.amazonaws.com or http://127.0.0.1:9000",
+        )
+    })
+}
+
+/// A key prefix: empty, or segments of letters, digits and `-_.!*'()` each ending with `/`.
+fn key_prefix(r: &Raw) -> Result<String, Bad> {
+    let s = text(r)?;
+    let fix = "write segments such as agentbus/blobs/ (letters, digits, - _ . ! * ' ( ), each ending with /), or nothing";
+    if s.is_empty() {
+        return Ok(s);
+    }
+    let ok = s.ends_with('/')
+        && s.trim_end_matches('/').split('/').all(|seg| {
+            !seg.is_empty()
+                && seg != "."
+                && seg != ".."
+                && seg
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.!*'()".contains(&b))
+        });
+    if ok {
+        Ok(s)
+    } else {
+        Err(bad("not a key prefix", fix))
+    }
+}
+
+/// Text with no spaces or control characters (a bucket, a region, a key id), or empty.
+fn word(r: &Raw) -> Result<String, Bad> {
+    let s = text(r)?;
+    if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(bad(
+            "contains spaces or control characters",
+            "write the name alone, without quotes or spaces",
+        ));
+    }
+    Ok(s)
+}
 
 // Value forms shared by the table's entries.
 
@@ -554,6 +653,15 @@ macro_rules! field {
             |c: &Config| c.$f.to_string(),
         )
     };
+    (text $f:ident, $parse:ident) => {
+        (
+            |c: &mut Config, r: &Raw| {
+                c.$f = $parse(r)?;
+                Ok(())
+            },
+            |c: &Config| c.$f.clone(),
+        )
+    };
     (dir $f:ident) => {
         (
             |c: &mut Config, r: &Raw| {
@@ -803,6 +911,94 @@ pub static SETTINGS: &[Setting] = &[
         help: "How long a blob lives; after it, reads are AB-4009.",
         reason: "§9 gives 30 days, and names this variable.",
         field: field!(secs blob_ttl_s, SECOND, LONGEST),
+    },
+    Setting {
+        name: "s3_endpoint",
+        flag: "s3-endpoint",
+        env: Some("AGENTBUS_S3_ENDPOINT"),
+        value_name: "URL",
+        default: "",
+        default_doc: "none (blob content in `data`)",
+        help: "An S3-compatible object store for blob content (§9): uploads go to pre-signed PUTs and `POST /v1/blobs/{id}/complete`. Checked at start by writing and deleting a probe object.",
+        reason: "Off: the inline store needs nothing more than the data directory; an object store is an operator's choice (replicas sharing files, attachments above the inline cap).",
+        field: field!(text s3_endpoint, endpoint),
+    },
+    Setting {
+        name: "s3_bucket",
+        flag: "s3-bucket",
+        env: Some("AGENTBUS_S3_BUCKET"),
+        value_name: "NAME",
+        default: "",
+        default_doc: "none (required with `s3_endpoint`)",
+        help: "The bucket blob objects are written to.",
+        reason: "No bucket can be guessed; the gateway never creates one.",
+        field: field!(text s3_bucket, word),
+    },
+    Setting {
+        name: "s3_region",
+        flag: "s3-region",
+        env: Some("AGENTBUS_S3_REGION"),
+        value_name: "REGION",
+        default: "us-east-1",
+        default_doc: "",
+        help: "The region the store's signatures name.",
+        reason: "AWS's first region, which MinIO, moto and most S3-compatible stores accept whatever their location.",
+        field: field!(text s3_region, word),
+    },
+    Setting {
+        name: "s3_access_key_id",
+        flag: "s3-access-key-id",
+        env: Some("AGENTBUS_S3_ACCESS_KEY_ID"),
+        value_name: "ID",
+        default: "",
+        default_doc: "none (required with `s3_endpoint`)",
+        help: "The access key id the gateway signs with.",
+        reason: "A credential is the operator's; the gateway reads no ambient AWS configuration, so which one it uses is always written down.",
+        field: field!(text s3_access_key_id, word),
+    },
+    Setting {
+        name: "s3_secret_access_key_file",
+        flag: "s3-secret-access-key-file",
+        env: Some("AGENTBUS_S3_SECRET_ACCESS_KEY_FILE"),
+        value_name: "PATH",
+        default: "",
+        default_doc: "none (required with `s3_endpoint`)",
+        help: "A file holding the secret access key (one line; read at start, never printed).",
+        reason: "A file, so the secret is in no command line, no environment a child inherits and no `--print-config` output.",
+        field: field!(text s3_secret_access_key_file, text),
+    },
+    Setting {
+        name: "s3_path_style",
+        flag: "s3-path-style",
+        env: Some("AGENTBUS_S3_PATH_STYLE"),
+        value_name: "BOOL",
+        default: "true",
+        default_doc: "",
+        help: "Path-style addressing (`endpoint/bucket/key`); false for virtual-hosted (`bucket.endpoint/key`).",
+        reason: "MinIO, moto and other self-hosted stores serve one host name; AWS accepts both.",
+        field: field!(parsed s3_path_style, switch),
+    },
+    Setting {
+        name: "s3_prefix",
+        flag: "s3-prefix",
+        env: Some("AGENTBUS_S3_PREFIX"),
+        value_name: "PREFIX",
+        default: "agentbus/blobs/",
+        default_doc: "",
+        help: "The prefix of every object key; the rest is the gateway-minted blob id, never a declared name.",
+        reason: "A bucket shared with other data keeps the gateway's objects under one folder a lifecycle rule or a policy can name.",
+        field: field!(text s3_prefix, key_prefix),
+    },
+    Setting {
+        name: "s3_download",
+        flag: "s3-download",
+        env: Some("AGENTBUS_S3_DOWNLOAD"),
+        value_name: "MODE",
+        default: "presigned",
+        default_doc: "",
+        help: "How parties download from the S3 store: `presigned` (a pre-signed GET of the sealed object, valid 15 minutes) or `gateway` (`GET /v1/blobs/{id}/content` through the gateway).",
+        reason: "Pre-signed: large attachments then cost the gateway no bandwidth; `gateway` for clients that cannot reach the store.",
+        field: field!(parsed s3_download, s3_download),
     },
     Setting {
         name: "header_timeout",
@@ -1202,9 +1398,10 @@ pub fn render_markdown() -> String {
          blob_inline_max = \"16MiB\"\n\
          ```\n\n\
          `AGENTBUS_BLOB_INLINE_MAX` and `AGENTBUS_BLOB_TTL` are the names the wire protocol gives (§9). \
-         Reserved for backends to come, and refused until then so that nobody believes they took \
-         effect: `store` (`--store`, `AGENTBUS_STORE`, the PostgreSQL store) and every `s3_*` name \
-         (`AGENTBUS_S3_*`, the S3-compatible blob store of §9).\n\n\
+         The `s3_*` settings (`AGENTBUS_S3_*`, §9) move blob content to an S3-compatible store; \
+         docs/api.md describes the upload and download targets, docs/security.md how content stays \
+         sealed. Reserved for a backend to come, and refused until then so that nobody believes it took \
+         effect: `store` (`--store`, `AGENTBUS_STORE`, the PostgreSQL store).\n\n\
          | setting | flag | environment | default | what it sets | why this default |\n\
          |---|---|---|---|---|---|\n",
     );

@@ -10,6 +10,7 @@ pub mod admin;
 pub mod app;
 pub mod auth;
 pub mod blobs;
+pub mod blobstore;
 pub mod capabilities;
 pub mod config;
 pub mod crypto;
@@ -88,6 +89,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/blobs/{id}"),
     ("put", "/v1/blobs/{id}/content"),
     ("get", "/v1/blobs/{id}/content"),
+    ("post", "/v1/blobs/{id}/complete"),
     ("post", "/v1/tenants"),
     ("get", "/v1/tenants"),
     ("post", "/v1/tenants/{id}/suspend"),
@@ -181,6 +183,7 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         .route("/v1/tasks/{id}/cancel", post(tasks::admin_cancel::<S>))
         .route("/v1/blobs", post(blobs::create::<S>))
         .route("/v1/blobs/{id}", get(blobs::get::<S>))
+        .route("/v1/blobs/{id}/complete", post(blobs::complete::<S>))
         .route(
             "/v1/blobs/{id}/content",
             put(blobs::upload::<S>)
@@ -305,6 +308,9 @@ pub enum StartError {
     /// Bootstrap failed.
     #[error("bootstrap: {0}")]
     Bootstrap(String),
+    /// The S3 settings do not give a usable bucket (checked at start, §9).
+    #[error(transparent)]
+    BlobStore(#[from] blobstore::S3Unusable),
     /// The listener could not bind.
     #[error("listen on {addr}: {source}")]
     Listen {
@@ -408,8 +414,10 @@ impl Gateway {
             }
             None => clock,
         };
+        let blobstore = blobstore::BlobStore::open(&config).await?;
         let mut app = App::new(store, clock, config, master, gateway_key, gateway_key_id);
         app.test_clock = test_clock;
+        app.blobstore = blobstore;
         let app = Arc::new(app);
         let bootstrap = identity::bootstrap(&app, "default", "default")
             .await

@@ -269,6 +269,18 @@ catalogue! {
     FrameTooLarge = 3042, 0, Project, "WebSocket frame too large",
         cause: "A frame sent on `GET /v1/inbox/ws` is larger than 64 KiB. The gateway answers with an `error` frame carrying this code, then closes the socket with close code 1009.",
         fix: "Ack in frames of at most 1,000 acks (an `acks` frame of 1,000 fits), or ack over HTTP (`POST /v1/inbox/acks`).";
+    /// The blob's upload window closed before its content was completed.
+    UploadWindowClosed = 3055, 410, Project, "Upload window closed",
+        cause: "With an S3 store, a blob's pre-signed upload is valid for 15 minutes from `POST /v1/blobs` (§9), and `POST /v1/blobs/{id}/complete` is accepted only within that window; a blob never completed in it expires and its object is deleted.",
+        fix: "Register the file again (`POST /v1/blobs`), upload it at once to the new target and complete it; `agentbus` commands with `--attach` do this.";
+    /// `complete` found no object to verify.
+    ContentNotUploaded = 3056, 409, Project, "Blob content not uploaded",
+        cause: "`POST /v1/blobs/{id}/complete` found no object for the blob in the store: the pre-signed PUT was not made, failed, or went to another URL (§9). Without an S3 store there is no pre-signed target and content is uploaded with `PUT /v1/blobs/{id}/content`.",
+        fix: "PUT the sealed content to the `upload.url` of the registration, with exactly its `upload.headers`, then call complete again.";
+    /// The uploaded object is not the content sealed under the blob's key.
+    ContentNotSealed = 3057, 400, Project, "Blob content not sealed under its key",
+        cause: "The object uploaded to the pre-signed target does not open under the blob's content key (`upload.sealing.key`): it was sent unsealed, sealed under another key, cut short or changed (§9, docs/security.md). The object was deleted; the blob stays pending until its window closes.",
+        fix: "Seal the file as `upload.sealing` describes (agentbus-chunked-v1: 1 MiB pieces, XChaCha20-Poly1305, nonce = piece index and a last-piece flag) and PUT it again, or let `agentbus … --attach` do it.";
 
     /// No agent has this address or id.
     UnknownAgent = 4001, 404, Spec, "Unknown agent",

@@ -14,8 +14,10 @@
 //! - [`task`]: the §6 state machine and timers; [`frame`]: §13.1 framing for harnesses.
 //! - [`cloudevents`]: the lossless projection to CloudEvents-valid attribute names.
 //! - [`text`]: foreign text made safe for a terminal or a shell command line.
+//! - [`blobseal`]: blob content sealed in chunks, as it rests on disk or in an object store (§9).
 
 pub mod address;
+pub mod blobseal;
 pub mod cloudevents;
 pub mod envelope;
 pub mod errors;

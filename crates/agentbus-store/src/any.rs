@@ -103,7 +103,9 @@ dispatch! {
     fn blob(&self, id: &str) -> Option<BlobRow>;
     fn complete_blob(&self, id: &str) -> ();
     fn blob_party(&self, blob_id: &str, agent_id: &str) -> bool;
-    fn blob_bytes(&self, tenant_id: &str, now: i64) -> u64;
+    fn blob_bytes(&self, tenant_id: &str, now: i64, pending_since: i64) -> u64;
+    fn due_blobs(&self, now: i64, pending_since: i64, limit: usize) -> Vec<BlobRow>;
+    fn purge_blob(&self, id: &str, now: i64, pending_since: i64) -> bool;
     fn blob_workspaces(&self, blob_id: &str) -> Vec<String>;
     fn usage(&self, f: UsageFilter) -> Vec<UsageTotal>;
     fn create_console_session(&self, s: ConsoleSessionRow) -> ();

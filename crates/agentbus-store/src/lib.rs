@@ -305,7 +305,7 @@ pub trait Store: Send + Sync + 'static {
     fn create_blob(&self, b: BlobRow) -> impl Future<Output = StoreResult<()>> + Send;
     /// A blob.
     fn blob(&self, id: &str) -> impl Future<Output = StoreResult<Option<BlobRow>>> + Send;
-    /// Marks a blob's content uploaded and verified.
+    /// Marks a blob's content uploaded and verified; `NotFound` when it is unknown or purged.
     fn complete_blob(&self, id: &str) -> impl Future<Output = StoreResult<()>> + Send;
     /// Whether `agent_id` is a party of a message referencing the blob.
     fn blob_party(
@@ -313,12 +313,30 @@ pub trait Store: Send + Sync + 'static {
         blob_id: &str,
         agent_id: &str,
     ) -> impl Future<Output = StoreResult<bool>> + Send;
-    /// Bytes of a tenant's blobs, pending or complete, not yet expired at `now`.
+    /// Bytes of a tenant's live blobs: complete ones not yet expired at `now`, and pending ones
+    /// registered after `pending_since` (still inside their upload window).
     fn blob_bytes(
         &self,
         tenant_id: &str,
         now: i64,
+        pending_since: i64,
     ) -> impl Future<Output = StoreResult<u64>> + Send;
+    /// Up to `limit` blobs whose content is due for deletion and not yet purged: complete ones
+    /// expired at `now`, pending ones registered at or before `pending_since`.
+    fn due_blobs(
+        &self,
+        now: i64,
+        pending_since: i64,
+        limit: usize,
+    ) -> impl Future<Output = StoreResult<Vec<BlobRow>>> + Send;
+    /// Marks a blob purged if it is still due (by the rule of [`Store::due_blobs`]); whether it
+    /// was. A blob completed meanwhile is not due, so its content is never deleted under it.
+    fn purge_blob(
+        &self,
+        id: &str,
+        now: i64,
+        pending_since: i64,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
     /// The workspaces of the agents a blob concerns: its uploader, and the senders and recipients
     /// of every message referencing it.
     fn blob_workspaces(

@@ -547,6 +547,10 @@ fn cases(method: &str, path: &str) -> Option<Vec<Probe>> {
             "overwrite the victim's blob",
             blob_path(M::PUT, "/content"),
         )],
+        ("post", "/v1/blobs/{id}/complete") => vec![Compare(
+            "complete the victim's blob",
+            blob_path(M::POST, "/complete"),
+        )],
         ("post", "/v1/tenants") => vec![Alone(
             "create a tenant",
             Box::new(|w, a, _| {

@@ -16,6 +16,7 @@ mod policy;
 mod publish;
 mod receipts;
 mod roles;
+mod s3;
 mod service;
 mod settings;
 mod support;

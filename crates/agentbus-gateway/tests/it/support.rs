@@ -352,25 +352,127 @@ impl Harness {
     }
 
     /// Registers and uploads a blob; returns its metadata.
+    /// Registers and uploads `bytes` through whichever target the gateway answers with (§9), as
+    /// a sidecar does: the inline PUT, or the sealed pre-signed PUT then `complete`.
     pub async fn upload(&self, a: &Agent, name: &str, bytes: &[u8]) -> Value {
         use sha2::Digest as _;
         let sha = hex::encode(sha2::Sha256::digest(bytes));
         let (s, b) = self.post("/v1/blobs", &a.token, json!({"name": name, "media_type": "text/plain", "size": bytes.len(), "sha256": sha})).await;
         assert_eq!(s, 201, "{b}");
-        let resp = self
-            .http
-            .put(format!(
-                "{}/v1/blobs/{}/content",
-                self.url,
-                b["id"].as_str().unwrap()
-            ))
-            .bearer_auth(&a.token)
-            .body(bytes.to_vec())
-            .send()
+        let (s, v) = self.put_content(a, &b, bytes).await;
+        assert_eq!(s, 200, "{v}");
+        v
+    }
+
+    /// Puts `bytes` to the upload target of registration `reg` (sealed for a pre-signed one, then
+    /// completed): the status and body of the gateway's last answer.
+    pub async fn put_content(&self, a: &Agent, reg: &Value, bytes: &[u8]) -> (u16, Value) {
+        let up = &reg["upload"];
+        let url = up["url"].as_str().unwrap();
+        if url.starts_with('/') {
+            let resp = self
+                .http
+                .put(format!("{}{url}", self.url))
+                .bearer_auth(&a.token)
+                .body(bytes.to_vec())
+                .send()
+                .await
+                .unwrap();
+            return (resp.status().as_u16(), resp.json().await.unwrap());
+        }
+        let sealed = sealing_key(&up["sealing"]).seal(bytes);
+        self.put_presigned(url, sealed).await;
+        self.complete(a, reg).await
+    }
+
+    /// A PUT of `body` to a pre-signed URL; its status.
+    pub async fn put_presigned(&self, url: &str, body: Vec<u8>) -> u16 {
+        let r = self.http.put(url).body(body).send().await.unwrap();
+        r.status().as_u16()
+    }
+
+    /// `POST /v1/blobs/{id}/complete` for registration `reg`.
+    pub async fn complete(&self, a: &Agent, reg: &Value) -> (u16, Value) {
+        let id = reg["id"].as_str().unwrap();
+        self.post(&format!("/v1/blobs/{id}/complete"), &a.token, json!({}))
             .await
-            .unwrap();
-        assert_eq!(resp.status().as_u16(), 200);
-        resp.json().await.unwrap()
+    }
+
+    /// Downloads blob `id` as `a` through the target `GET /v1/blobs/{id}` names: the status and
+    /// the plaintext (opened with the blob's key for a pre-signed GET).
+    pub async fn download(&self, a: &Agent, id: &str) -> (u16, Vec<u8>) {
+        let (s, meta) = self.get(&format!("/v1/blobs/{id}"), &a.token).await;
+        if s != 200 {
+            return (s, meta.to_string().into_bytes());
+        }
+        let url = meta["download"]["url"].as_str().unwrap();
+        if url.starts_with('/') {
+            let r = self
+                .http
+                .get(format!("{}{url}", self.url))
+                .bearer_auth(&a.token)
+                .send()
+                .await
+                .unwrap();
+            return (r.status().as_u16(), r.bytes().await.unwrap().to_vec());
+        }
+        let r = self.http.get(url).send().await.unwrap();
+        let status = r.status().as_u16();
+        let sealed = r.bytes().await.unwrap();
+        let size = meta["size"].as_u64().unwrap();
+        let plain = sealing_key(&meta["download"]["sealing"])
+            .open(&sealed, size)
+            .expect("the pre-signed download opens under the blob's key");
+        (status, plain)
+    }
+
+    /// Whether this gateway keeps blob content in an S3 bucket.
+    pub fn on_s3(&self) -> bool {
+        self.app.blobstore.presigns()
+    }
+}
+
+/// The content key a `sealing` object of the gateway's answers carries.
+pub fn sealing_key(sealing: &Value) -> agentbus_protocol::blobseal::ContentKey {
+    use base64::Engine as _;
+    assert_eq!(sealing["scheme"], agentbus_protocol::blobseal::SCHEME);
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(sealing["key"].as_str().unwrap())
+        .unwrap();
+    agentbus_protocol::blobseal::ContentKey::from_bytes(raw.try_into().unwrap())
+}
+
+/// Where blob content rests in a test: the data directory, or a bucket of the test S3 server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// Sealed files under `<data>/blobs`.
+    Inline,
+    /// A fresh bucket on the moto server, downloads pre-signed.
+    S3,
+    /// A fresh bucket, downloads through the gateway.
+    S3ViaGateway,
+}
+
+impl Harness {
+    /// A gateway whose blob content rests in `target`.
+    pub async fn start_target(target: Target) -> Harness {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("gw");
+        let mut h = match target {
+            Target::Inline => Harness::start_in(dir, None).await,
+            Target::S3 | Target::S3ViaGateway => {
+                let s3 = crate::s3::bucket(tmp.path()).await;
+                Harness::start_with(dir, |c| {
+                    s3.configure(c);
+                    if target == Target::S3ViaGateway {
+                        c.s3_download = agentbus_gateway::config::S3Download::Gateway;
+                    }
+                })
+                .await
+            }
+        };
+        h._tmp = Some(tmp);
+        h
     }
 }
 

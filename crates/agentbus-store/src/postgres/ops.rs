@@ -35,6 +35,11 @@ fn key_of(kind: &str, parts: &[&str]) -> String {
 /// redelivers, which at-least-once delivery allows (as SQLite's `synchronous=NORMAL` for them).
 const ASYNC_COMMIT: &str = "SET LOCAL synchronous_commit = off";
 
+/// A blob whose content is due for deletion, with `$1` the time and `$2` the start of the upload
+/// window: complete and expired, or pending and registered before the window (§9; SQLite's
+/// `BLOB_DUE`).
+const BLOB_DUE: &str = "(complete AND expires_at <= $1) OR (NOT complete AND created_at <= $2)";
+
 async fn recent_in(
     c: &impl GenericClient,
     tenant: &str,
@@ -1435,7 +1440,14 @@ impl Store for PgStore {
 
     async fn complete_blob(&self, id: &str) -> StoreResult<()> {
         let c = self.client().await?;
-        one_changed(exec(&c, "UPDATE blobs SET complete = true WHERE id = $1", &[&id]).await?)
+        one_changed(
+            exec(
+                &c,
+                "UPDATE blobs SET complete = true WHERE id = $1 AND NOT purged",
+                &[&id],
+            )
+            .await?,
+        )
     }
 
     async fn blob_party(&self, blob_id: &str, agent_id: &str) -> StoreResult<bool> {
@@ -1453,20 +1465,55 @@ impl Store for PgStore {
         )
     }
 
-    async fn blob_bytes(&self, tenant_id: &str, now: i64) -> StoreResult<u64> {
+    async fn blob_bytes(&self, tenant_id: &str, now: i64, pending_since: i64) -> StoreResult<u64> {
         let c = self.client().await?;
         // Summed as numeric (no overflow) and capped into a BIGINT.
         let n: i64 = get(
             &one(
                 &c,
-                "SELECT least(coalesce(sum(size), 0), 9223372036854775807)::bigint FROM blobs \
-                 WHERE tenant_id = $1 AND expires_at > $2",
-                &[&tenant_id, &now],
+                &format!(
+                    "SELECT least(coalesce(sum(size), 0), 9223372036854775807)::bigint FROM blobs \
+                     WHERE tenant_id = $3 AND NOT ({BLOB_DUE})"
+                ),
+                &[&now, &pending_since, &tenant_id],
             )
             .await?,
             0,
         )?;
         Ok(n.max(0) as u64)
+    }
+
+    async fn due_blobs(
+        &self,
+        now: i64,
+        pending_since: i64,
+        limit: usize,
+    ) -> StoreResult<Vec<BlobRow>> {
+        let c = self.client().await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        rows(
+            &c,
+            &format!(
+                "SELECT {BLOB_COLS} FROM blobs WHERE NOT purged AND ({BLOB_DUE}) \
+                 ORDER BY created_at LIMIT $3"
+            ),
+            &[&now, &pending_since, &limit],
+        )
+        .await?
+        .iter()
+        .map(blob)
+        .collect()
+    }
+
+    async fn purge_blob(&self, id: &str, now: i64, pending_since: i64) -> StoreResult<bool> {
+        let c = self.client().await?;
+        let n = exec(
+            &c,
+            &format!("UPDATE blobs SET purged = true WHERE id = $3 AND NOT purged AND ({BLOB_DUE})"),
+            &[&now, &pending_since, &id],
+        )
+        .await?;
+        Ok(n > 0)
     }
 
     async fn blob_workspaces(&self, blob_id: &str) -> StoreResult<Vec<String>> {

@@ -144,6 +144,12 @@ CREATE INDEX usage_day ON usage (tenant_id, day);
     r#"
 CREATE INDEX messages_sent ON messages (tenant_id, source_agent_id, seq) WHERE source_agent_id IS NOT NULL;
 "#,
+    // Blob lifecycle (issue 17; SQLite's migration 8): `purged` marks a blob whose content the
+    // reaper deleted; the row stays so reads answer "expired".
+    r#"
+ALTER TABLE blobs ADD COLUMN purged BOOLEAN NOT NULL DEFAULT false;
+CREATE INDEX blobs_live ON blobs (created_at) WHERE NOT purged;
+"#,
 ];
 
 /// The `schema_version` of a database with every migration applied.

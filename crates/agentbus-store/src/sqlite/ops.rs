@@ -83,6 +83,10 @@ fn key_row(r: &Row<'_>) -> rusqlite::Result<KeyRow> {
     })
 }
 
+/// A blob whose content is due for deletion, with `?1` the time and `?2` the start of the upload
+/// window: complete and expired, or pending and registered before the window (§9).
+const BLOB_DUE: &str = "(complete = 1 AND expires_at <= ?1) OR (complete = 0 AND created_at <= ?2)";
+
 fn blob_row(r: &Row<'_>) -> rusqlite::Result<BlobRow> {
     Ok(BlobRow {
         id: r.get(0)?,
@@ -1300,7 +1304,10 @@ impl Store for SqliteStore {
     async fn complete_blob(&self, id: &str) -> StoreResult<()> {
         let id = id.to_owned();
         self.write(move |tx| {
-            let n = tx.execute("UPDATE blobs SET complete = 1 WHERE id = ?1", [id])?;
+            let n = tx.execute(
+                "UPDATE blobs SET complete = 1 WHERE id = ?1 AND purged = 0",
+                [id],
+            )?;
             one_changed(n)
         })
         .await
@@ -1319,13 +1326,48 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn blob_bytes(&self, tenant_id: &str, now: i64) -> StoreResult<u64> {
+    async fn blob_bytes(&self, tenant_id: &str, now: i64, pending_since: i64) -> StoreResult<u64> {
         let t = tenant_id.to_owned();
         self.read(move |c| {
             let n: i64 = c
-                .prepare_cached("SELECT coalesce(sum(size), 0) FROM blobs WHERE tenant_id = ?1 AND expires_at > ?2")?
-                .query_row(params![t, now], |r| r.get(0))?;
+                .prepare_cached(&format!(
+                    "SELECT coalesce(sum(size), 0) FROM blobs WHERE tenant_id = ?3 AND NOT ({BLOB_DUE})"
+                ))?
+                .query_row(params![now, pending_since, t], |r| r.get(0))?;
             Ok(n.max(0) as u64)
+        })
+        .await
+    }
+
+    async fn due_blobs(
+        &self,
+        now: i64,
+        pending_since: i64,
+        limit: usize,
+    ) -> StoreResult<Vec<BlobRow>> {
+        self.read(move |c| {
+            let rows = c
+                .prepare_cached(&format!(
+                    "SELECT id, tenant_id, uploader_id, name, media_type, size, sha256, complete, created_at, expires_at \
+                     FROM blobs WHERE purged = 0 AND ({BLOB_DUE}) ORDER BY created_at LIMIT ?3"
+                ))?
+                .query_map(params![now, pending_since, limit as i64], blob_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn purge_blob(&self, id: &str, now: i64, pending_since: i64) -> StoreResult<bool> {
+        let id = id.to_owned();
+        self.write(move |tx| {
+            let n = tx.execute(
+                &format!(
+                    "UPDATE blobs SET purged = 1 WHERE id = ?3 AND purged = 0 AND ({BLOB_DUE})"
+                ),
+                params![now, pending_since, id],
+            )?;
+            Ok(n > 0)
         })
         .await
     }

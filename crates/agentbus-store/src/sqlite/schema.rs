@@ -156,6 +156,12 @@ CREATE INDEX tasks_recent ON tasks (tenant_id, created_at, id);
     r#"
 CREATE INDEX messages_sent ON messages (tenant_id, source_agent_id, seq) WHERE source_agent_id IS NOT NULL;
 "#,
+    // Blob lifecycle (issue 17): `purged` marks a blob whose content the reaper deleted (expired,
+    // or never completed within its upload window); the row stays so reads answer "expired".
+    r#"
+ALTER TABLE blobs ADD COLUMN purged INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX blobs_live ON blobs (created_at) WHERE purged = 0;
+"#,
 ];
 
 /// The `user_version` of a database with every migration applied.

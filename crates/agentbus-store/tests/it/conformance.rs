@@ -1144,12 +1144,27 @@ pub async fn store_blobs<S: Store + Clone>(store: S) {
         store.complete_blob("blb_x").await,
         Err(StoreError::NotFound)
     ));
-    assert_eq!(store.blob_bytes("ten_1", T0).await.unwrap(), 1024);
+    assert_eq!(store.blob_bytes("ten_1", T0, T0 - 1).await.unwrap(), 1024);
     assert_eq!(
-        store.blob_bytes("ten_1", T0 + 10).await.unwrap(),
+        store.blob_bytes("ten_1", T0 + 10, T0).await.unwrap(),
         1000,
-        "expired blobs do not count"
+        "a pending blob past its upload window does not count"
     );
+    // The reaper's view (issue 17): the pending blob past its window is due, the complete one
+    // is not; purging re-checks the rule, happens once, and a purged blob cannot complete.
+    let due = store.due_blobs(T0 + 10, T0, 10).await.unwrap();
+    assert_eq!(
+        due.iter().map(|b| b.id.as_str()).collect::<Vec<_>>(),
+        ["blb_2"]
+    );
+    assert!(!store.purge_blob("blb_1", T0 + 10, T0).await.unwrap());
+    assert!(store.purge_blob("blb_2", T0 + 10, T0).await.unwrap());
+    assert!(!store.purge_blob("blb_2", T0 + 10, T0).await.unwrap());
+    assert!(matches!(
+        store.complete_blob("blb_2").await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(store.due_blobs(T0 + 10, T0, 10).await.unwrap().is_empty());
     assert!(!store.blob_party("blb_1", "agt_b").await.unwrap());
     let mut m = msg("agt_a", "with-blob", &["agt_b"], T0);
     m.blob_refs = vec!["blb_1".into()];

@@ -178,6 +178,7 @@ fn start_error(e: StartError, data: &std::path::Path) -> CliError {
                 "start it with --unsafe-test-clock (tests only), or use another --data directory",
             )
         }
+        StartError::BlobStore(u) => CliError::new(ErrorKind::Config, msg).fix(u.fix),
         _ => CliError::new(ErrorKind::Config, msg).fix(format!(
             "check that {dir} is writable and holds this gateway's files"
         )),
