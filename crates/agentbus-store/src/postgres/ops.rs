@@ -1509,7 +1509,9 @@ impl Store for PgStore {
         let c = self.client().await?;
         let n = exec(
             &c,
-            &format!("UPDATE blobs SET purged = true WHERE id = $3 AND NOT purged AND ({BLOB_DUE})"),
+            &format!(
+                "UPDATE blobs SET purged = true WHERE id = $3 AND NOT purged AND ({BLOB_DUE})"
+            ),
             &[&now, &pending_since, &id],
         )
         .await?;

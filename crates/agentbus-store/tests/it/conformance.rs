@@ -1484,7 +1484,10 @@ pub async fn store_sent_messages_page_newest_first<S: Store + Clone>(store: S) {
         .await;
     }
     let ids = |rows: &[MessageRow]| rows.iter().map(|m| m.id.clone()).collect::<Vec<_>>();
-    let first = store.sent_messages("ten_1", "agt_a", None, 3).await.unwrap();
+    let first = store
+        .sent_messages("ten_1", "agt_a", None, 3)
+        .await
+        .unwrap();
     assert_eq!(ids(&first), ["m5", "m3", "m2"]);
     let rest = store
         .sent_messages("ten_1", "agt_a", Some(first[2].seq), 3)
