@@ -2,6 +2,8 @@
 
 use rusqlite::Connection;
 
+use crate::{StoreError, StoreResult};
+
 const MIGRATIONS: &[&str] = &[
     r#"
 CREATE TABLE tenants (
@@ -169,9 +171,17 @@ pub fn current_version() -> usize {
     MIGRATIONS.len()
 }
 
-/// Applies every migration newer than the database's `user_version`.
-pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+/// Applies every migration newer than the database's `user_version`; refuses a database that a
+/// newer build migrated past what this one knows, which it could only misread.
+pub fn migrate(conn: &mut Connection) -> StoreResult<()> {
     let current: usize = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if current > MIGRATIONS.len() {
+        return Err(StoreError::Backend(format!(
+            "the database schema is version {current}, newer than this build knows ({}); \
+             run the agentbus release that wrote it, or a newer one",
+            MIGRATIONS.len()
+        )));
+    }
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
         let t = conn.transaction()?;
         t.execute_batch(sql)?;
@@ -184,6 +194,24 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A database from a newer build is refused, and left as it was.
+    #[test]
+    fn a_schema_newer_than_this_build_is_refused() {
+        let mut c = Connection::open_in_memory().expect("memory database");
+        migrate(&mut c).expect("migrate");
+        c.pragma_update(None, "user_version", current_version() + 1)
+            .expect("version");
+        let err = migrate(&mut c).expect_err("a newer schema");
+        assert!(
+            err.to_string().contains("newer than this build knows"),
+            "{err}"
+        );
+        let v: usize = c
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .expect("version");
+        assert_eq!(v, current_version() + 1);
+    }
 
     /// A database from before roles were scoped: each tenant's first admin (the bootstrap admin)
     /// administers the tenant afterwards; other admins and members keep their roles.
