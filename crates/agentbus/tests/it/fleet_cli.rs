@@ -114,11 +114,11 @@ fn issue_14_every_surface_shows_the_msg_and_tsk_ids_and_every_verb_takes_them() 
         );
     }
 
-    // The session's frame: both ids, the worker's verbs, no `reply`.
-    let frame = reviewer.prompt("rev-1");
-    assert!(frame.contains(&format!("id=\\\"{request}\\\"")), "{frame}");
-    assert!(frame.contains(&format!("task=\\\"{task}\\\"")), "{frame}");
-    assert!(frame.contains(&format!("local_id=\\\"{lm}\\\"")), "{frame}");
+    // What the model is shown: both ids, the worker's verbs, no `reply`.
+    let frame = reviewer.model_context("rev-1");
+    assert!(frame.contains(&format!("id=\"{request}\"")), "{frame}");
+    assert!(frame.contains(&format!("task=\"{task}\"")), "{frame}");
+    assert!(frame.contains(&format!("local_id=\"{lm}\"")), "{frame}");
     assert!(
         frame.contains(&format!("accept {task}")) && !frame.contains(" reply "),
         "{frame}"
@@ -206,7 +206,7 @@ fn issue_14_wp_6_1_an_expired_or_accept_timed_out_request_is_shown_expired_not_f
     assert!(human.contains("LATE"), "{human}");
 
     // The session is shown both, marked, with no verb to act on either.
-    let frame = reviewer.prompt("rev-1");
+    let frame = reviewer.model_context("rev-1");
     assert!(
         frame.contains("expired=") && frame.contains("Warning: this request expired"),
         "{frame}"

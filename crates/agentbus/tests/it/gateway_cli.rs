@@ -1571,6 +1571,25 @@ impl Machine {
         String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).into_owned()
     }
 
+    /// What Claude Code puts in front of the model after this machine's hook ran for `session` on a
+    /// `UserPromptSubmit`: the hook's `hookSpecificOutput.additionalContext` (Claude Code's hooks
+    /// reference); empty when the hook answered nothing.
+    pub fn model_context(&self, session: &str) -> String {
+        let out = self.prompt(session);
+        if out.trim().is_empty() {
+            return String::new();
+        }
+        let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        assert_eq!(
+            doc["hookSpecificOutput"]["hookEventName"], "UserPromptSubmit",
+            "{doc}"
+        );
+        doc["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no additionalContext: {doc}"))
+            .to_owned()
+    }
+
     /// The delivery state of `id` to its one recipient, as `trace --json` reports it.
     fn delivery(&self, id: &str) -> Value {
         self.ok(&["--json", "trace", id])["delivery"]["recipients"][0].clone()
