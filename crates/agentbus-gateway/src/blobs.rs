@@ -43,6 +43,11 @@ impl From<StoreFailed> for ApiError {
     }
 }
 
+/// The content key of blob `b` under its tenant's data key (see [`content_key`]).
+async fn blob_key<S: Store>(app: &App<S>, b: &BlobRow) -> ApiResult<ContentKey> {
+    Ok(content_key(&app.tenant_key(&b.tenant_id).await?, b))
+}
+
 /// The content key of blob `b`: BLAKE3's key derivation over the tenant data key, the blob id
 /// and its declared sha256, so each blob has its own key (its chunk nonces are never reused
 /// under another blob's) and the gateway stores no key beside the tenant's.
@@ -158,7 +163,7 @@ pub async fn create<S: Store>(
     let mut out = blob_json(&app, &row).await?;
     out["upload"] = match presigned {
         Some(url) => {
-            let key = content_key(&app.tenant_key(&row.tenant_id).await?, &row);
+            let key = blob_key(&app, &row).await?;
             json!({
                 "method": "PUT",
                 "url": url,
@@ -244,7 +249,7 @@ pub async fn upload<S: Store>(
     }
     if !b.complete {
         open_window(&app, &b)?;
-        let key = content_key(&app.tenant_key(&b.tenant_id).await?, &b);
+        let key = blob_key(&app, &b).await?;
         app.blobstore.put(&b.id, key.seal(&body)).await?;
         mark_complete(&app, &b).await?;
     }
@@ -268,7 +273,7 @@ pub async fn get<S: Store>(
     };
     out["download"] = match presigned {
         Some(url) => {
-            let key = content_key(&app.tenant_key(&b.tenant_id).await?, &b);
+            let key = blob_key(&app, &b).await?;
             json!({
                 "method": "GET",
                 "url": url,
@@ -324,7 +329,7 @@ pub async fn complete<S: Store>(
                 format!("no content was uploaded for {} yet", b.id),
             ));
         };
-        let key = content_key(&app.tenant_key(&b.tenant_id).await?, &b);
+        let key = blob_key(&app, &b).await?;
         if let Err(e) = verify(key, &b, obj).await {
             app.blobstore.delete(&b.id).await?;
             return Err(e);
