@@ -86,6 +86,9 @@ pub struct App<S: Store> {
     pub policies: crate::policy::PolicyCache,
     /// Where blob content rests: files under the data directory, or an S3 bucket (§9).
     pub blobstore: crate::blobstore::BlobStore,
+    /// Whether other gateway processes share the store (PostgreSQL): then wake-ups and identity
+    /// changes are signalled to them as well ([`Store::signal`]).
+    pub peers: bool,
 }
 
 /// SHA-256 of a bearer token, the only form tokens are stored in.
@@ -133,6 +136,7 @@ impl<S: Store> App<S> {
             test_clock: None,
             policies: Default::default(),
             blobstore: crate::blobstore::BlobStore::Files(config_blobs),
+            peers: false,
         }
     }
 
@@ -235,10 +239,42 @@ impl<S: Store> App<S> {
         Ok(p)
     }
 
-    /// Forgets cached principals of an agent (after a delete or a card change).
+    /// Forgets cached principals of an agent (after a delete or a card change), here and on
+    /// the other replicas.
     pub fn forget_agent(&self, agent_id: &str) {
         if let Ok(mut m) = self.tokens.lock() {
             m.retain(|_, p| !matches!(p, Principal::Agent(a) if a.id == agent_id));
+        }
+        self.tell_peers(Signal::Identity);
+    }
+
+    /// Sends `s` to the other gateway processes on the store, if there are any, without waiting:
+    /// a signal is a hint (they poll as a fallback), so a publish never waits for one.
+    fn tell_peers(&self, s: Signal) {
+        if !self.peers {
+            return;
+        }
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            if let Err(e) = store.signal(s).await {
+                tracing::warn!(error = %e, "a signal to the other replicas was not sent");
+            }
+        });
+    }
+
+    /// Applies a signal another replica sent: wakes the inboxes it names, or forgets every
+    /// cached identity row; after a lost connection (signals may be missing) both, for all.
+    pub fn on_signal(&self, s: Signal) {
+        match s {
+            Signal::Inbox(ids) => self.wake_here(ids),
+            Signal::Identity => self.forget_identities(),
+            Signal::Resync => {
+                self.forget_identities();
+                let m = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
+                for n in m.values() {
+                    n.notify_waiters();
+                }
+            }
         }
     }
 
@@ -248,11 +284,23 @@ impl<S: Store> App<S> {
         m.entry(agent_id.to_owned()).or_default().clone()
     }
 
-    /// Wakes every long-poll and WebSocket waiting on these inboxes.
+    /// Wakes every long-poll and WebSocket waiting on these inboxes, here and on the other
+    /// replicas.
     pub fn wake(&self, agent_ids: impl IntoIterator<Item = impl AsRef<str>>) {
+        let ids: Vec<String> = agent_ids
+            .into_iter()
+            .map(|id| id.as_ref().to_owned())
+            .collect();
+        if self.peers {
+            self.tell_peers(Signal::Inbox(ids.clone()));
+        }
+        self.wake_here(ids);
+    }
+
+    fn wake_here(&self, agent_ids: Vec<String>) {
         let m = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
         for id in agent_ids {
-            if let Some(n) = m.get(id.as_ref()) {
+            if let Some(n) = m.get(&id) {
                 n.notify_waiters();
             }
         }
@@ -290,8 +338,14 @@ impl<S: Store> App<S> {
         self.directory.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Forgets every cached identity row; called after any identity write.
+    /// Forgets every cached identity row, here and on the other replicas; called after any
+    /// identity write.
     pub fn invalidate_directory(&self) {
+        self.forget_identities();
+        self.tell_peers(Signal::Identity);
+    }
+
+    fn forget_identities(&self) {
         *self.dir() = Directory::default();
         self.policies.clear();
         if let Ok(mut m) = self.tokens.lock() {

@@ -24,6 +24,8 @@ use object_store::{
 };
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
+use agentbus_store::Store as _;
+
 use crate::config::{Config, S3Download};
 
 /// How long a pre-signed URL is valid, and a pending blob's upload window (§9: 15 minutes).
@@ -53,6 +55,9 @@ pub struct StoreFailed(pub String);
 pub enum BlobStore {
     /// Sealed files under a directory of the gateway's data.
     Files(PathBuf),
+    /// Sealed content in the database (PostgreSQL without an object store), where every replica
+    /// reads what any of them wrote.
+    Database(agentbus_store::AnyStore),
     /// An S3-compatible bucket.
     S3(Arc<S3Target>),
 }
@@ -83,10 +88,19 @@ fn unusable(cause: impl Into<String>, fix: impl Into<String>) -> S3Unusable {
 
 impl BlobStore {
     /// The target `config` names: S3 when `s3_endpoint` is set, checked by putting and deleting a
-    /// probe object; otherwise files under `<data>/blobs`.
-    pub async fn open(config: &Config) -> Result<BlobStore, S3Unusable> {
+    /// probe object; otherwise files under `<data>/blobs` beside SQLite, or the database itself
+    /// when that is PostgreSQL (replicas share it; files under one replica's data they would not).
+    pub async fn open(
+        config: &Config,
+        store: &agentbus_store::AnyStore,
+    ) -> Result<BlobStore, S3Unusable> {
         if config.s3_endpoint.is_empty() {
-            return Ok(BlobStore::Files(config.data_dir.join("blobs")));
+            return Ok(match store {
+                agentbus_store::AnyStore::Sqlite(_) => {
+                    BlobStore::Files(config.data_dir.join("blobs"))
+                }
+                agentbus_store::AnyStore::Postgres(_) => BlobStore::Database(store.clone()),
+            });
         }
         for (value, name) in [
             (&config.s3_bucket, "s3_bucket (AGENTBUS_S3_BUCKET)"),
@@ -202,7 +216,7 @@ impl BlobStore {
     /// The largest sealed object this target takes in one upload.
     pub fn max_object(&self) -> u64 {
         match self {
-            BlobStore::Files(_) => u64::MAX,
+            BlobStore::Files(_) | BlobStore::Database(_) => u64::MAX,
             BlobStore::S3(_) => S3_PUT_MAX,
         }
     }
@@ -224,6 +238,10 @@ impl BlobStore {
                 .map_err(|e| StoreFailed(e.to_string()))?
                 .map_err(|e| StoreFailed(e.to_string()))
             }
+            BlobStore::Database(store) => store
+                .put_blob_content(id, sealed)
+                .await
+                .map_err(|e| StoreFailed(e.to_string())),
             BlobStore::S3(t) => t
                 .store
                 .put(&t.path(id), PutPayload::from(sealed))
@@ -253,6 +271,21 @@ impl BlobStore {
                 Ok(Some(Object {
                     len,
                     bytes: file_stream(f),
+                }))
+            }
+            BlobStore::Database(store) => {
+                let Some(sealed) = store
+                    .blob_content(id)
+                    .await
+                    .map_err(|e| StoreFailed(e.to_string()))?
+                else {
+                    return Ok(None);
+                };
+                let len = sealed.len() as u64;
+                let rest = Bytes::from(sealed).slice(offset.min(len) as usize..);
+                Ok(Some(Object {
+                    len,
+                    bytes: Box::pin(futures_util::stream::once(async move { Ok(rest) })),
                 }))
             }
             BlobStore::S3(t) => {
@@ -293,6 +326,8 @@ impl BlobStore {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
                 Err(e) => Err(StoreFailed(e.to_string())),
             },
+            // The purge that made it due deleted the content in the same transaction.
+            BlobStore::Database(_) => Ok(()),
             BlobStore::S3(t) => match t.store.delete(&t.path(id)).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
                 Err(e) => Err(StoreFailed(first_line(&e))),
@@ -323,7 +358,7 @@ impl BlobStore {
         id: &str,
     ) -> Result<Option<String>, StoreFailed> {
         match self {
-            BlobStore::Files(_) => Ok(None),
+            BlobStore::Files(_) | BlobStore::Database(_) => Ok(None),
             BlobStore::S3(t) => t
                 .store
                 .signed_url(method, &t.path(id), PRESIGN_VALID)

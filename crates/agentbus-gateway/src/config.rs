@@ -18,6 +18,12 @@ pub struct Config {
     pub listen: SocketAddr,
     /// The data directory (database, master key, blobs).
     pub data_dir: PathBuf,
+    /// The database: the SQLite file in `data_dir`, or a PostgreSQL database (`store`).
+    pub store: StoreSetting,
+    /// PostgreSQL connections one gateway process holds at most (`store_pool`).
+    pub store_pool: usize,
+    /// How long an operation waits for a free PostgreSQL connection before AB-9010 (`store_wait`).
+    pub store_wait: Duration,
     /// The base URL clients reach the gateway at, for documentation links in error bodies.
     pub public_url: String,
     /// Accepted clock skew of `time`, seconds (§3.2: 300).
@@ -98,6 +104,9 @@ impl Config {
         let mut c = Config {
             listen,
             data_dir,
+            store: StoreSetting::Sqlite,
+            store_pool: 0,
+            store_wait: Duration::ZERO,
             public_url: format!("http://{listen}"),
             max_skew_s: 0,
             replay_window_s: 0,
@@ -261,12 +270,56 @@ pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::ne
     7700,
 ));
 
-/// Names reserved for settings other branches add (PostgreSQL's store): a value given for one is
-/// refused rather than ignored, so nobody believes it took effect.
-pub const RESERVED: &[(&str, &str)] = &[(
-    "store",
-    "the PostgreSQL store (`--store`, `AGENTBUS_STORE`)",
-)];
+/// Where the gateway keeps its data (`store`, `AGENTBUS_STORE`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreSetting {
+    /// The embedded SQLite file `agentbus.db` in the data directory: one gateway process.
+    Sqlite,
+    /// A PostgreSQL database (`postgres://user:password@host:port/db`) several replicas share.
+    Postgres(String),
+}
+
+/// Shown with the password, if the URL has one, replaced by `***`: `--print-config` and logs
+/// never carry it.
+impl std::fmt::Display for StoreSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreSetting::Sqlite => f.write_str("sqlite"),
+            StoreSetting::Postgres(url) => f.write_str(&redact_password(url)),
+        }
+    }
+}
+
+/// `url` with the password of its user part, if any, as `***`.
+fn redact_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((user, host)) if user.contains(':') => {
+            let name = user.split(':').next().unwrap_or_default();
+            format!("{scheme}://{name}:***@{host}{tail}")
+        }
+        _ => url.to_owned(),
+    }
+}
+
+fn store_setting(r: &Raw) -> Result<StoreSetting, Bad> {
+    let s = text(r)?;
+    let s = s.trim();
+    if s.is_empty() || s == "sqlite" {
+        return Ok(StoreSetting::Sqlite);
+    }
+    agentbus_store::PgStore::check_url(s).map_err(|cause| {
+        bad(
+            cause,
+            "write sqlite, or a URL such as postgres://agentbus:PASSWORD@db.example.com:5432/agentbus",
+        )
+    })?;
+    Ok(StoreSetting::Postgres(s.to_owned()))
+}
 
 /// Where parties of a blob in the S3 store download it from (`AGENTBUS_S3_DOWNLOAD`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -713,6 +766,39 @@ pub static SETTINGS: &[Setting] = &[
         help: "The data directory: database, keys and blobs.",
         reason: "The XDG base directory convention for a user's application data.",
         field: field!(dir data_dir),
+    },
+    Setting {
+        name: "store",
+        flag: "store",
+        env: Some("AGENTBUS_STORE"),
+        value_name: "URL",
+        default: "sqlite",
+        default_doc: "",
+        help: "The database: `sqlite` (the file `agentbus.db` in `data`) or a `postgres://` URL of a database several replicas share (docs/deploy.md). Its schema is migrated at start; a newer one is refused.",
+        reason: "An embedded file needs no server and is durable and fast on one machine; PostgreSQL is for more than one gateway process.",
+        field: field!(parsed store, store_setting),
+    },
+    Setting {
+        name: "store_pool",
+        flag: "store-pool",
+        env: Some("AGENTBUS_STORE_POOL"),
+        value_name: "N",
+        default: "16",
+        default_doc: "",
+        help: "PostgreSQL connections this process holds at most (one more is held for replica signals).",
+        reason: "Enough for the publishes two cores verify at once with room for long-polls' leases; PostgreSQL's default `max_connections` of 100 fits several replicas.",
+        field: field!(whole store_pool, 1, 1000),
+    },
+    Setting {
+        name: "store_wait",
+        flag: "store-wait",
+        env: Some("AGENTBUS_STORE_WAIT"),
+        value_name: "DURATION",
+        default: "5s",
+        default_doc: "",
+        help: "How long a request waits for a free PostgreSQL connection; then it is answered AB-9010 (503, retry).",
+        reason: "Longer than any healthy operation queues, shorter than a client's timeout: a pool that ran dry answers rather than hangs.",
+        field: field!(time store_wait, Duration::from_millis(10), Duration::from_secs(120)),
     },
     Setting {
         name: "public_url",
@@ -1253,21 +1339,8 @@ fn nearest(name: &str) -> Option<&'static str> {
         .map(|(_, n)| n)
 }
 
-fn reserved(name: &str) -> Option<&'static str> {
-    RESERVED
-        .iter()
-        .find(|(prefix, _)| {
-            if prefix.ends_with('_') {
-                name.starts_with(prefix)
-            } else {
-                name == *prefix
-            }
-        })
-        .map(|(_, what)| *what)
-}
-
 /// Resolves every setting from `sources` (flag > environment > file > default) and checks it;
-/// every bad value, unknown file key or reserved name is one error.
+/// every bad value or unknown file key is one error.
 pub fn resolve(sources: &Sources) -> Result<Resolved, Vec<SettingError>> {
     let mut errors = Vec::new();
     let file = match &sources.file {
@@ -1280,13 +1353,7 @@ pub fn resolve(sources: &Sources) -> Result<Resolved, Vec<SettingError>> {
     let file_path = sources.file.clone().unwrap_or_default();
     for key in file.keys() {
         let known = setting(key);
-        if let Some(what) = reserved(key) {
-            errors.push(SettingError {
-                what: format!("{key} in {}", file_path.display()),
-                cause: format!("reserved for {what}, which this gateway does not have yet"),
-                fix: "remove the line".into(),
-            });
-        } else if known.is_none() {
+        if known.is_none() {
             errors.push(SettingError {
                 what: format!("{key} in {}", file_path.display()),
                 cause: "not a setting".into(),
@@ -1302,27 +1369,6 @@ pub fn resolve(sources: &Sources) -> Result<Resolved, Vec<SettingError>> {
                 fix: known
                     .map(|s| format!("remove the line; pass --{} when it is meant", s.flag))
                     .unwrap_or_default(),
-            });
-        }
-    }
-    for (name, value) in &sources.flags {
-        if let Some(what) = reserved(name) {
-            errors.push(SettingError {
-                what: format!("--{} {value}", name.replace('_', "-")),
-                cause: format!("reserved for {what}, which this gateway does not have yet"),
-                fix: "leave the flag out".into(),
-            });
-        }
-    }
-    for (name, value) in &sources.env {
-        let Some(rest) = name.strip_prefix("AGENTBUS_") else {
-            continue;
-        };
-        if let Some(what) = reserved(&rest.to_ascii_lowercase()) {
-            errors.push(SettingError {
-                what: format!("{name}={value}"),
-                cause: format!("reserved for {what}, which this gateway does not have yet"),
-                fix: format!("unset {name}"),
             });
         }
     }
@@ -1350,6 +1396,11 @@ pub fn resolve(sources: &Sources) -> Result<Resolved, Vec<SettingError>> {
             continue;
         };
         if let Err(b) = (s.field.0)(&mut config, &raw) {
+            // A refused database URL is echoed without its password.
+            let raw = match &raw {
+                Raw::Text(t) if s.name == "store" => Raw::Text(redact_password(t)),
+                other => other.clone(),
+            };
             errors.push(SettingError {
                 what: match &origin {
                     Origin::Flag(f) => format!("--{f} {raw}"),
@@ -1400,8 +1451,8 @@ pub fn render_markdown() -> String {
          `AGENTBUS_BLOB_INLINE_MAX` and `AGENTBUS_BLOB_TTL` are the names the wire protocol gives (§9). \
          The `s3_*` settings (`AGENTBUS_S3_*`, §9) move blob content to an S3-compatible store; \
          docs/api.md describes the upload and download targets, docs/security.md how content stays \
-         sealed. Reserved for a backend to come, and refused until then so that nobody believes it took \
-         effect: `store` (`--store`, `AGENTBUS_STORE`, the PostgreSQL store).\n\n\
+         sealed. The `store*` settings choose the database: the embedded SQLite file, or a \
+         PostgreSQL database several replicas share (docs/deploy.md).\n\n\
          | setting | flag | environment | default | what it sets | why this default |\n\
          |---|---|---|---|---|---|\n",
     );
@@ -1488,7 +1539,6 @@ mod tests {
             if let Some(e) = s.env {
                 assert_eq!(e, format!("AGENTBUS_{}", s.name.to_ascii_uppercase()));
             }
-            assert!(reserved(s.name).is_none(), "{} is reserved", s.name);
         }
     }
 

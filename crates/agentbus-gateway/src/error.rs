@@ -74,6 +74,15 @@ impl From<StoreError> for ApiError {
                 ApiError::new(Code::NameTaken, format!("{what} is already taken"))
             }
             StoreError::Limit(what) => ApiError::new(Code::KeyLimit, what),
+            StoreError::Busy(msg) => {
+                tracing::warn!(error = %msg, "store busy");
+                let mut e = ApiError::new(
+                    Code::StoreBusy,
+                    "every database connection of this gateway stayed busy; nothing was stored",
+                );
+                e.retry_after = Some(1);
+                e
+            }
             StoreError::Backend(msg) => {
                 tracing::error!(error = %msg, "storage failure");
                 ApiError::new(

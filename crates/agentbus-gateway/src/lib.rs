@@ -44,7 +44,9 @@ use agentbus_protocol::Code;
 use agentbus_protocol::ids::IdKind;
 use agentbus_protocol::signing::SigningKey;
 use agentbus_runtime::{Clock, keyfile};
-use agentbus_store::{SqliteStore, Store, TokenRow, TokenSubject};
+use agentbus_store::{
+    AnyStore, PgOptions, PgStore, Signal, SqliteStore, Store, TokenRow, TokenSubject,
+};
 
 pub use app::App;
 pub use config::Config;
@@ -265,10 +267,10 @@ async fn with_request_id(base: String, req: Request, next: Next) -> Response {
     resp
 }
 
-/// A gateway on an embedded SQLite store, ready to serve.
+/// A gateway on its store (the embedded SQLite file, or PostgreSQL), ready to serve.
 pub struct Gateway {
     /// The shared state.
-    pub app: Arc<App<SqliteStore>>,
+    pub app: Arc<App<AnyStore>>,
     /// Set on the first start of a data directory: the operator's and the first admin's
     /// credentials, to show once.
     pub bootstrap: Option<Bootstrap>,
@@ -277,6 +279,8 @@ pub struct Gateway {
     /// The data directory's lock, held while this gateway lives: a second gateway, or
     /// `admin-token`, on the same directory is refused.
     _lock: std::fs::File,
+    /// The task applying the other replicas' signals (PostgreSQL only); stopped with the gateway.
+    signals: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// Why the gateway could not start (or `admin-token` could not run).
@@ -305,6 +309,20 @@ pub enum StartError {
     /// The store refused to open.
     #[error("store: {0}")]
     Store(#[from] agentbus_store::StoreError),
+    /// The PostgreSQL database could not be used (`store`): its cause and the fix.
+    #[error("{cause}")]
+    Database {
+        /// What went wrong, in a line.
+        cause: String,
+        /// What to do about it.
+        fix: String,
+        /// Whether the server could not be reached at all (as opposed to refusing us).
+        unreachable: bool,
+    },
+    /// The master key does not open the tenant keys in the database: another replica's database
+    /// with this data directory's own key (docs/deploy.md).
+    #[error("master.key in {0} does not open the tenant keys stored in the database")]
+    MasterKeyMismatch(String),
     /// Bootstrap failed.
     #[error("bootstrap: {0}")]
     Bootstrap(String),
@@ -391,7 +409,7 @@ impl Gateway {
         // Decided before anything is created, so a refusal leaves the directory as it was.
         let test_clock = testclock::check(&dir, config.unsafe_test_clock)?;
         let lock = lock_data_dir(&dir)?;
-        let store = SqliteStore::open(&dir.join("agentbus.db"))?;
+        let store = open_store(&config).await?;
         let master = load_or_create_key(&dir.join("master.key"))?;
         let master = DataKey::from_bytes(master.seed());
         let gateway_key = load_or_create_key(&dir.join("gateway.key"))?;
@@ -414,19 +432,44 @@ impl Gateway {
             }
             None => clock,
         };
-        let blobstore = blobstore::BlobStore::open(&config).await?;
+        let blobstore = blobstore::BlobStore::open(&config, &store).await?;
+        let signals = store.signals();
         let mut app = App::new(store, clock, config, master, gateway_key, gateway_key_id);
         app.test_clock = test_clock;
         app.blobstore = blobstore;
+        app.peers = signals.is_some();
         let app = Arc::new(app);
-        let bootstrap = identity::bootstrap(&app, "default", "default")
-            .await
-            .map_err(|e| StartError::Bootstrap(e.message))?;
+        // Replicas share one database and so must share one master key.
+        if app.peers
+            && let Some(t) = app.store.tenants().await?.first()
+            && app.tenant_key(&t.id).await.is_err()
+        {
+            return Err(StartError::MasterKeyMismatch(dir.display().to_string()));
+        }
+        let bootstrap = match identity::bootstrap(&app, "default", "default").await {
+            Ok(b) => b,
+            // Another replica starting at the same moment bootstrapped first: join it.
+            Err(_) if app.peers && !app.store.tenants().await?.is_empty() => {
+                identity::bootstrap(&app, "default", "default")
+                    .await
+                    .map_err(|e| StartError::Bootstrap(e.message))?
+            }
+            Err(e) => return Err(StartError::Bootstrap(e.message)),
+        };
+        let signals = signals.map(|mut rx| {
+            let app = app.clone();
+            tokio::spawn(async move {
+                while let Some(s) = rx.recv().await {
+                    app.on_signal(s);
+                }
+            })
+        });
         Ok(Gateway {
             app,
             bootstrap,
             mounted: None,
             _lock: lock,
+            signals,
         })
     }
 
@@ -490,8 +533,55 @@ impl Gateway {
         if let Some(r) = reaper {
             r.abort();
         }
+        if let Some(s) = &self.signals {
+            s.abort();
+        }
         Ok(())
     }
+}
+
+/// Opens the store `config` names: the SQLite file in the data directory, or the PostgreSQL
+/// database (migrated, its durability checked), with a cause and fix for each way that fails.
+pub async fn open_store(config: &Config) -> Result<AnyStore, StartError> {
+    match &config.store {
+        config::StoreSetting::Sqlite => Ok(AnyStore::Sqlite(SqliteStore::open(
+            &config.data_dir.join("agentbus.db"),
+        )?)),
+        config::StoreSetting::Postgres(url) => {
+            let opts = PgOptions {
+                max_connections: config.store_pool,
+                wait: config.store_wait,
+                ..PgOptions::default()
+            };
+            PgStore::open_with(url, opts)
+                .await
+                .map(AnyStore::Postgres)
+                .map_err(|e| {
+                    let f = agentbus_store::postgres::open_failure(&e);
+                    StartError::Database {
+                        cause: f.cause,
+                        fix: f.fix,
+                        unreachable: f.unreachable,
+                    }
+                })
+        }
+    }
+}
+
+/// Applies the migrations the store `config` names lacks, and answers its backend and the
+/// schema version it is at now (`agentbus gateway migrate`). Replicas migrate at start anyway;
+/// this lets an operator do it first, alone, before rolling a new release out.
+pub async fn migrate(config: &Config) -> Result<(&'static str, i64), StartError> {
+    let _lock = match config.store {
+        config::StoreSetting::Sqlite => Some(lock_data_dir(&config.data_dir)?),
+        config::StoreSetting::Postgres(_) => None,
+    };
+    let store = open_store(config).await?;
+    let version = match store {
+        AnyStore::Sqlite(_) => agentbus_store::sqlite::current_version() as i64,
+        AnyStore::Postgres(_) => agentbus_store::postgres::current_version(),
+    };
+    Ok((store.backend(), version))
 }
 
 /// The admin whose token `admin-token` reissues: the gateway operator, or else the first user
@@ -526,18 +616,24 @@ pub struct AdminToken {
 }
 
 /// Issues a new integration token for the gateway's first tenant admin (or, with `operator`, the
-/// gateway operator) and revokes its others, offline: refused while a gateway holds the data
-/// directory (a running gateway keeps tokens cached).
+/// gateway operator) and revokes its others. On SQLite, offline: refused while a gateway holds
+/// the data directory (a running gateway keeps tokens cached). On PostgreSQL, while replicas
+/// run: they are told to drop their cached tokens ([`Signal::Identity`]).
 pub async fn reissue_admin_token(
-    data_dir: &Path,
+    config: &Config,
     operator: bool,
 ) -> Result<AdminToken, StartError> {
-    let db = data_dir.join("agentbus.db");
-    if !db.exists() {
-        return Err(StartError::NoData(data_dir.display().to_string()));
-    }
-    let _lock = lock_data_dir(data_dir)?;
-    let store = SqliteStore::open(&db)?;
+    let data_dir = &config.data_dir;
+    let (store, _lock) = match &config.store {
+        config::StoreSetting::Sqlite => {
+            if !data_dir.join("agentbus.db").exists() {
+                return Err(StartError::NoData(data_dir.display().to_string()));
+            }
+            let lock = lock_data_dir(data_dir)?;
+            (open_store(config).await?, Some(lock))
+        }
+        config::StoreSetting::Postgres(_) => (open_store(config).await?, None),
+    };
     let admin = reissued(&store, operator).await?;
     let tenant = store
         .tenant(&admin.tenant_id)
@@ -557,6 +653,7 @@ pub async fn reissue_admin_token(
             created_at: agentbus_runtime::SystemClock.now().millis(),
         })
         .await?;
+    store.signal(Signal::Identity).await?;
     Ok(AdminToken {
         tenant,
         workspace,
@@ -565,16 +662,32 @@ pub async fn reissue_admin_token(
     })
 }
 
-/// Runs the reaper every `reaper_interval_ms` (none when 0: tests call `App::reap`).
+/// How long a replica's claim on the reaper lasts past its last pass: when it dies, another
+/// takes the sweeps over after this long at most.
+const REAPER_CLAIM_MS: i64 = 5_000;
+
+/// Runs the reaper every `reaper_interval_ms` (none when 0: tests call `App::reap`). With
+/// replicas on one database, a pass runs only on the replica that holds the reaper's claim
+/// ([`Store::claim_reaper`]), so timers and expiries fire once, not once per replica.
 pub fn spawn_reaper<S: Store>(app: Arc<App<S>>) -> Option<tokio::task::JoinHandle<()>> {
     let every = app.config.reaper_interval_ms;
     if every == 0 {
         return None;
     }
+    let me = app.mint(IdKind::Receipt);
+    let claim_ms = REAPER_CLAIM_MS.max(3 * every as i64);
     Some(tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_millis(every));
         loop {
             tick.tick().await;
+            match app.store.claim_reaper(&me, app.now(), claim_ms).await {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, "the reaper's claim could not be read");
+                    continue;
+                }
+            }
             if let Err(e) = app.reap().await {
                 tracing::warn!(code = %e.code, error = %e.message, "reaper pass failed");
             }

@@ -453,6 +453,10 @@ catalogue! {
     ShuttingDown = 9003, 503, Project, "Gateway shutting down",
         cause: "The gateway received SIGTERM or SIGINT: it finishes requests in flight and accepts no new work. WebSockets are closed with close code 1001 and this code as the reason.",
         fix: "Reconnect in a few seconds, to this gateway once it restarts or to another replica; retries of a publish with the same `id` are safe.";
+    /// Every database connection of the gateway was busy.
+    StoreBusy = 9010, 503, Project, "Store busy",
+        cause: "Every PostgreSQL connection of this gateway process stayed busy for `store_wait` (5 s by default): the database is slow or the pool (`store_pool`) is too small for the load. Nothing was stored for this request.",
+        fix: "Retry after the seconds in `Retry-After` with the same `id`; operators should check the database's load and raise `store_pool` within its `max_connections` (docs/deploy.md).";
 }
 
 impl Code {

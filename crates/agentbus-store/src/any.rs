@@ -21,6 +21,15 @@ impl AnyStore {
         }
     }
 
+    /// Signals from the other gateway processes on this store (never this one's own), for as
+    /// long as the receiver lives; none for a store only one process opens (SQLite).
+    pub fn signals(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<Signal>> {
+        match self {
+            AnyStore::Sqlite(_) => None,
+            AnyStore::Postgres(s) => Some(s.listen()),
+        }
+    }
+
     /// Which backend this is, for logs and readiness (`sqlite` or `postgres`).
     pub fn backend(&self) -> &'static str {
         match self {
@@ -119,4 +128,8 @@ dispatch! {
     fn record_receipts(&self, agent_id: &str, receipts: Vec<ShownReceipt>, now: i64) -> Vec<ReceiptOutcome>;
     fn delivery_states(&self, tenant_id: &str, source: &str, message_id: &str) -> Option<(MessageRow, Vec<DeliveryStateRow>)>;
     fn sent_messages(&self, tenant_id: &str, agent_id: &str, before_seq: Option<i64>, limit: u32) -> Vec<MessageRow>;
+    fn signal(&self, s: Signal) -> ();
+    fn claim_reaper(&self, holder: &str, now: i64, ttl_ms: i64) -> bool;
+    fn put_blob_content(&self, id: &str, sealed: Vec<u8>) -> ();
+    fn blob_content(&self, id: &str) -> Option<Vec<u8>>;
 }

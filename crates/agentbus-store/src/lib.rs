@@ -35,6 +35,10 @@ pub enum StoreError {
     /// The database failed; nothing of this operation was stored.
     #[error("storage failure: {0}")]
     Backend(String),
+    /// Every connection to the database was busy for longer than the store waits for one; nothing
+    /// of this operation was stored, and a retry after a moment may succeed.
+    #[error("storage busy: {0}")]
+    Busy(String),
 }
 
 impl From<rusqlite::Error> for StoreError {
@@ -46,8 +50,9 @@ impl From<rusqlite::Error> for StoreError {
 /// Result of a store operation.
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// Everything the gateway stores. Implementations must be safe to call concurrently.
-pub trait Store: Send + Sync + 'static {
+/// Everything the gateway stores. Implementations must be safe to call concurrently, and cheap
+/// to clone (a handle on shared connections).
+pub trait Store: Clone + Send + Sync + 'static {
     // Identity.
 
     /// Creates a tenant with its wrapped data key.
@@ -417,4 +422,41 @@ pub trait Store: Send + Sync + 'static {
         before_seq: Option<i64>,
         limit: u32,
     ) -> impl Future<Output = StoreResult<Vec<MessageRow>>> + Send;
+
+    // Several replicas (no-ops where the store has one process).
+
+    /// Tells the other gateway processes on this store what changed (PostgreSQL: `NOTIFY`, sent
+    /// after the change committed); a store with one process has nobody to tell. Best effort: a
+    /// lost signal delays the others (they poll as a fallback), it never loses a message.
+    fn signal(&self, s: Signal) -> impl Future<Output = StoreResult<()>> + Send;
+    /// Claims the reaper's turn for `holder` until `now + ttl_ms`: true when no other holder's
+    /// claim is current, so task timers and inbox expiries are swept by one replica at a time.
+    /// A store with one process always grants it.
+    fn claim_reaper(
+        &self,
+        holder: &str,
+        now: i64,
+        ttl_ms: i64,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
+    /// Stores a blob's sealed content in the database, where every replica reads it (inline
+    /// uploads without an object store); replaces what was there.
+    fn put_blob_content(
+        &self,
+        id: &str,
+        sealed: Vec<u8>,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+    /// A blob's sealed content stored by [`Store::put_blob_content`]; none once purged.
+    fn blob_content(&self, id: &str) -> impl Future<Output = StoreResult<Option<Vec<u8>>>> + Send;
+}
+
+/// What one gateway process tells the others sharing its store ([`Store::signal`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Signal {
+    /// Messages became deliverable in these agents' inboxes: wake their long-polls and sockets.
+    Inbox(Vec<String>),
+    /// An identity row changed (a token, a key, an agent, a tenant, a policy): drop cached ones.
+    Identity,
+    /// (Received only.) The connection signals arrive on was lost and made again: signals may
+    /// have been missed, so treat every inbox as woken and every cache as stale.
+    Resync,
 }

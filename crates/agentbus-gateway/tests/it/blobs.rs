@@ -47,6 +47,19 @@ async fn stored(h: &Harness) -> Vec<(String, Vec<u8>)> {
         .into_iter()
         .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
         .collect();
+    if crate::support::on_postgres() {
+        // The database's rows as text (message data included), and each blob content row as
+        // the bytes stored: `dump` shows bytea as hex, which would hide plain text.
+        let dump = h.app.store.dump().await.unwrap();
+        out.push(("postgres".into(), dump.join("\n").into_bytes()));
+        for id in database_blobs(h).await {
+            let bytes = agentbus_store::Store::blob_content(&h.app.store, &id)
+                .await
+                .unwrap()
+                .unwrap();
+            out.push((format!("postgres:blob_contents/{id}"), bytes));
+        }
+    }
     if h.on_s3() {
         let (url, bucket) = (&h.app.config.s3_endpoint, &h.app.config.s3_bucket);
         for key in crate::s3::keys(url, bucket).await {
@@ -57,6 +70,29 @@ async fn stored(h: &Harness) -> Vec<(String, Vec<u8>)> {
         }
     }
     out
+}
+
+/// The blobs whose content rests in the database (PostgreSQL without S3).
+async fn database_blobs(h: &Harness) -> Vec<String> {
+    h.app
+        .store
+        .dump()
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.strip_prefix("blob_contents: ("))
+        .filter_map(|l| l.split(',').next().map(str::to_owned))
+        .collect()
+}
+
+/// How many blobs' content the inline target holds: files under `<data>/blobs`, or rows of the
+/// database on PostgreSQL.
+async fn inline_contents(h: &Harness) -> usize {
+    if crate::support::on_postgres() {
+        database_blobs(h).await.len()
+    } else {
+        walk(&h.dir.join("blobs")).len()
+    }
 }
 
 /// The object keys of the test's bucket (empty for the inline target).
@@ -505,18 +541,21 @@ async fn wp_9_13_expiry_deletes_the_content_and_frees_the_quota(target: Target) 
     // Once the pending upload's window closed, its bytes are free again.
     h.clock.advance_secs(15 * 60);
     assert_eq!(h.post("/v1/blobs", &a.token, reg(10)).await.0, 201);
-    let files = |h: &Harness| walk(&h.dir.join("blobs")).len();
     let before = if h.on_s3() {
         objects(&h).await.len()
     } else {
-        files(&h)
+        inline_contents(&h).await
     };
     assert_eq!(before, 1);
     h.clock.advance_secs(30 * 86_400);
     h.app.reap().await.unwrap();
     assert!(objects(&h).await.is_empty());
     if !h.on_s3() {
-        assert_eq!(files(&h), 0, "the expired file is deleted");
+        assert_eq!(
+            inline_contents(&h).await,
+            0,
+            "the expired content is deleted"
+        );
     }
     let (s, v) = h.get(&format!("/v1/blobs/{id}"), &a.token).await;
     assert_eq!((s, code(&v).as_str()), (410, "AB-4009"));

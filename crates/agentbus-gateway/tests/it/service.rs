@@ -419,18 +419,14 @@ async fn readyz_reports_the_store_schema_and_shutdown() {
     let (s, v) = h.get("/healthz", "").await;
     assert_eq!((s, v["status"].as_str()), (200, Some("alive")));
     // As if a newer gateway had migrated the database further.
-    let db = rusqlite::Connection::open(h.dir.join("agentbus.db")).unwrap();
-    let version: i64 = db
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .unwrap();
-    db.pragma_update(None, "user_version", version + 1).unwrap();
+    bump_schema_version(&h, 1).await;
     let (s, v) = h.get("/readyz", "").await;
     assert_eq!(
         (s, v["error"]["code"].as_str()),
         (503, Some("AB-9001")),
         "{v}"
     );
-    db.pragma_update(None, "user_version", version).unwrap();
+    bump_schema_version(&h, -1).await;
     h.app.shutting_down.send_replace(true);
     let (s, v) = h.get("/readyz", "").await;
     assert_eq!(
@@ -438,6 +434,29 @@ async fn readyz_reports_the_store_schema_and_shutdown() {
         (503, Some("AB-9003")),
         "{v}"
     );
+}
+
+/// Moves the schema version recorded in the harness's database by `by`, behind the gateway.
+async fn bump_schema_version(h: &Harness, by: i64) {
+    match &h.app.config.store {
+        agentbus_gateway::config::StoreSetting::Sqlite => {
+            let db = rusqlite::Connection::open(h.dir.join("agentbus.db")).unwrap();
+            let version: i64 = db
+                .pragma_query_value(None, "user_version", |r| r.get(0))
+                .unwrap();
+            db.pragma_update(None, "user_version", version + by)
+                .unwrap();
+        }
+        agentbus_gateway::config::StoreSetting::Postgres(url) => {
+            let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            c.execute("UPDATE schema_version SET version = version + $1", &[&by])
+                .await
+                .unwrap();
+        }
+    }
 }
 
 type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>;

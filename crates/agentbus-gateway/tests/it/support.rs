@@ -4,12 +4,13 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use agentbus_gateway::config::StoreSetting;
 use agentbus_gateway::{Config, Gateway};
 use agentbus_protocol::ids::{Id, IdKind};
 use agentbus_protocol::signing::{SigningKey, sign_envelope};
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_runtime::{ManualClock, mint};
-use agentbus_store::SqliteStore;
+use agentbus_store::AnyStore;
 
 /// A running gateway.
 pub struct Harness {
@@ -19,12 +20,33 @@ pub struct Harness {
     /// The gateway operator's token.
     pub operator: String,
     pub clock: ManualClock,
-    pub app: Arc<agentbus_gateway::App<SqliteStore>>,
+    pub app: Arc<agentbus_gateway::App<AnyStore>>,
     pub http: reqwest::Client,
     pub dir: std::path::PathBuf,
     _tmp: Option<tempfile::TempDir>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Whether this run of the suite is on PostgreSQL (`AGENTBUS_TEST_STORE=postgres`).
+pub fn on_postgres() -> bool {
+    std::env::var("AGENTBUS_TEST_STORE").as_deref() == Ok("postgres")
+}
+
+/// The store of a gateway on `dir`: SQLite in it, or on PostgreSQL a database of the test
+/// cluster made for `dir` on its first start and found again on a restart (its URL is kept
+/// beside the directory).
+pub async fn store_for(dir: &std::path::Path) -> StoreSetting {
+    if !on_postgres() {
+        return StoreSetting::Sqlite;
+    }
+    let kept = dir.with_extension("pgurl");
+    if let Ok(url) = std::fs::read_to_string(&kept) {
+        return StoreSetting::Postgres(url);
+    }
+    let url = crate::pg::Cluster::shared().database().await;
+    std::fs::write(&kept, &url).unwrap();
+    StoreSetting::Postgres(url)
 }
 
 /// An agent with its credential and signing key.
@@ -72,6 +94,7 @@ impl Harness {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let mut config = Config::new(addr, dir.clone());
+        config.store = store_for(&dir).await;
         config.reaper_interval_ms = 0;
         config.visibility_timeout_s = 30;
         config.max_attempts = 3;

@@ -10,6 +10,7 @@
 //! checked when the store opens and `synchronous_commit` is set on every connection the pool
 //! makes, so a publish answers only after its commit is flushed.
 
+mod listen;
 mod ops;
 mod rows;
 mod schema;
@@ -51,6 +52,10 @@ impl Default for PgOptions {
 pub struct PgStore {
     pool: Pool,
     wait: Duration,
+    /// How to open the connection signals are listened on (outside the pool: it is held).
+    config: std::sync::Arc<tokio_postgres::Config>,
+    /// This process's name in the signals it sends, so it skips its own.
+    replica: String,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -77,7 +82,7 @@ impl PgStore {
             config.application_name("agentbus");
         }
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -104,6 +109,8 @@ impl PgStore {
         let store = PgStore {
             pool,
             wait: opts.wait,
+            config: std::sync::Arc::new(config),
+            replica: replica_name(),
         };
         let mut client = store.client().await?;
         let fsync = show(&client, "fsync").await?;
@@ -138,6 +145,15 @@ impl PgStore {
     }
 }
 
+/// A name for this store among the replicas: random (the standard library's per-process hash
+/// keys come from the OS's entropy), so two processes never share one.
+fn replica_name() -> String {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    format!("{:016x}", h.finish())
+}
+
 async fn show(client: &deadpool_postgres::Client, setting: &str) -> StoreResult<String> {
     let row = client.query_one(&format!("SHOW {setting}"), &[]).await?;
     Ok(row.try_get(0)?)
@@ -146,7 +162,7 @@ async fn show(client: &deadpool_postgres::Client, setting: &str) -> StoreResult<
 fn pool_error(e: deadpool_postgres::PoolError, wait: Duration) -> StoreError {
     use deadpool_postgres::PoolError;
     match e {
-        PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => StoreError::Backend(format!(
+        PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => StoreError::Busy(format!(
             "no PostgreSQL connection became free within {} ms (every pooled connection is busy)",
             wait.as_millis()
         )),
@@ -162,6 +178,13 @@ impl From<tokio_postgres::Error> for StoreError {
     fn from(e: tokio_postgres::Error) -> StoreError {
         // The server's own message says more than the client's summary ("db error").
         match e.as_db_error() {
+            // Text with a NUL character, which PostgreSQL cannot hold: no stored row has it,
+            // so a lookup by it finds nothing, as on SQLite (the gateway checks what it stores).
+            Some(db)
+                if db.code() == &tokio_postgres::error::SqlState::CHARACTER_NOT_IN_REPERTOIRE =>
+            {
+                StoreError::NotFound
+            }
             Some(db) => StoreError::Backend(format!(
                 "PostgreSQL: {} ({})",
                 db.message(),
@@ -206,5 +229,67 @@ impl PgStore {
         tokio_postgres::Config::from_str(url)
             .map(|_| ())
             .map_err(|e| format!("malformed PostgreSQL URL: {e}"))
+    }
+}
+
+/// Why [`PgStore::open`] failed, for a person starting a gateway: a line of cause, a fix, and
+/// whether the server was unreachable (a start may succeed later) or refused us (it will not).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenFailure {
+    /// What went wrong.
+    pub cause: String,
+    /// What to do about it.
+    pub fix: String,
+    /// The server could not be reached (refused, timed out, name unknown).
+    pub unreachable: bool,
+}
+
+/// Explains an error of [`PgStore::open`] (the SQLSTATE codes PostgreSQL answers, and this
+/// module's own refusals).
+pub fn open_failure(e: &StoreError) -> OpenFailure {
+    let cause = e.to_string().lines().next().unwrap_or_default().to_owned();
+    let has = |s: &str| cause.contains(s);
+    let (fix, unreachable) = if has("(28P01)") || has("(28000)") {
+        (
+            "check the user and password in --store (AGENTBUS_STORE), and pg_hba.conf's rule for this host",
+            false,
+        )
+    } else if has("(3D000)") {
+        (
+            "create the database first (createdb -O USER NAME), or name an existing one in --store",
+            false,
+        )
+    } else if has("newer than this build knows") {
+        (
+            "run the agentbus release that migrated this database, or a newer one",
+            false,
+        )
+    } else if has("durability check failed") {
+        (
+            "set fsync = on and synchronous_commit = on for this database (postgresql.conf or ALTER DATABASE … SET)",
+            false,
+        )
+    } else if has("malformed") {
+        (
+            "write a URL such as postgres://agentbus:PASSWORD@db.example.com:5432/agentbus",
+            false,
+        )
+    } else if matches!(e, StoreError::Backend(_))
+        && (has("connect") || has("did not answer") || has("timed out"))
+    {
+        (
+            "check that PostgreSQL runs at the host and port of --store and accepts TCP connections from this machine",
+            true,
+        )
+    } else {
+        (
+            "check the database named by --store (AGENTBUS_STORE) and the gateway log",
+            false,
+        )
+    };
+    OpenFailure {
+        cause,
+        fix: fix.to_owned(),
+        unreachable,
     }
 }

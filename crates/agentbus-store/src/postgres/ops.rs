@@ -1506,15 +1506,20 @@ impl Store for PgStore {
     }
 
     async fn purge_blob(&self, id: &str, now: i64, pending_since: i64) -> StoreResult<bool> {
-        let c = self.client().await?;
+        let mut c = self.client().await?;
+        let tx = c.transaction().await?;
         let n = exec(
-            &c,
+            &tx,
             &format!(
                 "UPDATE blobs SET purged = true WHERE id = $3 AND NOT purged AND ({BLOB_DUE})"
             ),
             &[&now, &pending_since, &id],
         )
         .await?;
+        if n > 0 {
+            exec(&tx, "DELETE FROM blob_contents WHERE blob_id = $1", &[&id]).await?;
+        }
+        tx.commit().await?;
         Ok(n > 0)
     }
 
@@ -1816,5 +1821,47 @@ impl Store for PgStore {
             out.push(d);
         }
         Ok(Some((message, out)))
+    }
+
+    async fn signal(&self, s: Signal) -> StoreResult<()> {
+        self.notify(s).await
+    }
+
+    async fn claim_reaper(&self, holder: &str, now: i64, ttl_ms: i64) -> StoreResult<bool> {
+        let c = self.client().await?;
+        // Granted when the row is new, is this holder's, or its claim ran out; the row's lock
+        // orders two replicas claiming at once, so one of them gets no row back.
+        Ok(c.query_opt(
+            "INSERT INTO reaper_claim (id, holder, until_ms) VALUES (1, $1, $2::bigint + $3::bigint) \
+             ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, until_ms = excluded.until_ms \
+             WHERE reaper_claim.holder = excluded.holder OR reaper_claim.until_ms < $2 RETURNING 1",
+            &[&holder, &now, &ttl_ms],
+        )
+        .await?
+        .is_some())
+    }
+
+    async fn put_blob_content(&self, id: &str, sealed: Vec<u8>) -> StoreResult<()> {
+        let c = self.client().await?;
+        exec(
+            &c,
+            "INSERT INTO blob_contents (blob_id, sealed) VALUES ($1, $2) \
+             ON CONFLICT (blob_id) DO UPDATE SET sealed = excluded.sealed",
+            &[&id, &sealed],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn blob_content(&self, id: &str) -> StoreResult<Option<Vec<u8>>> {
+        let c = self.client().await?;
+        opt(
+            &c,
+            "SELECT sealed FROM blob_contents WHERE blob_id = $1",
+            &[&id],
+        )
+        .await?
+        .map(|r| get(&r, 0))
+        .transpose()
     }
 }

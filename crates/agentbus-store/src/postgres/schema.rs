@@ -150,6 +150,13 @@ CREATE INDEX messages_sent ON messages (tenant_id, source_agent_id, seq) WHERE s
 ALTER TABLE blobs ADD COLUMN purged BOOLEAN NOT NULL DEFAULT false;
 CREATE INDEX blobs_live ON blobs (created_at) WHERE NOT purged;
 "#,
+    // Replicas (issue 16; SQLite's migration 9 has the content table alone): inline blob content
+    // in the database, where every replica reads it, and the reaper's claim, one row, so task
+    // timers and inbox expiries are swept by one replica at a time.
+    r#"
+CREATE TABLE blob_contents (blob_id TEXT COLLATE "C" PRIMARY KEY, sealed BYTEA NOT NULL);
+CREATE TABLE reaper_claim (id INT PRIMARY KEY CHECK (id = 1), holder TEXT COLLATE "C" NOT NULL, until_ms BIGINT NOT NULL);
+"#,
 ];
 
 /// The `schema_version` of a database with every migration applied.

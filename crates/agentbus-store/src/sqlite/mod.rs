@@ -13,6 +13,8 @@ mod ops;
 mod receipts;
 mod schema;
 
+pub use schema::current_version;
+
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::mpsc;

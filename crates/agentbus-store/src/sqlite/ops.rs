@@ -1367,6 +1367,9 @@ impl Store for SqliteStore {
                 ),
                 params![now, pending_since, id],
             )?;
+            if n > 0 {
+                tx.execute("DELETE FROM blob_contents WHERE blob_id = ?1", [&id])?;
+            }
             Ok(n > 0)
         })
         .await
@@ -1557,6 +1560,40 @@ impl Store for SqliteStore {
         self.write(move |tx| {
             let n = tx.execute("DELETE FROM console_sessions WHERE expires_at <= ?1", [now])?;
             Ok(n as u64)
+        })
+        .await
+    }
+
+    async fn signal(&self, _s: Signal) -> StoreResult<()> {
+        // One process holds the file (the data directory's lock): nobody else to tell.
+        Ok(())
+    }
+
+    async fn claim_reaper(&self, _holder: &str, _now: i64, _ttl_ms: i64) -> StoreResult<bool> {
+        Ok(true)
+    }
+
+    async fn put_blob_content(&self, id: &str, sealed: Vec<u8>) -> StoreResult<()> {
+        let id = id.to_owned();
+        self.write(move |tx| {
+            tx.execute(
+                "INSERT INTO blob_contents (blob_id, sealed) VALUES (?1, ?2) \
+                 ON CONFLICT (blob_id) DO UPDATE SET sealed = excluded.sealed",
+                params![id, sealed],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn blob_content(&self, id: &str) -> StoreResult<Option<Vec<u8>>> {
+        let id = id.to_owned();
+        self.read(move |c| {
+            Ok(
+                c.prepare_cached("SELECT sealed FROM blob_contents WHERE blob_id = ?1")?
+                    .query_row([id], |r| r.get(0))
+                    .optional()?,
+            )
         })
         .await
     }

@@ -164,6 +164,11 @@ CREATE INDEX messages_sent ON messages (tenant_id, source_agent_id, seq) WHERE s
 ALTER TABLE blobs ADD COLUMN purged INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX blobs_live ON blobs (created_at) WHERE purged = 0;
 "#,
+    // Sealed blob content kept in the database (issue 16: what replicas on PostgreSQL share; the
+    // SQLite gateway keeps its files, and the table stays empty unless a caller uses it).
+    r#"
+CREATE TABLE blob_contents (blob_id TEXT PRIMARY KEY, sealed BLOB NOT NULL);
+"#,
 ];
 
 /// The `user_version` of a database with every migration applied.

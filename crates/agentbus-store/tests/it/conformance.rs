@@ -1140,6 +1140,14 @@ pub async fn store_blobs<S: Store + Clone>(store: S) {
     assert_eq!(store.blob("blb_1").await.unwrap(), Some(b.clone()));
     store.complete_blob("blb_1").await.unwrap();
     assert!(store.blob("blb_1").await.unwrap().unwrap().complete);
+    // Content kept in the database (what replicas share): stored, replaced, read back.
+    assert_eq!(store.blob_content("blb_2").await.unwrap(), None);
+    store.put_blob_content("blb_2", vec![1; 8]).await.unwrap();
+    store.put_blob_content("blb_2", vec![2; 24]).await.unwrap();
+    assert_eq!(
+        store.blob_content("blb_2").await.unwrap(),
+        Some(vec![2; 24])
+    );
     assert!(matches!(
         store.complete_blob("blb_x").await,
         Err(StoreError::NotFound)
@@ -1159,6 +1167,11 @@ pub async fn store_blobs<S: Store + Clone>(store: S) {
     );
     assert!(!store.purge_blob("blb_1", T0 + 10, T0).await.unwrap());
     assert!(store.purge_blob("blb_2", T0 + 10, T0).await.unwrap());
+    assert_eq!(
+        store.blob_content("blb_2").await.unwrap(),
+        None,
+        "a purge deletes the content with it"
+    );
     assert!(!store.purge_blob("blb_2", T0 + 10, T0).await.unwrap());
     assert!(matches!(
         store.complete_blob("blb_2").await,

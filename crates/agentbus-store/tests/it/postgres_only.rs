@@ -130,7 +130,7 @@ async fn pg_a_dry_pool_answers_an_error_never_hangs() {
     while store.pool_status().1 > 0 {
         tokio::task::yield_now().await;
     }
-    let Err(StoreError::Backend(msg)) = store.pending_count("agt_b").await else {
+    let Err(StoreError::Busy(msg)) = store.pending_count("agt_b").await else {
         panic!("served")
     };
     assert!(
@@ -304,4 +304,78 @@ async fn pg_two_replicas_share_sequences_and_leases() {
         "no entry leased twice across replicas"
     );
     assert_eq!(unique, (1..=total).collect());
+}
+
+/// Issue 16 item 2: a signal one replica sends reaches the other (LISTEN/NOTIFY) and not itself;
+/// a large topic's wake-up is split under PostgreSQL's payload limit and arrives whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_signals_reach_the_other_replicas_and_not_the_sender() {
+    let url = Cluster::shared().database().await;
+    let a = PgStore::open(&url).await.unwrap();
+    let b = PgStore::open(&url).await.unwrap();
+    let mut at_a = a.listen();
+    let mut at_b = b.listen();
+    // Listening is set up by a task: signal until b hears, which proves the connection listens.
+    let heard = loop {
+        a.signal(Signal::Identity).await.unwrap();
+        if let Ok(Some(s)) = tokio::time::timeout(Duration::from_millis(100), at_b.recv()).await {
+            break s;
+        }
+    };
+    assert_eq!(heard, Signal::Identity);
+    let many: Vec<String> = (0..450).map(|i| format!("agt_{i:026}")).collect();
+    a.signal(Signal::Inbox(many.clone())).await.unwrap();
+    let mut got = Vec::new();
+    while got.len() < many.len() {
+        match at_b.recv().await.unwrap() {
+            Signal::Inbox(ids) => got.extend(ids),
+            Signal::Identity => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(got, many);
+    b.signal(Signal::Inbox(vec!["agt_x".into()])).await.unwrap();
+    assert_eq!(
+        at_a.recv().await.unwrap(),
+        Signal::Inbox(vec!["agt_x".into()])
+    );
+    // Nothing of a's own came back to a: the first thing it heard was b's.
+    assert!(at_a.try_recv().is_err());
+    println!("signals: identity, 450 ids in 3 notifications, one back");
+}
+
+/// Issue 16 item 2: the reaper's claim goes to one replica at a time, is renewed by its holder,
+/// and passes to another only once it ran out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_the_reaper_claim_is_held_by_one_replica_at_a_time() {
+    let url = Cluster::shared().database().await;
+    let (a, b) = (
+        PgStore::open(&url).await.unwrap(),
+        PgStore::open(&url).await.unwrap(),
+    );
+    let t0 = crate::fixtures::T0;
+    let (x, y) = tokio::join!(a.claim_reaper("a", t0, 1000), b.claim_reaper("b", t0, 1000));
+    assert!(
+        x.unwrap() ^ y.unwrap(),
+        "exactly one of two racing replicas holds it"
+    );
+    let holder = if a.claim_reaper("a", t0 + 1, 1000).await.unwrap() {
+        "a"
+    } else {
+        "b"
+    };
+    let other = if holder == "a" { "b" } else { "a" };
+    assert!(
+        a.claim_reaper(holder, t0 + 500, 1000).await.unwrap(),
+        "the holder renews"
+    );
+    assert!(
+        !b.claim_reaper(other, t0 + 1400, 1000).await.unwrap(),
+        "renewed until 1500"
+    );
+    assert!(
+        b.claim_reaper(other, t0 + 1501, 1000).await.unwrap(),
+        "ran out: taken over"
+    );
+    assert!(!a.claim_reaper(holder, t0 + 1600, 1000).await.unwrap());
 }

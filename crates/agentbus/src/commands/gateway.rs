@@ -54,6 +54,27 @@ admin stops working. Refused while a gateway runs on the directory (it would kee
 token from its cache): stop it first."
     )]
     AdminToken(AdminTokenArgs),
+    /// Apply the store's schema migrations and exit (each start applies them as well).
+    #[command(
+        after_help = "Examples:\n  agentbus gateway migrate --store postgres://agentbus@db.example.com/agentbus\n  agentbus gateway migrate --config /etc/agentbus/gateway.toml\n\n\
+Run it once, from one machine, before starting replicas of a new release on a shared PostgreSQL \
+database (docs/deploy.md). A database migrated by a newer release is refused, never changed."
+    )]
+    Migrate(MigrateArgs),
+}
+
+/// Arguments of `agentbus gateway migrate`.
+#[derive(Debug, Args)]
+struct MigrateArgs {
+    /// The gateway's settings file (for its `store` and `data`).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The database: `sqlite` (in --data) or a postgres:// URL [env: AGENTBUS_STORE].
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
+    /// The data directory of the SQLite store [env: AGENTBUS_DATA].
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
 }
 
 /// Arguments of `agentbus gateway admin-token`.
@@ -74,10 +95,6 @@ struct AdminTokenArgs {
 #[derive(Debug, Default)]
 struct SettingFlags(Vec<(String, String)>);
 
-/// Names the table reserves for backends still to come: accepted by the parser so the refusal
-/// says what they are for.
-const RESERVED_FLAGS: &[&str] = &["store"];
-
 impl clap::FromArgMatches for SettingFlags {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
         let mut given = Vec::new();
@@ -88,11 +105,6 @@ impl clap::FromArgMatches for SettingFlags {
                 }
             } else if let Some(v) = m.get_one::<String>(s.name) {
                 given.push((s.name.to_owned(), v.clone()));
-            }
-        }
-        for name in RESERVED_FLAGS {
-            if let Some(v) = m.get_one::<String>(name) {
-                given.push(((*name).to_owned(), v.clone()));
             }
         }
         Ok(SettingFlags(given))
@@ -106,7 +118,7 @@ impl clap::FromArgMatches for SettingFlags {
 
 impl Args for SettingFlags {
     fn augment_args(cmd: clap::Command) -> clap::Command {
-        let cmd = SETTINGS.iter().fold(cmd, |cmd, s| {
+        SETTINGS.iter().fold(cmd, |cmd, s| {
             let env = s
                 .env
                 .map(|e| format!(" [env: {e}]"))
@@ -125,14 +137,6 @@ impl Args for SettingFlags {
             } else {
                 arg.value_name(s.value_name).action(ArgAction::Set)
             })
-        });
-        RESERVED_FLAGS.iter().fold(cmd, |cmd, name| {
-            cmd.arg(
-                Arg::new(*name)
-                    .long(*name)
-                    .hide(true)
-                    .action(ArgAction::Set),
-            )
         })
     }
 
@@ -179,6 +183,20 @@ fn start_error(e: StartError, data: &std::path::Path) -> CliError {
             )
         }
         StartError::BlobStore(u) => CliError::new(ErrorKind::Config, msg).fix(u.fix),
+        StartError::Database {
+            fix, unreachable, ..
+        } => CliError::new(
+            if unreachable {
+                ErrorKind::Unavailable
+            } else {
+                ErrorKind::Config
+            },
+            format!("the database (--store): {msg}"),
+        )
+        .fix(fix),
+        StartError::MasterKeyMismatch(_) => CliError::new(ErrorKind::Config, msg).fix(
+            "replicas on one database share one master.key and gateway.key: copy both from the first replica's data directory (docs/deploy.md)",
+        ),
         _ => CliError::new(ErrorKind::Config, msg).fix(format!(
             "check that {dir} is writable and holds this gateway's files"
         )),
@@ -255,8 +273,10 @@ fn init_logs() {
 /// Runs the gateway until SIGINT or SIGTERM, or `admin-token`.
 pub fn run(args: GatewayArgs, printer: &Printer) -> CliResult {
     init_logs();
-    if let Some(GatewayCommand::AdminToken(a)) = args.command {
-        return admin_token(a, printer);
+    match args.command {
+        Some(GatewayCommand::AdminToken(a)) => return admin_token(a, printer),
+        Some(GatewayCommand::Migrate(m)) => return migrate(m, printer),
+        None => {}
     }
     let sources = Sources::from_process(args.settings.0, args.config);
     let resolved = resolve(&sources).map_err(settings_error)?;
@@ -336,16 +356,40 @@ pub fn run(args: GatewayArgs, printer: &Printer) -> CliResult {
     })
 }
 
+fn migrate(args: MigrateArgs, printer: &Printer) -> CliResult {
+    let mut flags = Vec::new();
+    if let Some(s) = args.store {
+        flags.push(("store".to_owned(), s));
+    }
+    if let Some(d) = args.data {
+        flags.push(("data".to_owned(), d.display().to_string()));
+    }
+    let resolved = resolve(&Sources::from_process(flags, args.config)).map_err(settings_error)?;
+    let data = resolved.config.data_dir.clone();
+    let rt = super::gw::runtime()?;
+    let (backend, version) = rt
+        .block_on(agentbus_gateway::migrate(&resolved.config))
+        .map_err(|e| start_error(e, &data))?;
+    printer.either(
+        &json!({"store": backend, "schema_version": version}),
+        &format!("the {backend} store is at schema version {version} (this release's)"),
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn admin_token(args: AdminTokenArgs, printer: &Printer) -> CliResult {
     let flags = args
         .data
         .map(|d| vec![("data".to_owned(), d.display().to_string())])
         .unwrap_or_default();
     let resolved = resolve(&Sources::from_process(flags, args.config)).map_err(settings_error)?;
-    let data = resolved.config.data_dir;
+    let data = resolved.config.data_dir.clone();
     let rt = super::gw::runtime()?;
     let t = rt
-        .block_on(agentbus_gateway::reissue_admin_token(&data, args.operator))
+        .block_on(agentbus_gateway::reissue_admin_token(
+            &resolved.config,
+            args.operator,
+        ))
         .map_err(|e| start_error(e, &data))?;
     let whom = if args.operator {
         "the gateway operator".to_owned()
