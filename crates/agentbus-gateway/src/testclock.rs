@@ -102,7 +102,7 @@ pub fn check(dir: &Path, flag: bool) -> Result<Option<Arc<TestClock>>, Mismatch>
         source,
     };
     let shown = dir.display().to_string();
-    let exists = dir.join("agentbus.db").exists() || dir.join("master.key").exists();
+    let exists = dir.join("agentbus.db").exists();
     match (flag, marker.exists()) {
         (false, false) => Ok(None),
         (false, true) => Err(Mismatch::TestDirectory(shown)),

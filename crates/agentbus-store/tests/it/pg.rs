@@ -8,14 +8,14 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// A running cluster.
 pub struct Cluster {
     port: u16,
-    child: Mutex<Option<(Child, ChildStdin)>>,
+    child: Mutex<Option<(Child, ChildStdin, BufReader<ChildStdout>)>>,
     next_db: AtomicUsize,
 }
 
@@ -79,20 +79,31 @@ fn free_port() -> u16 {
     l.local_addr().expect("its address").port()
 }
 
-/// Starts the server and waits for it to accept connections; stops it on exit (see the module
-/// documentation).
+/// Starts the server and waits for it to accept connections; then takes commands on its input,
+/// one per line: `stop` (a fast shutdown, the data kept) and `start` (on the same port and
+/// data), each answered `stopped` or `ready`. Anything else, or the input closing, stops the
+/// server for good and removes its directory (see the module documentation).
 const SUPERVISOR: &str = r#"
-"$BIN/postgres" -D "$DIR/data" -p "$PORT" -k "$DIR" -h 127.0.0.1 -c fsync=on \
-    -c synchronous_commit=on -c max_connections=300 -c shared_buffers=32MB \
-    >"$DIR/server.log" 2>&1 &
-pid=$!
-until "$BIN/pg_isready" -q -h 127.0.0.1 -p "$PORT"; do
-    if ! kill -0 "$pid" 2>/dev/null; then echo failed; cat "$DIR/server.log" >&2; exit 1; fi
-    sleep 0.05
+start() {
+    "$BIN/postgres" -D "$DIR/data" -p "$PORT" -k "$DIR" -h 127.0.0.1 -c fsync=on \
+        -c synchronous_commit=on -c max_connections=300 -c shared_buffers=32MB \
+        >>"$DIR/server.log" 2>&1 &
+    pid=$!
+    until "$BIN/pg_isready" -q -h 127.0.0.1 -p "$PORT"; do
+        if ! kill -0 "$pid" 2>/dev/null; then echo failed; cat "$DIR/server.log" >&2; exit 1; fi
+        sleep 0.05
+    done
+    echo ready
+}
+start
+while read -r cmd; do
+    case "$cmd" in
+        stop) kill -INT "$pid"; wait "$pid"; echo stopped ;;
+        start) start ;;
+        *) break ;;
+    esac
 done
-echo ready
-read _ignored
-kill -INT "$pid"
+kill -INT "$pid" 2>/dev/null
 wait "$pid"
 rm -rf "$DIR"
 "#;
@@ -154,12 +165,12 @@ impl Cluster {
                 .expect("the server's supervisor starts");
             let stdin = child.stdin.take().expect("its stdin");
             let mut line = String::new();
-            let stdout = child.stdout.take().expect("its stdout");
-            let _ = BufReader::new(stdout).read_line(&mut line);
+            let mut stdout = BufReader::new(child.stdout.take().expect("its stdout"));
+            let _ = stdout.read_line(&mut line);
             if line.trim() == "ready" {
                 return Cluster {
                     port,
-                    child: Mutex::new(Some((child, stdin))),
+                    child: Mutex::new(Some((child, stdin, stdout))),
                     next_db: AtomicUsize::new(0),
                 };
             }
@@ -199,15 +210,30 @@ impl Cluster {
         self.url(&name)
     }
 
-    /// Stops the server now (dropping the cluster does the same).
+    /// Stops the server now, for good (dropping the cluster does the same).
     pub fn stop(&self) {
         if let Ok(mut child) = self.child.lock()
-            && let Some((mut child, mut stdin)) = child.take()
+            && let Some((mut child, mut stdin, _)) = child.take()
         {
             let _ = stdin.write_all(b"\n");
             drop(stdin);
             let _ = child.wait();
         }
+    }
+
+    /// Shuts the server down with its data kept (`true`), or starts it again on the same port
+    /// (`false`); returns once it has.
+    #[allow(dead_code)]
+    pub fn set_down(&self, down: bool) {
+        let mut guard = self.child.lock().expect("the cluster's lock");
+        let (_, stdin, stdout) = guard.as_mut().expect("a running cluster");
+        stdin
+            .write_all(if down { b"stop\n" } else { b"start\n" })
+            .expect("the supervisor takes commands");
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("the supervisor answers");
+        let want = if down { "stopped" } else { "ready" };
+        assert_eq!(line.trim(), want, "the test cluster did not {want}");
     }
 }
 

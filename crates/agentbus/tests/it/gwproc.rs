@@ -335,6 +335,8 @@ pub fn http(
 /// An agent registered over HTTP, with its key.
 #[derive(Clone)]
 pub struct Agent {
+    /// Its `agt_` id.
+    pub id: String,
     /// Its address.
     pub address: String,
     /// Its bearer token.
@@ -357,6 +359,7 @@ pub fn register(gw: &GwProc, name: &str) -> Agent {
     );
     assert_eq!(s, 201, "{v}");
     Agent {
+        id: v["agent"]["id"].as_str().unwrap().to_owned(),
         address: v["agent"]["address"].as_str().unwrap().to_owned(),
         token: v["token"].as_str().unwrap().to_owned(),
         key,

@@ -11,6 +11,9 @@ mod gwproc;
 mod kill_loop;
 mod local_cli;
 mod opencode_plugin;
+#[path = "../../../agentbus-store/tests/it/pg.rs"]
+mod pg;
+mod replicas;
 mod service_cli;
 mod share_cli;
 mod work_cli;
