@@ -293,3 +293,23 @@ pub fn open_failure(e: &StoreError) -> OpenFailure {
         unreachable,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each start-up failure is told apart by PostgreSQL's SQLSTATE or by this module's own
+    /// refusal, and only an unreachable server is worth waiting for.
+    #[test]
+    fn open_failures_are_told_apart() {
+        let f = |m: &str| open_failure(&StoreError::Backend(m.into()));
+        let wrong = f("PostgreSQL: password authentication failed for user \"agentbus\" (28P01)");
+        assert!(wrong.fix.contains("user and password") && !wrong.unreachable);
+        let lax = f("durability check failed: fsync=off, synchronous_commit=on; need both on");
+        assert!(lax.fix.contains("fsync = on") && !lax.unreachable);
+        let gone = f("PostgreSQL: error connecting to server: Connection refused (os error 111)");
+        assert!(gone.unreachable, "{gone:?}");
+        let missing = f("PostgreSQL: database \"x\" does not exist (3D000)");
+        assert!(missing.fix.contains("create the database") && !missing.unreachable);
+    }
+}

@@ -570,3 +570,83 @@ fn replicas_a_dry_pool_answers_9010_and_never_hangs() {
     });
     assert!(gw.stop("TERM").success());
 }
+
+/// Issue 16 item 2: timers fire once across replicas. Both replicas' reapers sweep at the same
+/// moment (each test clock's advance runs a pass before it answers): a message that expired
+/// unread is settled by one of them, and its sender gets one expiry notice, not one per replica.
+#[test]
+fn replicas_an_expiry_fires_once_when_both_reap_at_once() {
+    let cluster = Cluster::shared();
+    let url = database(cluster);
+    let tmp = tempfile::tempdir().unwrap();
+    let flags = ["--unsafe-test-clock", "--reaper-interval", "0s"];
+    let a = replica(&tmp.path().join("a"), &url, None, &flags);
+    let mut b = replica(
+        &tmp.path().join("b"),
+        &url,
+        Some(&tmp.path().join("a")),
+        &flags,
+    );
+    b.operator = a.operator.clone();
+    let alice = register(&a, "alice");
+    let bob = register(&a, "bob");
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        let id = agentbus_runtime::mint(IdKind::Message).to_string();
+        let now = a.now_ms();
+        let expires = agentbus_protocol::timestamp::Timestamp(now + 60_000).to_string();
+        let env = envelope_at(
+            &alice,
+            &bob.address,
+            &id,
+            &format!("expires unread {i}"),
+            now,
+            json!({"expires_at": expires}),
+        );
+        let body = Value::Object(env).to_string().into_bytes();
+        let on = if i % 2 == 0 { &a } else { &b };
+        assert_eq!(publish(on, &alice, &body).0, 202);
+        ids.push(id);
+    }
+    let advance = |url: String, token: String| {
+        std::thread::spawn(move || {
+            http(
+                &url,
+                "POST",
+                "/v1/test/clock",
+                &token,
+                Some(&json!({"advance": "120s"})),
+            )
+        })
+    };
+    let ta = advance(a.url.clone(), a.operator.clone());
+    let tb = advance(b.url.clone(), b.operator.clone());
+    let ((sa, ra), (sb, rb)) = (ta.join().unwrap(), tb.join().unwrap());
+    assert_eq!((sa, sb), (200, 200), "{ra} {rb}");
+    let expired = |r: &Value| r["reaped"]["expired"].as_u64().unwrap_or(0);
+    assert_eq!(expired(&ra) + expired(&rb), 20, "{ra} {rb}");
+    let (s, v) = http(
+        &a.url,
+        "GET",
+        "/v1/inbox?wait=0&limit=100",
+        &alice.token,
+        None,
+    );
+    assert_eq!(s, 200, "{v}");
+    let mut notices: Vec<&str> = v["deliveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["envelope"]["data"]["original_message_id"].as_str())
+        .collect();
+    notices.sort_unstable();
+    let mut want: Vec<&str> = ids.iter().map(String::as_str).collect();
+    want.sort_unstable();
+    assert_eq!(notices, want, "one expiry notice per message");
+    let _ = writeln!(
+        std::io::stderr(),
+        "replicas: 20 expiries swept by two replicas at once: {} by A, {} by B, 20 notices",
+        expired(&ra),
+        expired(&rb)
+    );
+}
