@@ -533,10 +533,17 @@ impl Gateway {
         if let Some(r) = reaper {
             r.abort();
         }
-        if let Some(s) = &self.signals {
+        Ok(())
+    }
+}
+
+/// The signals' task ends with the gateway (served or not), and with it the listening
+/// connection.
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if let Some(s) = self.signals.take() {
             s.abort();
         }
-        Ok(())
     }
 }
 

@@ -81,7 +81,16 @@ impl PgStore {
                             let _ = tx.send(Signal::Resync);
                         }
                         connected_before = true;
-                        while let Some((channel, payload)) = nrx.recv().await {
+                        // Until the connection ends, or the receiver is dropped (then the
+                        // connection is closed at once, not at the next notification).
+                        loop {
+                            let (channel, payload) = tokio::select! {
+                                n = nrx.recv() => match n {
+                                    Some(n) => n,
+                                    None => break,
+                                },
+                                () = tx.closed() => break,
+                            };
                             if let Some(s) = parse(&channel, &payload, &me)
                                 && tx.send(s).is_err()
                             {
