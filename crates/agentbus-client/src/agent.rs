@@ -35,6 +35,8 @@ pub struct Agent {
     pub profile: Profile,
     /// A client under its credential.
     pub gw: Gateway,
+    /// How the attachments its receivers download are shown (nothing unless a front end says).
+    pub downloads: Downloads,
 }
 
 /// What was published: the signed envelope and the gateway's receipt.
@@ -412,22 +414,56 @@ pub enum Trace {
     },
 }
 
-/// Shows the progress of uploads (the CLI draws a bar; others show nothing).
-pub trait UploadProgress: Sync {
-    /// Upload `i` of `name` (`bytes` long) starts.
+/// Shows the progress of attachment transfers, uploads and downloads alike (the CLI draws a
+/// bar; others show nothing).
+pub trait TransferProgress: Send + Sync {
+    /// Transfer `i` of `name` (`bytes` long) starts.
     fn start(&self, _i: usize, _name: &str, _bytes: u64) {}
-    /// A callback that counts the bytes sent, if anything is drawn.
+    /// A callback that counts the bytes moved, if anything is drawn.
     fn counter(&self) -> Option<Progress> {
         None
     }
-    /// The current upload is done.
+    /// The current transfer is done.
     fn done(&self) {}
 }
 
-/// Uploads that show nothing.
+/// Transfers that show nothing.
 pub struct Quiet;
 
-impl UploadProgress for Quiet {}
+impl TransferProgress for Quiet {}
+
+/// What makes the display for the attachments of one received message, given how many there
+/// are: the receive path asks for one per message that has any, and drops it when they are in.
+#[derive(Clone, Default)]
+pub struct Downloads(Option<Arc<MakeDisplay>>);
+
+/// What [`Downloads`] holds: a display for so many files.
+type MakeDisplay = dyn Fn(usize) -> Box<dyn TransferProgress> + Send + Sync;
+
+impl Downloads {
+    /// Downloads shown by what `make` returns for a message's attachment count.
+    pub fn new(make: impl Fn(usize) -> Box<dyn TransferProgress> + Send + Sync + 'static) -> Self {
+        Downloads(Some(Arc::new(make)))
+    }
+
+    /// The display for `files` downloads ([`Quiet`] unless one was given).
+    pub fn open(&self, files: usize) -> Box<dyn TransferProgress> {
+        match &self.0 {
+            Some(make) => make(files),
+            None => Box::new(Quiet),
+        }
+    }
+}
+
+impl std::fmt::Debug for Downloads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Downloads(shown)"
+        } else {
+            "Downloads(quiet)"
+        })
+    }
+}
 
 /// A media type guessed from a file name's extension.
 pub fn media_type(name: &str) -> &'static str {
@@ -458,6 +494,7 @@ impl Agent {
             profiles,
             profile,
             gw,
+            downloads: Downloads::default(),
         })
     }
 
@@ -483,6 +520,7 @@ impl Agent {
             Arc::new(SystemClock),
         )
         .with_signer(Box::new(move || profiles.read_key(&profile)))
+        .with_downloads(self.downloads.clone())
     }
 
     /// Signs and publishes `draft`.
@@ -499,7 +537,7 @@ impl Agent {
     pub async fn upload(
         &self,
         files: &[PathBuf],
-        progress: &dyn UploadProgress,
+        progress: &dyn TransferProgress,
     ) -> Result<Vec<Value>> {
         let mut out = Vec::new();
         for (i, f) in files.iter().enumerate() {
@@ -520,7 +558,7 @@ impl Agent {
     }
 
     /// Sends a `message.v1`.
-    pub async fn send(&self, m: Message, progress: &dyn UploadProgress) -> Result<Sent> {
+    pub async fn send(&self, m: Message, progress: &dyn TransferProgress) -> Result<Sent> {
         destination(&m.to)?;
         let mut data = json!({"text": m.text});
         if m.expects_reply {
@@ -573,7 +611,7 @@ impl Agent {
     pub async fn delegate(
         &self,
         d: Delegation,
-        progress: &dyn UploadProgress,
+        progress: &dyn TransferProgress,
     ) -> Result<Delegated> {
         destination(&d.to)?;
         // §5.2 strongly recommends idempotency_key, expires_at and budget on a request.
@@ -699,7 +737,7 @@ impl Agent {
         task_ref: &str,
         action: TaskAction,
         attach: &[PathBuf],
-        progress: &dyn UploadProgress,
+        progress: &dyn TransferProgress,
     ) -> Result<Acted> {
         self.act_with(task_ref, action, attach, progress, Extra::default())
             .await
@@ -712,7 +750,7 @@ impl Agent {
         task_ref: &str,
         action: TaskAction,
         attach: &[PathBuf],
-        progress: &dyn UploadProgress,
+        progress: &dyn TransferProgress,
         extra: Extra,
     ) -> Result<Acted> {
         let task = self.find_task(task_ref).await?;

@@ -11,8 +11,10 @@ mod gwproc;
 mod kill_loop;
 mod local_cli;
 mod opencode_plugin;
+mod pty;
 mod service_cli;
 mod share_cli;
+mod terminal_cli;
 mod work_cli;
 
 use std::io::Write as _;
