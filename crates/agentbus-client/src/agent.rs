@@ -1103,6 +1103,37 @@ pub fn verbs_now(state: &str, side: Side) -> &'static [&'static str] {
     }
 }
 
+/// A lifecycle message's outcome for party `side`, as the MCP `task` tool answers it: the
+/// receipt, the task's state, whether the gateway recorded it late or ignored it (§6.3: stored,
+/// nothing changed, with `changed_nothing` saying so), and the actions that apply now, named as
+/// the tool names them ([`verbs_now`], as `agentbus tasks --json` lists them).
+pub fn acted_json(acted: &Acted, side: Side) -> Value {
+    let receipt = &acted.sent.receipt.body;
+    let state = receipt["task_state"].as_str().unwrap_or_default();
+    let late = receipt["late"] == json!(true);
+    let ignored = receipt["ignored"] == json!(true);
+    let verbs: Vec<String> = verbs_now(state, side)
+        .iter()
+        .map(|v| v.replace('-', "_"))
+        .collect();
+    let mut doc = json!({
+        "sent": acted.sent.summary(),
+        "task_id": acted.task_id,
+        "verb": acted.verb,
+        "task_state": receipt["task_state"],
+        "late": late,
+        "ignored": ignored,
+        "verbs": verbs,
+    });
+    if late || ignored {
+        doc["changed_nothing"] = json!(format!(
+            "{} was recorded but changed nothing: the task is {state}",
+            acted.verb
+        ));
+    }
+    doc
+}
+
 /// What a verb needs an id to name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wants {
@@ -1221,6 +1252,45 @@ pub fn received_json(r: &Received) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn issue_14_an_acted_task_says_its_state_late_or_ignored_and_the_verbs_that_apply_now() {
+        let acted = |receipt: Value| Acted {
+            sent: Sent {
+                envelope: Map::new(),
+                receipt: crate::http::Receipt {
+                    body: receipt,
+                    replay: false,
+                },
+            },
+            task_id: "tsk_1".into(),
+            verb: "task.progress".into(),
+        };
+        let doc = acted_json(&acted(json!({"task_state": "in_progress"})), Side::Worker);
+        assert_eq!(doc["task_state"], "in_progress");
+        assert_eq!(doc["late"], false);
+        assert_eq!(
+            doc["verbs"],
+            json!(["progress", "needs_input", "complete", "fail"])
+        );
+        assert!(doc.get("changed_nothing").is_none(), "{doc}");
+        let doc = acted_json(
+            &acted(json!({"task_state": "succeeded", "late": true})),
+            Side::Worker,
+        );
+        assert_eq!(doc["late"], true);
+        assert_eq!(doc["verbs"], json!([]));
+        assert_eq!(
+            doc["changed_nothing"],
+            "task.progress was recorded but changed nothing: the task is succeeded"
+        );
+        let doc = acted_json(
+            &acted(json!({"task_state": "input_required", "ignored": true})),
+            Side::Requester,
+        );
+        assert_eq!(doc["ignored"], true);
+        assert_eq!(doc["verbs"], json!(["answer", "cancel"]));
+    }
 
     #[test]
     fn task_actions_build_their_payloads() {
