@@ -93,6 +93,15 @@ fn big_file(m: &Machine) -> std::path::PathBuf {
     path
 }
 
+/// A gateway, a requester holding [`big_file`] and a worker that takes code reviews.
+fn with_big_file() -> (Gw, Machine, Machine, std::path::PathBuf) {
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
+    reviewer.ok(&["--json", "card", "edit", "--capability", "code.review@1"]);
+    let file = big_file(&bot);
+    (gw, bot, reviewer, file)
+}
+
 /// `delegate --attach big.bin` to `to`, with the global flags `flags` first.
 fn delegate_attach<'a>(to: &'a str, file: &'a str, flags: &[&'a str]) -> Vec<&'a str> {
     let mut args = flags.to_vec();
@@ -118,10 +127,7 @@ fn shows_bar(term: &pty::OnPty, verb: &str) -> bool {
 
 #[test]
 fn issue_17_attachments_show_one_kind_of_bar_up_and_down_on_a_terminal_and_none_with_q() {
-    let gw = Gw::start();
-    let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
-    reviewer.ok(&["--json", "card", "edit", "--capability", "code.review@1"]);
-    let file = big_file(&bot);
+    let (_gw, bot, reviewer, file) = with_big_file();
     let (to, path) = (reviewer.address(), file.to_str().unwrap().to_owned());
 
     // The upload: a bar on stderr while it runs, cleared when it is over.
@@ -151,10 +157,7 @@ fn issue_17_attachments_show_one_kind_of_bar_up_and_down_on_a_terminal_and_none_
 
 #[test]
 fn issue_17_without_a_terminal_no_bar_bytes_reach_stderr_either_way() {
-    let gw = Gw::start();
-    let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
-    reviewer.ok(&["--json", "card", "edit", "--capability", "code.review@1"]);
-    let file = big_file(&bot);
+    let (_gw, bot, reviewer, file) = with_big_file();
     let (to, path) = (reviewer.address(), file.to_str().unwrap().to_owned());
     let up = bot.run(&delegate_attach(&to, &path, &[]));
     assert!(
