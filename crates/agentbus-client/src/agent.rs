@@ -35,6 +35,8 @@ pub struct Agent {
     pub profile: Profile,
     /// A client under its credential.
     pub gw: Gateway,
+    /// How the attachments its receivers download are shown (nothing unless a front end says).
+    pub downloads: Downloads,
 }
 
 /// What was published: the signed envelope and the gateway's receipt.
@@ -412,22 +414,56 @@ pub enum Trace {
     },
 }
 
-/// Shows the progress of uploads (the CLI draws a bar; others show nothing).
-pub trait UploadProgress: Sync {
-    /// Upload `i` of `name` (`bytes` long) starts.
+/// Shows the progress of attachment transfers, uploads and downloads alike (the CLI draws a
+/// bar; others show nothing).
+pub trait TransferProgress: Send + Sync {
+    /// Transfer `i` of `name` (`bytes` long) starts.
     fn start(&self, _i: usize, _name: &str, _bytes: u64) {}
-    /// A callback that counts the bytes sent, if anything is drawn.
+    /// A callback that counts the bytes moved, if anything is drawn.
     fn counter(&self) -> Option<Progress> {
         None
     }
-    /// The current upload is done.
+    /// The current transfer is done.
     fn done(&self) {}
 }
 
-/// Uploads that show nothing.
+/// Transfers that show nothing.
 pub struct Quiet;
 
-impl UploadProgress for Quiet {}
+impl TransferProgress for Quiet {}
+
+/// What makes the display for the attachments of one received message, given how many there
+/// are: the receive path asks for one per message that has any, and drops it when they are in.
+#[derive(Clone, Default)]
+pub struct Downloads(Option<Arc<MakeDisplay>>);
+
+/// What [`Downloads`] holds: a display for so many files.
+type MakeDisplay = dyn Fn(usize) -> Box<dyn TransferProgress> + Send + Sync;
+
+impl Downloads {
+    /// Downloads shown by what `make` returns for a message's attachment count.
+    pub fn new(make: impl Fn(usize) -> Box<dyn TransferProgress> + Send + Sync + 'static) -> Self {
+        Downloads(Some(Arc::new(make)))
+    }
+
+    /// The display for `files` downloads ([`Quiet`] unless one was given).
+    pub fn open(&self, files: usize) -> Box<dyn TransferProgress> {
+        match &self.0 {
+            Some(make) => make(files),
+            None => Box::new(Quiet),
+        }
+    }
+}
+
+impl std::fmt::Debug for Downloads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Downloads(shown)"
+        } else {
+            "Downloads(quiet)"
+        })
+    }
+}
 
 /// A media type guessed from a file name's extension.
 pub fn media_type(name: &str) -> &'static str {
@@ -458,6 +494,7 @@ impl Agent {
             profiles,
             profile,
             gw,
+            downloads: Downloads::default(),
         })
     }
 
@@ -483,6 +520,7 @@ impl Agent {
             Arc::new(SystemClock),
         )
         .with_signer(Box::new(move || profiles.read_key(&profile)))
+        .with_downloads(self.downloads.clone())
     }
 
     /// Signs and publishes `draft`.
@@ -499,7 +537,7 @@ impl Agent {
     pub async fn upload(
         &self,
         files: &[PathBuf],
-        progress: &dyn UploadProgress,
+        progress: &dyn TransferProgress,
     ) -> Result<Vec<Value>> {
         let mut out = Vec::new();
         for (i, f) in files.iter().enumerate() {
@@ -520,7 +558,7 @@ impl Agent {
     }
 
     /// Sends a `message.v1`.
-    pub async fn send(&self, m: Message, progress: &dyn UploadProgress) -> Result<Sent> {
+    pub async fn send(&self, m: Message, progress: &dyn TransferProgress) -> Result<Sent> {
         destination(&m.to)?;
         let mut data = json!({"text": m.text});
         if m.expects_reply {
@@ -573,7 +611,7 @@ impl Agent {
     pub async fn delegate(
         &self,
         d: Delegation,
-        progress: &dyn UploadProgress,
+        progress: &dyn TransferProgress,
     ) -> Result<Delegated> {
         destination(&d.to)?;
         // §5.2 strongly recommends idempotency_key, expires_at and budget on a request.
@@ -699,7 +737,7 @@ impl Agent {
         task_ref: &str,
         action: TaskAction,
         attach: &[PathBuf],
-        progress: &dyn UploadProgress,
+        progress: &dyn TransferProgress,
     ) -> Result<Acted> {
         self.act_with(task_ref, action, attach, progress, Extra::default())
             .await
@@ -712,7 +750,7 @@ impl Agent {
         task_ref: &str,
         action: TaskAction,
         attach: &[PathBuf],
-        progress: &dyn UploadProgress,
+        progress: &dyn TransferProgress,
         extra: Extra,
     ) -> Result<Acted> {
         let task = self.find_task(task_ref).await?;
@@ -1065,6 +1103,37 @@ pub fn verbs_now(state: &str, side: Side) -> &'static [&'static str] {
     }
 }
 
+/// A lifecycle message's outcome for party `side`, as the MCP `task` tool answers it: the
+/// receipt, the task's state, whether the gateway recorded it late or ignored it (§6.3: stored,
+/// nothing changed, with `changed_nothing` saying so), and the actions that apply now, named as
+/// the tool names them ([`verbs_now`], as `agentbus tasks --json` lists them).
+pub fn acted_json(acted: &Acted, side: Side) -> Value {
+    let receipt = &acted.sent.receipt.body;
+    let state = receipt["task_state"].as_str().unwrap_or_default();
+    let late = receipt["late"] == json!(true);
+    let ignored = receipt["ignored"] == json!(true);
+    let verbs: Vec<String> = verbs_now(state, side)
+        .iter()
+        .map(|v| v.replace('-', "_"))
+        .collect();
+    let mut doc = json!({
+        "sent": acted.sent.summary(),
+        "task_id": acted.task_id,
+        "verb": acted.verb,
+        "task_state": receipt["task_state"],
+        "late": late,
+        "ignored": ignored,
+        "verbs": verbs,
+    });
+    if late || ignored {
+        doc["changed_nothing"] = json!(format!(
+            "{} was recorded but changed nothing: the task is {state}",
+            acted.verb
+        ));
+    }
+    doc
+}
+
 /// What a verb needs an id to name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wants {
@@ -1183,6 +1252,45 @@ pub fn received_json(r: &Received) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn issue_14_an_acted_task_says_its_state_late_or_ignored_and_the_verbs_that_apply_now() {
+        let acted = |receipt: Value| Acted {
+            sent: Sent {
+                envelope: Map::new(),
+                receipt: crate::http::Receipt {
+                    body: receipt,
+                    replay: false,
+                },
+            },
+            task_id: "tsk_1".into(),
+            verb: "task.progress".into(),
+        };
+        let doc = acted_json(&acted(json!({"task_state": "in_progress"})), Side::Worker);
+        assert_eq!(doc["task_state"], "in_progress");
+        assert_eq!(doc["late"], false);
+        assert_eq!(
+            doc["verbs"],
+            json!(["progress", "needs_input", "complete", "fail"])
+        );
+        assert!(doc.get("changed_nothing").is_none(), "{doc}");
+        let doc = acted_json(
+            &acted(json!({"task_state": "succeeded", "late": true})),
+            Side::Worker,
+        );
+        assert_eq!(doc["late"], true);
+        assert_eq!(doc["verbs"], json!([]));
+        assert_eq!(
+            doc["changed_nothing"],
+            "task.progress was recorded but changed nothing: the task is succeeded"
+        );
+        let doc = acted_json(
+            &acted(json!({"task_state": "input_required", "ignored": true})),
+            Side::Requester,
+        );
+        assert_eq!(doc["ignored"], true);
+        assert_eq!(doc["verbs"], json!(["answer", "cancel"]));
+    }
 
     #[test]
     fn task_actions_build_their_payloads() {

@@ -363,12 +363,31 @@ impl Gateway {
             let key = sealing_key(&blob["upload"]["sealing"])?;
             let sealed = key.seal(&bytes);
             drop(bytes);
+            // The headers the URL's signature binds, sent exactly; the length is the body's own,
+            // so a gateway and client that disagree on the sealed size stop here, not at the store.
+            let bound = blob["upload"]["headers"]
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            let length = sealed.len().to_string();
+            if bound
+                .get("content-length")
+                .is_some_and(|n| n.as_str() != Some(length.as_str()))
+            {
+                return Err(ClientError::Protocol(format!(
+                    "the upload URL of {name:?} is signed for {} bytes; the sealed content is {length}",
+                    bound["content-length"]
+                )));
+            }
             let body = match progress {
                 Some(p) => Body::Upload(sealed, p),
                 None => Body::Bytes(sealed),
             };
-            let req =
-                with_body(self.http.put(&upload), Some(body)).timeout(Duration::from_secs(600));
+            let mut req = with_body(self.http.put(&upload), Some(body));
+            for (k, v) in bound.iter().filter(|(k, _)| *k != "content-length") {
+                req = req.header(k.as_str(), v.as_str().unwrap_or_default());
+            }
+            let req = req.timeout(Duration::from_secs(600));
             let resp = req.send().await.map_err(|e| ClientError::Unreachable {
                 url: redact_query(&upload),
                 detail: unreachable_detail(&e),

@@ -28,6 +28,7 @@ use agentbus_protocol::signing::{PublicKey, SigningKey, envelope_sig, verify_env
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_runtime::Clock;
 
+use crate::agent::{Downloads, Quiet};
 use crate::error::{ClientError, Result};
 use crate::http::{Delivery, Gateway};
 use crate::inbox::{AgentInbox, Diagnostic, Received, SavedAttachment};
@@ -170,6 +171,8 @@ pub struct Receiver {
     shown_mark: Option<std::time::SystemTime>,
     /// A receipt failed: report again after this instant even if nothing new was shown.
     retry_at: Option<i64>,
+    /// How attachment downloads are shown.
+    downloads: Downloads,
 }
 
 impl Receiver {
@@ -193,7 +196,14 @@ impl Receiver {
             policy: None,
             shown_mark: None,
             retry_at: None,
+            downloads: Downloads::default(),
         }
+    }
+
+    /// Shows the attachments this receiver downloads through `downloads` (a bar on a terminal).
+    pub fn with_downloads(mut self, downloads: Downloads) -> Receiver {
+        self.downloads = downloads;
+        self
     }
 
     /// Lets this receiver sign the read receipts it sends (§5.8).
@@ -411,7 +421,8 @@ impl Receiver {
             .unwrap_or_default();
         let mut out = Vec::new();
         let mut used = std::collections::HashSet::new();
-        for a in list {
+        let display = (!list.is_empty()).then(|| self.downloads.open(list.len()));
+        for (i, a) in list.into_iter().enumerate() {
             let name = a["name"].as_str().unwrap_or("attachment").to_owned();
             let blob_ref = a["ref"].as_str().unwrap_or_default().to_owned();
             let blob_id = blob_ref.rsplit('/').next().unwrap_or_default().to_owned();
@@ -425,7 +436,14 @@ impl Receiver {
             create_private_dir(&dir)?;
             // Through whichever target the gateway names; resumed from a `.part` file left by an
             // interrupted run, and in place only once its sha256 matches the blob's.
-            let saved = match self.gw.download_blob_to(&blob_id, &path, None).await {
+            let shown = display.as_deref().unwrap_or(&Quiet);
+            shown.start(i, &name, a["size"].as_u64().unwrap_or(0));
+            let fetched = self
+                .gw
+                .download_blob_to(&blob_id, &path, shown.counter())
+                .await;
+            shown.done();
+            let saved = match fetched {
                 Ok(meta) => {
                     if a["sha256"] != meta["sha256"] {
                         diagnostics.push(Diagnostic {

@@ -158,15 +158,21 @@ pub async fn create<S: Store>(
     };
     // The target is asked for before the row is stored, so a store that cannot sign leaves no
     // pending blob behind.
-    let presigned = app.blobstore.upload_url(&row.id).await?;
+    let presigned = app
+        .blobstore
+        .upload_url(&row.id, sealed_len(size), now)
+        .await?;
     app.store.create_blob(row.clone()).await?;
     let mut out = blob_json(&app, &row).await?;
     out["upload"] = match presigned {
-        Some(url) => {
+        Some(up) => {
             let key = blob_key(&app, &row).await?;
+            let headers: serde_json::Map<String, Value> =
+                up.headers.into_iter().map(|(k, v)| (k, json!(v))).collect();
             json!({
                 "method": "PUT",
-                "url": url,
+                "url": up.url,
+                "headers": headers,
                 "expires_at": Timestamp(now + UPLOAD_WINDOW_MS).to_string(),
                 "sealing": sealing(&key, &row),
                 "complete": {"method": "POST", "url": format!("/v1/blobs/{}/complete", row.id)},

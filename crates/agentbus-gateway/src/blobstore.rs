@@ -62,11 +62,25 @@ pub enum BlobStore {
     S3(Arc<S3Target>),
 }
 
-/// The S3 target: the client, the key prefix and how downloads go.
+/// The S3 target: the client, the key prefix, how downloads go, and what upload URLs are
+/// signed under.
 pub struct S3Target {
     store: AmazonS3,
     prefix: String,
     download: S3Download,
+    access_key_id: String,
+    secret_access_key: String,
+    region: String,
+}
+
+/// A pre-signed upload: the URL, and the headers its signature binds, which the uploader must
+/// send exactly (the store refuses the PUT otherwise).
+#[derive(Debug, Clone)]
+pub struct Upload {
+    /// The pre-signed PUT.
+    pub url: String,
+    /// Header names (lower case) and values bound to the signature.
+    pub headers: Vec<(String, String)>,
 }
 
 /// A start-up refusal of the S3 settings: its cause and its fix, each a line.
@@ -173,6 +187,9 @@ impl BlobStore {
             store,
             prefix: config.s3_prefix.clone(),
             download: config.s3_download,
+            access_key_id: config.s3_access_key_id.clone(),
+            secret_access_key: secret.to_owned(),
+            region: config.s3_region.clone(),
         };
         let probe = target.path(&format!(
             ".probe-{}",
@@ -335,10 +352,43 @@ impl BlobStore {
         }
     }
 
-    /// A pre-signed PUT of blob `id`'s object, valid [`PRESIGN_VALID`]; `None` on a target that
-    /// takes uploads only through the gateway.
-    pub async fn upload_url(&self, id: &str) -> Result<Option<String>, StoreFailed> {
-        self.presign(object_store::signer::Method::PUT, id).await
+    /// A pre-signed PUT of blob `id`'s object, signed at `now_ms` (the gateway's clock) and valid
+    /// [`PRESIGN_VALID`], binding `content-length` to `sealed_len` so the store itself refuses
+    /// another length; `None` on a target that takes uploads only through the gateway.
+    pub async fn upload_url(
+        &self,
+        id: &str,
+        sealed_len: u64,
+        now_ms: i64,
+    ) -> Result<Option<Upload>, StoreFailed> {
+        let BlobStore::S3(t) = self else {
+            return Ok(None);
+        };
+        // object_store names the object (its addressing style and path encoding, the ones its own
+        // reads and deletes use); its signature is dropped, as it cannot bind content-length.
+        let named = self
+            .presign(object_store::signer::Method::PUT, id)
+            .await?
+            .unwrap_or_default();
+        let object = named.split('?').next().unwrap_or_default();
+        let length = sealed_len.to_string();
+        let url = crate::sigv4::presign(
+            "PUT",
+            object,
+            &[("content-length", &length)],
+            &crate::sigv4::date_of(now_ms),
+            PRESIGN_VALID.as_secs(),
+            &crate::sigv4::Credentials {
+                access_key_id: &t.access_key_id,
+                secret_access_key: &t.secret_access_key,
+                region: &t.region,
+            },
+        )
+        .map_err(|e| StoreFailed(e.to_string()))?;
+        Ok(Some(Upload {
+            url,
+            headers: vec![("content-length".into(), length)],
+        }))
     }
 
     /// A pre-signed GET of blob `id`'s object, valid [`PRESIGN_VALID`]; `None` when downloads go

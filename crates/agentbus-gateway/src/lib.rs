@@ -25,6 +25,7 @@ pub mod publish;
 pub mod receipts;
 pub mod roles;
 pub mod serve;
+pub mod sigv4;
 pub mod tasks;
 pub mod testclock;
 pub mod usage;

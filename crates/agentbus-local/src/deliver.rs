@@ -184,6 +184,21 @@ pub fn answer_at(m: &Message, answerer: Option<&str>, now_ms: i64) -> Option<Str
     }
 }
 
+/// Where `m` stands at `now_ms` for `answerer` (as in [`answer_at`]): the id its transport
+/// knows it by, its task, whether it came late, when it expired, and the command that answers it
+/// now (`null` once nothing does). The CLI's `--json` and the MCP tools show these fields from
+/// this one function, so a script goes from any of them to the task verbs alike.
+pub fn standing(m: &Message, answerer: Option<&str>, now_ms: i64) -> serde_json::Value {
+    let via = m.via.as_ref();
+    serde_json::json!({
+        "message_id": via.map_or(m.id.as_str(), |v| v.shown_id()),
+        "task_id": via.and_then(|v| v.task.clone()),
+        "late": via.is_some_and(|v| v.late),
+        "expired_at": via.and_then(|v| v.expired_at(now_ms)).map(|t| t.to_string()),
+        "answer": answer_at(m, answerer, now_ms),
+    })
+}
+
 /// The command that shows the whole of `m` (LM-30).
 pub fn show_command(m: &Message) -> String {
     format!("agentbus inbox --show {}", m.id)

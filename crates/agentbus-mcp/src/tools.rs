@@ -14,7 +14,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use agentbus_client::Agent;
-use agentbus_client::agent::{Delegation, Message, Quiet, TaskAction, Trace, received_json};
+use agentbus_client::agent::{
+    Delegation, Message, Quiet, Side, TaskAction, Trace, acted_json, received_json,
+};
 use agentbus_local::address::{Route, route};
 use agentbus_local::hook::{Delivery, Harness, Surface};
 use agentbus_local::{Kind, Outgoing, Sender, Store};
@@ -239,9 +241,25 @@ impl Session {
                 if left.len() == 1 { "" } else { "s" }
             ));
         }
+        // Each shown message as the CLI's `inbox --json` has it: its ids, late, expired_at and
+        // the command that answers it now (for this session), from the one function.
+        let now = self.store.now();
+        let mut messages = Vec::with_capacity(answer.shown_ids.len());
+        for id in &answer.shown_ids {
+            if let Some(m) = self.store.show(id)? {
+                let mut item = json!({"id": id});
+                if let (Some(d), Value::Object(s)) = (
+                    item.as_object_mut(),
+                    agentbus_local::deliver::standing(&m, Some(&self.id), now),
+                ) {
+                    d.extend(s);
+                }
+                messages.push(item);
+            }
+        }
         Ok(Output {
             text,
-            structured: json!({"shown": answer.shown_ids, "waiting": left.len()}),
+            structured: json!({"shown": answer.shown_ids, "messages": messages, "waiting": left.len()}),
         })
     }
 
@@ -525,13 +543,15 @@ impl Session {
                 )));
             }
         };
+        let side = match a.action.as_str() {
+            "answer" | "cancel" => Side::Requester,
+            _ => Side::Worker,
+        };
         let acted = self
             .agent()?
             .act(&a.task, action, &paths(&a.attachments), &Quiet)
             .await?;
-        Ok(Output::json(
-            json!({"sent": acted.sent.summary(), "task_id": acted.task_id, "verb": acted.verb}),
-        ))
+        Ok(Output::json(acted_json(&acted, side)))
     }
 
     async fn trace(&self, a: IdArgs) -> ToolResult<Output> {

@@ -179,8 +179,24 @@ async fn wp_9_rejections_at_upload_and_publish(target: Target) {
     assert_eq!(code(&h.put_content(&a, &reg, b"abcd").await.1), "AB-3020");
     assert!(objects(&h).await.is_empty(), "refused content is deleted");
     if h.on_s3() {
-        // The right bytes, but not sealed under the blob's key: AB-3057, and deleted too.
+        // The URL binds the sealed length (SigV4 signed header), signed on the gateway's clock,
+        // and the answer names the header to send (docs/api.md).
         let url = reg["upload"]["url"].as_str().unwrap();
+        let sealed = agentbus_protocol::blobseal::sealed_len(3);
+        assert_eq!(
+            reg["upload"]["headers"],
+            json!({"content-length": sealed.to_string()})
+        );
+        assert_eq!(reg["upload"]["sealing"]["sealed_size"], sealed);
+        assert!(
+            url.contains("X-Amz-SignedHeaders=content-length%3Bhost&"),
+            "{url}"
+        );
+        let date = agentbus_gateway::sigv4::date_of(h.app.now());
+        assert!(url.contains(&format!("X-Amz-Date={date}&")), "{url}");
+        // The right bytes, but not sealed under the blob's key: AB-3057, and deleted too. (The
+        // unsealed 3 bytes are not the signed length: S3 itself refuses that PUT; moto 5.2.5
+        // checks no pre-signed signature, docs/security.md, so `complete` is what refuses here.)
         assert_eq!(h.put_presigned(url, b"abc".to_vec()).await, 200);
         assert_eq!(code(&h.complete(&a, &reg).await.1), "AB-3057");
         let other = agentbus_protocol::blobseal::ContentKey::from_bytes([9; 32]);

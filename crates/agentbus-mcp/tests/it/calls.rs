@@ -82,3 +82,66 @@ fn read_inbox_shows_each_message_once_and_the_hook_shows_it_no_more() {
     let (waiting, _) = f.store.waiting_for(crate::SID).unwrap();
     assert!(waiting.is_empty());
 }
+
+/// A task request from the gateway, imported for the agent [`SID`] is bound to, open until
+/// `expires_ms`.
+fn task_request(f: &Fixture, id: &str, expires_ms: i64) {
+    use agentbus_protocol::frame::{Transport, Verified};
+    let msg = agentbus_local::InboundMessage {
+        transport: Transport::Gateway,
+        transport_id: id.into(),
+        from: "agent://acme/backend/release-bot".into(),
+        kind: "agentbus.task.request.v1".into(),
+        conversation: Some("cnv_01J9ZK6Q8R2M3N4P5Q6R7S8T9V".into()),
+        subject: Some("review 482".into()),
+        body: "Review change 482.".into(),
+        verified: Verified::True,
+        attachments: vec![],
+        reply_command: Some("agentbus accept tsk_01J9ZK6Q8R2M3N4P5Q6R7S8T9A".into()),
+        sent: agentbus_protocol::timestamp::Timestamp(crate::T0),
+        recipient: "agent://acme/backend/reviewer".into(),
+        message_id: None,
+        task: Some("tsk_01J9ZK6Q8R2M3N4P5Q6R7S8T9A".into()),
+        late: false,
+        expires_ms: Some(expires_ms),
+        held: None,
+    };
+    f.store.import(&msg).unwrap();
+}
+
+#[test]
+fn issue_14_read_inbox_says_each_messages_ids_answer_and_expiry_as_the_cli_json_does() {
+    let f = Fixture::new();
+    f.store
+        .bind(crate::SID, Some("agent://acme/backend/reviewer"))
+        .unwrap();
+    let session = f.session();
+    let rt = rt();
+    let open = "msg_01J9ZK6Q8R2M3N4P5Q6R7S8T9V";
+    task_request(&f, open, crate::T0 + 60_000);
+    let out = rt
+        .block_on(session.call("read_inbox", Value::Null))
+        .unwrap();
+    let m = &out.structured["messages"][0];
+    assert_eq!(m["id"], out.structured["shown"][0], "{m}");
+    assert_eq!(m["message_id"], open);
+    assert_eq!(m["task_id"], "tsk_01J9ZK6Q8R2M3N4P5Q6R7S8T9A");
+    assert_eq!(
+        m["answer"],
+        "agentbus accept tsk_01J9ZK6Q8R2M3N4P5Q6R7S8T9A"
+    );
+    assert_eq!(m["late"], false);
+    assert_eq!(m["expired_at"], Value::Null);
+
+    // Past its deadline: expired, and nothing answers it.
+    let late = "msg_01J9ZK6Q8R2M3N4P5Q6R7S8T9W";
+    task_request(&f, late, crate::T0 + 1);
+    f.clock.advance_ms(10_000);
+    let out = rt
+        .block_on(session.call("read_inbox", Value::Null))
+        .unwrap();
+    let m = &out.structured["messages"][0];
+    assert_eq!(m["message_id"], late, "{}", out.structured);
+    assert_eq!(m["answer"], Value::Null);
+    assert_eq!(m["expired_at"], "2025-11-30T12:00:00.001Z");
+}

@@ -551,7 +551,7 @@ fn send(args: SendArgs, printer: &Printer) -> CliResult {
         attach: args.attach,
         expects_reply: args.expects_reply || wait.is_some(),
     };
-    let progress = Transfer::new(message.attach.len());
+    let progress = Transfer::uploads(message.attach.len());
     let sent = ctx
         .block(agent.send(message, &progress))
         .map_err(|e| recipient_hint(&ctx, &args.to, e))?;
@@ -722,7 +722,7 @@ fn delegate(args: DelegateArgs, printer: &Printer) -> CliResult {
         new_task: args.new_task,
         budget,
     };
-    let progress = Transfer::new(delegation.attach.len());
+    let progress = Transfer::uploads(delegation.attach.len());
     let d = ctx
         .block(agent.delegate(delegation, &progress))
         .map_err(|e| recipient_hint(&ctx, &args.to, e))?;
@@ -882,7 +882,7 @@ fn until_interrupted<T>(
 fn lifecycle(task: &str, action: TaskAction, attach: &[PathBuf], printer: &Printer) -> CliResult {
     let ctx = Ctx::open()?;
     let task = &ctx.resolve(task, Wants::Task)?;
-    let progress = Transfer::new(attach.len());
+    let progress = Transfer::uploads(attach.len());
     let acted = ctx
         .block(ctx.agent().act(task, action, attach, &progress))
         .map_err(|e| {

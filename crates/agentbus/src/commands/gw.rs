@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use agentbus_client::agent::Downloads;
 use agentbus_client::http::CONNECTION_REFUSED;
 use agentbus_client::profile::Profiles;
 use agentbus_client::receive::Receiver;
@@ -216,6 +217,8 @@ impl Ctx {
             profiles: self.profiles.clone(),
             profile: self.profile.clone(),
             gw: self.gw.clone(),
+            // What its receivers download shows the same bar as uploads, on a terminal.
+            downloads: Downloads::new(|n| Box::new(super::progress::Transfer::downloads(n))),
         }
     }
 

@@ -402,15 +402,14 @@ fn steer(args: SteerArgs, kind: Kind, printer: &Printer) -> CliResult {
 /// `local_id` are the store's `lm_`, `message_id` the transport's, the gateway's `msg_`), its
 /// task, and the command that answers it now, so a script can go on to the task verbs.
 fn item_json(m: &Message, now: i64) -> Value {
-    let via = m.via.as_ref();
-    json!({
-        "id": m.id,
-        "local_id": m.id,
-        "message_id": via.map_or(m.id.as_str(), |v| v.shown_id()),
-        "task_id": via.and_then(|v| v.task.clone()),
-        "late": via.is_some_and(|v| v.late),
-        "expired_at": via.and_then(|v| v.expired_at(now)).map(|t| t.to_string()),
-        "answer": agentbus_local::deliver::answer_at(m, None, now),
+    let mut doc = json!({"id": m.id, "local_id": m.id});
+    if let (Some(d), Value::Object(ids)) = (
+        doc.as_object_mut(),
+        agentbus_local::deliver::standing(m, None, now),
+    ) {
+        d.extend(ids);
+    }
+    let rest = json!({
         "transport": transport_of(m).as_str(),
         "kind": m.via.as_ref().map_or(m.kind.as_str(), |v| v.kind.as_str()),
         "from": sender_label(m),
@@ -421,7 +420,11 @@ fn item_json(m: &Message, now: i64) -> Value {
         "subject": m.via.as_ref().and_then(|v| v.subject.clone()),
         "re": m.re,
         "text": m.text,
-    })
+    });
+    if let (Some(d), Value::Object(rest)) = (doc.as_object_mut(), rest) {
+        d.extend(rest);
+    }
+    doc
 }
 
 /// The first line of a foreign text, made safe for a terminal and cut to `max` characters.

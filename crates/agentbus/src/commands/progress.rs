@@ -5,15 +5,27 @@ use std::io::IsTerminal as _;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-/// The progress of a set of file transfers.
+/// The progress of a set of attachment transfers, one direction at a time: the one display for
+/// uploads (`send`, `delegate`, `complete`, `answer --attach`) and for downloads (the receive path).
 pub struct Transfer {
     bar: Option<ProgressBar>,
     files: usize,
+    verb: &'static str,
 }
 
 impl Transfer {
-    /// A display for `files` transfers; hidden unless stderr is a terminal, and with `-q`.
-    pub fn new(files: usize) -> Transfer {
+    /// A display for `files` uploads.
+    pub fn uploads(files: usize) -> Transfer {
+        Transfer::new(files, "upload")
+    }
+
+    /// A display for `files` downloads.
+    pub fn downloads(files: usize) -> Transfer {
+        Transfer::new(files, "download")
+    }
+
+    /// Hidden unless stderr is a terminal, and with `-q`.
+    fn new(files: usize, verb: &'static str) -> Transfer {
         let shown = crate::printer::verbosity() > crate::printer::Verbosity::Quiet;
         let bar = (files > 0 && shown && std::io::stderr().is_terminal()).then(|| {
             let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
@@ -24,7 +36,7 @@ impl Transfer {
             bar.enable_steady_tick(std::time::Duration::from_millis(120));
             bar
         });
-        Transfer { bar, files }
+        Transfer { bar, files, verb }
     }
 }
 
@@ -37,11 +49,12 @@ impl Drop for Transfer {
     }
 }
 
-impl agentbus_client::agent::UploadProgress for Transfer {
+impl agentbus_client::agent::TransferProgress for Transfer {
     fn start(&self, i: usize, name: &str, bytes: u64) {
         if let Some(b) = &self.bar {
-            b.set_prefix(format!("[{}/{}]", i + 1, self.files));
-            b.set_message(name.to_owned());
+            b.set_prefix(format!("{} {}/{}", self.verb, i + 1, self.files));
+            // A received attachment's name is the sender's text: one line, no terminal controls.
+            b.set_message(agentbus_protocol::text::for_terminal_line(name).into_owned());
             b.set_length(bytes);
             b.set_position(0);
         }

@@ -1291,45 +1291,6 @@ fn a_second_machine_joins_an_existing_agent_with_its_credential() {
     assert_eq!(out.status.code(), Some(4));
 }
 
-#[test]
-fn uploads_show_progress_on_a_terminal_only() {
-    // `script` gives the command a terminal; without it there is nothing to check here.
-    if Command::new("script").arg("--version").output().is_err() {
-        return;
-    }
-    let gw = Gw::start();
-    let (bot, reviewer) = pair(&gw, "sender", "receiver");
-    let big = bot.home().join("big.bin");
-    std::fs::write(&big, vec![7u8; 3 * 1024 * 1024]).unwrap();
-    let line = format!(
-        "{} send {} 'a big file' --attach {}",
-        env!("CARGO_BIN_EXE_agentbus"),
-        reviewer.address(),
-        big.display()
-    );
-    let out = Command::new("script")
-        .args(["-qec", &line, "/dev/null"])
-        .env("AGENTBUS_HOME", bot.home())
-        .env_remove("AGENTBUS_PROFILE")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let shown = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{shown}");
-    assert!(shown.contains("[1/1] big.bin"), "{shown}");
-    assert!(shown.contains("MiB"), "the bar counts bytes: {shown}");
-    // Piped, the same upload prints only its result.
-    let out = bot.run(&[
-        "send",
-        &reviewer.address(),
-        "again",
-        "--attach",
-        big.to_str().unwrap(),
-    ]);
-    assert!(out.status.success());
-    assert!(out.stderr.is_empty());
-}
-
 /// The state of `task` as `trace --json` reports it to `m`.
 pub fn task_state(m: &Machine, task: &str) -> String {
     m.ok(&["--json", "trace", task])["task"]["state"]

@@ -13,9 +13,11 @@ mod local_cli;
 mod opencode_plugin;
 #[path = "../../../agentbus-store/tests/it/pg.rs"]
 mod pg;
+mod pty;
 mod replicas;
 mod service_cli;
 mod share_cli;
+mod terminal_cli;
 mod work_cli;
 
 use std::io::Write as _;
