@@ -69,6 +69,40 @@ fn replica(dir: &Path, url: &str, keys_from: Option<&Path>, extra: &[&str]) -> G
     gw
 }
 
+/// Two replicas on a new database of the shared cluster, started with `flags`: A first (it
+/// bootstraps), then B with A's keys. B is handed A's first-start tokens, which are the
+/// database's, so a test can act through either.
+struct Pair {
+    url: String,
+    a: GwProc,
+    b: GwProc,
+    /// B as it started: whether it printed tokens of its own.
+    b_bootstrapped: bool,
+    _tmp: tempfile::TempDir,
+}
+
+fn pair(flags: &[&str]) -> Pair {
+    let url = database(Cluster::shared());
+    let tmp = tempfile::tempdir().unwrap();
+    let a = replica(&tmp.path().join("a"), &url, None, flags);
+    let mut b = replica(
+        &tmp.path().join("b"),
+        &url,
+        Some(&tmp.path().join("a")),
+        flags,
+    );
+    let b_bootstrapped = !b.admin.is_empty();
+    b.admin = a.admin.clone();
+    b.operator = a.operator.clone();
+    Pair {
+        url,
+        a,
+        b,
+        b_bootstrapped,
+        _tmp: tmp,
+    }
+}
+
 /// A signed message from `from` to `to`, stamped now.
 fn message(from: &Agent, to: &Agent, text: &str) -> (String, Vec<u8>) {
     let id = agentbus_runtime::mint(IdKind::Message).to_string();
@@ -99,17 +133,14 @@ fn percentile(sorted: &[Duration], q: f64) -> f64 {
 /// a master key of its own is refused at start.
 #[test]
 fn replicas_wake_each_other_and_forget_revoked_credentials() {
-    let cluster = Cluster::shared();
-    let url = database(cluster);
-    let tmp = tempfile::tempdir().unwrap();
-    let a = replica(&tmp.path().join("a"), &url, None, &[]);
-    let b = replica(
-        &tmp.path().join("b"),
-        &url,
-        Some(&tmp.path().join("a")),
-        &[],
-    );
-    assert!(b.admin.is_empty(), "only the first replica bootstraps");
+    let Pair {
+        url,
+        a,
+        b,
+        b_bootstrapped,
+        _tmp: tmp,
+    } = pair(&[]);
+    assert!(!b_bootstrapped, "only the first replica bootstraps");
     let mut b_as_admin = http(&b.url, "GET", "/v1/agents", &a.admin, None);
     assert_eq!(b_as_admin.0, 200, "{}", b_as_admin.1);
     let alice = register(&a, "alice");
@@ -328,25 +359,13 @@ fn replicas_an_unusable_database_stops_the_start_with_its_fix() {
 #[test]
 fn replicas_kill_9_of_one_of_two_loses_no_acknowledged_publish() {
     const PUBLISHERS: usize = 8;
-    let cluster = Cluster::shared();
-    let url = database(cluster);
-    let tmp = tempfile::tempdir().unwrap();
-    let flags = [
+    let Pair { a, b, _tmp, .. } = pair(&[
         "--unsafe-test-clock",
         "--max-attempts",
         "1000",
         "--inbox-max-depth",
         "100000000",
-    ];
-    let a = replica(&tmp.path().join("a"), &url, None, &flags);
-    let mut b = replica(
-        &tmp.path().join("b"),
-        &url,
-        Some(&tmp.path().join("a")),
-        &flags,
-    );
-    b.operator = a.operator.clone();
-    b.admin = a.admin.clone();
+    ]);
     let consumers: Vec<Agent> = (0..2)
         .map(|i| register(&a, &format!("consumer-{i}")))
         .collect();
@@ -576,18 +595,7 @@ fn replicas_a_dry_pool_answers_9010_and_never_hangs() {
 /// unread is settled by one of them, and its sender gets one expiry notice, not one per replica.
 #[test]
 fn replicas_an_expiry_fires_once_when_both_reap_at_once() {
-    let cluster = Cluster::shared();
-    let url = database(cluster);
-    let tmp = tempfile::tempdir().unwrap();
-    let flags = ["--unsafe-test-clock", "--reaper-interval", "0s"];
-    let a = replica(&tmp.path().join("a"), &url, None, &flags);
-    let mut b = replica(
-        &tmp.path().join("b"),
-        &url,
-        Some(&tmp.path().join("a")),
-        &flags,
-    );
-    b.operator = a.operator.clone();
+    let Pair { a, b, _tmp, .. } = pair(&["--unsafe-test-clock", "--reaper-interval", "0s"]);
     let alice = register(&a, "alice");
     let bob = register(&a, "bob");
     let mut ids = Vec::new();
