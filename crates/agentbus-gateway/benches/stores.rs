@@ -41,17 +41,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use agentbus_gateway::config::StoreSetting;
+use gateway::env;
 
 /// The allocator the `agentbus` binary uses, so the figures are the binary's.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// A gateway (or a pair of replicas) under measurement, with what each round measured.
 struct Target {
@@ -427,15 +421,7 @@ fn loadavg() -> String {
 }
 
 fn main() {
-    // The gateway's warnings (a WebSocket that stopped, say) explain a stalled run.
-    tracing_subscriber::fmt()
-        .with_env_filter("warn")
-        .with_writer(std::io::stderr)
-        .init();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = gateway::runtime();
     let tmp = tempfile::tempdir().unwrap();
     let cluster = pg::Cluster::start();
     rt.block_on(async {

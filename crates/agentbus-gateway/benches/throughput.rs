@@ -20,28 +20,14 @@ mod gateway;
 mod loadgen;
 
 use agentbus_gateway::config::StoreSetting;
+use gateway::env;
 
 /// The allocator the `agentbus` binary uses, so the figures are the binary's.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn main() {
-    // The gateway's warnings (a WebSocket that stopped, say) explain a stalled run.
-    tracing_subscriber::fmt()
-        .with_env_filter("warn")
-        .with_writer(std::io::stderr)
-        .init();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = gateway::runtime();
     rt.block_on(async {
         let tmp = tempfile::tempdir().unwrap();
         let (addr, admin) = gateway::start(tmp.path().join("gw"), StoreSetting::Sqlite).await;

@@ -24,3 +24,24 @@ pub async fn start(dir: PathBuf, store: StoreSetting) -> (SocketAddr, Option<Str
     tokio::spawn(gw.serve_on(listener, std::future::pending()));
     (addr, admin)
 }
+
+/// The setting `name` from the environment, or `default` when unset or unparsable.
+pub fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The bench's runtime, with the gateway's warnings on stderr (a WebSocket that stopped, say,
+/// explains a stalled run).
+pub fn runtime() -> tokio::runtime::Runtime {
+    tracing_subscriber::fmt()
+        .with_env_filter("warn")
+        .with_writer(std::io::stderr)
+        .init();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
