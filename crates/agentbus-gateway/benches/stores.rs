@@ -146,11 +146,13 @@ async fn side_by_side(cluster: &pg::Cluster, root: &Path) {
             let q = |p| loadgen::quantile(&lat, p);
             let l = [q(0.50), q(0.99), q(0.999)];
             println!(
-                "round {} {:<14} throughput {per_s:>6.0}/s (published in {:.2} s, all delivered in {:.2} s); at {rate}/s p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms; load {}",
+                "round {} {:<14} throughput {per_s:>6.0}/s (published in {:.2} s, all delivered in {:.2} s); at {rate}/s for {seconds} s ({} of {} planned delivered) p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms; load {}",
                 round + 1,
                 t.name,
                 published.as_secs_f64(),
                 delivered.as_secs_f64(),
+                lat.len(),
+                rate * seconds,
                 l[0],
                 l[1],
                 l[2],

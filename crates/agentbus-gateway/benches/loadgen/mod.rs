@@ -301,8 +301,10 @@ impl Setup {
     }
 
     /// Publishes `messages` at `rate` per second, the first at `start`, with at most 256 in
-    /// flight (a gateway that slows down lowers the rate achieved); waits for them to be
-    /// delivered (up to 60 s after the last 202) and answers each one's [`Sample`], in order.
+    /// flight (a gateway that slows down lowers the rate achieved) and none started after the
+    /// planned end (`messages.len() / rate` seconds: the run lasts as long however far behind it
+    /// falls); waits for them to be delivered (up to 60 s after the last 202) and answers each
+    /// sent one's [`Sample`], in order.
     pub async fn paced(
         &self,
         messages: Vec<(String, Vec<u8>, String)>,
@@ -310,16 +312,19 @@ impl Setup {
         start: Instant,
     ) -> Vec<Sample> {
         self.arrivals.lock().unwrap().clear();
-        let total = messages.len();
+        let end = start + Duration::from_micros(messages.len() as u64 * 1_000_000 / rate);
         // Bounded in flight, so a slow moment cannot open thousands of sockets.
         let permits = Arc::new(tokio::sync::Semaphore::new(256));
-        let mut handles = Vec::with_capacity(total);
+        let mut handles = Vec::with_capacity(messages.len());
         for (i, (id, body, token)) in messages.into_iter().enumerate() {
             let due = start + Duration::from_micros(i as u64 * 1_000_000 / rate);
             tokio::time::sleep_until(due.into()).await;
             let http = self.http.clone();
             let url = self.url.clone();
             let permit = permits.clone().acquire_owned().await.unwrap();
+            if Instant::now() >= end {
+                break;
+            }
             handles.push(tokio::spawn(async move {
                 let _permit = permit;
                 let sent = Instant::now();
@@ -338,10 +343,11 @@ impl Setup {
                 (id, sent, Instant::now())
             }));
         }
-        let mut sent = Vec::with_capacity(total);
+        let mut sent = Vec::with_capacity(handles.len());
         for h in handles {
             sent.push(h.await.unwrap());
         }
+        let total = sent.len();
         let last = Instant::now();
         while self.arrivals.lock().unwrap().len() < total {
             if last.elapsed() > Duration::from_secs(60) {
