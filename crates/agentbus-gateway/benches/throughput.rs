@@ -11,49 +11,27 @@
 //!    (sent instant to the instant its WebSocket frame is read), reported as p50/p99/p99.9.
 //!
 //! The load generator is `loadgen`, shared with the side-by-side bench against NATS JetStream
-//! (`scripts/bench`). Figures go in docs/benchmarks.md. Not a test: nothing here asserts a time.
+//! (`scripts/bench`) and the SQLite/PostgreSQL bench (`benches/stores.rs`). Figures go in
+//! docs/benchmarks.md. Not a test: nothing here asserts a time.
 
 #![allow(clippy::unwrap_used, clippy::print_stdout, missing_docs)]
 
+mod gateway;
 mod loadgen;
 
-use std::sync::Arc;
-
-use agentbus_gateway::{Config, Gateway};
-use agentbus_runtime::SystemClock;
+use agentbus_gateway::config::StoreSetting;
+use gateway::env;
 
 /// The allocator the `agentbus` binary uses, so the figures are the binary's.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn main() {
-    // The gateway's warnings (a WebSocket that stopped, say) explain a stalled run.
-    tracing_subscriber::fmt()
-        .with_env_filter("warn")
-        .with_writer(std::io::stderr)
-        .init();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = gateway::runtime();
     rt.block_on(async {
         let tmp = tempfile::tempdir().unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let mut config = Config::new(addr, tmp.path().join("gw"));
-        config.inbox_max_depth = 1_000_000;
-        config.rate_per_agent = 1e9;
-        config.rate_burst = 1e9;
-        let gw = Gateway::open(config, Arc::new(SystemClock)).await.unwrap();
-        let admin = gw.bootstrap.as_ref().unwrap().admin_token.clone();
-        tokio::spawn(gw.serve_on(listener, std::future::pending()));
+        let (addr, admin) = gateway::start(tmp.path().join("gw"), StoreSetting::Sqlite).await;
+        let admin = admin.unwrap();
         let setup = loadgen::Setup::new(addr, &admin, "bench").await;
 
         let n = env("BENCH_N", 40_000usize);

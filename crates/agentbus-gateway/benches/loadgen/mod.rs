@@ -150,9 +150,21 @@ pub async fn subscribe(url: &str, token: &str, arrivals: Arrivals) -> tokio::tas
     })
 }
 
+/// One paced message: when it was sent, when its 202 came back and when the subscriber read it,
+/// in seconds since the run's start.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    /// The instant its request was started.
+    pub sent: f64,
+    /// The instant its 202 was read.
+    pub accepted: f64,
+    /// The instant its delivery frame was read, if it arrived.
+    pub arrived: Option<f64>,
+}
+
 /// A gateway with a subscriber and eight senders, ready for load.
 pub struct Setup {
-    /// The gateway's address.
+    /// The address publishes go to.
     pub addr: SocketAddr,
     url: String,
     http: reqwest::Client,
@@ -165,6 +177,12 @@ pub struct Setup {
 impl Setup {
     /// Registers the agents (names made unique by `tag`) and opens the subscriber's socket.
     pub async fn new(addr: SocketAddr, admin: &str, tag: &str) -> Setup {
+        Setup::split(addr, addr, admin, tag).await
+    }
+
+    /// [`Setup::new`] with publishes sent to `addr` and the subscriber's socket held on
+    /// `deliver`: another replica of the same gateway, which the publish must wake.
+    pub async fn split(addr: SocketAddr, deliver: SocketAddr, admin: &str, tag: &str) -> Setup {
         let url = format!("http://{addr}");
         // reqwest is built without a rustls provider in this workspace (see the root Cargo.toml).
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -178,7 +196,12 @@ impl Setup {
             senders.push(register(&http, &url, admin, &format!("send-{tag}-{i}")).await);
         }
         let arrivals: Arrivals = Arc::default();
-        let ws = subscribe(&url, &subscriber.token, arrivals.clone()).await;
+        let ws = subscribe(
+            &format!("http://{deliver}"),
+            &subscriber.token,
+            arrivals.clone(),
+        )
+        .await;
         Setup {
             addr,
             url,
@@ -190,7 +213,9 @@ impl Setup {
         }
     }
 
-    fn messages(&self, n: usize, size: usize) -> Vec<(String, Vec<u8>, String)> {
+    /// `n` signed messages of `size` bytes from the senders in turn to the subscriber: (id,
+    /// body, sender's token).
+    pub fn messages(&self, n: usize, size: usize) -> Vec<(String, Vec<u8>, String)> {
         (0..n)
             .map(|i| {
                 let s = &self.senders[i % self.senders.len()];
@@ -234,11 +259,13 @@ impl Setup {
                         .body(http_body_util::Full::new(bytes::Bytes::from(body)))
                         .unwrap();
                     let r = send.send_request(req).await.unwrap();
-                    assert_eq!(r.status().as_u16(), 202);
+                    let status = r.status().as_u16();
                     // Read the receipt to the end so the connection is ready for the next one.
-                    http_body_util::BodyExt::collect(r.into_body())
+                    let body = http_body_util::BodyExt::collect(r.into_body())
                         .await
-                        .unwrap();
+                        .unwrap()
+                        .to_bytes();
+                    assert_eq!(status, 202, "{}", String::from_utf8_lossy(&body));
                 }
             }));
         }
@@ -261,25 +288,46 @@ impl Setup {
     }
 
     /// Publishes at `rate` per second for `seconds`; returns each message's publish→delivery
-    /// time in milliseconds, sorted.
+    /// time in milliseconds, sorted (of those delivered: a shortfall is reported on stderr).
     pub async fn latency(&self, rate: u64, seconds: u64, size: usize) -> Vec<f64> {
+        let messages = self.messages((rate * seconds) as usize, size);
+        let samples = self.paced(messages, rate, Instant::now()).await;
+        let mut lat: Vec<f64> = samples
+            .iter()
+            .filter_map(|s| s.arrived.map(|a| (a - s.sent) * 1000.0))
+            .collect();
+        lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        lat
+    }
+
+    /// Publishes `messages` at `rate` per second, the first at `start`, with at most 256 in
+    /// flight (a gateway that slows down lowers the rate achieved) and none started after the
+    /// planned end (`messages.len() / rate` seconds: the run lasts as long however far behind it
+    /// falls); waits for them to be delivered (up to 60 s after the last 202) and answers each
+    /// sent one's [`Sample`], in order.
+    pub async fn paced(
+        &self,
+        messages: Vec<(String, Vec<u8>, String)>,
+        rate: u64,
+        start: Instant,
+    ) -> Vec<Sample> {
         self.arrivals.lock().unwrap().clear();
-        let total = (rate * seconds) as usize;
-        let sent: Arrivals = Arc::default();
+        let end = start + Duration::from_micros(messages.len() as u64 * 1_000_000 / rate);
         // Bounded in flight, so a slow moment cannot open thousands of sockets.
         let permits = Arc::new(tokio::sync::Semaphore::new(256));
-        let start = Instant::now();
-        let mut handles = Vec::with_capacity(total);
-        for (i, (id, body, token)) in self.messages(total, size).into_iter().enumerate() {
+        let mut handles = Vec::with_capacity(messages.len());
+        for (i, (id, body, token)) in messages.into_iter().enumerate() {
             let due = start + Duration::from_micros(i as u64 * 1_000_000 / rate);
             tokio::time::sleep_until(due.into()).await;
             let http = self.http.clone();
             let url = self.url.clone();
-            let sent = sent.clone();
             let permit = permits.clone().acquire_owned().await.unwrap();
+            if Instant::now() >= end {
+                break;
+            }
             handles.push(tokio::spawn(async move {
                 let _permit = permit;
-                sent.lock().unwrap().insert(id, Instant::now());
+                let sent = Instant::now();
                 let r = http
                     .post(format!("{url}/v1/messages"))
                     .bearer_auth(token)
@@ -288,23 +336,38 @@ impl Setup {
                     .send()
                     .await
                     .unwrap();
-                assert_eq!(r.status().as_u16(), 202);
+                let status = r.status().as_u16();
+                if status != 202 {
+                    panic!("{status}: {}", r.text().await.unwrap_or_default());
+                }
+                (id, sent, Instant::now())
             }));
         }
+        let mut sent = Vec::with_capacity(handles.len());
         for h in handles {
-            h.await.unwrap();
+            sent.push(h.await.unwrap());
         }
+        let total = sent.len();
+        let last = Instant::now();
         while self.arrivals.lock().unwrap().len() < total {
+            if last.elapsed() > Duration::from_secs(60) {
+                eprintln!(
+                    "stalled: {} of {total} delivered 60 s after the last publish",
+                    self.arrivals.lock().unwrap().len()
+                );
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let sent = sent.lock().unwrap();
         let arrived = self.arrivals.lock().unwrap();
-        let mut lat: Vec<f64> = sent
-            .iter()
-            .map(|(id, t)| arrived[id].duration_since(*t).as_secs_f64() * 1000.0)
-            .collect();
-        lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        lat
+        let at = |t: Instant| t.duration_since(start).as_secs_f64();
+        sent.into_iter()
+            .map(|(id, sent, accepted)| Sample {
+                sent: at(sent),
+                accepted: at(accepted),
+                arrived: arrived.get(&id).map(|t| at(*t)),
+            })
+            .collect()
     }
 }
 
