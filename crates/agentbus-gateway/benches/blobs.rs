@@ -7,14 +7,14 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
+mod loadgen;
+
 use std::sync::Arc;
 use std::time::Instant;
 
 use agentbus_gateway::config::S3Download;
 use agentbus_gateway::{Config, Gateway};
-use agentbus_protocol::signing::SigningKey;
 use agentbus_runtime::{Clock as _, ManualClock};
-use serde_json::{Value, json};
 
 const MIB: usize = 1 << 20;
 
@@ -85,18 +85,8 @@ async fn run(s3: &str, target: Option<S3Download>, body: &[u8]) -> (f64, f64) {
     let gw = Gateway::open(config, Arc::new(clock)).await.unwrap();
     let admin = gw.bootstrap.as_ref().unwrap().admin_token.clone();
     tokio::spawn(async move { gw.serve_on(listener, std::future::pending()).await });
-    let key = SigningKey::from_seed(agentbus_runtime::random_bytes());
-    let reg: Value = http
-        .post(format!("{url}/v1/agents"))
-        .bearer_auth(&admin)
-        .json(&json!({"name": "bench", "public_key": key.public().to_base64url()}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let client = agentbus_client::http::Gateway::new(&url, reg["token"].as_str().unwrap()).unwrap();
+    let agent = loadgen::register(&http, &url, &admin, "bench").await;
+    let client = agentbus_client::http::Gateway::new(&url, &agent.token).unwrap();
     let started = Instant::now();
     let entry = client
         .upload_blob("bench.bin", "application/octet-stream", body.to_vec(), None)
