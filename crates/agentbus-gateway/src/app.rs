@@ -287,20 +287,22 @@ impl<S: Store> App<S> {
     /// Wakes every long-poll and WebSocket waiting on these inboxes, here and on the other
     /// replicas.
     pub fn wake(&self, agent_ids: impl IntoIterator<Item = impl AsRef<str>>) {
+        if !self.peers {
+            // One process: no copy of the ids on the publish path.
+            return self.wake_here(agent_ids);
+        }
         let ids: Vec<String> = agent_ids
             .into_iter()
             .map(|id| id.as_ref().to_owned())
             .collect();
-        if self.peers {
-            self.tell_peers(Signal::Inbox(ids.clone()));
-        }
-        self.wake_here(ids);
+        self.wake_here(&ids);
+        self.tell_peers(Signal::Inbox(ids));
     }
 
-    fn wake_here(&self, agent_ids: Vec<String>) {
+    fn wake_here(&self, agent_ids: impl IntoIterator<Item = impl AsRef<str>>) {
         let m = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
         for id in agent_ids {
-            if let Some(n) = m.get(&id) {
+            if let Some(n) = m.get(id.as_ref()) {
                 n.notify_waiters();
             }
         }
