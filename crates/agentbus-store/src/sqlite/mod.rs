@@ -266,6 +266,18 @@ impl SqliteStore {
         f(&conn)
     }
 
+    /// [`SqliteStore::read`] once every write queued before this call has landed: a lease is
+    /// queued without waiting (see `lease`), so a read of delivery states right after a poll
+    /// answered would otherwise still see the entry unleased.
+    pub(crate) async fn read_after_writes<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    {
+        self.write_shared(false, |_| Ok(())).await?;
+        self.read(f).await
+    }
+
     /// Runs `f` on a read connection. Reads are short indexed lookups that WAL never blocks, so on
     /// a multi-threaded runtime they run in place (`block_in_place`), saving a thread hand-off per
     /// read; elsewhere they go to the blocking pool.

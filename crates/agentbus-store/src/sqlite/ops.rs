@@ -1471,7 +1471,7 @@ impl Store for SqliteStore {
             source.to_owned(),
             message_id.to_owned(),
         );
-        self.read(move |c| super::receipts::states(c, &t, &s, &id))
+        self.read_after_writes(move |c| super::receipts::states(c, &t, &s, &id))
             .await
     }
 
@@ -1515,7 +1515,7 @@ impl Store for SqliteStore {
     }
 
     async fn copies(&self, message_seqs: Vec<i64>) -> StoreResult<Vec<CopyState>> {
-        self.read(move |c| Ok(super::console::copies(c, &message_seqs)?))
+        self.read_after_writes(move |c| Ok(super::console::copies(c, &message_seqs)?))
             .await
     }
 

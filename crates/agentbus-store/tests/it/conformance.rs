@@ -1516,3 +1516,27 @@ pub async fn store_sent_messages_page_newest_first<S: Store + Clone>(store: S) {
         "another tenant's list is empty"
     );
 }
+
+/// WP §5.8: the sender's read of delivery states follows the recipient's lease at once. A lease
+/// that is still being written (SQLite queues it without waiting) must not read as unleased to a
+/// sender who asks after the poll answered; many rounds, so a racing write would show.
+pub async fn wp_5_8_a_lease_shows_in_delivery_states_at_once<S: Store + Clone>(store: S) {
+    base(&store).await;
+    for i in 0..40 {
+        let id = format!("m{i}");
+        let (m, _) = stored(&store, msg("agt_a", &id, &["agt_b"], T0)).await;
+        let d = store
+            .lease(lease_req("agt_b", i, 1, T0 + 5))
+            .await
+            .unwrap();
+        assert_eq!(d.len(), 1, "round {i}");
+        let (_, states) = store
+            .delivery_states("ten_1", &m.source, &id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(states[0].state, EntryState::Leased, "round {i}");
+        let copies = store.copies(vec![m.seq]).await.unwrap();
+        assert_eq!(copies[0].state, EntryState::Leased, "round {i}: {copies:?}");
+    }
+}

@@ -65,6 +65,7 @@ conformance!(
     store_tasks_due_and_version_check,
     store_blobs,
     store_receipts_and_delivery_states,
+    wp_5_8_a_lease_shows_in_delivery_states_at_once,
     store_console_sessions,
     store_console_reads_and_usage,
     store_sent_messages_page_newest_first,
