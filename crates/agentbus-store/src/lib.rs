@@ -21,7 +21,7 @@ pub use postgres::{PgOptions, PgStore};
 pub use sqlite::SqliteStore;
 
 /// Why a storage operation failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// A uniqueness rule was broken (a name, an alias, a slug).
     #[error("{0} already exists")]

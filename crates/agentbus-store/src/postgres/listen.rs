@@ -21,33 +21,80 @@ const IDS_PER_NOTIFY: usize = 200;
 /// How long a lost listening connection waits before it is made again.
 const RECONNECT: Duration = Duration::from_millis(500);
 
-impl PgStore {
-    pub(super) async fn notify(&self, s: Signal) -> StoreResult<()> {
-        let mut sql = String::from("BEGIN; SET LOCAL synchronous_commit = off;");
-        let me = &self.replica;
+/// Starts the task that sends this store's signals: whatever queued while one `NOTIFY` was on
+/// its way goes in the next, merged (each inbox once, identity changes once), so a burst of
+/// publishes costs a few notifications rather than one each.
+pub(super) fn start_sender(
+    pool: deadpool_postgres::Pool,
+    replica: String,
+) -> mpsc::UnboundedSender<Signal> {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(first) = rx.recv().await {
+            let mut queued = vec![first];
+            while let Ok(s) = rx.try_recv() {
+                queued.push(s);
+            }
+            if let Some(sql) = notify_sql(&replica, queued) {
+                // A notification lost here only delays a wake-up: the replicas re-read their
+                // inboxes at least once a second, and drop cached identities on a `Resync`.
+                if let Ok(c) = pool.get().await {
+                    let _ = c.batch_execute(&sql).await;
+                }
+            }
+        }
+    });
+    tx
+}
+
+/// One transaction that sends `signals` from `me`, merged; `None` when there is nothing to send.
+fn notify_sql(me: &str, signals: Vec<Signal>) -> Option<String> {
+    let mut seen = std::collections::HashSet::new();
+    let mut ids = Vec::new();
+    let mut identity = false;
+    for s in signals {
         match s {
-            Signal::Inbox(ids) => {
-                for chunk in ids.chunks(IDS_PER_NOTIFY) {
-                    // Ids are minted by the gateway (letters, digits, `_`); anything else is
-                    // left out rather than quoted into SQL.
-                    let ids: Vec<&str> = chunk
-                        .iter()
-                        .map(String::as_str)
-                        .filter(|id| id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
-                        .collect();
-                    if !ids.is_empty() {
-                        sql.push_str(&format!(" NOTIFY {INBOX}, '{me} {}';", ids.join(",")));
+            Signal::Inbox(list) => {
+                // Ids are minted by the gateway (letters, digits, `_`); anything else is left
+                // out rather than quoted into SQL.
+                for id in list {
+                    if id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                        && !id.is_empty()
+                        && seen.insert(id.clone())
+                    {
+                        ids.push(id);
                     }
                 }
             }
-            Signal::Identity => sql.push_str(&format!(" NOTIFY {IDENTITY}, '{me}';")),
-            Signal::Resync => return Ok(()),
+            Signal::Identity => identity = true,
+            Signal::Resync => {}
         }
-        sql.push_str(" COMMIT;");
-        // Its own transaction, committed without waiting for the disk: a notification is a hint
-        // about changes that are durable already, and must not hold the commit of a publish.
-        let c = self.client().await?;
-        Ok(c.batch_execute(&sql).await?)
+    }
+    if ids.is_empty() && !identity {
+        return None;
+    }
+    // Its own transaction, committed without waiting for the disk: a notification is a hint
+    // about changes that are durable already, and must not hold the commit of a publish.
+    let mut sql = String::from("BEGIN; SET LOCAL synchronous_commit = off;");
+    for chunk in ids.chunks(IDS_PER_NOTIFY) {
+        sql.push_str(&format!(" NOTIFY {INBOX}, '{me} {}';", chunk.join(",")));
+    }
+    if identity {
+        sql.push_str(&format!(" NOTIFY {IDENTITY}, '{me}';"));
+    }
+    sql.push_str(" COMMIT;");
+    Some(sql)
+}
+
+impl PgStore {
+    pub(super) async fn notify(&self, s: Signal) -> StoreResult<()> {
+        if let Err(unsent) = self.signals.send(s) {
+            // The sending task is gone (its runtime ended): send this one here.
+            if let Some(sql) = notify_sql(&self.replica, vec![unsent.0]) {
+                self.client().await?.batch_execute(&sql).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Signals the other replicas send, until the receiver is dropped: the listening connection
@@ -138,5 +185,31 @@ mod tests {
         );
         assert_eq!(parse(IDENTITY, "other", "me"), Some(Signal::Identity));
         assert_eq!(parse("elsewhere", "other", "me"), None);
+    }
+
+    #[test]
+    fn queued_signals_go_in_one_transaction_each_inbox_once() {
+        let sql = notify_sql(
+            "me",
+            vec![
+                Signal::Inbox(vec!["agt_a".into(), "agt_b".into()]),
+                Signal::Identity,
+                Signal::Inbox(vec!["agt_b".into(), "agt_c".into(), "x'; DROP".into()]),
+                Signal::Identity,
+            ],
+        );
+        assert_eq!(
+            sql.as_deref(),
+            Some(
+                "BEGIN; SET LOCAL synchronous_commit = off; \
+                 NOTIFY agentbus_inbox, 'me agt_a,agt_b,agt_c'; NOTIFY agentbus_identity, 'me'; COMMIT;"
+            )
+        );
+        assert_eq!(notify_sql("me", vec![Signal::Resync]), None);
+        let many: Vec<String> = (0..IDS_PER_NOTIFY + 1)
+            .map(|i| format!("agt_{i}"))
+            .collect();
+        let sql = notify_sql("me", vec![Signal::Inbox(many)]).unwrap_or_default();
+        assert_eq!(sql.matches("NOTIFY agentbus_inbox").count(), 2);
     }
 }

@@ -10,6 +10,7 @@
 //! checked when the store opens and `synchronous_commit` is set on every connection the pool
 //! makes, so a publish answers only after its commit is flushed.
 
+mod batch;
 mod listen;
 mod ops;
 mod rows;
@@ -56,6 +57,10 @@ pub struct PgStore {
     config: std::sync::Arc<tokio_postgres::Config>,
     /// This process's name in the signals it sends, so it skips its own.
     replica: String,
+    /// Where publishes queue for the group commit (`batch`).
+    batcher: batch::Batcher,
+    /// Where signals queue for the task that sends them, merged (`listen`).
+    signals: tokio::sync::mpsc::UnboundedSender<crate::Signal>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -106,11 +111,14 @@ impl PgStore {
             }))
             .build()
             .map_err(|e| StoreError::Backend(format!("the PostgreSQL pool: {e}")))?;
+        let replica = replica_name();
         let store = PgStore {
+            batcher: batch::Batcher::start(pool.clone(), opts.wait),
+            signals: listen::start_sender(pool.clone(), replica.clone()),
             pool,
             wait: opts.wait,
             config: std::sync::Arc::new(config),
-            replica: replica_name(),
+            replica,
         };
         let mut client = store.client().await?;
         let fsync = show(&client, "fsync").await?;
@@ -159,7 +167,7 @@ async fn show(client: &deadpool_postgres::Client, setting: &str) -> StoreResult<
     Ok(row.try_get(0)?)
 }
 
-fn pool_error(e: deadpool_postgres::PoolError, wait: Duration) -> StoreError {
+pub(super) fn pool_error(e: deadpool_postgres::PoolError, wait: Duration) -> StoreError {
     use deadpool_postgres::PoolError;
     match e {
         PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => StoreError::Busy(format!(

@@ -11,7 +11,7 @@ use crate::*;
 
 /// Serialises the transactions that take the same `keys` until they commit, in a fixed order
 /// (sorted hashes), so two transactions never wait on each other's locks.
-async fn lock_keys(t: &impl GenericClient, keys: &[String]) -> StoreResult<()> {
+pub(super) async fn lock_keys(t: &impl GenericClient, keys: &[String]) -> StoreResult<()> {
     exec(
         t,
         "SELECT pg_advisory_xact_lock(k) FROM \
@@ -23,7 +23,7 @@ async fn lock_keys(t: &impl GenericClient, keys: &[String]) -> StoreResult<()> {
 }
 
 /// An unambiguous lock key from parts: each part prefixed by its length.
-fn key_of(kind: &str, parts: &[&str]) -> String {
+pub(super) fn key_of(kind: &str, parts: &[&str]) -> String {
     let mut k = kind.to_owned();
     for p in parts {
         k.push_str(&format!("|{}:{p}", p.len()));
@@ -40,7 +40,7 @@ const ASYNC_COMMIT: &str = "SET LOCAL synchronous_commit = off";
 /// `BLOB_DUE`).
 const BLOB_DUE: &str = "(complete AND expires_at <= $1) OR (NOT complete AND created_at <= $2)";
 
-async fn recent_in(
+pub(super) async fn recent_in(
     c: &impl GenericClient,
     tenant: &str,
     source: &str,
@@ -60,7 +60,7 @@ async fn recent_in(
     .transpose()
 }
 
-async fn idempotent_in(
+pub(super) async fn idempotent_in(
     c: &impl GenericClient,
     k: &IdempotencyKey,
     since: i64,
@@ -89,7 +89,7 @@ async fn message_by_seq(c: &impl GenericClient, seq: i64) -> StoreResult<Option<
     .transpose()
 }
 
-async fn insert_message(
+pub(super) async fn insert_message(
     t: &deadpool_postgres::Transaction<'_>,
     m: &NewMessage,
 ) -> StoreResult<PublishOutcome> {
@@ -108,45 +108,97 @@ async fn insert_message(
     {
         return Ok(PublishOutcome::IdempotentReplay(existing));
     }
-    // Each recipient's counter row, created if missing and locked in id order (publishers to
-    // overlapping inboxes never deadlock); held until commit, so sequences are gap-free and
-    // committed in order per inbox, and the depth check cannot race another publisher.
-    let mut inboxes = m.recipients.clone();
-    inboxes.sort();
-    inboxes.dedup();
-    let mut pending = std::collections::HashMap::new();
-    if !inboxes.is_empty() {
-        exec(
+    // The rows that lock nothing others wait for come first; the recipients' counter rows last,
+    // so they are held over as few round trips as possible before the commit (publishes into one
+    // inbox are serial on its row). A refusal below rolls all of it back.
+    let seq = insert_row(t, m).await?;
+    record_ids(t, m, seq).await?;
+    if let Some(w) = &m.task {
+        write_task(t, w).await?;
+    }
+    let counters = lock_counters(t, std::slice::from_ref(&m.recipients)).await?;
+    if let Some(full) = inbox_full(m, &|agent| counters.get(agent).map_or(0, |c| c.1)) {
+        return Ok(full);
+    }
+    let mut sequences = Vec::with_capacity(m.recipients.len());
+    let mut depths = Vec::with_capacity(m.recipients.len());
+    for agent in &m.recipients {
+        // The counter bumped and the entry stored in one statement, under the lock taken above.
+        let r = one(
             t,
-            "INSERT INTO inbox_counters (agent_id, last_seq, pending) \
-             SELECT x, 0, 0 FROM unnest($1::text[]) x ORDER BY x ON CONFLICT (agent_id) DO NOTHING",
-            &[&inboxes],
+            "WITH c AS (UPDATE inbox_counters SET last_seq = last_seq + 1, pending = pending + 1 \
+             WHERE agent_id = $1 RETURNING last_seq, pending) \
+             INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at) \
+             SELECT $1, c.last_seq, $2, 0, 0, $3, $4 FROM c RETURNING sequence, (SELECT pending FROM c)",
+            &[agent, &seq, &m.received_at, &m.expires_at],
         )
         .await?;
-        for r in rows(
-            t,
-            "SELECT agent_id, pending FROM inbox_counters WHERE agent_id = ANY($1) \
-             ORDER BY agent_id FOR UPDATE",
-            &[&inboxes],
-        )
-        .await?
-        {
-            pending.insert(get::<String>(&r, 0)?, get::<i64>(&r, 1)?.max(0) as u64);
-        }
+        sequences.push((agent.clone(), get::<i64>(&r, 0)? as u64));
+        depths.push(get::<i64>(&r, 1)?.max(0) as u64);
     }
-    if let Some(max) = m.max_depth {
-        for agent in &m.recipients {
-            let depth = pending.get(agent).copied().unwrap_or(0);
-            if depth >= max {
-                return Ok(PublishOutcome::InboxFull {
-                    agent_id: agent.clone(),
-                    depth,
-                });
-            }
-        }
+    let message = m.stored_row(seq);
+    Ok(PublishOutcome::Stored {
+        message,
+        sequences,
+        depths,
+    })
+}
+
+/// The counter rows of every recipient in `recipients`, created if missing and locked in id order
+/// (publishers to overlapping inboxes never deadlock) until the commit, so sequences are gap-free
+/// and committed in order per inbox and a depth check cannot race another publisher: agent id →
+/// (`last_seq`, `pending`).
+pub(super) async fn lock_counters(
+    t: &impl GenericClient,
+    recipients: &[Vec<String>],
+) -> StoreResult<std::collections::HashMap<String, (i64, u64)>> {
+    let mut inboxes: Vec<&String> = recipients.iter().flatten().collect();
+    inboxes.sort();
+    inboxes.dedup();
+    let mut counters = std::collections::HashMap::with_capacity(inboxes.len());
+    if inboxes.is_empty() {
+        return Ok(counters);
     }
+    exec(
+        t,
+        "INSERT INTO inbox_counters (agent_id, last_seq, pending) \
+         SELECT x, 0, 0 FROM unnest($1::text[]) x ORDER BY x ON CONFLICT (agent_id) DO NOTHING",
+        &[&inboxes],
+    )
+    .await?;
+    for r in rows(
+        t,
+        "SELECT agent_id, last_seq, pending FROM inbox_counters WHERE agent_id = ANY($1) \
+         ORDER BY agent_id FOR UPDATE",
+        &[&inboxes],
+    )
+    .await?
+    {
+        counters.insert(
+            get::<String>(&r, 0)?,
+            (get::<i64>(&r, 1)?, get::<i64>(&r, 2)?.max(0) as u64),
+        );
+    }
+    Ok(counters)
+}
+
+/// The refusal of `m` when a recipient's inbox already holds its `max_depth` (`pending` tells an
+/// inbox's unacknowledged entries), or `None`.
+pub(super) fn inbox_full(m: &NewMessage, pending: &dyn Fn(&str) -> u64) -> Option<PublishOutcome> {
+    let max = m.max_depth?;
+    m.recipients.iter().find_map(|agent| {
+        let depth = pending(agent);
+        (depth >= max).then(|| PublishOutcome::InboxFull {
+            agent_id: agent.clone(),
+            depth,
+        })
+    })
+}
+
+/// Stores the message row of `m`; answers its storage sequence.
+pub(super) async fn insert_row(t: &impl GenericClient, m: &NewMessage) -> StoreResult<i64> {
     let idem_key = m.idempotency.as_ref().map(|k| k.key.clone());
-    let seq: i64 = get(
+    get(
         &one(
             t,
             "INSERT INTO messages (tenant_id, id, source, source_agent_id, kind, conversation_id, correlation_id, \
@@ -174,7 +226,16 @@ async fn insert_message(
         )
         .await?,
         0,
-    )?;
+    )
+}
+
+/// What a stored message leaves beside its row and inbox entries: its replay and idempotency
+/// records, its attachments' references and its usage report.
+pub(super) async fn record_ids(
+    t: &impl GenericClient,
+    m: &NewMessage,
+    seq: i64,
+) -> StoreResult<()> {
     exec(
         t,
         "INSERT INTO recent_ids (tenant_id, source, id, message_seq, received_at) VALUES ($1, $2, $3, $4, $5) \
@@ -191,25 +252,6 @@ async fn insert_message(
         )
         .await?;
     }
-    let mut sequences = Vec::with_capacity(m.recipients.len());
-    let mut depths = Vec::with_capacity(m.recipients.len());
-    for agent in &m.recipients {
-        // The counter bumped and the entry stored in one statement, under the lock taken above.
-        let r = one(
-            t,
-            "WITH c AS (UPDATE inbox_counters SET last_seq = last_seq + 1, pending = pending + 1 \
-             WHERE agent_id = $1 RETURNING last_seq, pending) \
-             INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at) \
-             SELECT $1, c.last_seq, $2, 0, 0, $3, $4 FROM c RETURNING sequence, (SELECT pending FROM c)",
-            &[agent, &seq, &m.received_at, &m.expires_at],
-        )
-        .await?;
-        sequences.push((agent.clone(), get::<i64>(&r, 0)? as u64));
-        depths.push(get::<i64>(&r, 1)?.max(0) as u64);
-    }
-    if let Some(w) = &m.task {
-        write_task(t, w).await?;
-    }
     for blob in &m.blob_refs {
         exec(
             t,
@@ -221,15 +263,14 @@ async fn insert_message(
     if let Some(u) = &m.usage {
         insert_usage(t, seq, u).await?;
     }
-    let message = m.stored_row(seq);
-    Ok(PublishOutcome::Stored {
-        message,
-        sequences,
-        depths,
-    })
+    Ok(())
 }
 
-async fn insert_usage(t: &impl GenericClient, seq: i64, u: &UsageRow) -> StoreResult<()> {
+pub(super) async fn insert_usage(
+    t: &impl GenericClient,
+    seq: i64,
+    u: &UsageRow,
+) -> StoreResult<()> {
     let tokens = u.usage.as_ref().map(|f| f.tokens).unwrap_or_default();
     let reported_by = u.usage.as_ref().map(|f| f.reported_by.as_str());
     let provider = u.usage.as_ref().and_then(|f| f.provider.as_deref());
@@ -283,7 +324,7 @@ async fn insert_event(t: &impl GenericClient, task_id: &str, e: &TaskEventRow) -
     Ok(())
 }
 
-async fn write_task(t: &impl GenericClient, w: &TaskWrite) -> StoreResult<()> {
+pub(super) async fn write_task(t: &impl GenericClient, w: &TaskWrite) -> StoreResult<()> {
     match w {
         TaskWrite::Create(k, e) => {
             exec(
@@ -1028,16 +1069,16 @@ impl Store for PgStore {
     }
 
     async fn publish(&self, m: NewMessage) -> StoreResult<PublishOutcome> {
-        let mut c = self.client().await?;
-        let tx = c.transaction().await?;
-        let outcome = insert_message(&tx, &m).await?;
-        // A refusal stores nothing: its transaction rolls back (the counter rows included).
-        if matches!(outcome, PublishOutcome::Stored { .. }) {
-            tx.commit().await?;
-        } else {
-            tx.rollback().await?;
-        }
-        Ok(outcome)
+        // Publishes are grouped into shared transactions (`batch`), but one that writes a task is
+        // stored alone: its version check may fail, which would send a whole batch one by one.
+        let m = match m.task {
+            None => match self.batcher.publish(m).await {
+                Ok(outcome) => return outcome,
+                Err(m) => m,
+            },
+            Some(_) => m,
+        };
+        super::batch::publish_alone(&mut self.client().await?, &m).await
     }
 
     async fn pending_count(&self, agent_id: &str) -> StoreResult<u64> {

@@ -1525,10 +1525,7 @@ pub async fn wp_5_8_a_lease_shows_in_delivery_states_at_once<S: Store + Clone>(s
     for i in 0..40 {
         let id = format!("m{i}");
         let (m, _) = stored(&store, msg("agt_a", &id, &["agt_b"], T0)).await;
-        let d = store
-            .lease(lease_req("agt_b", i, 1, T0 + 5))
-            .await
-            .unwrap();
+        let d = store.lease(lease_req("agt_b", i, 1, T0 + 5)).await.unwrap();
         assert_eq!(d.len(), 1, "round {i}");
         let (_, states) = store
             .delivery_states("ten_1", &m.source, &id)

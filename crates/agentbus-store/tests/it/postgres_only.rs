@@ -1,6 +1,7 @@
 //! What only the PostgreSQL backend has: its connection settings, its schema version and its
 //! pool.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use agentbus_store::*;
@@ -378,4 +379,122 @@ async fn pg_the_reaper_claim_is_held_by_one_replica_at_a_time() {
         "ran out: taken over"
     );
     assert!(!a.claim_reaper(holder, t0 + 1600, 1000).await.unwrap());
+}
+
+/// Issue 16's group commit (`postgres/batch.rs`): publishes that arrive together share a
+/// transaction, and each still gets the outcome it would get alone: one copy of a repeated id,
+/// one of a repeated idempotency key, gap-free sequences, and a publish the database refuses
+/// fails alone while the others of its batch are stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pg_publishes_arriving_together_share_commits_and_keep_their_outcomes() {
+    use crate::fixtures::{T0, msg};
+
+    let url = Cluster::shared().database().await;
+    let store = PgStore::open(&url).await.unwrap();
+    let n = 120;
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let s = store.clone();
+            tokio::spawn(async move {
+                let m = match i % 10 {
+                    // The same id ten more times, and the same idempotency key ten more times.
+                    3 => msg("agt_a", "again", &["agt_b"], T0),
+                    5 => {
+                        let mut m = msg("agt_a", &format!("k{i}"), &["agt_b"], T0);
+                        m.idempotency = Some(IdempotencyKey {
+                            tenant_id: "ten_1".into(),
+                            source: m.source.clone(),
+                            to_id: "agt_b".into(),
+                            key: "one-key".into(),
+                        });
+                        m
+                    }
+                    _ => msg("agt_a", &format!("u{i}"), &["agt_b"], T0),
+                };
+                (i, s.publish(m).await)
+            })
+        })
+        .collect();
+    let mut seqs = Vec::new();
+    let (mut again, mut keyed, mut failed) = (BTreeSet::new(), BTreeSet::new(), Vec::new());
+    let mut copies = [0; 10];
+    for t in tasks {
+        let (i, outcome) = t.await.unwrap();
+        match outcome {
+            Ok(PublishOutcome::Stored {
+                message, sequences, ..
+            }) => {
+                seqs.push(sequences[0].1);
+                match i % 10 {
+                    3 => again.insert(message.seq),
+                    5 => keyed.insert(message.seq),
+                    _ => true,
+                };
+                copies[i % 10] += 1;
+            }
+            Ok(PublishOutcome::DuplicateId(row)) => {
+                assert_eq!((i % 10, row.id.as_str()), (3, "again"));
+                again.insert(row.seq);
+            }
+            Ok(PublishOutcome::IdempotentReplay(row)) => {
+                assert_eq!(i % 10, 5);
+                keyed.insert(row.seq);
+            }
+            Ok(other) => panic!("publish {i}: {other:?}"),
+            Err(_) => failed.push(i),
+        }
+    }
+    assert_eq!(failed, Vec::<usize>::new());
+    assert_eq!((copies[3], copies[5]), (1, 1), "one copy each");
+    assert_eq!(
+        (again.len(), keyed.len()),
+        (1, 1),
+        "the replays name that copy"
+    );
+    seqs.sort_unstable();
+    let stored = n - 11 - 11;
+    assert_eq!(seqs, (1..=stored as u64).collect::<Vec<_>>(), "gap-free");
+    assert_eq!(store.pending_count("agt_b").await.unwrap(), stored as u64);
+    // Rows written by one transaction share its id (`xmin`): fewer transactions than messages.
+    let c = admin(&url).await;
+    let commits: i64 = c
+        .query_one("SELECT count(DISTINCT xmin::text) FROM messages", &[])
+        .await
+        .unwrap()
+        .get(0);
+    println!("{stored} messages stored in {commits} transactions");
+    assert!(
+        (commits as usize) < stored / 2,
+        "{stored} messages in {commits} transactions"
+    );
+
+    // PostgreSQL holds no NUL in text: a publish carrying one fails, and only it, though it
+    // arrives with the others (its batch is stored again one by one).
+    let tasks: Vec<_> = (0..40)
+        .map(|i| {
+            let s = store.clone();
+            tokio::spawn(async move {
+                let mut m = msg("agt_a", &format!("v{i}"), &["agt_b"], T0);
+                if i == 17 {
+                    m.kind = "bad\0kind".into();
+                }
+                (i, s.publish(m).await)
+            })
+        })
+        .collect();
+    let mut failed = Vec::new();
+    for t in tasks {
+        match t.await.unwrap() {
+            (_, Ok(PublishOutcome::Stored { sequences, .. })) => seqs.push(sequences[0].1),
+            (i, Ok(other)) => panic!("publish {i}: {other:?}"),
+            (i, Err(_)) => failed.push(i),
+        }
+    }
+    assert_eq!(failed, [17], "only the refused publish failed");
+    seqs.sort_unstable();
+    assert_eq!(
+        seqs,
+        (1..=stored as u64 + 39).collect::<Vec<_>>(),
+        "gap-free"
+    );
 }
