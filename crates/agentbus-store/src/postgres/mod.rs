@@ -26,6 +26,9 @@ use crate::{StoreError, StoreResult};
 
 pub use schema::current_version;
 
+/// What every pooled connection sets when it is made (see `open_with`).
+const SESSION: &str = "SET synchronous_commit = on; SET plan_cache_mode = force_custom_plan";
+
 /// How the pool behaves; [`PgOptions::default`] suits one gateway replica.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PgOptions {
@@ -100,11 +103,15 @@ impl PgStore {
             .recycle_timeout(Some(opts.connect_timeout))
             .runtime(Runtime::Tokio1)
             // Whatever the role's or the server's default, every connection commits durably
-            // unless an operation says otherwise for its own transaction (leases, acks).
+            // unless an operation says otherwise for its own transaction (leases, acks). Each
+            // statement is planned for its parameters: after five runs PostgreSQL may switch a
+            // prepared statement to one generic plan, and the lease's was a scan that took
+            // 14 s per lease on an inbox of a few thousand entries (delivery stalled; see
+            // docs/benchmarks.md). Planning costs a fraction of a millisecond.
             .post_create(Hook::async_fn(|client, _| {
                 Box::pin(async move {
                     client
-                        .batch_execute("SET synchronous_commit = on")
+                        .batch_execute(SESSION)
                         .await
                         .map_err(HookError::Backend)
                 })
@@ -144,6 +151,17 @@ impl PgStore {
             show(&client, "fsync").await?,
             show(&client, "synchronous_commit").await?,
         ))
+    }
+
+    /// A setting's value as a pooled connection sees it (`SHOW name`).
+    pub async fn setting(&self, name: &str) -> StoreResult<String> {
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+        {
+            return Err(StoreError::NotFound);
+        }
+        show(&self.client().await?, name).await
     }
 
     /// Connections the pool holds now, and how many of them are idle.

@@ -35,6 +35,12 @@ async fn pg_open_checks_durability_and_migrates_once() {
         ("on".to_string(), "on".to_string())
     );
     a.check_ready().await.unwrap();
+    // Statements are planned for their parameters, never with a generic plan (a generic lease
+    // plan stalled delivery for seconds per lease; docs/benchmarks.md).
+    assert_eq!(
+        a.setting("plan_cache_mode").await.unwrap(),
+        "force_custom_plan"
+    );
     let c = admin(&url).await;
     let rows = c
         .query("SELECT version FROM schema_version", &[])
