@@ -1139,35 +1139,56 @@ impl Store for PgStore {
         let mut c = self.client().await?;
         let tx = c.transaction().await?;
         tx.batch_execute(ASYNC_COMMIT).await?;
-        let mut out = Vec::with_capacity(acks.len());
-        let mut settled = 0i64;
-        for (sequence, token) in acks {
-            let sequence = sequence as i64;
-            let n = exec(
+        // Every ack in one statement (a burst from a socket is hundreds), then one read for
+        // those it did not settle: acked already under the same lease, or stale.
+        let sequences: Vec<i64> = acks.iter().map(|a| a.0 as i64).collect();
+        let tokens: Vec<&str> = acks.iter().map(|a| a.1.as_str()).collect();
+        let mut settled_now: std::collections::HashMap<i64, String> = rows(
+            &tx,
+            "UPDATE inbox i SET state = 2, acked_at = $4 \
+             FROM unnest($2::bigint[], $3::text[]) AS a(sequence, lease) \
+             WHERE i.agent_id = $1 AND i.sequence = a.sequence AND i.state = 1 AND i.lease = a.lease \
+             RETURNING i.sequence, i.lease",
+            &[&agent_id, &sequences, &tokens, &at],
+        )
+        .await?
+        .iter()
+        .map(|r| Ok((get::<i64>(r, 0)?, get::<String>(r, 1)?)))
+        .collect::<StoreResult<_>>()?;
+        let settled = settled_now.len() as i64;
+        let mut now_held = std::collections::HashMap::new();
+        if settled < acks.len() as i64 {
+            for r in rows(
                 &tx,
-                "UPDATE inbox SET state = 2, acked_at = $3 WHERE agent_id = $1 AND sequence = $2 \
-                 AND state = 1 AND lease = $4",
-                &[&agent_id, &sequence, &at, &token],
+                "SELECT sequence, state, lease FROM inbox WHERE agent_id = $1 AND sequence = ANY($2)",
+                &[&agent_id, &sequences],
             )
-            .await?;
-            let outcome = if n == 1 {
-                settled += 1;
+            .await?
+            {
+                now_held.insert(
+                    get::<i64>(&r, 0)?,
+                    (get::<i64>(&r, 1)?, get::<Option<String>>(&r, 2)?),
+                );
+            }
+        }
+        let mut out = Vec::with_capacity(acks.len());
+        for (sequence, token) in &acks {
+            let sequence = *sequence as i64;
+            // The first ack of an entry this statement settled is the one that acked it; a
+            // repeat of it in the same batch reads as acked already, as it would one by one.
+            out.push(if settled_now.get(&sequence) == Some(token) {
+                settled_now.remove(&sequence);
                 AckOutcome::Acked
             } else {
-                let again = opt(
-                    &tx,
-                    "SELECT state FROM inbox WHERE agent_id = $1 AND sequence = $2 AND lease = $3",
-                    &[&agent_id, &sequence, &token],
-                )
-                .await?
-                .map(|r| get::<i64>(&r, 0))
-                .transpose()?;
-                match again.map(state_from) {
-                    Some(EntryState::Acked) => AckOutcome::AlreadyAcked,
+                match now_held.get(&sequence) {
+                    Some((state, Some(lease)))
+                        if lease == token && state_from(*state) == EntryState::Acked =>
+                    {
+                        AckOutcome::AlreadyAcked
+                    }
                     _ => AckOutcome::Stale,
                 }
-            };
-            out.push(outcome);
+            });
         }
         if settled > 0 {
             exec(
