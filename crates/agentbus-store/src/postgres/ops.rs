@@ -34,6 +34,19 @@ pub(super) fn key_of(kind: &str, parts: &[&str]) -> String {
 /// Lease and ack transactions commit without waiting for the flush: losing one in a crash only
 /// redelivers, which at-least-once delivery allows (as SQLite's `synchronous=NORMAL` for them).
 const ASYNC_COMMIT: &str = "SET LOCAL synchronous_commit = off";
+/// A transaction begun as [`ASYNC_COMMIT`] says, in one message.
+const BEGIN_ASYNC: &str = "BEGIN; SET LOCAL synchronous_commit = off";
+
+/// Settles the acks whose lease token still holds: `$2` sequences, `$3` their tokens.
+const ACK: &str = "UPDATE inbox i SET state = 2, acked_at = $4 \
+     FROM unnest($2::bigint[], $3::text[]) AS a(sequence, lease) \
+     WHERE i.agent_id = $1 AND i.sequence = a.sequence AND i.state = 1 AND i.lease = a.lease \
+     RETURNING i.sequence, i.lease";
+/// How the acked entries `$2` stand after [`ACK`].
+const ACK_HELD: &str =
+    "SELECT sequence, state, lease FROM inbox WHERE agent_id = $1 AND sequence = ANY($2)";
+/// Takes `$2` settled entries off the inbox's unacknowledged count.
+const UNCOUNT: &str = "UPDATE inbox_counters SET pending = pending - $2 WHERE agent_id = $1";
 
 /// A blob whose content is due for deletion, with `$1` the time and `$2` the start of the upload
 /// window: complete and expired, or pending and registered before the window (§9; SQLite's
@@ -1095,23 +1108,25 @@ impl Store for PgStore {
     }
 
     async fn lease(&self, req: LeaseRequest) -> StoreResult<Vec<Delivery>> {
-        let mut c = self.client().await?;
-        let tx = c.transaction().await?;
-        tx.batch_execute(ASYNC_COMMIT).await?;
-        let found = rows(
-            &tx,
-            LEASE,
-            &[
-                &req.agent_id,
-                &req.now,
-                &i64::from(req.max_attempts),
-                &(req.after as i64),
-                &i64::from(req.limit),
-                &(req.now + req.visibility_ms),
-            ],
-        )
-        .await?;
-        tx.commit().await?;
+        let c = self.client().await?;
+        let lease = c.prepare_cached(LEASE).await?;
+        // One statement in its own transaction, sent with its `BEGIN` and `COMMIT` in one round
+        // trip (polled in order, each sends on its first poll, and the server runs them in the
+        // order sent); on an error in it the server turns the `COMMIT` into a rollback.
+        let (max, after, limit, until) = (
+            i64::from(req.max_attempts),
+            req.after as i64,
+            i64::from(req.limit),
+            req.now + req.visibility_ms,
+        );
+        let params: Params<'_> = &[&req.agent_id, &req.now, &max, &after, &limit, &until];
+        let (begun, found, ended) = tokio::join!(
+            biased;
+            c.batch_execute(BEGIN_ASYNC),
+            c.query(&lease, params),
+            c.batch_execute("COMMIT"),
+        );
+        let found = (begun.and(found).and_then(|f| ended.map(|()| f)))?;
         found
             .iter()
             .map(|r| {
@@ -1136,40 +1151,60 @@ impl Store for PgStore {
         acks: Vec<(u64, String)>,
         at: i64,
     ) -> StoreResult<Vec<AckOutcome>> {
-        let mut c = self.client().await?;
-        let tx = c.transaction().await?;
-        tx.batch_execute(ASYNC_COMMIT).await?;
+        let c = self.client().await?;
         // Every ack in one statement (a burst from a socket is hundreds), then one read for
-        // those it did not settle: acked already under the same lease, or stale.
+        // those it did not settle: acked already under the same lease, or stale. Two round trips:
+        // `BEGIN` goes with the update, and the read and the counter's update with `COMMIT`.
+        let settle = c.prepare_cached(ACK).await?;
+        let held = c.prepare_cached(ACK_HELD).await?;
+        let uncount = c.prepare_cached(UNCOUNT).await?;
         let sequences: Vec<i64> = acks.iter().map(|a| a.0 as i64).collect();
         let tokens: Vec<&str> = acks.iter().map(|a| a.1.as_str()).collect();
-        let mut settled_now: std::collections::HashMap<i64, String> = rows(
-            &tx,
-            "UPDATE inbox i SET state = 2, acked_at = $4 \
-             FROM unnest($2::bigint[], $3::text[]) AS a(sequence, lease) \
-             WHERE i.agent_id = $1 AND i.sequence = a.sequence AND i.state = 1 AND i.lease = a.lease \
-             RETURNING i.sequence, i.lease",
-            &[&agent_id, &sequences, &tokens, &at],
-        )
-        .await?
-        .iter()
-        .map(|r| Ok((get::<i64>(r, 0)?, get::<String>(r, 1)?)))
-        .collect::<StoreResult<_>>()?;
-        let settled = settled_now.len() as i64;
-        let mut now_held = std::collections::HashMap::new();
-        if settled < acks.len() as i64 {
-            for r in rows(
-                &tx,
-                "SELECT sequence, state, lease FROM inbox WHERE agent_id = $1 AND sequence = ANY($2)",
-                &[&agent_id, &sequences],
-            )
-            .await?
-            {
-                now_held.insert(
-                    get::<i64>(&r, 0)?,
-                    (get::<i64>(&r, 1)?, get::<Option<String>>(&r, 2)?),
-                );
+        let params: Params<'_> = &[&agent_id, &sequences, &tokens, &at];
+        let (begun, updated) = tokio::join!(
+            biased;
+            c.batch_execute(BEGIN_ASYNC),
+            c.query(&settle, params),
+        );
+        let updated = match begun.and(updated) {
+            Ok(rows) => rows,
+            Err(e) => {
+                // The connection goes back to the pool: leave no transaction open on it.
+                let _ = c.batch_execute("ROLLBACK").await;
+                return Err(e.into());
             }
+        };
+        let mut settled_now = std::collections::HashMap::with_capacity(updated.len());
+        for r in &updated {
+            settled_now.insert(get::<i64>(r, 0)?, get::<String>(r, 1)?);
+        }
+        let settled = settled_now.len() as i64;
+        let read = async {
+            if settled < acks.len() as i64 {
+                c.query(&held, &[&agent_id, &sequences]).await
+            } else {
+                Ok(Vec::new())
+            }
+        };
+        let count = async {
+            if settled > 0 {
+                c.execute(&uncount, &[&agent_id, &settled])
+                    .await
+                    .map(|_| ())
+            } else {
+                Ok(())
+            }
+        };
+        let (read, count, ended) = tokio::join!(biased; read, count, c.batch_execute("COMMIT"));
+        let read = (read
+            .and_then(|r| count.map(|()| r))
+            .and_then(|r| ended.map(|()| r)))?;
+        let mut now_held = std::collections::HashMap::with_capacity(read.len());
+        for r in &read {
+            now_held.insert(
+                get::<i64>(r, 0)?,
+                (get::<i64>(r, 1)?, get::<Option<String>>(r, 2)?),
+            );
         }
         let mut out = Vec::with_capacity(acks.len());
         for (sequence, token) in &acks {
@@ -1190,15 +1225,6 @@ impl Store for PgStore {
                 }
             });
         }
-        if settled > 0 {
-            exec(
-                &tx,
-                "UPDATE inbox_counters SET pending = pending - $2 WHERE agent_id = $1",
-                &[&agent_id, &settled],
-            )
-            .await?;
-        }
-        tx.commit().await?;
         Ok(out)
     }
 
