@@ -201,8 +201,7 @@ async fn store_batch(
     }))
     .await?;
 
-    let recipients: Vec<Vec<String>> = batch.iter().map(|m| m.recipients.clone()).collect();
-    let mut counters = lock_counters(t, &recipients).await?;
+    let mut counters = lock_counters(t, batch.iter().flat_map(|m| &m.recipients)).await?;
     let mut ids: HashMap<(&str, &str, &str), usize> = HashMap::new();
     let mut keys: HashMap<(&str, &str, &str, &str), usize> = HashMap::new();
     let mut plans = Vec::with_capacity(batch.len());

@@ -129,7 +129,7 @@ pub(super) async fn insert_message(
     if let Some(w) = &m.task {
         write_task(t, w).await?;
     }
-    let counters = lock_counters(t, std::slice::from_ref(&m.recipients)).await?;
+    let counters = lock_counters(t, &m.recipients).await?;
     if let Some(full) = inbox_full(m, &|agent| counters.get(agent).map_or(0, |c| c.1)) {
         return Ok(full);
     }
@@ -161,11 +161,11 @@ pub(super) async fn insert_message(
 /// (publishers to overlapping inboxes never deadlock) until the commit, so sequences are gap-free
 /// and committed in order per inbox and a depth check cannot race another publisher: agent id →
 /// (`last_seq`, `pending`).
-pub(super) async fn lock_counters(
+pub(super) async fn lock_counters<'a>(
     t: &impl GenericClient,
-    recipients: &[Vec<String>],
+    recipients: impl IntoIterator<Item = &'a String>,
 ) -> StoreResult<std::collections::HashMap<String, (i64, u64)>> {
-    let mut inboxes: Vec<&String> = recipients.iter().flatten().collect();
+    let mut inboxes: Vec<&String> = recipients.into_iter().collect();
     inboxes.sort();
     inboxes.dedup();
     let mut counters = std::collections::HashMap::with_capacity(inboxes.len());
