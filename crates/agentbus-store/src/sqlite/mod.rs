@@ -6,7 +6,8 @@
 //! can only fail on I/O errors, when its failure fails the group), and commits them with one fsync,
 //! so throughput does not pay one fsync per publish. Each job answers only after the commit
 //! succeeded. Reads use a small pool of read-only connections, which WAL lets run
-//! beside the writer.
+//! beside the writer. Checkpoints (copying the WAL into the database file) run on a thread and
+//! connection of their own, so no commit waits behind one.
 
 mod console;
 mod ops;
@@ -15,11 +16,14 @@ mod schema;
 
 pub use schema::current_version;
 
+use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
+use rusqlite::hooks::Wal;
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use tokio::sync::oneshot;
 
@@ -29,6 +33,22 @@ use crate::{StoreError, StoreResult};
 const MAX_GROUP: usize = 1024;
 /// Read connections.
 const READERS: usize = 4;
+/// WAL frames (pages) past which the checkpointer copies the log into the database: ~32 MiB
+/// rather than SQLite's 4 MiB, since inbox and index pages are rewritten by every publish, lease
+/// and ack, and a longer interval copies each hot page once instead of many times.
+const CHECKPOINT_FRAMES: i32 = 8192;
+
+thread_local! {
+    /// The frames in the WAL after the last commit on this thread's connection, as SQLite's WAL
+    /// hook reports them. Only the writer thread commits, so only its value is ever set.
+    static WAL_FRAMES: Cell<i32> = const { Cell::new(0) };
+}
+
+/// The writer connection's WAL hook (a plain `fn`, so its state is the thread-local above).
+fn note_wal_frames(_: &Wal, frames: std::ffi::c_int) -> rusqlite::Result<()> {
+    WAL_FRAMES.set(frames);
+    Ok(())
+}
 
 /// A job: run inside the group's transaction (or told, with `None`, that the group could not
 /// start); answers whether it failed in a way that must fail the whole group, and what to call
@@ -59,6 +79,9 @@ struct Inner {
     readers: Vec<Mutex<Connection>>,
     next_reader: std::sync::atomic::AtomicUsize,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    checkpointer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Checkpoints the checkpointer thread completed.
+    checkpoints: Arc<AtomicU64>,
     /// Per agent, inbox entries handed out by a lease whose write is still queued, so a read
     /// before that write lands does not hand them out again.
     pub(crate) leasing: Mutex<HashMap<String, Leasing>>,
@@ -70,10 +93,13 @@ impl Drop for Inner {
         if let Ok(mut jobs) = self.jobs.lock() {
             jobs.take();
         }
-        if let Ok(mut w) = self.writer.lock()
-            && let Some(handle) = w.take()
-        {
-            let _ = handle.join();
+        // The writer holds the checkpointer's queue: it ends once the writer has.
+        for thread in [&self.writer, &self.checkpointer] {
+            if let Ok(mut w) = thread.lock()
+                && let Some(handle) = w.take()
+            {
+                let _ = handle.join();
+            }
         }
     }
 }
@@ -106,12 +132,16 @@ impl SqliteStore {
                 "durability check failed: journal_mode={mode}, synchronous={sync}; need WAL and FULL"
             )));
         }
-        // Checkpoint every ~32 MiB of WAL rather than SQLite's 4 MiB: inbox and index pages are
-        // rewritten by every publish, lease and ack, and a longer interval copies each hot page to
-        // the database once instead of many times.
-        writer.pragma_update(None, "wal_autocheckpoint", 8192)?;
         writer.pragma_update(None, "journal_size_limit", 67_108_864)?;
         schema::migrate(&mut writer)?;
+        // Replaces SQLite's automatic checkpoint, which ran on the committing connection: the
+        // writer thread stalled for each one (~130 ms for 32 MiB here), and so did every publish
+        // waiting for its group commit. The hook only counts; `checkpointer_loop` copies.
+        writer.wal_hook(Some(note_wal_frames));
+        let checkpointing = Connection::open(path)?;
+        configure(&checkpointing)?;
+        checkpointing.pragma_update(None, "synchronous", "FULL")?;
+        checkpointing.pragma_update(None, "journal_size_limit", 67_108_864)?;
         let mut readers = Vec::new();
         for _ in 0..READERS {
             let r = Connection::open_with_flags(
@@ -121,10 +151,18 @@ impl SqliteStore {
             configure(&r)?;
             readers.push(Mutex::new(r));
         }
+        let checkpoints = Arc::new(AtomicU64::new(0));
+        // One pending request is enough: a checkpoint copies every frame committed before it.
+        let (due, due_rx) = mpsc::sync_channel::<()>(1);
+        let counted = checkpoints.clone();
+        let checkpointer = std::thread::Builder::new()
+            .name("agentbus-sqlite-checkpoint".into())
+            .spawn(move || checkpointer_loop(checkpointing, due_rx, &counted))
+            .map_err(|e| StoreError::Backend(e.to_string()))?;
         let (tx, rx) = mpsc::channel::<Job>();
         let handle = std::thread::Builder::new()
             .name("agentbus-sqlite-writer".into())
-            .spawn(move || writer_loop(writer, rx))
+            .spawn(move || writer_loop(writer, rx, due))
             .map_err(|e| StoreError::Backend(e.to_string()))?;
         Ok(SqliteStore {
             inner: Arc::new(Inner {
@@ -132,9 +170,16 @@ impl SqliteStore {
                 readers,
                 next_reader: Default::default(),
                 writer: Mutex::new(Some(handle)),
+                checkpointer: Mutex::new(Some(checkpointer)),
+                checkpoints,
                 leasing: Mutex::default(),
             }),
         })
+    }
+
+    /// Checkpoints the checkpointing thread has completed since the store opened.
+    pub fn checkpoints(&self) -> u64 {
+        self.inner.checkpoints.load(Ordering::Relaxed)
     }
 
     /// The durability settings in force: (journal mode, synchronous level).
@@ -347,7 +392,24 @@ fn run_in_savepoint<T>(
     }
 }
 
-fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>) {
+/// Copies the WAL into the database each time the writer says it grew past
+/// [`CHECKPOINT_FRAMES`]. PASSIVE: it never blocks the writer or a reader, and copies what no
+/// open read still needs; once it has copied everything, the writer's next transaction starts
+/// the log again from its beginning. Runs until the writer drops its end of `due`.
+fn checkpointer_loop(conn: Connection, due: mpsc::Receiver<()>, done: &AtomicU64) {
+    while due.recv().is_ok() {
+        // A failed pass (say, a disk error) leaves the frames in the WAL, which stays the
+        // durable copy; the next request tries again.
+        if conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+            .is_ok()
+        {
+            done.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, checkpoint: mpsc::SyncSender<()>) {
     let mut full = true;
     while let Ok(first) = rx.recv() {
         let mut group = vec![first];
@@ -391,6 +453,10 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>) {
                 false
             }
         };
+        if WAL_FRAMES.get() >= CHECKPOINT_FRAMES {
+            // Full means a checkpoint is already asked for, which will copy these frames too.
+            let _ = checkpoint.try_send(());
+        }
         for d in done {
             d(committed);
         }
@@ -483,5 +549,56 @@ mod tests {
             })
             .unwrap();
         assert_eq!(rx.recv().unwrap().unwrap(), 2, "ten_a and ten_c only");
+    }
+
+    /// Checkpoints run on their own thread, not in the writer's commit (where each one held
+    /// every waiting publish), and the WAL starts again from its beginning once one has run.
+    #[test]
+    fn checkpoints_run_beside_the_writer_and_bound_the_log() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("db");
+        let store = SqliteStore::open(&path).unwrap();
+        let write = |prefix: &'static str, rows: usize| {
+            let (tx, rx) = mpsc::channel();
+            let job = move |t: &Transaction<'_>| {
+                let mut insert = t.prepare(
+                    "INSERT INTO tenants (id, slug, data_key, created_at) VALUES (?1, ?1, ?2, 0)",
+                )?;
+                for i in 0..rows {
+                    let id = format!("{prefix}{i}");
+                    insert.execute(rusqlite::params![id, vec![7u8; 3000]])?;
+                }
+                Ok(())
+            };
+            store
+                .queue(true, true, job, move |r| {
+                    let _ = tx.send(r);
+                })
+                .unwrap();
+            rx.recv().unwrap().unwrap();
+        };
+        // A page or more per row: well past CHECKPOINT_FRAMES in one commit.
+        write("ten_a", CHECKPOINT_FRAMES as usize + 2000);
+        let waited = std::time::Instant::now();
+        while store.checkpoints() == 0 {
+            assert!(
+                waited.elapsed() < std::time::Duration::from_secs(60),
+                "no checkpoint on the checkpointing thread"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // The next commit restarts the log: what is in it now is that commit's frames only.
+        write("ten_b", 1);
+        let probe = Connection::open(&path).unwrap();
+        let (busy, frames): (i64, i64) = probe
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!(busy, 0);
+        assert!(
+            frames < i64::from(CHECKPOINT_FRAMES),
+            "the WAL holds {frames} frames after a checkpoint and a commit"
+        );
     }
 }
