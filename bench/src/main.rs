@@ -74,9 +74,10 @@ async fn start_agentbus(dir: &std::path::Path) -> (tokio::process::Child, Socket
     let mut token = None;
     while let Ok(Some(line)) = lines.next_line().await {
         if let Some(at) = line.find("abu_") {
+            // base64url: a token cut at its first '-' would be refused (401).
             let t: String = line[at..]
                 .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
                 .collect();
             token.get_or_insert(t);
         }
@@ -164,15 +165,17 @@ async fn run() {
         }
         for (i, &rate) in rates.iter().enumerate() {
             if let Some((_, setup)) = &ab {
-                let lat = setup.latency(rate, seconds, size).await;
+                let (lat, accepted) = setup.latency_parts(rate, seconds, size).await;
                 let q = |p| loadgen::quantile(&lat, p);
                 let f = (q(0.5), q(0.99), q(0.999));
                 println!(
-                    "round {round} agentbus  at {rate:>5}/s p50 {:.2} ms p99 {:.2} ms p99.9 {:.2} ms max {:.2} ms",
+                    "round {round} agentbus  at {rate:>5}/s p50 {:.2} ms p99 {:.2} ms p99.9 {:.2} ms max {:.2} ms (202: p50 {:.2} ms p99 {:.2} ms)",
                     f.0,
                     f.1,
                     f.2,
-                    lat[lat.len() - 1]
+                    lat[lat.len() - 1],
+                    loadgen::quantile(&accepted, 0.5),
+                    loadgen::quantile(&accepted, 0.99),
                 );
                 figs[0].latency[i].push(f);
             }

@@ -290,14 +290,32 @@ impl Setup {
     /// Publishes at `rate` per second for `seconds`; returns each message's publish→delivery
     /// time in milliseconds, sorted (of those delivered: a shortfall is reported on stderr).
     pub async fn latency(&self, rate: u64, seconds: u64, size: usize) -> Vec<f64> {
+        self.latency_parts(rate, seconds, size).await.0
+    }
+
+    /// [`Setup::latency`], and each message's publish→202 time in milliseconds, sorted: how
+    /// much of the way to the subscriber is the storing publish.
+    pub async fn latency_parts(
+        &self,
+        rate: u64,
+        seconds: u64,
+        size: usize,
+    ) -> (Vec<f64>, Vec<f64>) {
         let messages = self.messages((rate * seconds) as usize, size);
         let samples = self.paced(messages, rate, Instant::now()).await;
-        let mut lat: Vec<f64> = samples
+        let sorted = |mut v: Vec<f64>| {
+            v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            v
+        };
+        let delivered = samples
             .iter()
             .filter_map(|s| s.arrived.map(|a| (a - s.sent) * 1000.0))
             .collect();
-        lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        lat
+        let accepted = samples
+            .iter()
+            .map(|s| (s.accepted - s.sent) * 1000.0)
+            .collect();
+        (sorted(delivered), sorted(accepted))
     }
 
     /// Publishes `messages` at `rate` per second, the first at `start`, with at most 256 in
