@@ -57,18 +57,34 @@ struct Checkpointing {
     done: AtomicU64,
 }
 
+/// What the writer does about the WAL after a commit.
+#[derive(Debug, PartialEq)]
+enum Checkpoint {
+    /// Nothing: the log is shorter than the interval.
+    NotDue,
+    /// Ask the checkpointing thread for a pass.
+    Pass,
+    /// Copy what is left itself; `wait`: past the bound, so until a running pass lets it.
+    Here { wait: bool },
+}
+
 impl Checkpointing {
-    /// After a commit that left `frames` in the WAL: whether the writer should copy the rest now
-    /// (`true`), or ask the checkpointing thread for a pass (`false`, also when none is due).
-    fn writer_finishes(&self, frames: i32) -> bool {
-        if frames < self.every {
-            return false;
-        }
+    /// After a commit that left `frames` in the WAL, what the writer should do.
+    fn after_commit(&self, frames: i32) -> Checkpoint {
+        // Taken on every commit: a pass that ended before the log restarted counted frames of
+        // the old log, and must not pass for a short tail of the new one.
         let copied = self.copied.swap(-1, Ordering::Relaxed);
+        if frames < self.every {
+            return Checkpoint::NotDue;
+        }
         // Past four intervals the writer copies whatever is left, so the log stays bounded however
         // fast frames arrive; before that, only a short tail a pass left.
-        frames >= self.every.saturating_mul(4)
-            || (copied >= 0 && i64::from(frames) - copied <= i64::from(self.every / 32))
+        let past_bound = frames >= self.every.saturating_mul(4);
+        if past_bound || (copied >= 0 && i64::from(frames) - copied <= i64::from(self.every / 32)) {
+            Checkpoint::Here { wait: past_bound }
+        } else {
+            Checkpoint::Pass
+        }
     }
 }
 
@@ -512,15 +528,26 @@ fn writer_loop(
             d(committed);
         }
         // After the answers: a tail the writer copies delays only the groups behind it.
-        let frames = WAL_FRAMES.get();
-        if shared.writer_finishes(frames) {
-            // -1: a background pass holds the checkpoint lock; the next commit tries again.
-            if passive_checkpoint(&conn).is_ok_and(|copied| copied >= 0) {
-                shared.done.fetch_add(1, Ordering::Relaxed);
+        match shared.after_commit(WAL_FRAMES.get()) {
+            Checkpoint::NotDue => {}
+            Checkpoint::Pass => {
+                // Full means a pass is already asked for, which will copy these frames too.
+                let _ = checkpoint.try_send(());
             }
-        } else if frames >= shared.every {
-            // Full means a pass is already asked for, which will copy these frames too.
-            let _ = checkpoint.try_send(());
+            Checkpoint::Here { wait } => {
+                // -1: a background pass holds the checkpoint lock. Below the bound the next
+                // commit tries again; past it the writer waits for the pass (up to ~10 s, then
+                // leaves it to the next commit), or a slow pass would let the log grow on.
+                for _ in 0..if wait { 10_000 } else { 1 } {
+                    if passive_checkpoint(&conn).is_ok_and(|copied| copied >= 0) {
+                        shared.done.fetch_add(1, Ordering::Relaxed);
+                        break;
+                    }
+                    if wait {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                }
+            }
         }
     }
 }
@@ -613,6 +640,28 @@ mod tests {
         assert_eq!(rx.recv().unwrap().unwrap(), 2, "ten_a and ten_c only");
     }
 
+    /// Commits `rows` tenants of ~3 KB each (a page or more per row) in one job of its own, and
+    /// waits for its answer; `durable` as in [`SqliteStore::queue`].
+    fn insert_rows(store: &SqliteStore, prefix: String, rows: usize, durable: bool) {
+        let (tx, rx) = mpsc::channel();
+        let job = move |t: &Transaction<'_>| {
+            let mut insert = t.prepare_cached(
+                "INSERT INTO tenants (id, slug, data_key, created_at) VALUES (?1, ?1, ?2, 0)",
+            )?;
+            for i in 0..rows {
+                let id = format!("{prefix}{i}");
+                insert.execute(rusqlite::params![id, vec![7u8; 3000]])?;
+            }
+            Ok(())
+        };
+        store
+            .queue(durable, true, job, move |r| {
+                let _ = tx.send(r);
+            })
+            .unwrap();
+        rx.recv().unwrap().unwrap();
+    }
+
     /// Checkpoints run on their own thread, not in the writer's commit (where each one held
     /// every waiting publish), and the WAL starts again from its beginning once one has run.
     #[test]
@@ -620,25 +669,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("db");
         let store = SqliteStore::open(&path).unwrap();
-        let write = |prefix: &'static str, rows: usize| {
-            let (tx, rx) = mpsc::channel();
-            let job = move |t: &Transaction<'_>| {
-                let mut insert = t.prepare(
-                    "INSERT INTO tenants (id, slug, data_key, created_at) VALUES (?1, ?1, ?2, 0)",
-                )?;
-                for i in 0..rows {
-                    let id = format!("{prefix}{i}");
-                    insert.execute(rusqlite::params![id, vec![7u8; 3000]])?;
-                }
-                Ok(())
-            };
-            store
-                .queue(true, true, job, move |r| {
-                    let _ = tx.send(r);
-                })
-                .unwrap();
-            rx.recv().unwrap().unwrap();
-        };
+        let write = |prefix: &str, rows: usize| insert_rows(&store, prefix.to_owned(), rows, true);
         // A page or more per row: well past CHECKPOINT_FRAMES in one commit.
         write("ten_a", CHECKPOINT_FRAMES as usize + 2000);
         let waited = std::time::Instant::now();
@@ -673,34 +704,16 @@ mod tests {
         let path = tmp.path().join("db");
         let every = 64;
         let store = SqliteStore::open_checkpointing_every(&path, every).unwrap();
-        let (tx, rx) = mpsc::channel();
-        let commits = 400;
-        for c in 0..commits {
-            let tx = tx.clone();
-            let job = move |t: &Transaction<'_>| {
-                let mut insert = t.prepare_cached(
-                    "INSERT INTO tenants (id, slug, data_key, created_at) VALUES (?1, ?1, ?2, 0)",
-                )?;
-                for i in 0..8 {
-                    let id = format!("ten_{c}_{i}");
-                    insert.execute(rusqlite::params![id, vec![7u8; 3000]])?;
-                }
-                Ok(())
-            };
+        for c in 0..400 {
             // Not durable: no fsync, so the writer commits as fast as it can; one at a time, so
             // each is a commit of its own.
-            store
-                .queue(false, true, job, move |r| {
-                    let _ = tx.send(r);
-                })
-                .unwrap();
-            rx.recv().unwrap().unwrap();
+            insert_rows(&store, format!("ten_{c}_"), 8, false);
         }
         // 400 commits of 8 rows (a page each, and their index pages) are ~50 intervals of frames.
         let frame = 4096 + 24;
         let wal = std::fs::metadata(tmp.path().join("db-wal")).unwrap().len();
-        // Four intervals, and what commits while a background pass holds the checkpoint lock
-        // (the writer's attempts then copy nothing); unbounded, the log holds all ~4,800 frames.
+        // Four intervals and the commit that crossed them (past them the writer waits for a
+        // running pass, then copies), with room to spare; unbounded, the log holds all ~4,800.
         let bound = 32 + 16 * every as u64 * frame;
         assert!(
             wal <= bound,
