@@ -144,11 +144,13 @@ async fn side_by_side(cluster: &pg::Cluster, root: &Path) {
                 .await
                 .unwrap_or((Duration::ZERO, Duration::MAX));
             let per_s = n as f64 / delivered.as_secs_f64();
-            let lat = t.setup.latency(rate, seconds, size).await;
+            let (lat, accepted) = t.setup.latency_parts(rate, seconds, size).await;
             let q = |p| loadgen::quantile(&lat, p);
             let l = [q(0.50), q(0.99), q(0.999)];
+            // How much of the way is the storing publish (publish→202), the rest being delivery.
+            let a = |p| loadgen::quantile(&accepted, p);
             println!(
-                "round {} {:<14} throughput {per_s:>6.0}/s (published in {:.2} s, all delivered in {:.2} s); at {rate}/s for {seconds} s ({} of {} planned delivered) p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms; load {}",
+                "round {} {:<14} throughput {per_s:>6.0}/s (published in {:.2} s, all delivered in {:.2} s); at {rate}/s for {seconds} s ({} of {} planned delivered) p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms (publish→202 p50 {:.2} ms, p99 {:.2} ms); load {}",
                 round + 1,
                 t.name,
                 published.as_secs_f64(),
@@ -159,6 +161,8 @@ async fn side_by_side(cluster: &pg::Cluster, root: &Path) {
                 l[1],
                 l[2],
                 lat[lat.len() - 1],
+                a(0.50),
+                a(0.99),
                 loadavg()
             );
             t.throughput.push(per_s);

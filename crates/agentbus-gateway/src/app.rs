@@ -1,6 +1,7 @@
 //! The gateway's shared state and the operations handlers call.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value, json};
@@ -54,6 +55,33 @@ struct Directory {
     decoded: HashMap<String, Option<PublicKey>>,
 }
 
+/// What wakes the long-polls and WebSockets of one inbox: a notification, and a count of the
+/// wake-ups so far, so a reader whose last lease took everything deliverable can tell whether
+/// anything arrived since without leasing again.
+#[derive(Debug, Default)]
+pub struct InboxWaker {
+    notify: Notify,
+    wakes: AtomicU64,
+}
+
+impl InboxWaker {
+    /// The next wake-up (enable it before reading [`InboxWaker::wakes`] so none is missed).
+    pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
+    }
+
+    /// The wake-ups so far. A publish counts after it commits, so a lease that began after
+    /// reading this sees every publish counted up to it.
+    pub fn wakes(&self) -> u64 {
+        self.wakes.load(Ordering::SeqCst)
+    }
+
+    fn wake(&self) {
+        self.wakes.fetch_add(1, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+}
+
 /// The gateway.
 pub struct App<S: Store> {
     /// Storage.
@@ -64,7 +92,7 @@ pub struct App<S: Store> {
     pub config: Config,
     master: DataKey,
     tenant_keys: Mutex<HashMap<String, DataKey>>,
-    wakers: Mutex<HashMap<String, Arc<Notify>>>,
+    wakers: Mutex<HashMap<String, Arc<InboxWaker>>>,
     tokens: Mutex<HashMap<[u8; 32], Principal>>,
     buckets: Mutex<HashMap<String, (f64, i64)>>,
     seen: Mutex<HashMap<String, i64>>,
@@ -272,14 +300,14 @@ impl<S: Store> App<S> {
                 self.forget_identities();
                 let m = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
                 for n in m.values() {
-                    n.notify_waiters();
+                    n.wake();
                 }
             }
         }
     }
 
     /// The waker of an inbox.
-    pub fn waker(&self, agent_id: &str) -> Arc<Notify> {
+    pub fn waker(&self, agent_id: &str) -> Arc<InboxWaker> {
         let mut m = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
         m.entry(agent_id.to_owned()).or_default().clone()
     }
@@ -303,7 +331,7 @@ impl<S: Store> App<S> {
         let m = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
         for id in agent_ids {
             if let Some(n) = m.get(id.as_ref()) {
-                n.notify_waiters();
+                n.wake();
             }
         }
     }

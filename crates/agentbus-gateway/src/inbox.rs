@@ -97,13 +97,20 @@ async fn lease<S: Store>(
     Ok(out)
 }
 
-/// Leases deliverable messages, waiting up to `wait` seconds for some to arrive.
+/// Leases deliverable messages, waiting up to `wait` for some to arrive.
+///
+/// `drained` is the inbox's wake-up count (`InboxWaker::wakes`) when the caller's last lease came
+/// back with fewer than it asked for, so took everything then deliverable: while no wake-up has
+/// come since, this waits first instead of leasing again at once (a WebSocket fed one publish at a
+/// time then leases once per publish, not twice). Only the first wait is taken that way: a lease
+/// that ran out (the visibility timeout) is found by the lease after it, within `wait`.
 async fn wait_for<S: Store>(
     app: &App<S>,
     agent: &AgentRow,
     after: u64,
     limit: u32,
     wait: Duration,
+    drained: &mut Option<u64>,
 ) -> ApiResult<Vec<DeliveryOut>> {
     let deadline = tokio::time::Instant::now() + wait;
     let waker = app.waker(&agent.id);
@@ -111,16 +118,23 @@ async fn wait_for<S: Store>(
         let notified = waker.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let got = lease(app, agent, after, limit).await?;
-        if !got.is_empty() || tokio::time::Instant::now() >= deadline {
-            return Ok(got);
-        }
-        // Wake for a publish, for the earliest lease to run out, or at the deadline; leases run on
-        // the gateway clock, so poll at least every second for a clock tests move by hand.
+        let wakes = waker.wakes();
+        // Leases run on the gateway clock, so poll at least every second for a clock tests move
+        // by hand.
         let mut until = deadline.min(tokio::time::Instant::now() + Duration::from_secs(1));
-        if let Some(at) = app.store.next_visible(&agent.id).await? {
-            let ms = (at - app.now()).max(0) as u64;
-            until = until.min(tokio::time::Instant::now() + Duration::from_millis(ms));
+        if drained.take() != Some(wakes) {
+            let got = lease(app, agent, after, limit).await?;
+            if got.len() < limit as usize {
+                *drained = Some(wakes);
+            }
+            if !got.is_empty() || tokio::time::Instant::now() >= deadline {
+                return Ok(got);
+            }
+            // Wake for a publish, for the earliest lease to run out, or at the deadline.
+            if let Some(at) = app.store.next_visible(&agent.id).await? {
+                let ms = (at - app.now()).max(0) as u64;
+                until = until.min(tokio::time::Instant::now() + Duration::from_millis(ms));
+            }
         }
         let mut stop = app.shutting_down.subscribe();
         if *stop.borrow() {
@@ -147,7 +161,7 @@ pub async fn poll<S: Store>(
     let agent = auth::agent(&app, &headers).await?;
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
     let wait = Duration::from_secs(q.wait.min(app.config.max_wait_s));
-    let deliveries = wait_for(&app, &agent, q.after, limit, wait).await?;
+    let deliveries = wait_for(&app, &agent, q.after, limit, wait, &mut None).await?;
     let next_after = deliveries
         .iter()
         .map(|d| d.sequence)
@@ -453,6 +467,8 @@ async fn serve_socket<S: Store>(
     // Pushed and not known to be acked: what goes back to the inbox if the socket is slow.
     let mut pushed: VecDeque<(u64, String)> = VecDeque::new();
     let mut limit = BATCH;
+    // The wake-up count when the last lease took everything deliverable (see `wait_for`).
+    let mut drained = None;
     let ended = loop {
         if *app.shutting_down.borrow() {
             break Err(Some(Refusal {
@@ -483,7 +499,16 @@ async fn serve_socket<S: Store>(
         if reader.is_finished() && rx.is_empty() {
             break Ok(Stalled::Gone);
         }
-        let batch = match wait_for(&app, &agent, after, limit, Duration::from_millis(250)).await {
+        let batch = match wait_for(
+            &app,
+            &agent,
+            after,
+            limit,
+            Duration::from_millis(250),
+            &mut drained,
+        )
+        .await
+        {
             Ok(b) => b,
             Err(e) => {
                 // The receiver reconnects and resumes from its cursor; say why it had to.
@@ -527,6 +552,10 @@ async fn serve_socket<S: Store>(
             limit = u32::try_from(budget / each)
                 .unwrap_or(BATCH)
                 .clamp(1, BATCH);
+        }
+        if !unsent.is_empty() {
+            // What went back is deliverable at once: the next lease must not wait for a wake-up.
+            drained = None;
         }
         if !unsent.is_empty()
             && let Err(e) = app.store.release(&agent.id, unsent, app.now(), true).await

@@ -11,19 +11,22 @@
 //! again alone, so one publish's failure never fails another.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use deadpool_postgres::{GenericClient, Pool};
 use futures_util::future::try_join_all;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
+use tokio_postgres::types::ToSql;
+
 use super::ops::{
-    idempotent_in, inbox_full, insert_message, insert_row, key_of, lock_counters, lock_keys,
-    recent_in, record_ids,
+    Counters, IDEMPOTENT_IN, LOCK_COUNTERS, LOCK_KEYS, create_missing_counters, has_extras,
+    idempotent_params, inbox_full, inboxes_of, insert_message, key_of, read_counters,
+    record_extras,
 };
-use super::rows::exec;
-use crate::{NewMessage, PublishOutcome, StoreError, StoreResult};
+use super::rows::{MESSAGE_COLS, Params, get, message};
+use crate::{MessageRow, NewMessage, PublishOutcome, StoreError, StoreResult};
 
 /// Publishes stored in one transaction at most.
 const MAX_BATCH: usize = 256;
@@ -108,37 +111,28 @@ async fn run(pool: &Pool, wait: Duration, batch: Vec<Job>) {
             return;
         }
     };
-    if batch.len() > 1 {
-        let messages: Vec<&NewMessage> = batch.iter().map(|j| &j.message).collect();
-        let stored = async {
-            let tx = client.transaction().await?;
-            let outcomes = store_batch(&tx, &messages).await?;
-            tx.commit().await?;
-            Ok::<_, StoreError>(outcomes)
+    let messages: Vec<&NewMessage> = batch.iter().map(|j| &j.message).collect();
+    if let Ok(outcomes) = store_batch(&client, &messages).await {
+        for (job, outcome) in batch.into_iter().zip(outcomes) {
+            let _ = job.answer.send(Ok(outcome));
         }
-        .await;
-        if let Ok(outcomes) = stored {
-            for (job, outcome) in batch.into_iter().zip(outcomes) {
-                let _ = job.answer.send(Ok(outcome));
-            }
-            return;
-        }
-        if client.is_closed() {
-            match pool.get().await {
-                Ok(c) => client = c,
-                Err(e) => {
-                    let e = super::pool_error(e, wait);
-                    for job in batch {
-                        let _ = job.answer.send(Err(e.clone()));
-                    }
-                    return;
+        return;
+    }
+    if client.is_closed() {
+        match pool.get().await {
+            Ok(c) => client = c,
+            Err(e) => {
+                let e = super::pool_error(e, wait);
+                for job in batch {
+                    let _ = job.answer.send(Err(e.clone()));
                 }
+                return;
             }
         }
     }
-    // One publish, or a batch that failed (a task that changed concurrently, a value the
-    // database refuses, a lost connection): each alone, in order, as if no batch was tried. A
-    // publish whose batch did commit before a lost answer meets its own row as a duplicate.
+    // A batch that failed (a value the database refuses, a deadlock, a lost connection): each
+    // alone, in order, as if no batch was tried. A publish whose batch did commit before a lost
+    // answer meets its own row as a duplicate.
     for job in batch {
         let outcome = publish_alone(&mut client, &job.message).await;
         let _ = job.answer.send(outcome);
@@ -176,36 +170,197 @@ enum Plan {
     },
 }
 
-/// Stores `batch` in `t`: the outcome of each publish, in order. Statements that do not depend on
-/// each other are sent together (tokio-postgres pipelines the queries of one connection).
+/// The stored messages whose ids the batch repeats within their replay windows: `$1`…`$4` the
+/// batch's tenants, sources, ids and window starts; answers each match's 1-based index in the
+/// batch, then [`MESSAGE_COLS`].
+pub(super) static RECENT_ALL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT u.i, {MESSAGE_COLS} \
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) WITH ORDINALITY AS u(t, s, d, since, i) \
+         JOIN recent_ids r ON r.tenant_id = u.t AND r.source = u.s AND r.id = u.d AND r.received_at >= u.since \
+         JOIN messages m ON m.seq = r.message_seq"
+    )
+});
+
+/// The batch's message rows, their inbox entries (joined to their message by its unique
+/// receipt) and their replay records, in one statement; answers each message's receipt and
+/// storage sequence.
+pub(super) const INSERT_ALL: &str = "WITH m AS (INSERT INTO messages (tenant_id, id, source, source_agent_id, kind, \
+     conversation_id, correlation_id, to_text, to_id, attrs, data, signed_hash, idempotency_key, receipt, \
+     received_at, expires_at, task_id) \
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], \
+     $8::text[], $9::text[], $10::text[], $11::bytea[], $12::bytea[], $13::text[], $14::text[], $15::bigint[], \
+     $16::bigint[], $17::text[]) \
+     RETURNING seq, tenant_id, source, id, receipt, received_at), \
+     e AS (INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at) \
+     SELECT u.a, u.s, m.seq, 0, 0, u.v, u.x \
+     FROM unnest($18::text[], $19::text[], $20::bigint[], $21::bigint[], $22::bigint[]) AS u(r, a, s, v, x) \
+     JOIN m ON m.receipt = u.r), \
+     r AS (INSERT INTO recent_ids (tenant_id, source, id, message_seq, received_at) \
+     SELECT tenant_id, source, id, seq, received_at FROM m \
+     ON CONFLICT (tenant_id, source, id) DO UPDATE SET message_seq = excluded.message_seq, received_at = excluded.received_at) \
+     SELECT receipt, seq FROM m";
+
+/// Adds `$2` stored entries to the counters of the inboxes `$1`.
+const BUMP_COUNTERS: &str = "UPDATE inbox_counters c SET last_seq = c.last_seq + u.n, added = c.added + u.n \
+     FROM unnest($1::text[], $2::bigint[]) AS u(a, n) WHERE c.agent_id = u.a";
+
+/// Stores `batch` in one transaction on `c`, begun and committed here: the outcome of each
+/// publish, in order. Statements go out pipelined (tokio-postgres sends a connection's queries in
+/// the order they are first polled, and the server runs them in that order), so a batch is two
+/// round trips: `BEGIN`, the dedupe locks, the dedupe reads and the counter rows' locks; then
+/// every write and `COMMIT`. A statement that fails makes the server turn that `COMMIT` into a
+/// rollback; a failure before it is rolled back here, so the connection goes back clean.
 async fn store_batch(
-    t: &deadpool_postgres::Transaction<'_>,
+    c: &deadpool_postgres::Client,
     batch: &[&NewMessage],
 ) -> StoreResult<Vec<PublishOutcome>> {
-    // The dedupe locks of every publish at once (sorted there, as a publish alone takes its own).
-    let mut keys = Vec::with_capacity(batch.len() * 2);
-    for m in batch {
-        keys.push(key_of("id", &[&m.tenant_id, &m.source, &m.id]));
-        if let Some(k) = &m.idempotency {
-            keys.push(key_of("idem", &[&k.tenant_id, &k.source, &k.to_id, &k.key]));
+    let stored = async {
+        let (lock, recent, idem, counters_lock, insert_all, bump) = tokio::try_join!(
+            c.prepare_cached(LOCK_KEYS),
+            c.prepare_cached(&RECENT_ALL),
+            c.prepare_cached(&IDEMPOTENT_IN),
+            c.prepare_cached(LOCK_COUNTERS),
+            c.prepare_cached(INSERT_ALL),
+            c.prepare_cached(BUMP_COUNTERS),
+        )?;
+        // The dedupe locks of every publish at once (sorted there, as a publish alone takes its
+        // own): each read below runs once they are held, so a concurrent publisher of the same
+        // id or key has committed and its row is found.
+        let mut keys = Vec::with_capacity(batch.len() * 2);
+        for m in batch {
+            keys.push(key_of("id", &[&m.tenant_id, &m.source, &m.id]));
+            if let Some(k) = &m.idempotency {
+                keys.push(key_of("idem", &[&k.tenant_id, &k.source, &k.to_id, &k.key]));
+            }
         }
-    }
-    lock_keys(t, &keys).await?;
-    let found = try_join_all(batch.iter().map(|m| async move {
-        let recent = recent_in(t, &m.tenant_id, &m.source, &m.id, m.replay_since).await?;
-        let replay = match &m.idempotency {
-            Some(k) if recent.is_none() => idempotent_in(t, k, m.idempotency_since).await?,
-            _ => None,
-        };
-        Ok::<_, StoreError>((recent, replay))
-    }))
-    .await?;
+        let tenants: Vec<&str> = batch.iter().map(|m| m.tenant_id.as_str()).collect();
+        let sources: Vec<&str> = batch.iter().map(|m| m.source.as_str()).collect();
+        let ids: Vec<&str> = batch.iter().map(|m| m.id.as_str()).collect();
+        let since: Vec<i64> = batch.iter().map(|m| m.replay_since).collect();
+        let inboxes = inboxes_of(batch.iter().flat_map(|m| &m.recipients));
+        let idem = &idem;
+        let replays = batch.iter().filter_map(|m| {
+            let k = m.idempotency.as_ref()?;
+            Some(async move {
+                c.query_opt(idem, &idempotent_params(k, &m.idempotency_since))
+                    .await
+            })
+        });
+        let (lock_p, recent_p, held_p): (Params<'_>, Params<'_>, Params<'_>) =
+            (&[&keys], &[&tenants, &sources, &ids, &since], &[&inboxes]);
+        let (begun, locked, found, replayed, held) = tokio::join!(
+            biased;
+            c.batch_execute("BEGIN"),
+            c.execute(&lock, lock_p),
+            c.query(&recent, recent_p),
+            try_join_all(replays),
+            c.query(&counters_lock, held_p),
+        );
+        let (found, replayed, held) = (begun.and(locked).and(found).and_then(|f| {
+            let r = replayed?;
+            Ok((f, r, held?))
+        }))?;
+        let mut recent: Vec<Option<MessageRow>> = vec![None; batch.len()];
+        for r in &found {
+            let i = get::<i64>(r, 0)? as usize;
+            if let Some(slot) = i.checked_sub(1).and_then(|i| recent.get_mut(i)) {
+                *slot = Some(message(r, 1)?);
+            }
+        }
+        let mut replay: Vec<Option<MessageRow>> = vec![None; batch.len()];
+        let keyed = (0..batch.len()).filter(|&i| batch[i].idempotency.is_some());
+        for (i, row) in keyed.zip(replayed) {
+            replay[i] = row.map(|r| message(&r, 0)).transpose()?;
+        }
+        let mut counters = Counters::with_capacity(inboxes.len());
+        read_counters(held, &mut counters)?;
+        create_missing_counters(c, &inboxes, &mut counters).await?;
 
-    let mut counters = lock_counters(t, batch.iter().flat_map(|m| &m.recipients)).await?;
+        let plans = plan(batch, recent, replay, &mut counters);
+        let stored: Vec<usize> = (0..batch.len())
+            .filter(|&i| matches!(plans[i], Plan::Store { .. }))
+            .collect();
+        let rows = Rows::of(batch, &stored, &plans);
+        let params: [&(dyn ToSql + Sync); 22] = [
+            &rows.tenant_id,
+            &rows.id,
+            &rows.source,
+            &rows.source_agent_id,
+            &rows.kind,
+            &rows.conversation_id,
+            &rows.correlation_id,
+            &rows.to_text,
+            &rows.to_id,
+            &rows.attrs,
+            &rows.data,
+            &rows.signed_hash,
+            &rows.idempotency_key,
+            &rows.receipt,
+            &rows.received_at,
+            &rows.expires_at,
+            &rows.task_id,
+            &rows.entry_receipt,
+            &rows.entry_agent,
+            &rows.entry_sequence,
+            &rows.entry_visible,
+            &rows.entry_expires,
+        ];
+        let extras = stored.iter().any(|&i| has_extras(batch[i]));
+        let bump_p: Params<'_> = &[&rows.bumped, &rows.by];
+        let (inserted, bumped, ended) = tokio::join!(
+            biased;
+            c.query(&insert_all, &params),
+            c.execute(&bump, bump_p),
+            async {
+                // Records that need each message's sequence take one more round trip first.
+                if extras { Ok(()) } else { c.batch_execute("COMMIT").await }
+            },
+        );
+        let inserted = bumped.and(ended).and(inserted)?;
+        let mut seq_of_receipt = HashMap::with_capacity(inserted.len());
+        for r in &inserted {
+            seq_of_receipt.insert(get::<String>(r, 0)?, get::<i64>(r, 1)?);
+        }
+        let mut seq_of = vec![0i64; batch.len()];
+        for &i in &stored {
+            seq_of[i] = *seq_of_receipt.get(&batch[i].receipt).ok_or_else(|| {
+                StoreError::Backend("a stored message's row was not returned".into())
+            })?;
+        }
+        if extras {
+            try_join_all(
+                stored
+                    .iter()
+                    .filter(|&&i| has_extras(batch[i]))
+                    .map(|&i| record_extras(c, batch[i], seq_of[i])),
+            )
+            .await?;
+            c.batch_execute("COMMIT").await?;
+        }
+        Ok::<_, StoreError>(outcomes(batch, plans, &seq_of))
+    }
+    .await;
+    if stored.is_err() && !c.is_closed() {
+        // Whatever failed, no transaction stays open on a connection going back to the pool.
+        let _ = c.batch_execute("ROLLBACK").await;
+    }
+    stored
+}
+
+/// Each publish's plan, decided in batch order exactly as alone: a stored duplicate or replay, a
+/// duplicate or replay of an earlier publish of the batch, a full inbox (counting the batch's
+/// earlier publishes), else stored with its sequences (`counters` advanced).
+fn plan(
+    batch: &[&NewMessage],
+    recent: Vec<Option<MessageRow>>,
+    replay: Vec<Option<MessageRow>>,
+    counters: &mut Counters,
+) -> Vec<Plan> {
     let mut ids: HashMap<(&str, &str, &str), usize> = HashMap::new();
     let mut keys: HashMap<(&str, &str, &str, &str), usize> = HashMap::new();
     let mut plans = Vec::with_capacity(batch.len());
-    for (i, (m, (recent, replay))) in batch.iter().zip(found).enumerate() {
+    for (i, (m, (recent, replay))) in batch.iter().zip(recent.into_iter().zip(replay)).enumerate() {
         let id = (m.tenant_id.as_str(), m.source.as_str(), m.id.as_str());
         let key = m.idempotency.as_ref().map(|k| {
             (
@@ -243,59 +398,16 @@ async fn store_batch(
         };
         plans.push(plan);
     }
+    plans
+}
 
-    let stored: Vec<usize> = (0..batch.len())
-        .filter(|&i| matches!(plans[i], Plan::Store { .. }))
-        .collect();
-    let seqs = try_join_all(stored.iter().map(|&i| insert_row(t, batch[i]))).await?;
-    let mut seq_of = vec![0i64; batch.len()];
-    for (&i, &seq) in stored.iter().zip(&seqs) {
-        seq_of[i] = seq;
-    }
-
-    // The inbox entries and the counters' new values in one statement each.
-    let (mut agents, mut sequences, mut message_seqs, mut visible, mut expires) =
-        (vec![], vec![], vec![], vec![], vec![]);
-    let mut added: HashMap<&str, i64> = HashMap::new();
-    for &i in &stored {
-        if let Plan::Store { sequences: s, .. } = &plans[i] {
-            for (agent, sequence) in s {
-                agents.push(agent.as_str());
-                sequences.push(*sequence as i64);
-                message_seqs.push(seq_of[i]);
-                visible.push(batch[i].received_at);
-                expires.push(batch[i].expires_at);
-                *added.entry(agent.as_str()).or_default() += 1;
-            }
-        }
-    }
-    let (bumped, by): (Vec<&str>, Vec<i64>) = added.into_iter().unzip();
-    let entries = async {
-        if !agents.is_empty() {
-            exec(
-                t,
-                "INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at) \
-                 SELECT a, s, m, 0, 0, v, e \
-                 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) AS u(a, s, m, v, e)",
-                &[&agents, &sequences, &message_seqs, &visible, &expires],
-            )
-            .await?;
-            exec(
-                t,
-                "UPDATE inbox_counters c SET last_seq = c.last_seq + u.n, pending = c.pending + u.n \
-                 FROM unnest($1::text[], $2::bigint[]) AS u(a, n) WHERE c.agent_id = u.a",
-                &[&bumped, &by],
-            )
-            .await?;
-        }
-        Ok::<_, StoreError>(())
-    };
-    let records = try_join_all(stored.iter().map(|&i| record_ids(t, batch[i], seq_of[i])));
-    futures_util::future::try_join(entries, records).await?;
-
-    let mut outcomes = Vec::with_capacity(batch.len());
-    for (i, plan) in plans.into_iter().enumerate() {
-        outcomes.push(match plan {
+/// The outcome of each publish once its plan is carried out (`seq_of`: the storage sequence of
+/// each stored one).
+fn outcomes(batch: &[&NewMessage], plans: Vec<Plan>, seq_of: &[i64]) -> Vec<PublishOutcome> {
+    plans
+        .into_iter()
+        .enumerate()
+        .map(|(i, plan)| match plan {
             Plan::Answer(o) => *o,
             Plan::DuplicateOf(j) => PublishOutcome::DuplicateId(batch[j].stored_row(seq_of[j])),
             Plan::ReplayOf(j) => PublishOutcome::IdempotentReplay(batch[j].stored_row(seq_of[j])),
@@ -304,7 +416,76 @@ async fn store_batch(
                 sequences,
                 depths,
             },
-        });
+        })
+        .collect()
+}
+
+/// The columns [`INSERT_ALL`] and [`BUMP_COUNTERS`] take, one array each.
+#[derive(Default)]
+struct Rows<'a> {
+    tenant_id: Vec<&'a str>,
+    id: Vec<&'a str>,
+    source: Vec<&'a str>,
+    source_agent_id: Vec<Option<&'a str>>,
+    kind: Vec<&'a str>,
+    conversation_id: Vec<&'a str>,
+    correlation_id: Vec<Option<&'a str>>,
+    to_text: Vec<&'a str>,
+    to_id: Vec<&'a str>,
+    attrs: Vec<&'a str>,
+    data: Vec<&'a [u8]>,
+    signed_hash: Vec<&'a [u8]>,
+    idempotency_key: Vec<Option<&'a str>>,
+    receipt: Vec<&'a str>,
+    received_at: Vec<i64>,
+    expires_at: Vec<i64>,
+    task_id: Vec<Option<&'a str>>,
+    entry_receipt: Vec<&'a str>,
+    entry_agent: Vec<&'a str>,
+    entry_sequence: Vec<i64>,
+    entry_visible: Vec<i64>,
+    entry_expires: Vec<i64>,
+    bumped: Vec<&'a str>,
+    by: Vec<i64>,
+}
+
+impl<'a> Rows<'a> {
+    /// The rows of the publishes `stored` of `batch`, as `plans` placed them.
+    fn of(batch: &[&'a NewMessage], stored: &[usize], plans: &'a [Plan]) -> Rows<'a> {
+        let mut r = Rows::default();
+        let mut added: HashMap<&str, i64> = HashMap::new();
+        for &i in stored {
+            let m = batch[i];
+            r.tenant_id.push(&m.tenant_id);
+            r.id.push(&m.id);
+            r.source.push(&m.source);
+            r.source_agent_id.push(m.source_agent_id.as_deref());
+            r.kind.push(&m.kind);
+            r.conversation_id.push(&m.conversation_id);
+            r.correlation_id.push(m.correlation_id.as_deref());
+            r.to_text.push(&m.to_text);
+            r.to_id.push(&m.to_id);
+            r.attrs.push(&m.attrs);
+            r.data.push(&m.data);
+            r.signed_hash.push(&m.signed_hash);
+            r.idempotency_key
+                .push(m.idempotency.as_ref().map(|k| k.key.as_str()));
+            r.receipt.push(&m.receipt);
+            r.received_at.push(m.received_at);
+            r.expires_at.push(m.expires_at);
+            r.task_id.push(m.task_id.as_deref());
+            if let Plan::Store { sequences, .. } = &plans[i] {
+                for (agent, sequence) in sequences {
+                    r.entry_receipt.push(&m.receipt);
+                    r.entry_agent.push(agent);
+                    r.entry_sequence.push(*sequence as i64);
+                    r.entry_visible.push(m.received_at);
+                    r.entry_expires.push(m.expires_at);
+                    *added.entry(agent.as_str()).or_default() += 1;
+                }
+            }
+        }
+        (r.bumped, r.by) = added.into_iter().unzip();
+        r
     }
-    Ok(outcomes)
 }

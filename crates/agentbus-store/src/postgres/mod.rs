@@ -13,6 +13,8 @@
 mod batch;
 mod listen;
 mod ops;
+#[cfg(test)]
+mod plans;
 mod rows;
 mod schema;
 
@@ -27,7 +29,7 @@ use crate::{StoreError, StoreResult};
 pub use schema::current_version;
 
 /// What every pooled connection sets when it is made (see `open_with`).
-const SESSION: &str = "SET synchronous_commit = on; SET plan_cache_mode = force_custom_plan";
+const SESSION: &str = "SET synchronous_commit = on";
 
 /// How the pool behaves; [`PgOptions::default`] suits one gateway replica.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,11 +105,10 @@ impl PgStore {
             .recycle_timeout(Some(opts.connect_timeout))
             .runtime(Runtime::Tokio1)
             // Whatever the role's or the server's default, every connection commits durably
-            // unless an operation says otherwise for its own transaction (leases, acks). Each
-            // statement is planned for its parameters: after five runs PostgreSQL may switch a
-            // prepared statement to one generic plan, and the lease's was a scan that took
-            // 14 s per lease on an inbox of a few thousand entries (delivery stalled; see
-            // docs/benchmarks.md). Planning costs a fraction of a millisecond.
+            // unless an operation says otherwise for its own transaction (leases, acks). Prepared
+            // statements may run on their cached generic plans: each statement on the publish
+            // and delivery paths is written so that its generic plan reads by index
+            // (`postgres/plans.rs`); planning the lease for its parameters cost ~0.5 ms a lease.
             .post_create(Hook::async_fn(|client, _| {
                 Box::pin(async move {
                     client

@@ -9,16 +9,14 @@ use super::rows::*;
 use crate::model::{UsageFigures, state_code, state_from, sum_usage};
 use crate::*;
 
-/// Serialises the transactions that take the same `keys` until they commit, in a fixed order
+/// Serialises the transactions that take the same keys `$1` until they commit, in a fixed order
 /// (sorted hashes), so two transactions never wait on each other's locks.
+pub(super) const LOCK_KEYS: &str = "SELECT pg_advisory_xact_lock(k) FROM \
+     (SELECT DISTINCT hashtextextended(x, 0) AS k FROM unnest($1::text[]) x ORDER BY 1) s";
+
+/// Takes the [`LOCK_KEYS`] locks of `keys`.
 pub(super) async fn lock_keys(t: &impl GenericClient, keys: &[String]) -> StoreResult<()> {
-    exec(
-        t,
-        "SELECT pg_advisory_xact_lock(k) FROM \
-         (SELECT DISTINCT hashtextextended(x, 0) AS k FROM unnest($1::text[]) x ORDER BY 1) s",
-        &[&keys],
-    )
-    .await?;
+    exec(t, LOCK_KEYS, &[&keys]).await?;
     Ok(())
 }
 
@@ -36,17 +34,28 @@ pub(super) fn key_of(kind: &str, parts: &[&str]) -> String {
 const ASYNC_COMMIT: &str = "SET LOCAL synchronous_commit = off";
 /// A transaction begun as [`ASYNC_COMMIT`] says, in one message.
 const BEGIN_ASYNC: &str = "BEGIN; SET LOCAL synchronous_commit = off";
+/// A lease's transaction: [`BEGIN_ASYNC`], and the lease planned for its parameters. Its cached
+/// generic plan reads by index on a mixed table (`postgres/plans.rs`), but with one large inbox
+/// (the benches') PostgreSQL's statistics led it to a generic plan that took ~5 ms per lease
+/// against ~0.6 ms planned each time (docs/benchmarks.md).
+const BEGIN_LEASE: &str =
+    "BEGIN; SET LOCAL synchronous_commit = off; SET LOCAL plan_cache_mode = force_custom_plan";
 
 /// Settles the acks whose lease token still holds: `$2` sequences, `$3` their tokens.
-const ACK: &str = "UPDATE inbox i SET state = 2, acked_at = $4 \
+pub(super) const ACK: &str = "UPDATE inbox i SET state = 2, acked_at = $4 \
      FROM unnest($2::bigint[], $3::text[]) AS a(sequence, lease) \
      WHERE i.agent_id = $1 AND i.sequence = a.sequence AND i.state = 1 AND i.lease = a.lease \
      RETURNING i.sequence, i.lease";
 /// How the acked entries `$2` stand after [`ACK`].
-const ACK_HELD: &str =
+pub(super) const ACK_HELD: &str =
     "SELECT sequence, state, lease FROM inbox WHERE agent_id = $1 AND sequence = ANY($2)";
-/// Takes `$2` settled entries off the inbox's unacknowledged count.
-const UNCOUNT: &str = "UPDATE inbox_counters SET pending = pending - $2 WHERE agent_id = $1";
+/// Counts `$2` more settled entries of inbox `$1`, in its own row (`inbox_settled`): acks and the
+/// reaper never wait on the counter row a publish holds until its commit's flush.
+pub(super) const SETTLED: &str = "INSERT INTO inbox_settled (agent_id, settled) VALUES ($1, $2) \
+     ON CONFLICT (agent_id) DO UPDATE SET settled = inbox_settled.settled + excluded.settled";
+/// An inbox's unacknowledged entries (`$1` its agent): added by publishes, less those settled.
+pub(super) const DEPTH: &str = "SELECT c.added - coalesce((SELECT s.settled FROM inbox_settled s WHERE s.agent_id = $1), 0) \
+     FROM inbox_counters c WHERE c.agent_id = $1";
 
 /// A blob whose content is due for deletion, with `$1` the time and `$2` the start of the upload
 /// window: complete and expired, or pending and registered before the window (§9; SQLite's
@@ -73,22 +82,32 @@ pub(super) async fn recent_in(
     .transpose()
 }
 
+/// The stored message an idempotency key names within its window: `$1`…`$5` as
+/// [`idempotent_params`] gives them.
+pub(super) static IDEMPOTENT_IN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT {MESSAGE_COLS} FROM idempotency i JOIN messages m ON m.seq = i.message_seq \
+         WHERE i.tenant_id = $1 AND i.source = $2 AND i.to_id = $3 AND i.key = $4 AND i.created_at >= $5"
+    )
+});
+
+/// The parameters of [`IDEMPOTENT_IN`] for key `k` and a window starting at `since`.
+pub(super) fn idempotent_params<'a>(
+    k: &'a IdempotencyKey,
+    since: &'a i64,
+) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 5] {
+    [&k.tenant_id, &k.source, &k.to_id, &k.key, since]
+}
+
 pub(super) async fn idempotent_in(
     c: &impl GenericClient,
     k: &IdempotencyKey,
     since: i64,
 ) -> StoreResult<Option<MessageRow>> {
-    opt(
-        c,
-        &format!(
-            "SELECT {MESSAGE_COLS} FROM idempotency i JOIN messages m ON m.seq = i.message_seq \
-             WHERE i.tenant_id = $1 AND i.source = $2 AND i.to_id = $3 AND i.key = $4 AND i.created_at >= $5"
-        ),
-        &[&k.tenant_id, &k.source, &k.to_id, &k.key, &since],
-    )
-    .await?
-    .map(|r| message(&r, 0))
-    .transpose()
+    opt(c, &IDEMPOTENT_IN, &idempotent_params(k, &since))
+        .await?
+        .map(|r| message(&r, 0))
+        .transpose()
 }
 
 async fn message_by_seq(c: &impl GenericClient, seq: i64) -> StoreResult<Option<MessageRow>> {
@@ -129,7 +148,7 @@ pub(super) async fn insert_message(
     if let Some(w) = &m.task {
         write_task(t, w).await?;
     }
-    let counters = lock_counters(t, &m.recipients).await?;
+    let mut counters = lock_counters(t, &m.recipients).await?;
     if let Some(full) = inbox_full(m, &|agent| counters.get(agent).map_or(0, |c| c.1)) {
         return Ok(full);
     }
@@ -139,15 +158,20 @@ pub(super) async fn insert_message(
         // The counter bumped and the entry stored in one statement, under the lock taken above.
         let r = one(
             t,
-            "WITH c AS (UPDATE inbox_counters SET last_seq = last_seq + 1, pending = pending + 1 \
-             WHERE agent_id = $1 RETURNING last_seq, pending) \
+            "WITH c AS (UPDATE inbox_counters SET last_seq = last_seq + 1, added = added + 1 \
+             WHERE agent_id = $1 RETURNING last_seq) \
              INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at) \
-             SELECT $1, c.last_seq, $2, 0, 0, $3, $4 FROM c RETURNING sequence, (SELECT pending FROM c)",
+             SELECT $1, c.last_seq, $2, 0, 0, $3, $4 FROM c RETURNING sequence",
             &[agent, &seq, &m.received_at, &m.expires_at],
         )
         .await?;
         sequences.push((agent.clone(), get::<i64>(&r, 0)? as u64));
-        depths.push(get::<i64>(&r, 1)?.max(0) as u64);
+        // The depth read under the lock, with this entry (a recipient named twice counts twice).
+        let depth = counters.get_mut(agent).map(|c| {
+            c.1 += 1;
+            c.1
+        });
+        depths.push(depth.unwrap_or(1));
     }
     let message = m.stored_row(seq);
     Ok(PublishOutcome::Stored {
@@ -157,41 +181,78 @@ pub(super) async fn insert_message(
     })
 }
 
-/// The counter rows of every recipient in `recipients`, created if missing and locked in id order
-/// (publishers to overlapping inboxes never deadlock) until the commit, so sequences are gap-free
-/// and committed in order per inbox and a depth check cannot race another publisher: agent id →
-/// (`last_seq`, `pending`).
-pub(super) async fn lock_counters<'a>(
-    t: &impl GenericClient,
-    recipients: impl IntoIterator<Item = &'a String>,
-) -> StoreResult<std::collections::HashMap<String, (i64, u64)>> {
+/// Locks the existing counter rows of the agent ids `$1` in id order (publishers to overlapping
+/// inboxes never deadlock) until the commit: agent id, `last_seq`, unacknowledged depth. The
+/// depth's settled part is read, not locked: an ack committing meanwhile only lowers it, so a
+/// depth check errs on the full side, as it would have a moment earlier.
+pub(super) const LOCK_COUNTERS: &str = "SELECT c.agent_id, c.last_seq, c.added - coalesce(s.settled, 0) \
+     FROM inbox_counters c LEFT JOIN inbox_settled s ON s.agent_id = c.agent_id \
+     WHERE c.agent_id = ANY($1) ORDER BY c.agent_id FOR UPDATE OF c";
+/// Creates the counter rows of the agent ids `$1` that do not exist yet (an inbox's first publish).
+pub(super) const CREATE_COUNTERS: &str = "INSERT INTO inbox_counters (agent_id, last_seq, added) \
+     SELECT x, 0, 0 FROM unnest($1::text[]) x ORDER BY x ON CONFLICT (agent_id) DO NOTHING";
+
+/// Inbox counters by agent id: (`last_seq`, unacknowledged depth).
+pub(super) type Counters = std::collections::HashMap<String, (i64, u64)>;
+
+/// The sorted, distinct inboxes of `recipients`.
+pub(super) fn inboxes_of<'a>(recipients: impl IntoIterator<Item = &'a String>) -> Vec<&'a String> {
     let mut inboxes: Vec<&String> = recipients.into_iter().collect();
     inboxes.sort();
     inboxes.dedup();
-    let mut counters = std::collections::HashMap::with_capacity(inboxes.len());
-    if inboxes.is_empty() {
-        return Ok(counters);
-    }
-    exec(
-        t,
-        "INSERT INTO inbox_counters (agent_id, last_seq, pending) \
-         SELECT x, 0, 0 FROM unnest($1::text[]) x ORDER BY x ON CONFLICT (agent_id) DO NOTHING",
-        &[&inboxes],
-    )
-    .await?;
-    for r in rows(
-        t,
-        "SELECT agent_id, last_seq, pending FROM inbox_counters WHERE agent_id = ANY($1) \
-         ORDER BY agent_id FOR UPDATE",
-        &[&inboxes],
-    )
-    .await?
-    {
-        counters.insert(
+    inboxes
+}
+
+/// Adds the rows [`LOCK_COUNTERS`] answered to `into`.
+pub(super) fn read_counters(
+    found: Vec<tokio_postgres::Row>,
+    into: &mut Counters,
+) -> StoreResult<()> {
+    for r in found {
+        into.insert(
             get::<String>(&r, 0)?,
             (get::<i64>(&r, 1)?, get::<i64>(&r, 2)?.max(0) as u64),
         );
     }
+    Ok(())
+}
+
+/// Creates and locks the counter rows of `inboxes` that `counters` lacks (none existed when
+/// [`LOCK_COUNTERS`] ran). A transaction inserts only once it holds every existing row it needs,
+/// and in id order, so no two wait on each other.
+pub(super) async fn create_missing_counters(
+    t: &impl GenericClient,
+    inboxes: &[&String],
+    counters: &mut Counters,
+) -> StoreResult<()> {
+    let missing: Vec<&String> = inboxes
+        .iter()
+        .copied()
+        .filter(|a| !counters.contains_key(a.as_str()))
+        .collect();
+    if !missing.is_empty() {
+        exec(t, CREATE_COUNTERS, &[&missing]).await?;
+        read_counters(rows(t, LOCK_COUNTERS, &[&missing]).await?, counters)?;
+    }
+    Ok(())
+}
+
+/// The counter rows of every recipient in `recipients`, created if missing and locked until the
+/// commit, so sequences are gap-free and committed in order per inbox and a depth check cannot
+/// race another publisher.
+pub(super) async fn lock_counters<'a>(
+    t: &impl GenericClient,
+    recipients: impl IntoIterator<Item = &'a String>,
+) -> StoreResult<Counters> {
+    let inboxes = inboxes_of(recipients);
+    let mut counters = Counters::with_capacity(inboxes.len());
+    if inboxes.is_empty() {
+        return Ok(counters);
+    }
+    // The rows that exist are locked first, in one round trip; only an inbox's first publish
+    // creates its row.
+    read_counters(rows(t, LOCK_COUNTERS, &[&inboxes]).await?, &mut counters)?;
+    create_missing_counters(t, &inboxes, &mut counters).await?;
     Ok(counters)
 }
 
@@ -242,8 +303,8 @@ pub(super) async fn insert_row(t: &impl GenericClient, m: &NewMessage) -> StoreR
     )
 }
 
-/// What a stored message leaves beside its row and inbox entries: its replay and idempotency
-/// records, its attachments' references and its usage report.
+/// What a stored message leaves beside its row and inbox entries: its replay record, then
+/// [`record_extras`].
 pub(super) async fn record_ids(
     t: &impl GenericClient,
     m: &NewMessage,
@@ -256,6 +317,20 @@ pub(super) async fn record_ids(
         &[&m.tenant_id, &m.source, &m.id, &seq, &m.received_at],
     )
     .await?;
+    record_extras(t, m, seq).await
+}
+
+/// Whether `m` leaves anything for [`record_extras`] to write.
+pub(super) fn has_extras(m: &NewMessage) -> bool {
+    m.idempotency.is_some() || !m.blob_refs.is_empty() || m.usage.is_some()
+}
+
+/// A stored message's idempotency record, its attachments' references and its usage report.
+pub(super) async fn record_extras(
+    t: &impl GenericClient,
+    m: &NewMessage,
+    seq: i64,
+) -> StoreResult<()> {
     if let Some(k) = &m.idempotency {
         exec(
             t,
@@ -424,12 +499,7 @@ async fn settle_where(
         *per_agent.entry(&e.agent_id).or_default() += 1;
     }
     for (agent, n) in per_agent {
-        exec(
-            t,
-            "UPDATE inbox_counters SET pending = pending - $2 WHERE agent_id = $1",
-            &[&agent, &n],
-        )
-        .await?;
+        exec(t, SETTLED, &[&agent, &n]).await?;
     }
     Ok(entries)
 }
@@ -539,23 +609,30 @@ async fn set_aliases(
     Ok(())
 }
 
+/// When the earliest lease of inbox `$1` runs out (over `inbox_due`).
+pub(super) const NEXT_VISIBLE: &str =
+    "SELECT min(visible_at) FROM inbox WHERE agent_id = $1 AND state = 1";
+
 /// The deliverable entries of one inbox, claimed and leased in one statement: leases that ran
-/// out and never-delivered entries above `after` (each over its own partial index), in sequence
-/// order, locked with `SKIP LOCKED` and re-checked once locked, so a concurrent lease, ack or
-/// reaper that got there first wins and no entry is handed out twice. The token is the same
-/// shape SQLite writes (`d{sequence}.{attempt}.{now}`), unique per entry and attempt.
-const LEASE: &str = "WITH c AS (SELECT sequence FROM ( \
-     (SELECT sequence FROM inbox WHERE agent_id = $1 AND state = 1 AND visible_at <= $2 AND expires_at > $2 \
-      AND attempts < $3 ORDER BY sequence LIMIT $5) \
-     UNION ALL \
-     (SELECT sequence FROM inbox WHERE agent_id = $1 AND state = 0 AND sequence > $4 AND expires_at > $2 \
-      ORDER BY sequence LIMIT $5)) s ORDER BY sequence LIMIT $5), \
-     l AS (SELECT i.sequence FROM inbox i WHERE i.agent_id = $1 AND i.sequence IN (SELECT sequence FROM c) \
-      AND i.expires_at > $2 AND ((i.state = 1 AND i.visible_at <= $2 AND i.attempts < $3) \
-      OR (i.state = 0 AND i.sequence > $4)) FOR UPDATE SKIP LOCKED), \
+/// out and never-delivered entries above `after`, each read over its own partial index and
+/// locked there with `SKIP LOCKED` (a concurrent lease, ack or reaper that got there first wins;
+/// a row changed meanwhile is checked again once locked), so no entry is handed out twice: the
+/// leases that ran out longest ago (in `inbox_due`'s own order) and the lowest new sequences, the
+/// lease as a whole in sequence order. The leased rows are found again by primary key (`= ANY`
+/// of their sequences). Its generic plan reads each index from its bounds only
+/// (`postgres/plans.rs`), so PostgreSQL may cache it: planning the earlier form for its
+/// parameters cost ~0.5 ms per lease, and its generic plan walked the whole inbox.
+/// The token is the same shape SQLite writes (`d{sequence}.{attempt}.{now}`), unique per entry
+/// and attempt.
+pub(super) const LEASE: &str = "WITH due AS (SELECT sequence FROM inbox \
+     WHERE agent_id = $1 AND state = 1 AND visible_at <= $2 AND expires_at > $2 \
+     AND attempts < $3 LIMIT $5 FOR UPDATE SKIP LOCKED), \
+     new AS (SELECT sequence FROM inbox WHERE agent_id = $1 AND state = 0 AND sequence > $4 AND expires_at > $2 \
+     ORDER BY sequence LIMIT $5 FOR UPDATE SKIP LOCKED), \
+     l AS (SELECT sequence FROM due UNION ALL SELECT sequence FROM new ORDER BY sequence LIMIT $5), \
      u AS (UPDATE inbox i SET state = 1, attempts = i.attempts + 1, visible_at = $6, \
       lease = 'd' || i.sequence || '.' || (i.attempts + 1) || '.' || $2::bigint, last_attempt_at = $2 \
-      FROM l WHERE i.agent_id = $1 AND i.sequence = l.sequence \
+      WHERE i.agent_id = $1 AND i.sequence = ANY (ARRAY(SELECT sequence FROM l)) \
       RETURNING i.sequence, i.attempts, i.lease, i.message_seq) \
      SELECT u.sequence, u.attempts, u.lease, m.tenant_id, m.attrs, m.data, m.received_at \
      FROM u JOIN messages m ON m.seq = u.message_seq ORDER BY u.sequence";
@@ -1096,14 +1173,10 @@ impl Store for PgStore {
 
     async fn pending_count(&self, agent_id: &str) -> StoreResult<u64> {
         let c = self.client().await?;
-        let n = opt(
-            &c,
-            "SELECT pending FROM inbox_counters WHERE agent_id = $1",
-            &[&agent_id],
-        )
-        .await?
-        .map(|r| get::<i64>(&r, 0))
-        .transpose()?;
+        let n = opt(&c, DEPTH, &[&agent_id])
+            .await?
+            .map(|r| get::<i64>(&r, 0))
+            .transpose()?;
         Ok(n.unwrap_or(0).max(0) as u64)
     }
 
@@ -1122,7 +1195,7 @@ impl Store for PgStore {
         let params: Params<'_> = &[&req.agent_id, &req.now, &max, &after, &limit, &until];
         let (begun, found, ended) = tokio::join!(
             biased;
-            c.batch_execute(BEGIN_ASYNC),
+            c.batch_execute(BEGIN_LEASE),
             c.query(&lease, params),
             c.batch_execute("COMMIT"),
         );
@@ -1157,7 +1230,7 @@ impl Store for PgStore {
         // `BEGIN` goes with the update, and the read and the counter's update with `COMMIT`.
         let settle = c.prepare_cached(ACK).await?;
         let held = c.prepare_cached(ACK_HELD).await?;
-        let uncount = c.prepare_cached(UNCOUNT).await?;
+        let uncount = c.prepare_cached(SETTLED).await?;
         let sequences: Vec<i64> = acks.iter().map(|a| a.0 as i64).collect();
         let tokens: Vec<&str> = acks.iter().map(|a| a.1.as_str()).collect();
         let params: Params<'_> = &[&agent_id, &sequences, &tokens, &at];
@@ -1234,29 +1307,29 @@ impl Store for PgStore {
         let max = i64::from(max_attempts);
         let dead = settle_where(
             &tx,
-            "state = 1 AND visible_at <= $1 AND attempts >= $2",
+            // `visible_at + 0` and `expires_at + 0`: the keys of `inbox_leases` and
+            // `inbox_expiry` (schema.rs), read across inboxes.
+            "state = 1 AND visible_at + 0 <= $1 AND attempts >= $2",
             &[&now, &max],
             EntryState::Dead,
             true,
         )
         .await?;
-        let expired =
-            settle_where(&tx, "expires_at <= $1", &[&now], EntryState::Expired, true).await?;
+        let expired = settle_where(
+            &tx,
+            "expires_at + 0 <= $1",
+            &[&now],
+            EntryState::Expired,
+            true,
+        )
+        .await?;
         tx.commit().await?;
         Ok(ReapReport { dead, expired })
     }
 
     async fn next_visible(&self, agent_id: &str) -> StoreResult<Option<i64>> {
         let c = self.client().await?;
-        get(
-            &one(
-                &c,
-                "SELECT min(visible_at) FROM inbox WHERE agent_id = $1 AND state = 1",
-                &[&agent_id],
-            )
-            .await?,
-            0,
-        )
+        get(&one(&c, NEXT_VISIBLE, &[&agent_id]).await?, 0)
     }
 
     async fn conversation(

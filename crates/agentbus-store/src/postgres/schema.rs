@@ -157,6 +157,24 @@ CREATE INDEX blobs_live ON blobs (created_at) WHERE NOT purged;
 CREATE TABLE blob_contents (blob_id TEXT COLLATE "C" PRIMARY KEY, sealed BYTEA NOT NULL);
 CREATE TABLE reaper_claim (id INT PRIMARY KEY CHECK (id = 1), holder TEXT COLLATE "C" NOT NULL, until_ms BIGINT NOT NULL);
 "#,
+    // An inbox's settled entries counted in a row of their own, so acks and the reaper never wait
+    // on the counter row a publish holds until its commit's flush (nor a publish on theirs): the
+    // unacknowledged depth is `added - settled`. Entries settled before this migration were taken
+    // off `pending`, so it becomes `added` with nothing settled yet.
+    r#"
+ALTER TABLE inbox_counters RENAME COLUMN pending TO added;
+CREATE TABLE inbox_settled (agent_id TEXT COLLATE "C" PRIMARY KEY, settled BIGINT NOT NULL);
+"#,
+    // The reaper's indexes across inboxes, keyed by expressions only the reaper's queries name:
+    // keyed by `visible_at` and `expires_at` themselves, they were the generic plans of a lease
+    // and of `next_visible` (one inbox each) too, which then read every inbox's entries through
+    // them (`postgres/plans.rs`).
+    r#"
+DROP INDEX inbox_leases;
+CREATE INDEX inbox_leases ON inbox ((visible_at + 0)) WHERE state = 1;
+DROP INDEX inbox_expiry;
+CREATE INDEX inbox_expiry ON inbox ((expires_at + 0)) WHERE state IN (0, 1);
+"#,
 ];
 
 /// The `schema_version` of a database with every migration applied.

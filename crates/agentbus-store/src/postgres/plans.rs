@@ -1,0 +1,139 @@
+//! The generic plans of the statements on every publish's and delivery's path read by index.
+//!
+//! Pooled connections let PostgreSQL cache a prepared statement's generic plan (planning the
+//! lease for its parameters cost ~0.5 ms per lease, a third of a core at 1,000 msg/s;
+//! docs/benchmarks.md). That is safe only while no generic plan reads a queue table whole: the
+//! lease's earlier form did, and took 14 s per lease on an inbox of a few thousand entries.
+
+#[allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#[path = "../../tests/it/pg.rs"]
+mod pg;
+
+use super::PgStore;
+use super::batch::{INSERT_ALL, RECENT_ALL};
+use super::ops::{
+    ACK, ACK_HELD, DEPTH, IDEMPOTENT_IN, LEASE, LOCK_COUNTERS, NEXT_VISIBLE, SETTLED,
+};
+
+/// A queue big enough that reading any of its tables whole costs more than an index: 20
+/// inboxes of 1,000 entries each (a third never delivered, a third leased, a third acked), their
+/// messages, replay and idempotency records, and 20,000 inbox counters.
+const FILL: &str = r"
+INSERT INTO messages (tenant_id, id, source, kind, conversation_id, to_text, to_id, attrs, data,
+    signed_hash, receipt, received_at, expires_at)
+SELECT 'ten_1', 'msg_' || g, 'src', 'tell', 'cnv', 'to', 'agt_' || (g % 20), '{}', '\x00', '\x00',
+    'rct_' || g, g, g + 1000000 FROM generate_series(1, 20000) g;
+INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at, lease)
+SELECT 'agt_' || (seq % 20), seq, seq, seq % 3, 1, seq, seq + 1000000, 'd' || seq FROM messages;
+INSERT INTO recent_ids SELECT tenant_id, source, id, seq, received_at FROM messages;
+INSERT INTO idempotency SELECT tenant_id, source, to_id, 'key_' || seq, seq, received_at FROM messages;
+INSERT INTO inbox_counters SELECT 'agt_' || g, 1000, 1000 FROM generate_series(0, 19999) g;
+INSERT INTO inbox_settled SELECT 'agt_' || g, 10 FROM generate_series(0, 19999) g;
+ANALYZE;
+SET plan_cache_mode = force_generic_plan;
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_generic_plans_of_the_hot_statements_read_by_index() {
+    let url = pg::Cluster::shared().database().await;
+    let _store = PgStore::open(&url).await.expect("open (migrates)");
+    let (c, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    c.batch_execute(FILL).await.expect("fill");
+    let text = |n: usize| format!("ARRAY[{}]::text[]", vec!["'x'"; n].join(","));
+    let nums = |n: usize| format!("ARRAY[{}]::bigint[]", vec!["1"; n].join(","));
+    let insert_args = {
+        let mut a: Vec<String> = (0..10).map(|_| text(1)).collect();
+        a.extend([
+            "ARRAY['\\x00'::bytea]".to_owned(),
+            "ARRAY['\\x00'::bytea]".to_owned(),
+            text(1),
+            text(1),
+            nums(1),
+            nums(1),
+            text(1),
+            text(1),
+            text(1),
+            nums(1),
+            nums(1),
+            nums(1),
+        ]);
+        a.join(", ")
+    };
+    let cases: [(&str, &str, String); 10] = [
+        ("lease", LEASE, "'agt_1', 5000, 5, 100, 32, 65000".into()),
+        ("next visible", NEXT_VISIBLE, "'agt_1'".into()),
+        ("ack", ACK, format!("'agt_1', {}, {}, 7", nums(3), text(3))),
+        ("ack read", ACK_HELD, format!("'agt_1', {}", nums(3))),
+        ("settled", SETTLED, "'agt_1', 3".into()),
+        ("depth", DEPTH, "'agt_1'".into()),
+        ("counters", LOCK_COUNTERS, text(2)),
+        (
+            "replays",
+            &RECENT_ALL,
+            format!("{}, {}, {}, {}", text(4), text(4), text(4), nums(4)),
+        ),
+        (
+            "idempotency",
+            &IDEMPOTENT_IN,
+            "'a', 'b', 'c', 'd', 1".into(),
+        ),
+        ("insert", INSERT_ALL, insert_args),
+    ];
+    for (name, sql, args) in cases {
+        c.batch_execute(&format!("PREPARE s AS {sql}"))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let plan: Vec<String> = c
+            .simple_query(&format!("EXPLAIN EXECUTE s({args})"))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .into_iter()
+            .filter_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_owned),
+                _ => None,
+            })
+            .collect();
+        c.batch_execute("DEALLOCATE s").await.expect("deallocate");
+        if let Some(why) = reads_whole(&plan) {
+            panic!("{name}: {why}:\n{}", plan.join("\n"));
+        }
+    }
+}
+
+/// What reads a table, or an inbox, whole in an `EXPLAIN` output: a sequential scan, an index
+/// read with no bound (`Index Cond`), an inbox index not bounded by the agent, or the inbox's
+/// primary key bounded by the agent alone (the lease's earlier generic plans walked every entry
+/// of an inbox, or every leased entry of every inbox, those ways, filtering as they went).
+fn reads_whole(plan: &[String]) -> Option<String> {
+    for (i, line) in plan.iter().enumerate() {
+        if line.contains("Seq Scan") {
+            return Some(format!("a sequential scan ({})", line.trim()));
+        }
+        if !line.contains("Scan using") {
+            continue;
+        }
+        // The node's own details run up to the next node (`->`).
+        let cond = plan[i + 1..]
+            .iter()
+            .take_while(|l| !l.contains("->"))
+            .find(|l| l.contains("Index Cond"));
+        let inbox = line.split_whitespace().skip_while(|w| *w != "on").nth(1) == Some("inbox");
+        match cond {
+            None => return Some(format!("an index read whole ({})", line.trim())),
+            Some(c) if inbox && !c.contains("agent_id") => {
+                return Some(format!("inboxes read across agents ({})", line.trim()));
+            }
+            Some(c) if line.contains("inbox_pkey") && !c.contains("sequence") => {
+                return Some(format!(
+                    "an inbox walked by its agent alone ({})",
+                    line.trim()
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    None
+}
