@@ -35,9 +35,10 @@ const ASYNC_COMMIT: &str = "SET LOCAL synchronous_commit = off";
 /// A transaction begun as [`ASYNC_COMMIT`] says, in one message.
 const BEGIN_ASYNC: &str = "BEGIN; SET LOCAL synchronous_commit = off";
 /// A lease's transaction: [`BEGIN_ASYNC`], and the lease planned for its parameters. Its cached
-/// generic plan reads by index on a mixed table (`postgres/plans.rs`), but with one large inbox
-/// (the benches') PostgreSQL's statistics led it to a generic plan that took ~5 ms per lease
-/// against ~0.6 ms planned each time (docs/benchmarks.md).
+/// generic plan reads by index on fresh statistics (`postgres/plans.rs`), but an inbox grows by
+/// thousands a minute between two `ANALYZE`s: in the benches (`auto_explain`) the cached plan's
+/// update found its rows through a bitmap scan of the whole inbox by agent, estimated at 7 rows
+/// and reading 70,000, ~5 ms per lease against ~0.6 ms planned each time (docs/benchmarks.md).
 const BEGIN_LEASE: &str =
     "BEGIN; SET LOCAL synchronous_commit = off; SET LOCAL plan_cache_mode = force_custom_plan";
 
