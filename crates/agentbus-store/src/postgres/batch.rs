@@ -21,7 +21,7 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio_postgres::types::ToSql;
 
 use super::ops::{
-    Counters, IDEMPOTENT_IN, LOCK_COUNTERS, LOCK_KEYS, create_missing_counters, has_extras,
+    CREATE_COUNTERS, Counters, IDEMPOTENT_IN, LOCK_COUNTERS, LOCK_KEYS, has_extras,
     idempotent_params, inbox_full, inboxes_of, insert_message, key_of, read_counters,
     record_extras,
 };
@@ -208,7 +208,8 @@ const BUMP_COUNTERS: &str = "UPDATE inbox_counters c SET last_seq = c.last_seq +
 /// Stores `batch` in one transaction on `c`, begun and committed here: the outcome of each
 /// publish, in order. Statements go out pipelined (tokio-postgres sends a connection's queries in
 /// the order they are first polled, and the server runs them in that order), so a batch is two
-/// round trips: `BEGIN`, the dedupe locks, the dedupe reads and the counter rows' locks; then
+/// round trips: `BEGIN`, the dedupe locks, the dedupe reads, the counter rows' creation (where
+/// missing) and locks; then
 /// every write and `COMMIT`. A statement that fails makes the server turn that `COMMIT` into a
 /// rollback; a failure before it is rolled back here, so the connection goes back clean.
 async fn store_batch(
@@ -216,10 +217,11 @@ async fn store_batch(
     batch: &[&NewMessage],
 ) -> StoreResult<Vec<PublishOutcome>> {
     let stored = async {
-        let (lock, recent, idem, counters_lock, insert_all, bump) = tokio::try_join!(
+        let (lock, recent, idem, create, counters_lock, insert_all, bump) = tokio::try_join!(
             c.prepare_cached(LOCK_KEYS),
             c.prepare_cached(&RECENT_ALL),
             c.prepare_cached(&IDEMPOTENT_IN),
+            c.prepare_cached(CREATE_COUNTERS),
             c.prepare_cached(LOCK_COUNTERS),
             c.prepare_cached(INSERT_ALL),
             c.prepare_cached(BUMP_COUNTERS),
@@ -249,15 +251,16 @@ async fn store_batch(
         });
         let (lock_p, recent_p, held_p): (Params<'_>, Params<'_>, Params<'_>) =
             (&[&keys], &[&tenants, &sources, &ids, &since], &[&inboxes]);
-        let (begun, locked, found, replayed, held) = tokio::join!(
+        let (begun, locked, found, replayed, created, held) = tokio::join!(
             biased;
             c.batch_execute("BEGIN"),
             c.execute(&lock, lock_p),
             c.query(&recent, recent_p),
             try_join_all(replays),
+            c.execute(&create, held_p),
             c.query(&counters_lock, held_p),
         );
-        let (found, replayed, held) = (begun.and(locked).and(found).and_then(|f| {
+        let (found, replayed, held) = (begun.and(locked).and(created).and(found).and_then(|f| {
             let r = replayed?;
             Ok((f, r, held?))
         }))?;
@@ -275,7 +278,6 @@ async fn store_batch(
         }
         let mut counters = Counters::with_capacity(inboxes.len());
         read_counters(held, &mut counters)?;
-        create_missing_counters(c, &inboxes, &mut counters).await?;
 
         let plans = plan(batch, recent, replay, &mut counters);
         let stored: Vec<usize> = (0..batch.len())

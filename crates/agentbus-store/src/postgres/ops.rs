@@ -189,7 +189,10 @@ pub(super) async fn insert_message(
 pub(super) const LOCK_COUNTERS: &str = "SELECT c.agent_id, c.last_seq, c.added - coalesce(s.settled, 0) \
      FROM inbox_counters c LEFT JOIN inbox_settled s ON s.agent_id = c.agent_id \
      WHERE c.agent_id = ANY($1) ORDER BY c.agent_id FOR UPDATE OF c";
-/// Creates the counter rows of the agent ids `$1` that do not exist yet (an inbox's first publish).
+/// Creates the counter rows of the agent ids `$1` that do not exist yet (an inbox's first
+/// publish), in id order, before [`LOCK_COUNTERS`] locks them all: creating only those a lock
+/// found missing could deadlock, since which rows exist depends on when each transaction looked
+/// (two writers each holding a row the other waits to create).
 pub(super) const CREATE_COUNTERS: &str = "INSERT INTO inbox_counters (agent_id, last_seq, added) \
      SELECT x, 0, 0 FROM unnest($1::text[]) x ORDER BY x ON CONFLICT (agent_id) DO NOTHING";
 
@@ -218,28 +221,8 @@ pub(super) fn read_counters(
     Ok(())
 }
 
-/// Creates and locks the counter rows of `inboxes` that `counters` lacks (none existed when
-/// [`LOCK_COUNTERS`] ran). A transaction inserts only once it holds every existing row it needs,
-/// and in id order, so no two wait on each other.
-pub(super) async fn create_missing_counters(
-    t: &impl GenericClient,
-    inboxes: &[&String],
-    counters: &mut Counters,
-) -> StoreResult<()> {
-    let missing: Vec<&String> = inboxes
-        .iter()
-        .copied()
-        .filter(|a| !counters.contains_key(a.as_str()))
-        .collect();
-    if !missing.is_empty() {
-        exec(t, CREATE_COUNTERS, &[&missing]).await?;
-        read_counters(rows(t, LOCK_COUNTERS, &[&missing]).await?, counters)?;
-    }
-    Ok(())
-}
-
-/// The counter rows of every recipient in `recipients`, created if missing and locked until the
-/// commit, so sequences are gap-free and committed in order per inbox and a depth check cannot
+/// The counter rows of every recipient in `recipients`, created if missing ([`CREATE_COUNTERS`])
+/// and locked until the commit, so sequences are gap-free and committed in order per inbox and a depth check cannot
 /// race another publisher.
 pub(super) async fn lock_counters<'a>(
     t: &impl GenericClient,
@@ -250,10 +233,8 @@ pub(super) async fn lock_counters<'a>(
     if inboxes.is_empty() {
         return Ok(counters);
     }
-    // The rows that exist are locked first, in one round trip; only an inbox's first publish
-    // creates its row.
+    exec(t, CREATE_COUNTERS, &[&inboxes]).await?;
     read_counters(rows(t, LOCK_COUNTERS, &[&inboxes]).await?, &mut counters)?;
-    create_missing_counters(t, &inboxes, &mut counters).await?;
     Ok(counters)
 }
 
