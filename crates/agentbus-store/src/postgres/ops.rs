@@ -42,11 +42,15 @@ const BEGIN_ASYNC: &str = "BEGIN; SET LOCAL synchronous_commit = off";
 const BEGIN_LEASE: &str =
     "BEGIN; SET LOCAL synchronous_commit = off; SET LOCAL plan_cache_mode = force_custom_plan";
 
-/// Settles the acks whose lease token still holds: `$2` sequences, `$3` their tokens.
-pub(super) const ACK: &str = "UPDATE inbox i SET state = 2, acked_at = $4 \
+/// Settles the acks whose lease token still holds (`$2` sequences, `$3` their tokens) and counts
+/// them settled in the inbox's `inbox_settled` row, in one statement: the entries it settled.
+pub(super) const ACK: &str = "WITH s AS (UPDATE inbox i SET state = 2, acked_at = $4 \
      FROM unnest($2::bigint[], $3::text[]) AS a(sequence, lease) \
      WHERE i.agent_id = $1 AND i.sequence = a.sequence AND i.state = 1 AND i.lease = a.lease \
-     RETURNING i.sequence, i.lease";
+     RETURNING i.sequence, i.lease), \
+     n AS (INSERT INTO inbox_settled (agent_id, settled) SELECT $1, count(*) FROM s HAVING count(*) > 0 \
+     ON CONFLICT (agent_id) DO UPDATE SET settled = inbox_settled.settled + excluded.settled) \
+     SELECT sequence, lease FROM s";
 /// How the acked entries `$2` stand after [`ACK`].
 pub(super) const ACK_HELD: &str =
     "SELECT sequence, state, lease FROM inbox WHERE agent_id = $1 AND sequence = ANY($2)";
@@ -1208,52 +1212,27 @@ impl Store for PgStore {
     ) -> StoreResult<Vec<AckOutcome>> {
         let c = self.client().await?;
         // Every ack in one statement (a burst from a socket is hundreds), then one read for
-        // those it did not settle: acked already under the same lease, or stale. Two round trips:
-        // `BEGIN` goes with the update, and the read and the counter's update with `COMMIT`.
+        // those it did not settle (acked already under the same lease, or stale), sent with
+        // `BEGIN` and `COMMIT` in one round trip: a caller dropped midway (a socket closing) never
+        // leaves a transaction open on a pooled connection, as one spanning two round trips did.
         let settle = c.prepare_cached(ACK).await?;
         let held = c.prepare_cached(ACK_HELD).await?;
-        let uncount = c.prepare_cached(SETTLED).await?;
         let sequences: Vec<i64> = acks.iter().map(|a| a.0 as i64).collect();
         let tokens: Vec<&str> = acks.iter().map(|a| a.1.as_str()).collect();
         let params: Params<'_> = &[&agent_id, &sequences, &tokens, &at];
-        let (begun, updated) = tokio::join!(
+        let read: Params<'_> = &[&agent_id, &sequences];
+        let (begun, updated, read, ended) = tokio::join!(
             biased;
             c.batch_execute(BEGIN_ASYNC),
             c.query(&settle, params),
+            c.query(&held, read),
+            c.batch_execute("COMMIT"),
         );
-        let updated = match begun.and(updated) {
-            Ok(rows) => rows,
-            Err(e) => {
-                // The connection goes back to the pool: leave no transaction open on it.
-                let _ = c.batch_execute("ROLLBACK").await;
-                return Err(e.into());
-            }
-        };
+        let (updated, read) = begun.and(ended).and(updated).and_then(|u| Ok((u, read?)))?;
         let mut settled_now = std::collections::HashMap::with_capacity(updated.len());
         for r in &updated {
             settled_now.insert(get::<i64>(r, 0)?, get::<String>(r, 1)?);
         }
-        let settled = settled_now.len() as i64;
-        let read = async {
-            if settled < acks.len() as i64 {
-                c.query(&held, &[&agent_id, &sequences]).await
-            } else {
-                Ok(Vec::new())
-            }
-        };
-        let count = async {
-            if settled > 0 {
-                c.execute(&uncount, &[&agent_id, &settled])
-                    .await
-                    .map(|_| ())
-            } else {
-                Ok(())
-            }
-        };
-        let (read, count, ended) = tokio::join!(biased; read, count, c.batch_execute("COMMIT"));
-        let read = (read
-            .and_then(|r| count.map(|()| r))
-            .and_then(|r| ended.map(|()| r)))?;
         let mut now_held = std::collections::HashMap::with_capacity(read.len());
         for r in &read {
             now_held.insert(

@@ -500,3 +500,57 @@ async fn pg_publishes_arriving_together_share_commits_and_keep_their_outcomes() 
         "gap-free"
     );
 }
+
+/// An ack whose caller goes away after it started (a WebSocket closing mid-burst) leaves no
+/// transaction open on the pooled connection: its statements go out together with `BEGIN` and
+/// `COMMIT`. Spread over two round trips, a dropped ack left the connection idle in a transaction,
+/// and the next operation on it committed half an ack.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_an_ack_dropped_midway_leaves_no_transaction_open() {
+    use crate::fixtures::{T0, lease_req, msg};
+
+    let url = Cluster::shared().database().await;
+    let opts = PgOptions {
+        max_connections: 1,
+        ..PgOptions::default()
+    };
+    let store = PgStore::open_with(&url, opts).await.unwrap();
+    for id in ["m1", "m2"] {
+        store
+            .publish(msg("agt_a", id, &["agt_b"], T0))
+            .await
+            .unwrap();
+    }
+    let leased = store.lease(lease_req("agt_b", 0, 2, T0)).await.unwrap();
+    let token = |i: usize| (leased[i].sequence, leased[i].token.clone());
+    // The first ack prepares the statements on the one pooled connection.
+    let first = store.ack("agt_b", vec![token(0)], T0 + 1).await.unwrap();
+    assert_eq!(first, vec![AckOutcome::Acked]);
+    let mut second = Box::pin(store.ack("agt_b", vec![token(1)], T0 + 2));
+    // Polled once (it sends what it sends first), then dropped.
+    tokio::select! {
+        biased;
+        _ = &mut second => {}
+        () = std::future::ready(()) => {}
+    }
+    drop(second);
+    let c = admin(&url).await;
+    let state = loop {
+        let row = c
+            .query_one(
+                "SELECT coalesce(state, '') FROM pg_stat_activity \
+                 WHERE datname = current_database() AND application_name = 'agentbus' \
+                 AND pid <> pg_backend_pid() AND query NOT LIKE 'LISTEN%' \
+                 ORDER BY backend_start DESC LIMIT 1",
+                &[],
+            )
+            .await
+            .unwrap();
+        let state: String = row.get(0);
+        if state != "active" {
+            break state;
+        }
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(state, "idle", "the pooled connection after a dropped ack");
+}
