@@ -99,17 +99,17 @@ async fn writer(pool: Pool, wait: Duration, jobs: Arc<Mutex<mpsc::UnboundedRecei
 
 /// Stores `batch` and answers each of its publishes.
 async fn run(pool: &Pool, wait: Duration, batch: Vec<Job>) {
+    // No connection: every publish of the batch fails the same way (a dry pool or a database
+    // that is down), and alone each would have waited as long again.
+    let fail_all = |batch: Vec<Job>, e: deadpool_postgres::PoolError| {
+        let e = super::pool_error(e, wait);
+        for job in batch {
+            let _ = job.answer.send(Err(e.clone()));
+        }
+    };
     let mut client = match pool.get().await {
         Ok(c) => c,
-        Err(e) => {
-            // No connection: every publish of the batch fails the same way (a dry pool or a
-            // database that is down), and alone each would have waited as long again.
-            let e = super::pool_error(e, wait);
-            for job in batch {
-                let _ = job.answer.send(Err(e.clone()));
-            }
-            return;
-        }
+        Err(e) => return fail_all(batch, e),
     };
     let messages: Vec<&NewMessage> = batch.iter().map(|j| &j.message).collect();
     if let Ok(outcomes) = store_batch(&client, &messages).await {
@@ -121,13 +121,7 @@ async fn run(pool: &Pool, wait: Duration, batch: Vec<Job>) {
     if client.is_closed() {
         match pool.get().await {
             Ok(c) => client = c,
-            Err(e) => {
-                let e = super::pool_error(e, wait);
-                for job in batch {
-                    let _ = job.answer.send(Err(e.clone()));
-                }
-                return;
-            }
+            Err(e) => return fail_all(batch, e),
         }
     }
     // A batch that failed (a value the database refuses, a deadlock, a lost connection): each
