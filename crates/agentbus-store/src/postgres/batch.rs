@@ -21,7 +21,7 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio_postgres::types::ToSql;
 
 use super::ops::{
-    CREATE_COUNTERS, Counters, IDEMPOTENT_IN, LOCK_COUNTERS, LOCK_KEYS, has_extras,
+    CREATE_COUNTERS, Counters, IDEMPOTENT_IN, LOCK_COUNTERS, LOCK_KEYS, READ_COUNTERS, has_extras,
     idempotent_params, inbox_full, inboxes_of, insert_message, key_of, read_counters,
     record_extras,
 };
@@ -157,28 +157,30 @@ enum Plan {
     DuplicateOf(usize),
     /// The same idempotency key as the stored publish at this index of the batch.
     ReplayOf(usize),
-    /// Stored, with these (agent, sequence) copies and depths after each.
-    Store {
-        sequences: Vec<(String, u64)>,
-        depths: Vec<u64>,
-    },
+    /// Stored, one inbox entry per recipient: each the `k`-th of the batch's entries into its
+    /// inbox (its sequence and depth after it are the inbox's, as locked, plus `k`).
+    Store { entries: Vec<(String, u64)> },
 }
 
 /// The stored messages whose ids the batch repeats within their replay windows: `$1`…`$4` the
 /// batch's tenants, sources, ids and window starts; answers each match's 1-based index in the
-/// batch, then [`MESSAGE_COLS`].
+/// batch, then [`MESSAGE_COLS`]. Each lookup is a subquery of its own (`LIMIT 1` of a unique
+/// key keeps it one), so every plan reads both tables by key: joined plainly, a plan made while
+/// the tables were new and empty read them whole, ~1–10 ms a batch once they had grown.
 pub(super) static RECENT_ALL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT u.i, {MESSAGE_COLS} \
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) WITH ORDINALITY AS u(t, s, d, since, i) \
-         JOIN recent_ids r ON r.tenant_id = u.t AND r.source = u.s AND r.id = u.d AND r.received_at >= u.since \
-         JOIN messages m ON m.seq = r.message_seq"
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) WITH ORDINALITY AS u(t, s, d, since, i), \
+         LATERAL (SELECT r.message_seq FROM recent_ids r \
+          WHERE r.tenant_id = u.t AND r.source = u.s AND r.id = u.d AND r.received_at >= u.since LIMIT 1) r, \
+         LATERAL (SELECT * FROM messages m WHERE m.seq = r.message_seq LIMIT 1) m"
     )
 });
 
 /// The batch's message rows, their inbox entries (joined to their message by its unique
-/// receipt) and their replay records, in one statement; answers each message's receipt and
-/// storage sequence.
+/// receipt, each sequence counted back from its inbox's `last_seq` as [`BUMP_COUNTERS`] left it)
+/// and their replay records, in one statement; answers each message's receipt and storage
+/// sequence.
 pub(super) const INSERT_ALL: &str = "WITH m AS (INSERT INTO messages (tenant_id, id, source, source_agent_id, kind, \
      conversation_id, correlation_id, to_text, to_id, attrs, data, signed_hash, idempotency_key, receipt, \
      received_at, expires_at, task_id) \
@@ -187,35 +189,52 @@ pub(super) const INSERT_ALL: &str = "WITH m AS (INSERT INTO messages (tenant_id,
      $16::bigint[], $17::text[]) \
      RETURNING seq, tenant_id, source, id, receipt, received_at), \
      e AS (INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at) \
-     SELECT u.a, u.s, m.seq, 0, 0, u.v, u.x \
-     FROM unnest($18::text[], $19::text[], $20::bigint[], $21::bigint[], $22::bigint[]) AS u(r, a, s, v, x) \
+     SELECT u.a, (SELECT c.last_seq FROM inbox_counters c WHERE c.agent_id = u.a) - u.b, m.seq, 0, 0, u.v, u.x \
+     FROM unnest($18::text[], $19::text[], $20::bigint[], $21::bigint[], $22::bigint[]) AS u(r, a, b, v, x) \
      JOIN m ON m.receipt = u.r), \
      r AS (INSERT INTO recent_ids (tenant_id, source, id, message_seq, received_at) \
      SELECT tenant_id, source, id, seq, received_at FROM m \
      ON CONFLICT (tenant_id, source, id) DO UPDATE SET message_seq = excluded.message_seq, received_at = excluded.received_at) \
      SELECT receipt, seq FROM m";
 
-/// Adds `$2` stored entries to the counters of the inboxes `$1`.
-const BUMP_COUNTERS: &str = "UPDATE inbox_counters c SET last_seq = c.last_seq + u.n, added = c.added + u.n \
-     FROM unnest($1::text[], $2::bigint[]) AS u(a, n) WHERE c.agent_id = u.a";
+/// Adds `$2` stored entries to the counters of the inboxes `$1` (locked already, by
+/// [`LOCK_COUNTERS`]), each checked first against the depth `$3` its batch's plan holds under
+/// (`agentbus_depth_within` fails the batch otherwise); answers each inbox's `last_seq` and
+/// depth before the batch.
+pub(super) const BUMP_COUNTERS: &str = "UPDATE inbox_counters c SET last_seq = c.last_seq + u.n, added = c.added + u.n \
+     FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(a, n, ceiling), \
+     LATERAL (SELECT coalesce((SELECT s.settled FROM inbox_settled s WHERE s.agent_id = u.a), 0) AS settled) s \
+     WHERE c.agent_id = ANY($1) AND c.agent_id = u.a AND agentbus_depth_within(c.added - s.settled, u.ceiling) \
+     RETURNING c.agent_id, c.last_seq - u.n, c.added - u.n - s.settled";
+
+/// The rest of a batch's transaction runs cached generic plans: the counters' statements
+/// (`= ANY` of an array, which PostgreSQL prices at ten elements in a generic plan and so plans
+/// for each call otherwise, ~0.1 ms each, 15% of its CPU in the benches) and the writes, each
+/// checked to read by index (`postgres/plans.rs`). Not the dedupe reads before it: any plan of
+/// those depends on how PostgreSQL prices a table it has no statistics for yet.
+const GENERIC_FROM_HERE: &str = "SET LOCAL plan_cache_mode = force_generic_plan";
 
 /// Stores `batch` in one transaction on `c`, begun and committed here: the outcome of each
 /// publish, in order. Statements go out pipelined (tokio-postgres sends a connection's queries in
 /// the order they are first polled, and the server runs them in that order), so a batch is two
-/// round trips: `BEGIN`, the dedupe locks, the dedupe reads, the counter rows' creation (where
-/// missing) and locks; then
-/// every write and `COMMIT`. A statement that fails makes the server turn that `COMMIT` into a
-/// rollback; a failure before it is rolled back here, so the connection goes back clean.
+/// round trips: `BEGIN`, the dedupe locks and reads, the counter rows' creation (where missing)
+/// and an unlocked read of them, on which the batch is planned; then the counter rows' locks,
+/// their update (checking the plan's depths still hold), every write and `COMMIT`. The counter
+/// rows, which serialise the publishes into an inbox, are held only through the second: never
+/// across a round trip to this process. A statement that fails makes the server turn that
+/// `COMMIT` into a rollback; a failure before it is rolled back here, so the connection goes back
+/// clean.
 async fn store_batch(
     c: &deadpool_postgres::Client,
     batch: &[&NewMessage],
 ) -> StoreResult<Vec<PublishOutcome>> {
     let stored = async {
-        let (lock, recent, idem, create, counters_lock, insert_all, bump) = tokio::try_join!(
+        let (lock, recent, idem, create, read, counters_lock, insert_all, bump) = tokio::try_join!(
             c.prepare_cached(LOCK_KEYS),
             c.prepare_cached(&RECENT_ALL),
             c.prepare_cached(&IDEMPOTENT_IN),
             c.prepare_cached(CREATE_COUNTERS),
+            c.prepare_cached(READ_COUNTERS),
             c.prepare_cached(LOCK_COUNTERS),
             c.prepare_cached(INSERT_ALL),
             c.prepare_cached(BUMP_COUNTERS),
@@ -243,21 +262,27 @@ async fn store_batch(
                     .await
             })
         });
-        let (lock_p, recent_p, held_p): (Params<'_>, Params<'_>, Params<'_>) =
+        let (lock_p, recent_p, inboxes_p): (Params<'_>, Params<'_>, Params<'_>) =
             (&[&keys], &[&tenants, &sources, &ids, &since], &[&inboxes]);
-        let (begun, locked, found, replayed, created, held) = tokio::join!(
+        let (begun, locked, found, replayed, generic, created, counted) = tokio::join!(
             biased;
             c.batch_execute("BEGIN"),
             c.execute(&lock, lock_p),
             c.query(&recent, recent_p),
             try_join_all(replays),
-            c.execute(&create, held_p),
-            c.query(&counters_lock, held_p),
+            c.batch_execute(GENERIC_FROM_HERE),
+            c.execute(&create, inboxes_p),
+            c.query(&read, inboxes_p),
         );
-        let (found, replayed, held) = (begun.and(locked).and(created).and(found).and_then(|f| {
-            let r = replayed?;
-            Ok((f, r, held?))
-        }))?;
+        let (found, replayed, counted) = (begun
+            .and(locked)
+            .and(generic)
+            .and(created)
+            .and(found)
+            .and_then(|f| {
+                let r = replayed?;
+                Ok((f, r, counted?))
+            }))?;
         let mut recent: Vec<Option<MessageRow>> = vec![None; batch.len()];
         for r in &found {
             let i = get::<i64>(r, 0)? as usize;
@@ -271,13 +296,18 @@ async fn store_batch(
             replay[i] = row.map(|r| message(&r, 0)).transpose()?;
         }
         let mut counters = Counters::with_capacity(inboxes.len());
-        read_counters(held, &mut counters)?;
+        read_counters(counted, &mut counters)?;
 
-        let plans = plan(batch, recent, replay, &mut counters);
+        let (plans, ceilings) = plan(batch, recent, replay, &counters);
         let stored: Vec<usize> = (0..batch.len())
             .filter(|&i| matches!(plans[i], Plan::Store { .. }))
             .collect();
-        let rows = Rows::of(batch, &stored, &plans);
+        if stored.is_empty() {
+            // Duplicates, replays and refusals only: nothing to write or lock.
+            c.batch_execute("COMMIT").await?;
+            return Ok(outcomes(batch, plans, &[], &Counters::new()));
+        }
+        let rows = Rows::of(batch, &stored, &plans, &ceilings);
         let params: [&(dyn ToSql + Sync); 22] = [
             &rows.tenant_id,
             &rows.id,
@@ -298,22 +328,30 @@ async fn store_batch(
             &rows.task_id,
             &rows.entry_receipt,
             &rows.entry_agent,
-            &rows.entry_sequence,
+            &rows.entry_from_end,
             &rows.entry_visible,
             &rows.entry_expires,
         ];
         let extras = stored.iter().any(|&i| has_extras(batch[i]));
-        let bump_p: Params<'_> = &[&rows.bumped, &rows.by];
-        let (inserted, bumped, ended) = tokio::join!(
+        let lock_p: Params<'_> = &[&rows.bumped];
+        let bump_p: Params<'_> = &[&rows.bumped, &rows.by, &rows.ceiling];
+        let (held, bumped, inserted, ended) = tokio::join!(
             biased;
+            c.execute(&counters_lock, lock_p),
+            c.query(&bump, bump_p),
             c.query(&insert_all, &params),
-            c.execute(&bump, bump_p),
             async {
                 // Records that need each message's sequence take one more round trip first.
                 if extras { Ok(()) } else { c.batch_execute("COMMIT").await }
             },
         );
-        let inserted = bumped.and(ended).and(inserted)?;
+        let (bumped, inserted) = held
+            .and(ended)
+            .and(bumped)
+            .and_then(|b| Ok((b, inserted?)))?;
+        // Each inbox as it stood under the lock, before the batch.
+        let mut before = Counters::with_capacity(bumped.len());
+        read_counters(bumped, &mut before)?;
         let mut seq_of_receipt = HashMap::with_capacity(inserted.len());
         for r in &inserted {
             seq_of_receipt.insert(get::<String>(r, 0)?, get::<i64>(r, 1)?);
@@ -334,7 +372,7 @@ async fn store_batch(
             .await?;
             c.batch_execute("COMMIT").await?;
         }
-        Ok::<_, StoreError>(outcomes(batch, plans, &seq_of))
+        Ok::<_, StoreError>(outcomes(batch, plans, &seq_of, &before))
     }
     .await;
     if stored.is_err() && !c.is_closed() {
@@ -344,17 +382,23 @@ async fn store_batch(
     stored
 }
 
-/// Each publish's plan, decided in batch order exactly as alone: a stored duplicate or replay, a
-/// duplicate or replay of an earlier publish of the batch, a full inbox (counting the batch's
-/// earlier publishes), else stored with its sequences (`counters` advanced).
+/// Each publish's plan, decided in batch order exactly as alone, on the inboxes' `counters` as
+/// read before any lock: a stored duplicate or replay, a duplicate or replay of an earlier
+/// publish of the batch, a full inbox (counting the batch's earlier publishes), else stored.
+/// Also answers, per inbox, the highest depth it may have when locked for every stored
+/// publish's depth check to pass still (`i64::MAX` where none has a limit); a refusal stands as
+/// of the read.
 fn plan(
     batch: &[&NewMessage],
     recent: Vec<Option<MessageRow>>,
     replay: Vec<Option<MessageRow>>,
-    counters: &mut Counters,
-) -> Vec<Plan> {
+    counters: &Counters,
+) -> (Vec<Plan>, HashMap<String, i64>) {
     let mut ids: HashMap<(&str, &str, &str), usize> = HashMap::new();
     let mut keys: HashMap<(&str, &str, &str, &str), usize> = HashMap::new();
+    // The batch's entries planned so far into each inbox, and each inbox's ceiling.
+    let mut added: HashMap<&str, u64> = HashMap::new();
+    let mut ceilings: HashMap<String, i64> = HashMap::new();
     let mut plans = Vec::with_capacity(batch.len());
     for (i, (m, (recent, replay))) in batch.iter().zip(recent.into_iter().zip(replay)).enumerate() {
         let id = (m.tenant_id.as_str(), m.source.as_str(), m.id.as_str());
@@ -366,6 +410,9 @@ fn plan(
                 k.key.as_str(),
             )
         });
+        let depth = |agent: &str| {
+            counters.get(agent).map_or(0, |c| c.1) + added.get(agent).copied().unwrap_or(0)
+        };
         let plan = if let Some(row) = recent {
             Plan::Answer(Box::new(PublishOutcome::DuplicateId(row)))
         } else if let Some(&j) = ids.get(&id) {
@@ -374,32 +421,44 @@ fn plan(
             Plan::Answer(Box::new(PublishOutcome::IdempotentReplay(row)))
         } else if let Some(&j) = key.as_ref().and_then(|k| keys.get(k)) {
             Plan::ReplayOf(j)
-        } else if let Some(full) = inbox_full(m, &|agent| counters.get(agent).map_or(0, |c| c.1)) {
+        } else if let Some(full) = inbox_full(m, &depth) {
             Plan::Answer(Box::new(full))
         } else {
-            let mut sequences = Vec::with_capacity(m.recipients.len());
-            let mut depths = Vec::with_capacity(m.recipients.len());
             for agent in &m.recipients {
-                let c = counters.entry(agent.clone()).or_insert((0, 0));
-                c.0 += 1;
-                c.1 += 1;
-                sequences.push((agent.clone(), c.0 as u64));
-                depths.push(c.1);
+                // Passed with the batch's earlier entries on top of the inbox's depth: it
+                // passes under the lock while that depth is at most this.
+                let before = added.get(agent.as_str()).copied().unwrap_or(0) as i64;
+                let ceiling = m
+                    .max_depth
+                    .map_or(i64::MAX, |max| (max as i64).saturating_sub(1 + before));
+                let c = ceilings.entry(agent.clone()).or_insert(i64::MAX);
+                *c = (*c).min(ceiling);
+            }
+            let mut entries = Vec::with_capacity(m.recipients.len());
+            for agent in &m.recipients {
+                let k = added.entry(agent.as_str()).or_insert(0);
+                *k += 1;
+                entries.push((agent.clone(), *k));
             }
             ids.insert(id, i);
             if let Some(k) = key {
                 keys.insert(k, i);
             }
-            Plan::Store { sequences, depths }
+            Plan::Store { entries }
         };
         plans.push(plan);
     }
-    plans
+    (plans, ceilings)
 }
 
 /// The outcome of each publish once its plan is carried out (`seq_of`: the storage sequence of
-/// each stored one).
-fn outcomes(batch: &[&NewMessage], plans: Vec<Plan>, seq_of: &[i64]) -> Vec<PublishOutcome> {
+/// each stored one; `before`: each inbox's `last_seq` and depth under the lock, before the batch).
+fn outcomes(
+    batch: &[&NewMessage],
+    plans: Vec<Plan>,
+    seq_of: &[i64],
+    before: &Counters,
+) -> Vec<PublishOutcome> {
     plans
         .into_iter()
         .enumerate()
@@ -407,16 +466,24 @@ fn outcomes(batch: &[&NewMessage], plans: Vec<Plan>, seq_of: &[i64]) -> Vec<Publ
             Plan::Answer(o) => *o,
             Plan::DuplicateOf(j) => PublishOutcome::DuplicateId(batch[j].stored_row(seq_of[j])),
             Plan::ReplayOf(j) => PublishOutcome::IdempotentReplay(batch[j].stored_row(seq_of[j])),
-            Plan::Store { sequences, depths } => PublishOutcome::Stored {
-                message: batch[i].stored_row(seq_of[i]),
-                sequences,
-                depths,
-            },
+            Plan::Store { entries } => {
+                let (mut sequences, mut depths) = (Vec::new(), Vec::new());
+                for (agent, k) in entries {
+                    let (last, depth) = before.get(&agent).copied().unwrap_or((0, 0));
+                    sequences.push((agent, last as u64 + k));
+                    depths.push(depth + k);
+                }
+                PublishOutcome::Stored {
+                    message: batch[i].stored_row(seq_of[i]),
+                    sequences,
+                    depths,
+                }
+            }
         })
         .collect()
 }
 
-/// The columns [`INSERT_ALL`] and [`BUMP_COUNTERS`] take, one array each.
+/// The columns [`INSERT_ALL`], [`LOCK_COUNTERS`] and [`BUMP_COUNTERS`] take, one array each.
 #[derive(Default)]
 struct Rows<'a> {
     tenant_id: Vec<&'a str>,
@@ -438,18 +505,33 @@ struct Rows<'a> {
     task_id: Vec<Option<&'a str>>,
     entry_receipt: Vec<&'a str>,
     entry_agent: Vec<&'a str>,
-    entry_sequence: Vec<i64>,
+    /// How many of the batch's entries into the same inbox come after this one.
+    entry_from_end: Vec<i64>,
     entry_visible: Vec<i64>,
     entry_expires: Vec<i64>,
+    /// The inboxes written, in id order, with their entries and ceilings.
     bumped: Vec<&'a str>,
     by: Vec<i64>,
+    ceiling: Vec<i64>,
 }
 
 impl<'a> Rows<'a> {
     /// The rows of the publishes `stored` of `batch`, as `plans` placed them.
-    fn of(batch: &[&'a NewMessage], stored: &[usize], plans: &'a [Plan]) -> Rows<'a> {
+    fn of(
+        batch: &[&'a NewMessage],
+        stored: &[usize],
+        plans: &'a [Plan],
+        ceilings: &HashMap<String, i64>,
+    ) -> Rows<'a> {
         let mut r = Rows::default();
-        let mut added: HashMap<&str, i64> = HashMap::new();
+        let mut added: std::collections::BTreeMap<&str, i64> = Default::default();
+        for &i in stored {
+            if let Plan::Store { entries } = &plans[i] {
+                for (agent, _) in entries {
+                    *added.entry(agent.as_str()).or_default() += 1;
+                }
+            }
+        }
         for &i in stored {
             let m = batch[i];
             r.tenant_id.push(&m.tenant_id);
@@ -470,18 +552,23 @@ impl<'a> Rows<'a> {
             r.received_at.push(m.received_at);
             r.expires_at.push(m.expires_at);
             r.task_id.push(m.task_id.as_deref());
-            if let Plan::Store { sequences, .. } = &plans[i] {
-                for (agent, sequence) in sequences {
+            if let Plan::Store { entries } = &plans[i] {
+                for (agent, k) in entries {
                     r.entry_receipt.push(&m.receipt);
                     r.entry_agent.push(agent);
-                    r.entry_sequence.push(*sequence as i64);
+                    let n = added.get(agent.as_str()).copied().unwrap_or(0);
+                    r.entry_from_end.push(n - *k as i64);
                     r.entry_visible.push(m.received_at);
                     r.entry_expires.push(m.expires_at);
-                    *added.entry(agent.as_str()).or_default() += 1;
                 }
             }
         }
-        (r.bumped, r.by) = added.into_iter().unzip();
+        for (agent, n) in added {
+            r.bumped.push(agent);
+            r.by.push(n);
+            r.ceiling
+                .push(ceilings.get(agent).copied().unwrap_or(i64::MAX));
+        }
         r
     }
 }

@@ -34,26 +34,24 @@ pub(super) fn key_of(kind: &str, parts: &[&str]) -> String {
 const ASYNC_COMMIT: &str = "SET LOCAL synchronous_commit = off";
 /// A transaction begun as [`ASYNC_COMMIT`] says, in one message.
 const BEGIN_ASYNC: &str = "BEGIN; SET LOCAL synchronous_commit = off";
-/// A lease's transaction: [`BEGIN_ASYNC`], and the lease planned for its parameters. Its cached
-/// generic plan reads by index on fresh statistics (`postgres/plans.rs`), but an inbox grows by
-/// thousands a minute between two `ANALYZE`s: in the benches (`auto_explain`) the cached plan's
-/// update found its rows through a bitmap scan of the whole inbox by agent, estimated at 7 rows
-/// and reading 70,000, ~5 ms per lease against ~0.6 ms planned each time (docs/benchmarks.md).
-const BEGIN_LEASE: &str =
-    "BEGIN; SET LOCAL synchronous_commit = off; SET LOCAL plan_cache_mode = force_custom_plan";
 
-/// Settles the acks whose lease token still holds (`$2` sequences, `$3` their tokens) and counts
-/// them settled in the inbox's `inbox_settled` row, in one statement: the entries it settled.
+/// Settles the acks whose lease token still holds (`$2` sequences, `$3` their tokens, all within
+/// `$5`..=`$6`) and counts them settled in the inbox's `inbox_settled` row, in one statement: the
+/// entries it settled. The bounds keep any plan to the acked stretch of the inbox: a generic plan
+/// made on statistics from when the inbox was small may find the entries by agent alone and
+/// filter the sequences, which then reads the whole inbox (the lease's did: in the benches its
+/// cached plan estimated 7 rows for an inbox and read 70,000, ~5 ms per lease).
 pub(super) const ACK: &str = "WITH s AS (UPDATE inbox i SET state = 2, acked_at = $4 \
      FROM unnest($2::bigint[], $3::text[]) AS a(sequence, lease) \
-     WHERE i.agent_id = $1 AND i.sequence = a.sequence AND i.state = 1 AND i.lease = a.lease \
+     WHERE i.agent_id = $1 AND i.sequence BETWEEN $5 AND $6 AND i.sequence = a.sequence \
+     AND i.state = 1 AND i.lease = a.lease \
      RETURNING i.sequence, i.lease), \
      n AS (INSERT INTO inbox_settled (agent_id, settled) SELECT $1, count(*) FROM s HAVING count(*) > 0 \
      ON CONFLICT (agent_id) DO UPDATE SET settled = inbox_settled.settled + excluded.settled) \
      SELECT sequence, lease FROM s";
-/// How the acked entries `$2` stand after [`ACK`].
-pub(super) const ACK_HELD: &str =
-    "SELECT sequence, state, lease FROM inbox WHERE agent_id = $1 AND sequence = ANY($2)";
+/// How the acked entries `$2` (within `$3`..=`$4`, as [`ACK`]) stand after it.
+pub(super) const ACK_HELD: &str = "SELECT sequence, state, lease FROM inbox \
+     WHERE agent_id = $1 AND sequence BETWEEN $3 AND $4 AND sequence = ANY($2)";
 /// Counts `$2` more settled entries of inbox `$1`, in its own row (`inbox_settled`): acks and the
 /// reaper never wait on the counter row a publish holds until its commit's flush.
 pub(super) const SETTLED: &str = "INSERT INTO inbox_settled (agent_id, settled) VALUES ($1, $2) \
@@ -186,19 +184,35 @@ pub(super) async fn insert_message(
     })
 }
 
+/// The counter rows of the agent ids `$1`, in id order: agent id, `last_seq`, unacknowledged
+/// depth (one text for [`READ_COUNTERS`] and [`LOCK_COUNTERS`]). The settled count is looked up
+/// per row: joined, a plan made on empty tables read `inbox_settled` whole (`postgres/plans.rs`).
+macro_rules! counters_of {
+    () => {
+        "SELECT c.agent_id, c.last_seq, c.added - coalesce(\
+         (SELECT s.settled FROM inbox_settled s WHERE s.agent_id = c.agent_id), 0) \
+         FROM inbox_counters c WHERE c.agent_id = ANY($1) ORDER BY c.agent_id"
+    };
+}
+/// The counter rows of the agent ids `$1` as they stand, locking nothing: a publish batch plans
+/// its depth checks on them before it takes any lock (`postgres/batch.rs`).
+pub(super) const READ_COUNTERS: &str = counters_of!();
 /// Locks the existing counter rows of the agent ids `$1` in id order (publishers to overlapping
 /// inboxes never deadlock) until the commit: agent id, `last_seq`, unacknowledged depth. The
 /// depth's settled part is read, not locked: an ack committing meanwhile only lowers it, so a
 /// depth check errs on the full side, as it would have a moment earlier.
-pub(super) const LOCK_COUNTERS: &str = "SELECT c.agent_id, c.last_seq, c.added - coalesce(s.settled, 0) \
-     FROM inbox_counters c LEFT JOIN inbox_settled s ON s.agent_id = c.agent_id \
-     WHERE c.agent_id = ANY($1) ORDER BY c.agent_id FOR UPDATE OF c";
+pub(super) const LOCK_COUNTERS: &str = concat!(counters_of!(), " FOR UPDATE OF c");
 /// Creates the counter rows of the agent ids `$1` that do not exist yet (an inbox's first
 /// publish), in id order, before [`LOCK_COUNTERS`] locks them all: creating only those a lock
 /// found missing could deadlock, since which rows exist depends on when each transaction looked
-/// (two writers each holding a row the other waits to create).
+/// (two writers each holding a row the other waits to create). Rows that exist are left out
+/// before the insert: its conflict check would wait for the transaction that last bumped the
+/// row (the new row version is that transaction's until it commits), serialising a publish
+/// batch's first round trip behind the previous batch's flush.
 pub(super) const CREATE_COUNTERS: &str = "INSERT INTO inbox_counters (agent_id, last_seq, added) \
-     SELECT x, 0, 0 FROM unnest($1::text[]) x ORDER BY x ON CONFLICT (agent_id) DO NOTHING";
+     SELECT x, 0, 0 FROM unnest($1::text[]) x \
+     WHERE NOT EXISTS (SELECT 1 FROM inbox_counters c WHERE c.agent_id = x) \
+     ORDER BY x ON CONFLICT (agent_id) DO NOTHING";
 
 /// Inbox counters by agent id: (`last_seq`, unacknowledged depth).
 pub(super) type Counters = std::collections::HashMap<String, (i64, u64)>;
@@ -211,7 +225,7 @@ pub(super) fn inboxes_of<'a>(recipients: impl IntoIterator<Item = &'a String>) -
     inboxes
 }
 
-/// Adds the rows [`LOCK_COUNTERS`] answered to `into`.
+/// Adds the rows [`READ_COUNTERS`] or [`LOCK_COUNTERS`] answered to `into`.
 pub(super) fn read_counters(
     found: Vec<tokio_postgres::Row>,
     into: &mut Counters,
@@ -605,9 +619,10 @@ pub(super) const NEXT_VISIBLE: &str =
 /// a row changed meanwhile is checked again once locked), so no entry is handed out twice: the
 /// leases that ran out longest ago (in `inbox_due`'s own order) and the lowest new sequences, the
 /// lease as a whole in sequence order. The leased rows are found again by primary key (`= ANY`
-/// of their sequences). Its generic plan reads each index from its bounds only
-/// (`postgres/plans.rs`), so PostgreSQL may cache it: planning the earlier form for its
-/// parameters cost ~0.5 ms per lease, and its generic plan walked the whole inbox.
+/// of their sequences, within their range: without it, a generic plan made while the inbox was
+/// small found them by agent alone, reading the whole inbox). Its generic plan reads each index
+/// from its bounds only (`postgres/plans.rs`), so PostgreSQL may cache it: planning it for its
+/// parameters cost ~0.5 ms per lease, a fifth of a core at 1,000 msg/s.
 /// The token is the same shape SQLite writes (`d{sequence}.{attempt}.{now}`), unique per entry
 /// and attempt.
 pub(super) const LEASE: &str = "WITH due AS (SELECT sequence FROM inbox \
@@ -619,6 +634,7 @@ pub(super) const LEASE: &str = "WITH due AS (SELECT sequence FROM inbox \
      u AS (UPDATE inbox i SET state = 1, attempts = i.attempts + 1, visible_at = $6, \
       lease = 'd' || i.sequence || '.' || (i.attempts + 1) || '.' || $2::bigint, last_attempt_at = $2 \
       WHERE i.agent_id = $1 AND i.sequence = ANY (ARRAY(SELECT sequence FROM l)) \
+      AND i.sequence BETWEEN (SELECT min(sequence) FROM l) AND (SELECT max(sequence) FROM l) \
       RETURNING i.sequence, i.attempts, i.lease, i.message_seq) \
      SELECT u.sequence, u.attempts, u.lease, m.tenant_id, m.attrs, m.data, m.received_at \
      FROM u JOIN messages m ON m.seq = u.message_seq ORDER BY u.sequence";
@@ -1181,7 +1197,7 @@ impl Store for PgStore {
         let params: Params<'_> = &[&req.agent_id, &req.now, &max, &after, &limit, &until];
         let (begun, found, ended) = tokio::join!(
             biased;
-            c.batch_execute(BEGIN_LEASE),
+            c.batch_execute(BEGIN_ASYNC),
             c.query(&lease, params),
             c.batch_execute("COMMIT"),
         );
@@ -1219,8 +1235,12 @@ impl Store for PgStore {
         let held = c.prepare_cached(ACK_HELD).await?;
         let sequences: Vec<i64> = acks.iter().map(|a| a.0 as i64).collect();
         let tokens: Vec<&str> = acks.iter().map(|a| a.1.as_str()).collect();
-        let params: Params<'_> = &[&agent_id, &sequences, &tokens, &at];
-        let read: Params<'_> = &[&agent_id, &sequences];
+        let (lo, hi) = (
+            sequences.iter().copied().min().unwrap_or(0),
+            sequences.iter().copied().max().unwrap_or(0),
+        );
+        let params: Params<'_> = &[&agent_id, &sequences, &tokens, &at, &lo, &hi];
+        let read: Params<'_> = &[&agent_id, &sequences, &lo, &hi];
         let (begun, updated, read, ended) = tokio::join!(
             biased;
             c.batch_execute(BEGIN_ASYNC),

@@ -175,6 +175,22 @@ CREATE INDEX inbox_leases ON inbox ((visible_at + 0)) WHERE state = 1;
 DROP INDEX inbox_expiry;
 CREATE INDEX inbox_expiry ON inbox ((expires_at + 0)) WHERE state IN (0, 1);
 "#,
+    // A publish batch plans its depth checks before it locks the inboxes' counter rows, and
+    // checks that plan under the lock with this (`postgres/batch.rs`): the depth an inbox may have
+    // for every decision of the plan to stand, or an error that rolls the batch back and has
+    // each of its publishes stored alone.
+    r#"
+CREATE FUNCTION agentbus_depth_within(depth BIGINT, ceiling BIGINT) RETURNS BOOLEAN
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF depth > ceiling THEN
+        RAISE EXCEPTION 'an inbox filled while its publish batch was planned'
+            USING ERRCODE = 'AB001';
+    END IF;
+    RETURN true;
+END
+$$;
+"#,
 ];
 
 /// The `schema_version` of a database with every migration applied.

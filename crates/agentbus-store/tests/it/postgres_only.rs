@@ -554,3 +554,70 @@ async fn pg_an_ack_dropped_midway_leaves_no_transaction_open() {
     };
     assert_eq!(state, "idle", "the pooled connection after a dropped ack");
 }
+
+/// A publish batch plans on its inboxes' counters as read before it locks them, and checks that
+/// plan under the lock: a publisher that committed in between moves the batch's sequences on,
+/// and one that filled the inbox meanwhile turns a planned store into the refusal a publish
+/// alone gets, never an inbox over its limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_a_batch_planned_before_its_lock_is_checked_under_it() {
+    use crate::fixtures::{T0, msg};
+
+    let url = Cluster::shared().database().await;
+    let store = PgStore::open(&url).await.unwrap();
+    store
+        .publish(msg("agt_a", "m0", &["agt_b"], T0))
+        .await
+        .unwrap();
+    let c = admin(&url).await;
+    // Publishes `id` (inbox limit `max`) while another transaction holds agt_b's counter row,
+    // and lets that one store an entry and commit once the publish waits for the row.
+    let publish_past_another = async |id: &str, max: u64| {
+        c.batch_execute("BEGIN; SELECT 1 FROM inbox_counters WHERE agent_id = 'agt_b' FOR UPDATE")
+            .await
+            .unwrap();
+        let (s, mut m) = (store.clone(), msg("agt_a", id, &["agt_b"], T0));
+        m.max_depth = Some(max);
+        let publish = tokio::spawn(async move { s.publish(m).await.unwrap() });
+        loop {
+            let waiting: i64 = c
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity \
+                     WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            if waiting > 0 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        c.batch_execute(
+            "UPDATE inbox_counters SET last_seq = last_seq + 1, added = added + 1 \
+             WHERE agent_id = 'agt_b'; COMMIT",
+        )
+        .await
+        .unwrap();
+        publish.await.unwrap()
+    };
+    // Planned on depth 1 and sequence 1; stored after the other's entry (sequence 2).
+    match publish_past_another("m1", 10).await {
+        PublishOutcome::Stored {
+            sequences, depths, ..
+        } => {
+            assert_eq!(sequences, [("agt_b".to_string(), 3)]);
+            assert_eq!(depths, [3]);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Planned on depth 3 under a limit of 4, which the other's entry reaches.
+    match publish_past_another("m2", 4).await {
+        PublishOutcome::InboxFull { agent_id, depth } => {
+            assert_eq!((agent_id.as_str(), depth), ("agt_b", 4));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(store.pending_count("agt_b").await.unwrap(), 4);
+}
