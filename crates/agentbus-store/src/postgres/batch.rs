@@ -112,7 +112,11 @@ async fn run(pool: &Pool, wait: Duration, batch: Vec<Job>) {
         Err(e) => return fail_all(batch, e),
     };
     let messages: Vec<&NewMessage> = batch.iter().map(|j| &j.message).collect();
-    if let Ok(outcomes) = store_batch(&client, &messages).await {
+    let mut stored = store_batch(&client, &messages, false).await;
+    if let Ok(None) = stored {
+        stored = store_batch(&client, &messages, true).await;
+    }
+    if let Ok(Some(outcomes)) = stored {
         for (job, outcome) in batch.into_iter().zip(outcomes) {
             let _ = job.answer.send(Ok(outcome));
         }
@@ -220,14 +224,23 @@ const GENERIC_FROM_HERE: &str = "SET LOCAL plan_cache_mode = force_generic_plan"
 /// round trips: `BEGIN`, the dedupe locks and reads, the counter rows' creation (where missing)
 /// and an unlocked read of them, on which the batch is planned; then the counter rows' locks,
 /// their update (checking the plan's depths still hold), every write and `COMMIT`. The counter
-/// rows, which serialise the publishes into an inbox, are held only through the second: never
-/// across a round trip to this process. A statement that fails makes the server turn that
+/// rows, which serialise the publishes into an inbox, are held only through the second, not
+/// across a round trip to this process (except by a batch with records that need a message's
+/// sequence, [`has_extras`], which commits one round trip later; and a new inbox's row, created
+/// in the first). A statement that fails makes the server turn that
 /// `COMMIT` into a rollback; a failure before it is rolled back here, so the connection goes back
 /// clean.
+///
+/// With `lock_first` the counter rows are locked in the first round trip instead (the batch
+/// then waits out other writers of its inboxes across both); without it the answer is `None`
+/// when the read moved under the plan: a depth the plan relied on was exceeded by the time of
+/// the lock, or the plan refuses a publish for a full inbox (a refusal is decided on the locked
+/// depth, as alone). The caller runs the batch again with `lock_first`.
 async fn store_batch(
     c: &deadpool_postgres::Client,
     batch: &[&NewMessage],
-) -> StoreResult<Vec<PublishOutcome>> {
+    lock_first: bool,
+) -> StoreResult<Option<Vec<PublishOutcome>>> {
     let stored = async {
         let (lock, recent, idem, create, read, counters_lock, insert_all, bump) = tokio::try_join!(
             c.prepare_cached(LOCK_KEYS),
@@ -272,7 +285,7 @@ async fn store_batch(
             try_join_all(replays),
             c.batch_execute(GENERIC_FROM_HERE),
             c.execute(&create, inboxes_p),
-            c.query(&read, inboxes_p),
+            c.query(if lock_first { &counters_lock } else { &read }, inboxes_p),
         );
         let (found, replayed, counted) = (begun
             .and(locked)
@@ -299,13 +312,19 @@ async fn store_batch(
         read_counters(counted, &mut counters)?;
 
         let (plans, ceilings) = plan(batch, recent, replay, &counters);
+        let refused = |p: &Plan| {
+            matches!(p, Plan::Answer(o) if matches!(**o, PublishOutcome::InboxFull { .. }))
+        };
+        if !lock_first && plans.iter().any(refused) {
+            return Ok(None);
+        }
         let stored: Vec<usize> = (0..batch.len())
             .filter(|&i| matches!(plans[i], Plan::Store { .. }))
             .collect();
         if stored.is_empty() {
             // Duplicates, replays and refusals only: nothing to write or lock.
             c.batch_execute("COMMIT").await?;
-            return Ok(outcomes(batch, plans, &[], &Counters::new()));
+            return Ok(Some(outcomes(batch, plans, &[], &Counters::new())));
         }
         let rows = Rows::of(batch, &stored, &plans, &ceilings);
         let params: [&(dyn ToSql + Sync); 22] = [
@@ -345,6 +364,9 @@ async fn store_batch(
                 if extras { Ok(()) } else { c.batch_execute("COMMIT").await }
             },
         );
+        if !lock_first && bumped.as_ref().is_err_and(moved) {
+            return Ok(None);
+        }
         let (bumped, inserted) = held
             .and(ended)
             .and(bumped)
@@ -372,14 +394,21 @@ async fn store_batch(
             .await?;
             c.batch_execute("COMMIT").await?;
         }
-        Ok::<_, StoreError>(outcomes(batch, plans, &seq_of, &before))
+        Ok::<_, StoreError>(Some(outcomes(batch, plans, &seq_of, &before)))
     }
     .await;
-    if stored.is_err() && !c.is_closed() {
+    if !matches!(stored, Ok(Some(_))) && !c.is_closed() {
         // Whatever failed, no transaction stays open on a connection going back to the pool.
         let _ = c.batch_execute("ROLLBACK").await;
     }
     stored
+}
+
+/// Whether `e` is `agentbus_depth_within`'s refusal: an inbox's depth moved past what the
+/// batch's plan allowed between its read and its lock.
+fn moved(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error()
+        .is_some_and(|db| db.code().code() == "AB001")
 }
 
 /// Each publish's plan, decided in batch order exactly as alone, on the inboxes' `counters` as

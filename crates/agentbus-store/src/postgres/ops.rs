@@ -49,9 +49,10 @@ pub(super) const ACK: &str = "WITH s AS (UPDATE inbox i SET state = 2, acked_at 
      n AS (INSERT INTO inbox_settled (agent_id, settled) SELECT $1, count(*) FROM s HAVING count(*) > 0 \
      ON CONFLICT (agent_id) DO UPDATE SET settled = inbox_settled.settled + excluded.settled) \
      SELECT sequence, lease FROM s";
-/// How the acked entries `$2` (within `$3`..=`$4`, as [`ACK`]) stand after it.
-pub(super) const ACK_HELD: &str = "SELECT sequence, state, lease FROM inbox \
-     WHERE agent_id = $1 AND sequence BETWEEN $3 AND $4 AND sequence = ANY($2)";
+/// How the acked entries `$2` stand after [`ACK`], each looked up by its key on its own (a
+/// range would span the inbox when a redelivered entry is acked beside new ones).
+pub(super) const ACK_HELD: &str = "SELECT i.sequence, i.state, i.lease FROM unnest($2::bigint[]) AS a(s), \
+     LATERAL (SELECT sequence, state, lease FROM inbox WHERE agent_id = $1 AND sequence = a.s LIMIT 1) i";
 /// Counts `$2` more settled entries of inbox `$1`, in its own row (`inbox_settled`): acks and the
 /// reaper never wait on the counter row a publish holds until its commit's flush.
 pub(super) const SETTLED: &str = "INSERT INTO inbox_settled (agent_id, settled) VALUES ($1, $2) \
@@ -1240,7 +1241,7 @@ impl Store for PgStore {
             sequences.iter().copied().max().unwrap_or(0),
         );
         let params: Params<'_> = &[&agent_id, &sequences, &tokens, &at, &lo, &hi];
-        let read: Params<'_> = &[&agent_id, &sequences, &lo, &hi];
+        let read: Params<'_> = &[&agent_id, &sequences];
         let (begun, updated, read, ended) = tokio::join!(
             biased;
             c.batch_execute(BEGIN_ASYNC),

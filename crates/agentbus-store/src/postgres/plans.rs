@@ -85,7 +85,7 @@ async fn pg_generic_plans_of_the_hot_statements_read_by_index() {
             ACK,
             format!("'agt_1', {}, {}, 7, 1, 3", nums(3), text(3)),
         ),
-        ("ack read", ACK_HELD, format!("'agt_1', {}, 1, 3", nums(3))),
+        ("ack read", ACK_HELD, format!("'agt_1', {}", nums(3))),
         ("settled", SETTLED, "'agt_1', 3".into()),
         ("depth", DEPTH, "'agt_1'".into()),
         ("counters", LOCK_COUNTERS, text(2)),

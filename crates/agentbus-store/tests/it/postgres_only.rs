@@ -571,8 +571,8 @@ async fn pg_a_batch_planned_before_its_lock_is_checked_under_it() {
         .unwrap();
     let c = admin(&url).await;
     // Publishes `id` (inbox limit `max`) while another transaction holds agt_b's counter row,
-    // and lets that one store an entry and commit once the publish waits for the row.
-    let publish_past_another = async |id: &str, max: u64| {
+    // and lets that one run `then` and commit once the publish waits for the row.
+    let publish_past_another = async |id: &str, max: u64, then: &str| {
         c.batch_execute("BEGIN; SELECT 1 FROM inbox_counters WHERE agent_id = 'agt_b' FOR UPDATE")
             .await
             .unwrap();
@@ -594,16 +594,13 @@ async fn pg_a_batch_planned_before_its_lock_is_checked_under_it() {
             }
             tokio::task::yield_now().await;
         }
-        c.batch_execute(
-            "UPDATE inbox_counters SET last_seq = last_seq + 1, added = added + 1 \
-             WHERE agent_id = 'agt_b'; COMMIT",
-        )
-        .await
-        .unwrap();
+        c.batch_execute(&format!("{then}; COMMIT")).await.unwrap();
         publish.await.unwrap()
     };
+    let another_entry = "UPDATE inbox_counters SET last_seq = last_seq + 1, added = added + 1 \
+                         WHERE agent_id = 'agt_b'";
     // Planned on depth 1 and sequence 1; stored after the other's entry (sequence 2).
-    match publish_past_another("m1", 10).await {
+    match publish_past_another("m1", 10, another_entry).await {
         PublishOutcome::Stored {
             sequences, depths, ..
         } => {
@@ -613,7 +610,7 @@ async fn pg_a_batch_planned_before_its_lock_is_checked_under_it() {
         other => panic!("{other:?}"),
     }
     // Planned on depth 3 under a limit of 4, which the other's entry reaches.
-    match publish_past_another("m2", 4).await {
+    match publish_past_another("m2", 4, another_entry).await {
         PublishOutcome::InboxFull { agent_id, depth } => {
             assert_eq!((agent_id.as_str(), depth), ("agt_b", 4));
         }
