@@ -25,6 +25,9 @@
 //!    `inbox_counters` and `messages` and reports, per 30 s window, the rate achieved and the
 //!    publish→delivery latency.
 //!
+//! Beside each latency phase a probe writes 4 KiB and calls `fdatasync` every 10 ms on the same
+//! disk and reports its slow calls: a stall of the disk holds every durable commit behind it.
+//!
 //! Figures go in docs/benchmarks.md. Not a test: nothing here asserts a time.
 
 #![allow(clippy::unwrap_used, clippy::print_stdout, missing_docs)]
@@ -144,13 +147,15 @@ async fn side_by_side(cluster: &pg::Cluster, root: &Path) {
                 .await
                 .unwrap_or((Duration::ZERO, Duration::MAX));
             let per_s = n as f64 / delivered.as_secs_f64();
+            let probe = DiskProbe::start(root);
             let (lat, accepted) = t.setup.latency_parts(rate, seconds, size).await;
+            let disk = probe.stop();
             let q = |p| loadgen::quantile(&lat, p);
             let l = [q(0.50), q(0.99), q(0.999)];
             // How much of the way is the storing publish (publish→202), the rest being delivery.
             let a = |p| loadgen::quantile(&accepted, p);
             println!(
-                "round {} {:<14} throughput {per_s:>6.0}/s (published in {:.2} s, all delivered in {:.2} s); at {rate}/s for {seconds} s ({} of {} planned delivered) p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms (publish→202 p50 {:.2} ms, p99 {:.2} ms); load {}",
+                "round {} {:<14} throughput {per_s:>6.0}/s (published in {:.2} s, all delivered in {:.2} s); at {rate}/s for {seconds} s ({} of {} planned delivered) p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms (publish→202 p50 {:.2} ms, p99 {:.2} ms); load {}; {disk}",
                 round + 1,
                 t.name,
                 published.as_secs_f64(),
@@ -420,6 +425,52 @@ async fn held_snapshot(cluster: &pg::Cluster, root: &Path) {
         samples.len(),
         loadavg()
     );
+}
+
+/// A light probe of the disk the database and the gateways write to, run beside a latency
+/// phase: a 4 KiB write and `fdatasync` every 10 ms, whose slow ones (a stall of the disk itself,
+/// which every durable commit queued behind it waits out) are counted.
+struct DiskProbe {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<f64>>,
+}
+
+impl DiskProbe {
+    fn start(dir: &Path) -> DiskProbe {
+        use std::os::unix::fs::FileExt;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, path) = (stop.clone(), dir.join("disk-probe"));
+        let thread = std::thread::spawn(move || {
+            let f = std::fs::File::create(&path).unwrap();
+            let mut ms = Vec::new();
+            let mut i = 0u64;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                f.write_all_at(&[b'x'; 4096], (i % 64) * 4096).unwrap();
+                let t = Instant::now();
+                f.sync_data().unwrap();
+                ms.push(t.elapsed().as_secs_f64() * 1000.0);
+                i += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = std::fs::remove_file(&path);
+            ms
+        });
+        DiskProbe { stop, thread }
+    }
+
+    /// What the probe saw: its fsyncs' p50 and the count and worst of those over 10 ms.
+    fn stop(self) -> String {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut ms = self.thread.join().unwrap();
+        ms.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let slow = ms.iter().filter(|&&m| m > 10.0).count();
+        format!(
+            "disk probe: fdatasync p50 {:.2} ms, {slow} of {} over 10 ms, worst {:.1} ms",
+            loadgen::quantile(&ms, 0.5),
+            ms.len(),
+            ms.last().copied().unwrap_or(0.0)
+        )
+    }
 }
 
 fn loadavg() -> String {
