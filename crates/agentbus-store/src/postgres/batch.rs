@@ -22,7 +22,8 @@ use tokio_postgres::types::ToSql;
 
 use super::ops::{
     CREATE_COUNTERS, Counters, IDEMPOTENT_IN, LOCK_COUNTERS, LOCK_KEYS, READ_COUNTERS, has_extras,
-    idempotent_params, inbox_full, inboxes_of, key_of, read_counters, record_extras,
+    idempotent_params, inbox_full, inboxes_of, insert_message, key_of, read_counters,
+    record_extras,
 };
 use super::rows::{MESSAGE_COLS, Params, get, message};
 use crate::{MessageRow, NewMessage, PublishOutcome, StoreError, StoreResult};
@@ -131,20 +132,25 @@ async fn run(pool: &Pool, wait: Duration, batch: Vec<Job>) {
     // alone, in order, as if no batch was tried. A publish whose batch did commit before a lost
     // answer meets its own row as a duplicate.
     for job in batch {
-        let outcome = publish_alone(&client, &job.message).await;
+        let outcome = publish_alone(&mut client, &job.message).await;
         let _ = job.answer.send(outcome);
     }
 }
 
-/// One publish in a transaction of its own: a batch of one, its counter rows locked first.
+/// One publish in a transaction of its own.
 pub(super) async fn publish_alone(
-    client: &deadpool_postgres::Client,
+    client: &mut deadpool_postgres::Client,
     m: &NewMessage,
 ) -> StoreResult<PublishOutcome> {
-    store_batch(client, &[m], true)
-        .await?
-        .and_then(|mut o| o.pop())
-        .ok_or_else(|| StoreError::Backend("a publish alone was not answered".into()))
+    let tx = client.transaction().await?;
+    let outcome = insert_message(&tx, m).await?;
+    // A refusal stores nothing: its transaction rolls back (the counter rows included).
+    if matches!(outcome, PublishOutcome::Stored { .. }) {
+        tx.commit().await?;
+    } else {
+        tx.rollback().await?;
+    }
+    Ok(outcome)
 }
 
 /// What a publish of the batch comes to, before its rows are written.

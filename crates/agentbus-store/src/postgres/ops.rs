@@ -125,6 +125,66 @@ async fn message_by_seq(c: &impl GenericClient, seq: i64) -> StoreResult<Option<
     .transpose()
 }
 
+pub(super) async fn insert_message(
+    t: &deadpool_postgres::Transaction<'_>,
+    m: &NewMessage,
+) -> StoreResult<PublishOutcome> {
+    // The authoritative dedupe, inside the storing transaction: a publisher of the same id (or
+    // idempotency key) waits here until the first one committed, then finds its row below.
+    let mut keys = vec![key_of("id", &[&m.tenant_id, &m.source, &m.id])];
+    if let Some(k) = &m.idempotency {
+        keys.push(key_of("idem", &[&k.tenant_id, &k.source, &k.to_id, &k.key]));
+    }
+    lock_keys(t, &keys).await?;
+    if let Some(existing) = recent_in(t, &m.tenant_id, &m.source, &m.id, m.replay_since).await? {
+        return Ok(PublishOutcome::DuplicateId(existing));
+    }
+    if let Some(k) = &m.idempotency
+        && let Some(existing) = idempotent_in(t, k, m.idempotency_since).await?
+    {
+        return Ok(PublishOutcome::IdempotentReplay(existing));
+    }
+    // The rows that lock nothing others wait for come first; the recipients' counter rows last,
+    // so they are held over as few round trips as possible before the commit (publishes into one
+    // inbox are serial on its row). A refusal below rolls all of it back.
+    let seq = insert_row(t, m).await?;
+    record_ids(t, m, seq).await?;
+    if let Some(w) = &m.task {
+        write_task(t, w).await?;
+    }
+    let mut counters = lock_counters(t, &m.recipients).await?;
+    if let Some(full) = inbox_full(m, &|agent| counters.get(agent).map_or(0, |c| c.1)) {
+        return Ok(full);
+    }
+    let mut sequences = Vec::with_capacity(m.recipients.len());
+    let mut depths = Vec::with_capacity(m.recipients.len());
+    for agent in &m.recipients {
+        // The counter bumped and the entry stored in one statement, under the lock taken above.
+        let r = one(
+            t,
+            "WITH c AS (UPDATE inbox_counters SET last_seq = last_seq + 1, added = added + 1 \
+             WHERE agent_id = $1 RETURNING last_seq) \
+             INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at) \
+             SELECT $1, c.last_seq, $2, 0, 0, $3, $4 FROM c RETURNING sequence",
+            &[agent, &seq, &m.received_at, &m.expires_at],
+        )
+        .await?;
+        sequences.push((agent.clone(), get::<i64>(&r, 0)? as u64));
+        // The depth read under the lock, with this entry (a recipient named twice counts twice).
+        let depth = counters.get_mut(agent).map(|c| {
+            c.1 += 1;
+            c.1
+        });
+        depths.push(depth.unwrap_or(1));
+    }
+    let message = m.stored_row(seq);
+    Ok(PublishOutcome::Stored {
+        message,
+        sequences,
+        depths,
+    })
+}
+
 /// The counter rows of the agent ids `$1`, in id order: agent id, `last_seq`, unacknowledged
 /// depth (one text for [`READ_COUNTERS`] and [`LOCK_COUNTERS`]). The settled count is looked up
 /// per row: joined, a plan made on empty tables read `inbox_settled` whole (`postgres/plans.rs`).
@@ -180,6 +240,23 @@ pub(super) fn read_counters(
     Ok(())
 }
 
+/// The counter rows of every recipient in `recipients`, created if missing ([`CREATE_COUNTERS`])
+/// and locked until the commit, so sequences are gap-free and committed in order per inbox and a depth check cannot
+/// race another publisher.
+pub(super) async fn lock_counters<'a>(
+    t: &impl GenericClient,
+    recipients: impl IntoIterator<Item = &'a String>,
+) -> StoreResult<Counters> {
+    let inboxes = inboxes_of(recipients);
+    let mut counters = Counters::with_capacity(inboxes.len());
+    if inboxes.is_empty() {
+        return Ok(counters);
+    }
+    exec(t, CREATE_COUNTERS, &[&inboxes]).await?;
+    read_counters(rows(t, LOCK_COUNTERS, &[&inboxes]).await?, &mut counters)?;
+    Ok(counters)
+}
+
 /// The refusal of `m` when a recipient's inbox already holds its `max_depth` (`pending` tells an
 /// inbox's unacknowledged entries), or `None`.
 pub(super) fn inbox_full(m: &NewMessage, pending: &dyn Fn(&str) -> u64) -> Option<PublishOutcome> {
@@ -193,21 +270,68 @@ pub(super) fn inbox_full(m: &NewMessage, pending: &dyn Fn(&str) -> u64) -> Optio
     })
 }
 
-/// Whether `m` leaves anything for [`record_extras`] to write.
-pub(super) fn has_extras(m: &NewMessage) -> bool {
-    m.idempotency.is_some() || !m.blob_refs.is_empty() || m.usage.is_some() || m.task.is_some()
+/// Stores the message row of `m`; answers its storage sequence.
+pub(super) async fn insert_row(t: &impl GenericClient, m: &NewMessage) -> StoreResult<i64> {
+    let idem_key = m.idempotency.as_ref().map(|k| k.key.clone());
+    get(
+        &one(
+            t,
+            "INSERT INTO messages (tenant_id, id, source, source_agent_id, kind, conversation_id, correlation_id, \
+             to_text, to_id, attrs, data, signed_hash, idempotency_key, receipt, received_at, expires_at, task_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) RETURNING seq",
+            &[
+                &m.tenant_id,
+                &m.id,
+                &m.source,
+                &m.source_agent_id,
+                &m.kind,
+                &m.conversation_id,
+                &m.correlation_id,
+                &m.to_text,
+                &m.to_id,
+                &m.attrs,
+                &m.data,
+                &m.signed_hash,
+                &idem_key,
+                &m.receipt,
+                &m.received_at,
+                &m.expires_at,
+                &m.task_id,
+            ],
+        )
+        .await?,
+        0,
+    )
 }
 
-/// A stored message's idempotency record, its attachments' references, its usage report and its
-/// task's row and event (a task changed concurrently fails the publish: [`write_task`]).
+/// What a stored message leaves beside its row and inbox entries: its replay record, then
+/// [`record_extras`].
+pub(super) async fn record_ids(
+    t: &impl GenericClient,
+    m: &NewMessage,
+    seq: i64,
+) -> StoreResult<()> {
+    exec(
+        t,
+        "INSERT INTO recent_ids (tenant_id, source, id, message_seq, received_at) VALUES ($1, $2, $3, $4, $5) \
+         ON CONFLICT (tenant_id, source, id) DO UPDATE SET message_seq = excluded.message_seq, received_at = excluded.received_at",
+        &[&m.tenant_id, &m.source, &m.id, &seq, &m.received_at],
+    )
+    .await?;
+    record_extras(t, m, seq).await
+}
+
+/// Whether `m` leaves anything for [`record_extras`] to write.
+pub(super) fn has_extras(m: &NewMessage) -> bool {
+    m.idempotency.is_some() || !m.blob_refs.is_empty() || m.usage.is_some()
+}
+
+/// A stored message's idempotency record, its attachments' references and its usage report.
 pub(super) async fn record_extras(
     t: &impl GenericClient,
     m: &NewMessage,
     seq: i64,
 ) -> StoreResult<()> {
-    if let Some(w) = &m.task {
-        write_task(t, w).await?;
-    }
     if let Some(k) = &m.idempotency {
         exec(
             t,
@@ -1047,7 +1171,7 @@ impl Store for PgStore {
             },
             Some(_) => m,
         };
-        super::batch::publish_alone(&self.client().await?, &m).await
+        super::batch::publish_alone(&mut self.client().await?, &m).await
     }
 
     async fn pending_count(&self, agent_id: &str) -> StoreResult<u64> {
