@@ -311,7 +311,7 @@ async fn store_batch(
         let mut counters = Counters::with_capacity(inboxes.len());
         read_counters(counted, &mut counters)?;
 
-        let (plans, ceilings) = plan(batch, recent, replay, &counters);
+        let (plans, written) = plan(batch, recent, replay, &counters);
         let refused = |p: &Plan| {
             matches!(p, Plan::Answer(o) if matches!(**o, PublishOutcome::InboxFull { .. }))
         };
@@ -326,7 +326,7 @@ async fn store_batch(
             c.batch_execute("COMMIT").await?;
             return Ok(Some(outcomes(batch, plans, &[], &Counters::new())));
         }
-        let rows = Rows::of(batch, &stored, &plans, &ceilings);
+        let rows = Rows::of(batch, &stored, &plans, &written);
         let params: [&(dyn ToSql + Sync); 22] = [
             &rows.tenant_id,
             &rows.id,
@@ -356,7 +356,10 @@ async fn store_batch(
         let bump_p: Params<'_> = &[&rows.bumped, &rows.by, &rows.ceiling];
         let (held, bumped, inserted, ended) = tokio::join!(
             biased;
-            c.execute(&counters_lock, lock_p),
+            async {
+                // Locked in the first round trip already when `lock_first`.
+                if lock_first { Ok(0) } else { c.execute(&counters_lock, lock_p).await }
+            },
             c.query(&bump, bump_p),
             c.query(&insert_all, &params),
             async {
@@ -414,15 +417,14 @@ fn moved(e: &tokio_postgres::Error) -> bool {
 /// Each publish's plan, decided in batch order exactly as alone, on the inboxes' `counters` as
 /// read before any lock: a stored duplicate or replay, a duplicate or replay of an earlier
 /// publish of the batch, a full inbox (counting the batch's earlier publishes), else stored.
-/// Also answers, per inbox, the highest depth it may have when locked for every stored
-/// publish's depth check to pass still (`i64::MAX` where none has a limit); a refusal stands as
-/// of the read.
+/// Also answers the inboxes written ([`Written`]). A refusal here is only provisional: the
+/// caller runs a batch that has one again with its counter rows locked first.
 fn plan(
     batch: &[&NewMessage],
     recent: Vec<Option<MessageRow>>,
     replay: Vec<Option<MessageRow>>,
     counters: &Counters,
-) -> (Vec<Plan>, HashMap<String, i64>) {
+) -> (Vec<Plan>, Written) {
     let mut ids: HashMap<(&str, &str, &str), usize> = HashMap::new();
     let mut keys: HashMap<(&str, &str, &str, &str), usize> = HashMap::new();
     // The batch's entries planned so far into each inbox, and each inbox's ceiling.
@@ -477,8 +479,20 @@ fn plan(
         };
         plans.push(plan);
     }
-    (plans, ceilings)
+    let written = added
+        .into_iter()
+        .map(|(agent, n)| {
+            let ceiling = ceilings.get(agent).copied().unwrap_or(i64::MAX);
+            (agent.to_owned(), (n as i64, ceiling))
+        })
+        .collect();
+    (plans, written)
 }
+
+/// The inboxes a batch writes, in id order: how many entries it adds to each, and the highest
+/// depth each may have when locked for every stored publish's depth check to pass still
+/// (`i64::MAX` where none has a limit).
+type Written = std::collections::BTreeMap<String, (i64, i64)>;
 
 /// The outcome of each publish once its plan is carried out (`seq_of`: the storage sequence of
 /// each stored one; `before`: each inbox's `last_seq` and depth under the lock, before the batch).
@@ -550,17 +564,9 @@ impl<'a> Rows<'a> {
         batch: &[&'a NewMessage],
         stored: &[usize],
         plans: &'a [Plan],
-        ceilings: &HashMap<String, i64>,
+        written: &'a Written,
     ) -> Rows<'a> {
         let mut r = Rows::default();
-        let mut added: std::collections::BTreeMap<&str, i64> = Default::default();
-        for &i in stored {
-            if let Plan::Store { entries } = &plans[i] {
-                for (agent, _) in entries {
-                    *added.entry(agent.as_str()).or_default() += 1;
-                }
-            }
-        }
         for &i in stored {
             let m = batch[i];
             r.tenant_id.push(&m.tenant_id);
@@ -585,18 +591,17 @@ impl<'a> Rows<'a> {
                 for (agent, k) in entries {
                     r.entry_receipt.push(&m.receipt);
                     r.entry_agent.push(agent);
-                    let n = added.get(agent.as_str()).copied().unwrap_or(0);
+                    let n = written.get(agent).map_or(0, |w| w.0);
                     r.entry_from_end.push(n - *k as i64);
                     r.entry_visible.push(m.received_at);
                     r.entry_expires.push(m.expires_at);
                 }
             }
         }
-        for (agent, n) in added {
+        for (agent, (n, ceiling)) in written {
             r.bumped.push(agent);
-            r.by.push(n);
-            r.ceiling
-                .push(ceilings.get(agent).copied().unwrap_or(i64::MAX));
+            r.by.push(*n);
+            r.ceiling.push(*ceiling);
         }
         r
     }

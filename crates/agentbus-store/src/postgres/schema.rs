@@ -177,8 +177,8 @@ CREATE INDEX inbox_expiry ON inbox ((expires_at + 0)) WHERE state IN (0, 1);
 "#,
     // A publish batch plans its depth checks before it locks the inboxes' counter rows, and
     // checks that plan under the lock with this (`postgres/batch.rs`): the depth an inbox may have
-    // for every decision of the plan to stand, or an error that rolls the batch back and has
-    // each of its publishes stored alone.
+    // for every decision of the plan to stand, or an error that rolls the batch back to be run
+    // again with the rows locked first.
     r#"
 CREATE FUNCTION agentbus_depth_within(depth BIGINT, ceiling BIGINT) RETURNS BOOLEAN
 LANGUAGE plpgsql AS $$
