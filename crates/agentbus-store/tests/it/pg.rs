@@ -1,6 +1,7 @@
 //! A throwaway PostgreSQL cluster for tests: `initdb` in a temporary directory (as the `postgres`
 //! user when running as root, since `initdb` refuses root), `postgres` on a free loopback port
 //! with `fsync` on, one fresh database per test. Never a server someone left running.
+//! `AGENTBUS_PG_OPTIONS` adds server settings (`-c name=value …`), for diagnosing a run.
 //!
 //! The server runs under a small shell that stops it (and removes its directory) when its
 //! standard input closes: when the cluster is dropped, or when the test process ends in any way,
@@ -86,7 +87,7 @@ fn free_port() -> u16 {
 const SUPERVISOR: &str = r#"
 start() {
     "$BIN/postgres" -D "$DIR/data" -p "$PORT" -k "$DIR" -h 127.0.0.1 -c fsync=on \
-        -c synchronous_commit=on -c max_connections=300 -c shared_buffers=32MB \
+        -c synchronous_commit=on -c max_connections=300 -c shared_buffers=32MB $EXTRA \
         >>"$DIR/server.log" 2>&1 &
     pid=$!
     until "$BIN/pg_isready" -q -h 127.0.0.1 -p "$PORT"; do
@@ -158,6 +159,10 @@ impl Cluster {
                 .env("BIN", &bin)
                 .env("DIR", &dir)
                 .env("PORT", port.to_string())
+                .env(
+                    "EXTRA",
+                    std::env::var("AGENTBUS_PG_OPTIONS").unwrap_or_default(),
+                )
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())
