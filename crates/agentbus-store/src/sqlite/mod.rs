@@ -20,7 +20,7 @@ pub use schema::current_version;
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
@@ -34,9 +34,11 @@ use crate::{StoreError, StoreResult};
 const MAX_GROUP: usize = 1024;
 /// Read connections.
 const READERS: usize = 4;
-/// WAL frames (pages) past which the log is copied to its end and starts again: ~32 MiB rather
-/// than SQLite's 4 MiB, so the writer copies a tail and syncs the database file (its commits
-/// waiting meanwhile) once per 32 MiB of log instead of eight times.
+/// WAL frames (pages) past which the writer sees to it that the log starts again, copying the
+/// tail a pass left itself (its commits waiting meanwhile): ~32 MiB rather than SQLite's 4 MiB, so
+/// once per 32 MiB of log. A pass that catches up in a lull starts it again sooner. Hot pages are
+/// copied once per slice ([`SLICE_FRAMES`]) rather than once per interval; that cost measured as
+/// no loss of throughput.
 const CHECKPOINT_FRAMES: i32 = 8192;
 /// WAL frames (~4 MiB) after which the checkpointing thread copies what is new and flushes it to
 /// the disk, well before the log is due to start again. One flush of a whole interval's pages
@@ -66,12 +68,15 @@ struct Checkpointing {
     done: AtomicU64,
     /// Background passes whose copy the checkpointing thread flushed to the disk itself.
     flushed: AtomicU64,
+    /// A background pass copied the whole log, so the writer's next commit starts it again.
+    whole: AtomicBool,
 }
 
 /// What the writer does about the WAL after a commit.
 #[derive(Debug, PartialEq)]
 enum Checkpoint {
-    /// Nothing: the log is shorter than the interval.
+    /// Nothing: the log is shorter than the interval, and grew by less than a slice since the
+    /// writer last asked for a pass.
     NotDue,
     /// Ask the checkpointing thread for a pass.
     Pass,
@@ -86,8 +91,10 @@ impl Checkpointing {
         // Taken on every commit: a pass that ended before the log restarted counted frames of
         // the old log, and must not pass for a short tail of the new one.
         let copied = self.copied.swap(-1, Ordering::Relaxed);
-        if frames < *asked {
-            // The log started again.
+        // The log started again: after a pass copied all of it, or seen as a shorter log. (At
+        // worst this asks for one pass more, when a commit ended after the pass but had begun
+        // before it.)
+        if self.whole.swap(false, Ordering::Relaxed) || frames < *asked {
             *asked = 0;
         }
         if frames < self.every {
@@ -155,6 +162,11 @@ struct Inner {
     /// Per agent, inbox entries handed out by a lease whose write is still queued, so a read
     /// before that write lands does not hand them out again.
     pub(crate) leasing: Mutex<HashMap<String, Leasing>>,
+    /// The database file, which the checkpointing thread flushes. Closing any descriptor of a
+    /// file drops every POSIX lock this process holds on it, SQLite's included
+    /// (sqlite.org/howtocorrupt.html, 2.2): so it is held here, the last field, and closed only
+    /// after every connection, even if the checkpointing thread ends early.
+    _db_file: Arc<std::fs::File>,
 }
 
 impl Drop for Inner {
@@ -233,13 +245,18 @@ impl SqliteStore {
             copied: AtomicI64::new(-1),
             done: AtomicU64::new(0),
             flushed: AtomicU64::new(0),
+            whole: AtomicBool::new(false),
         });
         // One pending request is enough: a checkpoint copies every frame committed before it.
         let (due, due_rx) = mpsc::sync_channel::<()>(1);
         let for_pass = shared.clone();
+        let db_file = Arc::new(std::fs::File::open(path).map_err(|e| {
+            StoreError::Backend(format!("opening {} to flush it: {e}", path.display()))
+        })?);
+        let to_flush = db_file.clone();
         let checkpointer = std::thread::Builder::new()
             .name("agentbus-sqlite-checkpoint".into())
-            .spawn(move || checkpointer_loop(checkpointing, due_rx, &for_pass))
+            .spawn(move || checkpointer_loop(checkpointing, &to_flush, due_rx, &for_pass))
             .map_err(|e| StoreError::Backend(e.to_string()))?;
         let (tx, rx) = mpsc::channel::<Job>();
         let for_writer = shared.clone();
@@ -256,6 +273,7 @@ impl SqliteStore {
                 checkpointer: Mutex::new(Some(checkpointer)),
                 checkpointing: shared,
                 leasing: Mutex::default(),
+                _db_file: db_file,
             }),
         })
     }
@@ -475,24 +493,30 @@ fn run_in_savepoint<T>(
     }
 }
 
-/// Copies the WAL into the database each time the writer says it grew past the interval, and
-/// tells the writer how far it got ([`Checkpointing`]). PASSIVE: it never blocks the writer or a
-/// reader, and copies what no open read still needs. Runs until the writer drops its end of `due`.
-fn checkpointer_loop(conn: Connection, due: mpsc::Receiver<()>, shared: &Checkpointing) {
-    // The database file, for flushing; a pass that cannot open it still copies, and the copy
-    // reaches the disk with SQLite's own sync when a pass copies the whole log.
-    let db = conn.path().and_then(|p| std::fs::File::open(p).ok());
+/// Copies the WAL into the database each time the writer asks (every slice of log, and on each
+/// commit past the interval), flushes what it copied, and tells the writer how far it got
+/// ([`Checkpointing`]). PASSIVE: it never blocks the writer or a reader, and copies what no open
+/// read still needs. Runs until the writer drops its end of `due`.
+fn checkpointer_loop(
+    conn: Connection,
+    db: &std::fs::File,
+    due: mpsc::Receiver<()>,
+    shared: &Checkpointing,
+) {
     while due.recv().is_ok() {
         // A failed pass (say, a disk error) leaves the frames in the WAL, which stays the
         // durable copy; the next request tries again.
-        if let Ok(copied) = passive_checkpoint(&conn)
+        if let Ok((log, copied)) = passive_checkpoint(&conn)
             && copied >= 0
         {
-            // What the pass wrote is only in the page cache unless it copied the whole log;
-            // flushed now, slice by slice, it never reaches the disk as one burst.
-            if let Some(db) = &db
-                && db.sync_data().is_ok()
-            {
+            if copied == log {
+                // SQLite synced the database file itself, and the next commit starts the log
+                // again.
+                shared.whole.store(true, Ordering::Relaxed);
+            } else if db.sync_data().is_ok() {
+                // What the pass wrote is only in the page cache; flushed now, slice by slice,
+                // it never reaches the disk as one burst. (A failure here is reported to
+                // SQLite's own descriptor too, at its next sync.)
                 shared.flushed.fetch_add(1, Ordering::Relaxed);
             }
             shared.copied.store(copied, Ordering::Relaxed);
@@ -501,10 +525,12 @@ fn checkpointer_loop(conn: Connection, due: mpsc::Receiver<()>, shared: &Checkpo
     }
 }
 
-/// A PASSIVE checkpoint on `conn`: the WAL frames copied into the database (all of them, once
-/// the log is fully copied).
-fn passive_checkpoint(conn: &Connection) -> rusqlite::Result<i64> {
-    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(2))
+/// A PASSIVE checkpoint on `conn`: the WAL's frames, and how many of them are copied into the
+/// database (all of them, once the log is fully copied).
+fn passive_checkpoint(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+        Ok((r.get(1)?, r.get(2)?))
+    })
 }
 
 fn writer_loop(
@@ -572,8 +598,11 @@ fn writer_loop(
                 // commit tries again; past it the writer waits for the pass (up to ~10 s, then
                 // leaves it to the next commit), or a slow pass would let the log grow on.
                 for _ in 0..if wait { 10_000 } else { 1 } {
-                    if passive_checkpoint(&conn).is_ok_and(|copied| copied >= 0) {
+                    if passive_checkpoint(&conn).is_ok_and(|(_, copied)| copied >= 0) {
                         shared.done.fetch_add(1, Ordering::Relaxed);
+                        // The next commit starts the log again (or, if a reader kept some of
+                        // it, a slice from now asks for one more pass).
+                        asked = 0;
                         break;
                     }
                     if wait {
@@ -705,6 +734,7 @@ mod tests {
             copied: AtomicI64::new(-1),
             done: AtomicU64::new(0),
             flushed: AtomicU64::new(0),
+            whole: AtomicBool::new(false),
         };
         let mut asked = 0;
         let mut decide = |frames| shared.after_commit(frames, &mut asked);
@@ -721,17 +751,27 @@ mod tests {
     }
 
     /// The checkpointing thread copies a slice of the log long before the log is due to start
-    /// again, and flushes the copy itself: otherwise the pages of a whole interval reach the
-    /// disk in one burst, and the writer's fsyncs queue behind it.
+    /// again, and flushes what it copied itself (SQLite syncs the database file only after a
+    /// pass that copied the whole log): otherwise the pages of a whole interval reach the disk
+    /// in one burst, and the writer's fsyncs queue behind it.
     #[test]
     fn slices_of_the_log_are_copied_and_flushed_before_it_is_due() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("db");
         let store = SqliteStore::open(&path).unwrap();
+        insert_rows(&store, "ten_a".to_owned(), 10, true);
+        // A read begun now keeps the frames after it in the log, so the pass copies only part
+        // of the log: the part SQLite does not sync.
+        let reader = Connection::open(&path).unwrap();
+        reader.execute_batch("BEGIN").unwrap();
+        let seen: i64 = reader
+            .query_row("SELECT count(*) FROM tenants", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(seen, 10);
         // A page or more per row: past one slice, well short of the interval.
         insert_rows(
             &store,
-            "ten_a".to_owned(),
+            "ten_b".to_owned(),
             SLICE_FRAMES as usize + 200,
             true,
         );
@@ -743,10 +783,80 @@ mod tests {
             );
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        let wal = std::fs::metadata(tmp.path().join("db-wal")).unwrap().len();
+        assert!(store.checkpoints() > 0);
+    }
+
+    /// A pass that copied the whole log restarts the count, even when the new log's first commit
+    /// is longer than the old log was when a pass was last asked for.
+    #[test]
+    fn a_log_started_again_is_counted_from_its_beginning() {
+        let shared = Checkpointing {
+            every: 8192,
+            slice: 1024,
+            copied: AtomicI64::new(-1),
+            done: AtomicU64::new(0),
+            flushed: AtomicU64::new(0),
+            whole: AtomicBool::new(false),
+        };
+        let mut asked = 0;
+        assert_eq!(shared.after_commit(1100, &mut asked), Checkpoint::Pass);
+        shared.whole.store(true, Ordering::Relaxed);
+        // 1,500 frames, all new: more than a slice since the log began.
+        assert_eq!(shared.after_commit(1500, &mut asked), Checkpoint::Pass);
+    }
+
+    /// Closing any descriptor of the database file drops this process's locks on it, SQLite's
+    /// included. The store's own descriptor (for flushing) stays open as long as the store does,
+    /// even when its checkpointing thread ended early (here: a job panicked and took the writer
+    /// with it): another process still cannot take the file from under the open readers.
+    #[test]
+    fn the_file_stays_locked_while_the_store_is_open() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("db");
+        let store = SqliteStore::open(&path).unwrap();
+        insert_rows(&store, "ten_a".to_owned(), 3, true);
+        let take_it = || {
+            // Leaving WAL needs the file to itself; refused while any connection holds it.
+            std::process::Command::new("python3")
+                .args([
+                    "-c",
+                    "import sqlite3, sys\n\
+                     c = sqlite3.connect(sys.argv[1], timeout=0)\n\
+                     print(c.execute('pragma journal_mode=delete').fetchone()[0])",
+                ])
+                .arg(&path)
+                .output()
+                .expect("python3 runs")
+        };
         assert!(
-            wal < CHECKPOINT_FRAMES as u64 * 4096,
-            "the log was due: {wal} bytes"
+            !take_it().status.success(),
+            "the file was free with the store open"
+        );
+        store
+            .queue(
+                true,
+                true,
+                |_| -> StoreResult<()> { panic!("a job that takes the writer down") },
+                |_| {},
+            )
+            .unwrap();
+        let waited = std::time::Instant::now();
+        while !store
+            .inner
+            .checkpointer
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|t| t.is_finished())
+        {
+            assert!(waited.elapsed() < std::time::Duration::from_secs(60));
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let taken = take_it();
+        assert!(
+            !taken.status.success(),
+            "another process switched the open database to {:?}",
+            String::from_utf8_lossy(&taken.stdout)
         );
     }
 
