@@ -20,7 +20,7 @@ pub use schema::current_version;
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
@@ -68,8 +68,15 @@ struct Checkpointing {
     done: AtomicU64,
     /// Background passes whose copy the checkpointing thread flushed to the disk itself.
     flushed: AtomicU64,
-    /// A background pass copied the whole log, so the writer's next commit starts it again.
-    whole: AtomicBool,
+}
+
+/// The writer's count of the log, for [`Checkpointing::after_commit`].
+#[derive(Debug, Default)]
+struct Seen {
+    /// The log's length after the last commit.
+    last: i32,
+    /// The log's length when the writer last asked for a pass.
+    asked: i32,
 }
 
 /// What the writer does about the WAL after a commit.
@@ -85,23 +92,26 @@ enum Checkpoint {
 }
 
 impl Checkpointing {
-    /// After a commit that left `frames` in the WAL, what the writer should do; `asked` is the
-    /// log's length when the writer last asked for a pass (the writer's own, updated here).
-    fn after_commit(&self, frames: i32, asked: &mut i32) -> Checkpoint {
+    /// After a commit that left `frames` in the WAL, what the writer should do; `seen` is the
+    /// writer's own count of the log, updated here.
+    fn after_commit(&self, frames: i32, seen: &mut Seen) -> Checkpoint {
         // Taken on every commit: a pass that ended before the log restarted counted frames of
         // the old log, and must not pass for a short tail of the new one.
         let copied = self.copied.swap(-1, Ordering::Relaxed);
-        // The log started again: after a pass copied all of it, or seen as a shorter log. (At
-        // worst this asks for one pass more, when a commit ended after the pass but had begun
-        // before it.)
-        if self.whole.swap(false, Ordering::Relaxed) || frames < *asked {
-            *asked = 0;
+        // Within one log its length only grows, so a shorter one started again. (A new log
+        // whose first commit is longer than the whole old one goes unseen: its first slice is
+        // then late by at most the old log's length when a pass was last asked for.) A pass
+        // that copied the whole log is no sign: readers can keep the log from starting again,
+        // and counting from zero then asked for a pass, and a sync, on every commit.
+        if frames < seen.last {
+            seen.asked = 0;
         }
+        seen.last = frames;
         if frames < self.every {
-            if frames - *asked < self.slice {
+            if frames - seen.asked < self.slice {
                 return Checkpoint::NotDue;
             }
-            *asked = frames;
+            seen.asked = frames;
             return Checkpoint::Pass;
         }
         // Past four intervals the writer copies whatever is left, so the log stays bounded however
@@ -245,7 +255,6 @@ impl SqliteStore {
             copied: AtomicI64::new(-1),
             done: AtomicU64::new(0),
             flushed: AtomicU64::new(0),
-            whole: AtomicBool::new(false),
         });
         // One pending request is enough: a checkpoint copies every frame committed before it.
         let (due, due_rx) = mpsc::sync_channel::<()>(1);
@@ -509,11 +518,8 @@ fn checkpointer_loop(
         if let Ok((log, copied)) = passive_checkpoint(&conn)
             && copied >= 0
         {
-            if copied == log {
-                // SQLite synced the database file itself, and the next commit starts the log
-                // again.
-                shared.whole.store(true, Ordering::Relaxed);
-            } else if db.sync_data().is_ok() {
+            // A pass that copied the whole log had SQLite sync the database file itself.
+            if copied < log && db.sync_data().is_ok() {
                 // What the pass wrote is only in the page cache; flushed now, slice by slice,
                 // it never reaches the disk as one burst. (A failure here is reported to
                 // SQLite's own descriptor too, at its next sync.)
@@ -540,7 +546,7 @@ fn writer_loop(
     shared: &Checkpointing,
 ) {
     let mut full = true;
-    let mut asked = 0;
+    let mut seen = Seen::default();
     while let Ok(first) = rx.recv() {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
@@ -587,7 +593,7 @@ fn writer_loop(
             d(committed);
         }
         // After the answers: a tail the writer copies delays only the groups behind it.
-        match shared.after_commit(WAL_FRAMES.get(), &mut asked) {
+        match shared.after_commit(WAL_FRAMES.get(), &mut seen) {
             Checkpoint::NotDue => {}
             Checkpoint::Pass => {
                 // Full means a pass is already asked for, which will copy these frames too.
@@ -600,9 +606,6 @@ fn writer_loop(
                 for _ in 0..if wait { 10_000 } else { 1 } {
                     if passive_checkpoint(&conn).is_ok_and(|(_, copied)| copied >= 0) {
                         shared.done.fetch_add(1, Ordering::Relaxed);
-                        // The next commit starts the log again (or, if a reader kept some of
-                        // it, a slice from now asks for one more pass).
-                        asked = 0;
                         break;
                     }
                     if wait {
@@ -734,10 +737,9 @@ mod tests {
             copied: AtomicI64::new(-1),
             done: AtomicU64::new(0),
             flushed: AtomicU64::new(0),
-            whole: AtomicBool::new(false),
         };
-        let mut asked = 0;
-        let mut decide = |frames| shared.after_commit(frames, &mut asked);
+        let mut seen = Seen::default();
+        let mut decide = |frames| shared.after_commit(frames, &mut seen);
         assert_eq!(decide(500), Checkpoint::NotDue);
         assert_eq!(decide(1100), Checkpoint::Pass);
         assert_eq!(decide(1500), Checkpoint::NotDue);
@@ -786,8 +788,9 @@ mod tests {
         assert!(store.checkpoints() > 0);
     }
 
-    /// A pass that copied the whole log restarts the count, even when the new log's first commit
-    /// is longer than the old log was when a pass was last asked for.
+    /// A log that started again is counted from its beginning, even when its first commit is
+    /// longer than the log was when a pass was last asked for; and a pass that caught up does
+    /// not make the next commits ask again before a slice more.
     #[test]
     fn a_log_started_again_is_counted_from_its_beginning() {
         let shared = Checkpointing {
@@ -796,13 +799,16 @@ mod tests {
             copied: AtomicI64::new(-1),
             done: AtomicU64::new(0),
             flushed: AtomicU64::new(0),
-            whole: AtomicBool::new(false),
         };
-        let mut asked = 0;
-        assert_eq!(shared.after_commit(1100, &mut asked), Checkpoint::Pass);
-        shared.whole.store(true, Ordering::Relaxed);
-        // 1,500 frames, all new: more than a slice since the log began.
-        assert_eq!(shared.after_commit(1500, &mut asked), Checkpoint::Pass);
+        let mut seen = Seen::default();
+        let mut decide = |frames| shared.after_commit(frames, &mut seen);
+        assert_eq!(decide(1100), Checkpoint::Pass);
+        // The pass copied all of it, but a reader kept the log from starting again.
+        shared.copied.store(1100, Ordering::Relaxed);
+        assert_eq!(decide(1110), Checkpoint::NotDue);
+        assert_eq!(decide(1500), Checkpoint::NotDue);
+        // Started again: 1,200 frames, all new.
+        assert_eq!(decide(1200), Checkpoint::Pass);
     }
 
     /// Closing any descriptor of the database file drops this process's locks on it, SQLite's
