@@ -92,6 +92,17 @@ enum Checkpoint {
 }
 
 impl Checkpointing {
+    /// A checkpoint due every `every` frames, in slices of [`SLICE_FRAMES`] or fewer.
+    fn new(every: i32) -> Checkpointing {
+        Checkpointing {
+            every,
+            slice: SLICE_FRAMES.min(every),
+            copied: AtomicI64::new(-1),
+            done: AtomicU64::new(0),
+            flushed: AtomicU64::new(0),
+        }
+    }
+
     /// After a commit that left `frames` in the WAL, what the writer should do; `seen` is the
     /// writer's own count of the log, updated here.
     fn after_commit(&self, frames: i32, seen: &mut Seen) -> Checkpoint {
@@ -249,13 +260,7 @@ impl SqliteStore {
             configure(&r)?;
             readers.push(Mutex::new(r));
         }
-        let shared = Arc::new(Checkpointing {
-            every,
-            slice: SLICE_FRAMES.min(every),
-            copied: AtomicI64::new(-1),
-            done: AtomicU64::new(0),
-            flushed: AtomicU64::new(0),
-        });
+        let shared = Arc::new(Checkpointing::new(every));
         // One pending request is enough: a checkpoint copies every frame committed before it.
         let (due, due_rx) = mpsc::sync_channel::<()>(1);
         let for_pass = shared.clone();
@@ -707,6 +712,18 @@ mod tests {
 
     /// Commits `rows` tenants of ~3 KB each (a page or more per row) in one job of its own, and
     /// waits for its answer; `durable` as in [`SqliteStore::queue`].
+    /// Polls `done` (what another thread does, so no clock to step) for up to a minute.
+    fn wait_until(what: &str, done: impl Fn() -> bool) {
+        let waited = std::time::Instant::now();
+        while !done() {
+            assert!(
+                waited.elapsed() < std::time::Duration::from_secs(60),
+                "waited a minute for {what}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
     fn insert_rows(store: &SqliteStore, prefix: String, rows: usize, durable: bool) {
         let (tx, rx) = mpsc::channel();
         let job = move |t: &Transaction<'_>| {
@@ -731,13 +748,8 @@ mod tests {
     /// log starts again it counts from its beginning.
     #[test]
     fn passes_are_asked_for_each_slice_before_the_log_is_due() {
-        let shared = Checkpointing {
-            every: 8192,
-            slice: 1024,
-            copied: AtomicI64::new(-1),
-            done: AtomicU64::new(0),
-            flushed: AtomicU64::new(0),
-        };
+        let shared = Checkpointing::new(8192);
+        assert_eq!(shared.slice, 1024);
         let mut seen = Seen::default();
         let mut decide = |frames| shared.after_commit(frames, &mut seen);
         assert_eq!(decide(500), Checkpoint::NotDue);
@@ -777,14 +789,9 @@ mod tests {
             SLICE_FRAMES as usize + 200,
             true,
         );
-        let waited = std::time::Instant::now();
-        while store.inner.checkpointing.flushed.load(Ordering::Relaxed) == 0 {
-            assert!(
-                waited.elapsed() < std::time::Duration::from_secs(60),
-                "no slice copied and flushed before the log was due"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        wait_until("a slice copied and flushed before the log was due", || {
+            store.inner.checkpointing.flushed.load(Ordering::Relaxed) > 0
+        });
         assert!(store.checkpoints() > 0);
     }
 
@@ -793,13 +800,8 @@ mod tests {
     /// not make the next commits ask again before a slice more.
     #[test]
     fn a_log_started_again_is_counted_from_its_beginning() {
-        let shared = Checkpointing {
-            every: 8192,
-            slice: 1024,
-            copied: AtomicI64::new(-1),
-            done: AtomicU64::new(0),
-            flushed: AtomicU64::new(0),
-        };
+        let shared = Checkpointing::new(8192);
+        assert_eq!(shared.slice, 1024);
         let mut seen = Seen::default();
         let mut decide = |frames| shared.after_commit(frames, &mut seen);
         assert_eq!(decide(1100), Checkpoint::Pass);
@@ -846,18 +848,10 @@ mod tests {
                 |_| {},
             )
             .unwrap();
-        let waited = std::time::Instant::now();
-        while !store
-            .inner
-            .checkpointer
-            .lock()
-            .unwrap()
-            .as_ref()
-            .is_some_and(|t| t.is_finished())
-        {
-            assert!(waited.elapsed() < std::time::Duration::from_secs(60));
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        wait_until("the checkpointing thread ended", || {
+            let thread = store.inner.checkpointer.lock().unwrap();
+            thread.as_ref().is_some_and(|t| t.is_finished())
+        });
         let taken = take_it();
         assert!(
             !taken.status.success(),
@@ -876,14 +870,9 @@ mod tests {
         let write = |prefix: &str, rows: usize| insert_rows(&store, prefix.to_owned(), rows, true);
         // A page or more per row: well past CHECKPOINT_FRAMES in one commit.
         write("ten_a", CHECKPOINT_FRAMES as usize + 2000);
-        let waited = std::time::Instant::now();
-        while store.checkpoints() == 0 {
-            assert!(
-                waited.elapsed() < std::time::Duration::from_secs(60),
-                "no checkpoint on the checkpointing thread"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        wait_until("a checkpoint on the checkpointing thread", || {
+            store.checkpoints() > 0
+        });
         // The next commit restarts the log: what is in it now is that commit's frames only.
         write("ten_b", 1);
         let probe = Connection::open(&path).unwrap();
