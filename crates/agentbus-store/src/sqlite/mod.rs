@@ -740,6 +740,18 @@ mod tests {
         }
     }
 
+    /// A read of the `tenants` tenants committed so far, held open: while it is, the frames
+    /// after it stay in the log (no pass copies them, and the log cannot start again).
+    fn pin_the_log(path: &Path, tenants: i64) -> Connection {
+        let reader = Connection::open(path).unwrap();
+        reader.execute_batch("BEGIN").unwrap();
+        let seen: i64 = reader
+            .query_row("SELECT count(*) FROM tenants", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(seen, tenants);
+        reader
+    }
+
     /// Commits `rows` tenants of ~3 KB each (a page or more per row) in one job of its own, and
     /// waits for its answer; `durable` as in [`SqliteStore::queue`].
     fn insert_rows(store: &SqliteStore, prefix: String, rows: usize, durable: bool) {
@@ -792,14 +804,8 @@ mod tests {
         let path = tmp.path().join("db");
         let store = SqliteStore::open(&path).unwrap();
         insert_rows(&store, "ten_a".to_owned(), 10, true);
-        // A read begun now keeps the frames after it in the log, so the pass copies only part
-        // of the log: the part SQLite does not sync.
-        let reader = Connection::open(&path).unwrap();
-        reader.execute_batch("BEGIN").unwrap();
-        let seen: i64 = reader
-            .query_row("SELECT count(*) FROM tenants", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(seen, 10);
+        // The pass copies only part of the log: the part SQLite does not sync.
+        let _reader = pin_the_log(&path, 10);
         // A page or more per row: past one slice, well short of the interval.
         insert_rows(
             &store,
@@ -821,11 +827,7 @@ mod tests {
         let path = tmp.path().join("db");
         let store = SqliteStore::open_checkpointing_every(&path, 64).unwrap();
         insert_rows(&store, "ten_a".to_owned(), 10, true);
-        let reader = Connection::open(&path).unwrap();
-        reader.execute_batch("BEGIN").unwrap();
-        let _: i64 = reader
-            .query_row("SELECT count(*) FROM tenants", [], |r| r.get(0))
-            .unwrap();
+        let _reader = pin_the_log(&path, 10);
         let before = store.checkpoints();
         for c in 0..60 {
             insert_rows(&store, format!("ten_{c}_"), 1, true);
