@@ -740,6 +740,21 @@ mod tests {
         }
     }
 
+    /// Another process (python3's sqlite3) takes the database at `path` out of WAL mode, which
+    /// needs the file to itself: refused ("locked") while any connection holds it.
+    fn leave_wal(path: &Path) -> std::process::Output {
+        std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import sqlite3, sys\n\
+                 c = sqlite3.connect(sys.argv[1], timeout=0)\n\
+                 print(c.execute('pragma journal_mode=delete').fetchone()[0])",
+            ])
+            .arg(path)
+            .output()
+            .expect("python3 runs")
+    }
+
     /// A read of the `tenants` tenants committed so far, held open: while it is, the frames
     /// after it stay in the log (no pass copies them, and the log cannot start again).
     fn pin_the_log(path: &Path, tenants: i64) -> Connection {
@@ -867,19 +882,7 @@ mod tests {
         let path = tmp.path().join("db");
         let store = SqliteStore::open(&path).unwrap();
         insert_rows(&store, "ten_a".to_owned(), 3, true);
-        let take_it = || {
-            // Leaving WAL needs the file to itself; refused while any connection holds it.
-            std::process::Command::new("python3")
-                .args([
-                    "-c",
-                    "import sqlite3, sys\n\
-                     c = sqlite3.connect(sys.argv[1], timeout=0)\n\
-                     print(c.execute('pragma journal_mode=delete').fetchone()[0])",
-                ])
-                .arg(&path)
-                .output()
-                .expect("python3 runs")
-        };
+        let take_it = || leave_wal(&path);
         let refused = |out: std::process::Output| {
             !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("locked")
         };
@@ -904,6 +907,66 @@ mod tests {
         drop(store);
         let taken = take_it();
         assert_eq!(String::from_utf8_lossy(&taken.stdout).trim(), "delete");
+    }
+
+    /// The last handle may go in a job's answer, on the writer thread itself: the store then
+    /// closes without that thread joining itself (which panicked, the answer never finished).
+    #[test]
+    fn the_last_handle_dropped_by_a_writer_job_closes_the_store() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("db");
+        let store = SqliteStore::open(&path).unwrap();
+        // Holds the writer until the answer below owns the only other handle.
+        let (go, wait) = mpsc::channel::<()>();
+        store
+            .queue(
+                true,
+                true,
+                move |_| {
+                    let _ = wait.recv();
+                    Ok(())
+                },
+                |_| {},
+            )
+            .unwrap();
+        let (answered, heard) = mpsc::channel::<std::thread::ThreadId>();
+        let last = store.clone();
+        store
+            .queue(
+                true,
+                true,
+                |t| insert(t, "ten_a"),
+                move |r: StoreResult<()>| {
+                    assert!(r.is_ok());
+                    drop(last);
+                    let _ = answered.send(std::thread::current().id());
+                },
+            )
+            .unwrap();
+        let writer = store
+            .inner
+            .writer
+            .lock()
+            .unwrap()
+            .as_ref()
+            .unwrap()
+            .thread()
+            .id();
+        drop(store);
+        go.send(()).unwrap();
+        let on = heard
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the answer that dropped the last handle finished");
+        assert_eq!(on, writer, "the last handle went on the writer thread");
+        // Closed: no connection holds the file any more, and the commit is in it.
+        wait_until("every connection closed", || {
+            String::from_utf8_lossy(&leave_wal(&path).stdout).trim() == "delete"
+        });
+        let n: i64 = Connection::open(&path)
+            .unwrap()
+            .query_row("SELECT count(*) FROM tenants", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 1);
     }
 
     /// Checkpoints run on their own thread, not in the writer's commit (where each one held
