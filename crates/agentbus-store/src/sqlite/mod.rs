@@ -658,11 +658,10 @@ mod tests {
         Ok(())
     }
 
-    /// Queues `jobs` so they commit in one group: a first job holds the writer until all are
-    /// queued. Returns each job's answer.
-    fn one_group(store: &SqliteStore, jobs: Vec<(bool, TestJob)>) -> Vec<StoreResult<()>> {
+    /// Queues a job that holds the writer until the answer's sender is sent to (or dropped), so
+    /// the jobs queued meanwhile run after it, in one group.
+    fn hold_the_writer(store: &SqliteStore) -> mpsc::Sender<()> {
         let (go, wait) = mpsc::channel::<()>();
-        let (tx, rx) = mpsc::channel::<(usize, StoreResult<()>)>();
         store
             .queue(
                 true,
@@ -674,6 +673,14 @@ mod tests {
                 |_| {},
             )
             .unwrap();
+        go
+    }
+
+    /// Queues `jobs` so they commit in one group: a first job holds the writer until all are
+    /// queued. Returns each job's answer.
+    fn one_group(store: &SqliteStore, jobs: Vec<(bool, TestJob)>) -> Vec<StoreResult<()>> {
+        let go = hold_the_writer(store);
+        let (tx, rx) = mpsc::channel::<(usize, StoreResult<()>)>();
         let n = jobs.len();
         for (i, (isolated, f)) in jobs.into_iter().enumerate() {
             let tx = tx.clone();
@@ -917,18 +924,7 @@ mod tests {
         let path = tmp.path().join("db");
         let store = SqliteStore::open(&path).unwrap();
         // Holds the writer until the answer below owns the only other handle.
-        let (go, wait) = mpsc::channel::<()>();
-        store
-            .queue(
-                true,
-                true,
-                move |_| {
-                    let _ = wait.recv();
-                    Ok(())
-                },
-                |_| {},
-            )
-            .unwrap();
+        let go = hold_the_writer(&store);
         let (answered, heard) = mpsc::channel::<std::thread::ThreadId>();
         let last = store.clone();
         store
