@@ -231,11 +231,12 @@ const GENERIC_FROM_HERE: &str = "SET LOCAL plan_cache_mode = force_generic_plan"
 /// `COMMIT` into a rollback; a failure before it is rolled back here, so the connection goes back
 /// clean.
 ///
-/// With `lock_first` the counter rows are locked in the first round trip instead (the batch
-/// then waits out other writers of its inboxes across both); without it the answer is `None`
-/// when the read moved under the plan: a depth the plan relied on was exceeded by the time of
-/// the lock, or the plan refuses a publish for a full inbox (a refusal is decided on the locked
-/// depth, as alone). The caller runs the batch again with `lock_first`.
+/// With `lock_first` the counter rows are locked in the first round trip instead, and read
+/// once held (the batch then waits out other writers of its inboxes across both); without it
+/// the answer is `None` when the read moved under the plan: a depth the plan relied on was
+/// exceeded by the time of the lock, or the plan refuses a publish for a full inbox (a refusal
+/// is decided on the locked depth, as alone). The caller runs the batch again with
+/// `lock_first`.
 async fn store_batch(
     c: &deadpool_postgres::Client,
     batch: &[&NewMessage],
@@ -277,7 +278,7 @@ async fn store_batch(
         });
         let (lock_p, recent_p, inboxes_p): (Params<'_>, Params<'_>, Params<'_>) =
             (&[&keys], &[&tenants, &sources, &ids, &since], &[&inboxes]);
-        let (begun, locked, found, replayed, generic, created, counted) = tokio::join!(
+        let (begun, locked, found, replayed, generic, created, held, counted) = tokio::join!(
             biased;
             c.batch_execute("BEGIN"),
             c.execute(&lock, lock_p),
@@ -285,12 +286,17 @@ async fn store_batch(
             try_join_all(replays),
             c.batch_execute(GENERIC_FROM_HERE),
             c.execute(&create, inboxes_p),
-            c.query(if lock_first { &counters_lock } else { &read }, inboxes_p),
+            // Sent before the read, which then runs once the rows are held.
+            async {
+                if lock_first { c.execute(&counters_lock, inboxes_p).await } else { Ok(0) }
+            },
+            c.query(&read, inboxes_p),
         );
         let (found, replayed, counted) = (begun
             .and(locked)
             .and(generic)
             .and(created)
+            .and(held)
             .and(found)
             .and_then(|f| {
                 let r = replayed?;

@@ -185,24 +185,20 @@ pub(super) async fn insert_message(
     })
 }
 
-/// The counter rows of the agent ids `$1`, in id order: agent id, `last_seq`, unacknowledged
-/// depth (one text for [`READ_COUNTERS`] and [`LOCK_COUNTERS`]). The settled count is looked up
-/// per row: joined, a plan made on empty tables read `inbox_settled` whole (`postgres/plans.rs`).
-macro_rules! counters_of {
-    () => {
-        "SELECT c.agent_id, c.last_seq, c.added - coalesce(\
-         (SELECT s.settled FROM inbox_settled s WHERE s.agent_id = c.agent_id), 0) \
-         FROM inbox_counters c WHERE c.agent_id = ANY($1) ORDER BY c.agent_id"
-    };
-}
-/// The counter rows of the agent ids `$1` as they stand, locking nothing: a publish batch plans
-/// its depth checks on them before it takes any lock (`postgres/batch.rs`).
-pub(super) const READ_COUNTERS: &str = counters_of!();
+/// The counter rows of the agent ids `$1` as they stand, in id order: agent id, `last_seq`,
+/// unacknowledged depth. Read unlocked, a publish batch plans its depth checks on them before it
+/// takes any lock (`postgres/batch.rs`); read right after [`LOCK_COUNTERS`], they are the values
+/// under the lock. The settled count is looked up per row: joined, a plan made on empty tables
+/// read `inbox_settled` whole (`postgres/plans.rs`).
+pub(super) const READ_COUNTERS: &str = "SELECT c.agent_id, c.last_seq, c.added - coalesce(\
+     (SELECT s.settled FROM inbox_settled s WHERE s.agent_id = c.agent_id), 0) \
+     FROM inbox_counters c WHERE c.agent_id = ANY($1) ORDER BY c.agent_id";
 /// Locks the existing counter rows of the agent ids `$1` in id order (publishers to overlapping
-/// inboxes never deadlock) until the commit: agent id, `last_seq`, unacknowledged depth. The
-/// depth's settled part is read, not locked: an ack committing meanwhile only lowers it, so a
-/// depth check errs on the full side, as it would have a moment earlier.
-pub(super) const LOCK_COUNTERS: &str = concat!(counters_of!(), " FOR UPDATE OF c");
+/// inboxes never deadlock) until the commit. It answers only their ids: under READ COMMITTED a
+/// statement reads from a snapshot taken before it waits for the lock, so a depth it read would
+/// miss the acks committed during the wait, beside the newest `added` of the row it locked (a
+/// depth the inbox never had). The next statement, [`READ_COUNTERS`], reads after the wait.
+pub(super) const LOCK_COUNTERS: &str = "SELECT c.agent_id FROM inbox_counters c WHERE c.agent_id = ANY($1) ORDER BY c.agent_id FOR UPDATE";
 /// Creates the counter rows of the agent ids `$1` that do not exist yet (an inbox's first
 /// publish), in id order, before [`LOCK_COUNTERS`] locks them all: creating only those a lock
 /// found missing could deadlock, since which rows exist depends on when each transaction looked
@@ -226,7 +222,7 @@ pub(super) fn inboxes_of<'a>(recipients: impl IntoIterator<Item = &'a String>) -
     inboxes
 }
 
-/// Adds the rows [`READ_COUNTERS`] or [`LOCK_COUNTERS`] answered to `into`.
+/// Adds the rows [`READ_COUNTERS`] answered to `into`.
 pub(super) fn read_counters(
     found: Vec<tokio_postgres::Row>,
     into: &mut Counters,
@@ -253,7 +249,8 @@ pub(super) async fn lock_counters<'a>(
         return Ok(counters);
     }
     exec(t, CREATE_COUNTERS, &[&inboxes]).await?;
-    read_counters(rows(t, LOCK_COUNTERS, &[&inboxes]).await?, &mut counters)?;
+    exec(t, LOCK_COUNTERS, &[&inboxes]).await?;
+    read_counters(rows(t, READ_COUNTERS, &[&inboxes]).await?, &mut counters)?;
     Ok(counters)
 }
 

@@ -16,6 +16,25 @@ async fn admin(url: &str) -> tokio_postgres::Client {
     client
 }
 
+/// Returns once a connection to `c`'s database waits for a lock.
+async fn until_a_lock_is_waited_for(c: &tokio_postgres::Client) {
+    loop {
+        let waiting: i64 = c
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
 fn backend_message(r: StoreResult<PgStore>) -> String {
     match r {
         Err(StoreError::Backend(m)) => m,
@@ -585,21 +604,7 @@ async fn pg_a_batch_planned_before_its_lock_is_checked_under_it() {
         let (s, mut m) = (store.clone(), msg("agt_a", id, &["agt_b"], T0));
         m.max_depth = Some(max);
         let publish = tokio::spawn(async move { s.publish(m).await.unwrap() });
-        loop {
-            let waiting: i64 = c
-                .query_one(
-                    "SELECT count(*) FROM pg_stat_activity \
-                     WHERE datname = current_database() AND wait_event_type = 'Lock'",
-                    &[],
-                )
-                .await
-                .unwrap()
-                .get(0);
-            if waiting > 0 {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
+        until_a_lock_is_waited_for(&c).await;
         c.batch_execute(&format!("{then}; COMMIT")).await.unwrap();
         publish.await.unwrap()
     };
@@ -623,4 +628,147 @@ async fn pg_a_batch_planned_before_its_lock_is_checked_under_it() {
         other => panic!("{other:?}"),
     }
     assert_eq!(store.pending_count("agt_b").await.unwrap(), 4);
+}
+
+/// A publish that waited for an inbox's counter row decides "full" on the depth as it stands once
+/// the row is held, the acks committed during the wait counted. Read in the locking statement
+/// itself, they were missed (its snapshot is from before the wait), and beside the row's newest
+/// `added` made a depth the inbox never had: here 3 under a limit of 2, where it held 1. Both
+/// ways a publish locks: a batch run again with its rows locked first (its plan refused at depth
+/// 2), and a publish with a task, stored alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_a_publish_that_waited_for_the_counter_row_counts_the_acks_of_the_wait() {
+    use crate::fixtures::{T0, event, lease_req, msg, task_row};
+
+    let url = Cluster::shared().database().await;
+    let store = PgStore::open(&url).await.unwrap();
+    let c = admin(&url).await;
+    for (inbox, with_task) in [("agt_b", false), ("agt_c", true)] {
+        for k in 0..2 {
+            let m = msg("agt_a", &format!("{inbox}_{k}"), &[inbox], T0);
+            store.publish(m).await.unwrap();
+        }
+        let leased = store.lease(lease_req(inbox, 0, 2, T0)).await.unwrap();
+        assert_eq!(leased.len(), 2);
+        c.batch_execute(&format!(
+            "BEGIN; SELECT 1 FROM inbox_counters WHERE agent_id = '{inbox}' FOR UPDATE"
+        ))
+        .await
+        .unwrap();
+        let mut m = msg("agt_a", &format!("{inbox}_limited"), &[inbox], T0);
+        m.max_depth = Some(2);
+        if with_task {
+            let id = format!("tsk_{inbox}");
+            m.task_id = Some(id.clone());
+            m.task = Some(TaskWrite::Create(
+                task_row(&id, 1, None),
+                event("agentbus.task.request.v1", "", "submitted", T0),
+            ));
+        }
+        let s = store.clone();
+        let publish = tokio::spawn(async move { s.publish(m).await.unwrap() });
+        until_a_lock_is_waited_for(&c).await;
+        // While it waits: both entries are acked (depth 0), then the holder adds one (depth 1).
+        let acks = leased
+            .iter()
+            .map(|d| (d.sequence, d.token.clone()))
+            .collect();
+        let acked = store.ack(inbox, acks, T0 + 1).await.unwrap();
+        assert_eq!(acked, [AckOutcome::Acked, AckOutcome::Acked]);
+        c.batch_execute(&format!(
+            "UPDATE inbox_counters SET last_seq = last_seq + 1, added = added + 1 \
+             WHERE agent_id = '{inbox}'; COMMIT"
+        ))
+        .await
+        .unwrap();
+        match publish.await.unwrap() {
+            PublishOutcome::Stored {
+                sequences, depths, ..
+            } => {
+                assert_eq!(sequences, [(inbox.to_string(), 4)]);
+                assert_eq!(depths, [2], "{inbox}");
+            }
+            other => panic!("{inbox}: refused at a depth the inbox never had: {other:?}"),
+        }
+    }
+}
+
+/// Concurrent publishes grouped into batches that name an inbox twice, several inboxes in either
+/// order, blob references (recorded once each message's sequence is known), shared idempotency
+/// keys and repeated ids: every inbox comes out gap-free, its counter at its last entry, and no
+/// id stored twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pg_batches_of_mixed_publishes_keep_every_inbox_gap_free() {
+    use crate::fixtures::{T0, msg};
+
+    let url = Cluster::shared().database().await;
+    let store = PgStore::open(&url).await.unwrap();
+    for round in 0..5 {
+        let publishes = (0..60).map(|i| {
+            let s = store.clone();
+            tokio::spawn(async move {
+                let to: &[&str] = match i % 4 {
+                    0 => &["agt_b", "agt_c"],
+                    1 => &["agt_b", "agt_b"],
+                    2 => &["agt_c"],
+                    _ => &["agt_c", "agt_b", "agt_c"],
+                };
+                let mut m = msg("agt_a", &format!("r{round}i{i}"), to, T0);
+                m.max_depth = Some(100_000);
+                if i % 3 == 0 {
+                    m.blob_refs = vec![format!("blb_{i}")];
+                }
+                if i % 5 == 0 {
+                    m.idempotency = Some(IdempotencyKey {
+                        tenant_id: "ten_1".into(),
+                        source: m.source.clone(),
+                        to_id: "agt_b".into(),
+                        key: format!("k{round}-{}", i % 2),
+                    });
+                }
+                if i % 7 == 0 {
+                    m.id = format!("r{round}dup");
+                }
+                s.publish(m).await.unwrap()
+            })
+        });
+        for p in publishes.collect::<Vec<_>>() {
+            p.await.unwrap();
+        }
+    }
+    let c = admin(&url).await;
+    for agent in ["agt_b", "agt_c"] {
+        let sequences: Vec<i64> = c
+            .query(
+                "SELECT sequence FROM inbox WHERE agent_id = $1 ORDER BY sequence",
+                &[&agent],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let n = sequences.len() as i64;
+        println!("{agent}: {n} entries");
+        assert!(n > 0);
+        assert_eq!(sequences, (1..=n).collect::<Vec<_>>(), "{agent} gap-free");
+        let last: i64 = c
+            .query_one(
+                "SELECT last_seq FROM inbox_counters WHERE agent_id = $1",
+                &[&agent],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(last, n);
+    }
+    let twice: i64 = c
+        .query_one(
+            "SELECT count(*) FROM (SELECT id FROM messages GROUP BY id HAVING count(*) > 1) d",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(twice, 0, "ids stored twice");
 }
