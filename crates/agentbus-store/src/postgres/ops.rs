@@ -467,7 +467,8 @@ async fn entries_where(
 
 /// Moves the unsettled entries matching `filter` (on `inbox`) to `state` and answers them as they
 /// were; `skip_locked` leaves entries another transaction holds (a lease or another reaper) for
-/// a later pass, so concurrent reapers settle each entry once.
+/// a later pass, so concurrent reapers settle each entry once. The caller counts them settled
+/// ([`count_settled`]).
 async fn settle_where(
     t: &impl GenericClient,
     filter: &str,
@@ -486,20 +487,25 @@ async fn settle_where(
          FROM u JOIN messages m ON m.seq = u.message_seq ORDER BY u.agent_id, u.sequence",
         code = state_code(state),
     );
-    let entries: Vec<InboxEntry> = rows(t, &sql, p)
-        .await?
-        .iter()
-        .map(entry)
-        .collect::<Result<_, _>>()?;
-    // One counter update per inbox, in id order (as publishers lock them).
+    rows(t, &sql, p).await?.iter().map(entry).collect()
+}
+
+/// Counts `entries` (settled by [`settle_where`]) in their inboxes' `inbox_settled` rows, one
+/// update per inbox in id order, once per transaction: two passes each counting its own would
+/// lock those rows out of order across the transaction, and two reapers overlapping could then
+/// deadlock.
+async fn count_settled<'a>(
+    t: &impl GenericClient,
+    entries: impl IntoIterator<Item = &'a InboxEntry>,
+) -> StoreResult<()> {
     let mut per_agent: std::collections::BTreeMap<&str, i64> = Default::default();
-    for e in &entries {
+    for e in entries {
         *per_agent.entry(&e.agent_id).or_default() += 1;
     }
     for (agent, n) in per_agent {
         exec(t, SETTLED, &[&agent, &n]).await?;
     }
-    Ok(entries)
+    Ok(())
 }
 
 /// The SQL condition on `m` for what `viewer` may read (§7, per message), with its `$3`
@@ -943,6 +949,7 @@ impl Store for PgStore {
         exec(&tx, "DELETE FROM aliases WHERE agent_id = $1", &[&id]).await?;
         exec(&tx, "DELETE FROM subscriptions WHERE agent_id = $1", &[&id]).await?;
         let pending = settle_where(&tx, "agent_id = $1", &[&id], EntryState::Dead, false).await?;
+        count_settled(&tx, &pending).await?;
         tx.commit().await?;
         Ok(pending)
     }
@@ -1302,6 +1309,7 @@ impl Store for PgStore {
             true,
         )
         .await?;
+        count_settled(&tx, dead.iter().chain(&expired)).await?;
         tx.commit().await?;
         Ok(ReapReport { dead, expired })
     }

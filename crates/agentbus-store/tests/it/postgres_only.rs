@@ -772,3 +772,55 @@ async fn pg_batches_of_mixed_publishes_keep_every_inbox_gap_free() {
         .get(0);
     assert_eq!(twice, 0, "ids stored twice");
 }
+
+/// A reaping pass counts what it settled in the inboxes' `inbox_settled` rows in id order, once,
+/// after both its sweeps: counted after each sweep, a pass that dead-lettered in `agt_b` and then
+/// expired in `agt_a` held `agt_b`'s row while it waited for `agt_a`'s, and a second reaper
+/// (a pass that outlived its claim) holding them the other way round deadlocked with it. Played
+/// here by another transaction that holds `agt_a`'s row and then takes `agt_b`'s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_a_reaping_pass_counts_its_settled_entries_in_inbox_order() {
+    use crate::fixtures::{T0, lease_req, msg};
+
+    let url = Cluster::shared().database().await;
+    let store = PgStore::open(&url).await.unwrap();
+    store
+        .publish(msg("agt_x", "to_b", &["agt_b"], T0))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .lease(lease_req("agt_b", 0, 1, T0))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    let mut short = msg("agt_x", "to_a", &["agt_a"], T0);
+    short.expires_at = T0 + 10;
+    store.publish(short).await.unwrap();
+    let settle = |agent: &str| {
+        format!(
+            "INSERT INTO inbox_settled (agent_id, settled) VALUES ('{agent}', 0) \
+             ON CONFLICT (agent_id) DO UPDATE SET settled = inbox_settled.settled"
+        )
+    };
+    let c = admin(&url).await;
+    c.batch_execute(&format!("BEGIN; {}", settle("agt_a")))
+        .await
+        .unwrap();
+    // Past agt_b's lease, at its one attempt allowed, and past agt_a's entry's expiry.
+    let s = store.clone();
+    let reap = tokio::spawn(async move { s.reap_inboxes(T0 + 60_000, 1).await });
+    until_a_lock_is_waited_for(&c).await;
+    c.batch_execute(&settle("agt_b"))
+        .await
+        .expect("agt_b's row was free: the pass had not counted anything before agt_a's");
+    c.batch_execute("COMMIT").await.unwrap();
+    let report = reap.await.unwrap().expect("the pass completed");
+    let ids = |v: &[InboxEntry]| v.iter().map(|e| e.agent_id.clone()).collect::<Vec<_>>();
+    assert_eq!(ids(&report.dead), ["agt_b"]);
+    assert_eq!(ids(&report.expired), ["agt_a"]);
+    assert_eq!(store.pending_count("agt_a").await.unwrap(), 0);
+    assert_eq!(store.pending_count("agt_b").await.unwrap(), 0);
+}
