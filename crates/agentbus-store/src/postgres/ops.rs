@@ -198,7 +198,8 @@ pub(super) const READ_COUNTERS: &str = "SELECT c.agent_id, c.last_seq, c.added -
 /// statement reads from a snapshot taken before it waits for the lock, so a depth it read would
 /// miss the acks committed during the wait, beside the newest `added` of the row it locked (a
 /// depth the inbox never had). The next statement, [`READ_COUNTERS`], reads after the wait.
-pub(super) const LOCK_COUNTERS: &str = "SELECT c.agent_id FROM inbox_counters c WHERE c.agent_id = ANY($1) ORDER BY c.agent_id FOR UPDATE";
+pub(super) const LOCK_COUNTERS: &str = "SELECT c.agent_id FROM inbox_counters c \
+     WHERE c.agent_id = ANY($1) ORDER BY c.agent_id FOR UPDATE";
 /// Creates the counter rows of the agent ids `$1` that do not exist yet (an inbox's first
 /// publish), in id order, before [`LOCK_COUNTERS`] locks them all: creating only those a lock
 /// found missing could deadlock, since which rows exist depends on when each transaction looked

@@ -658,8 +658,8 @@ mod tests {
         Ok(())
     }
 
-    /// Queues a job that holds the writer until the answer's sender is sent to (or dropped), so
-    /// the jobs queued meanwhile run after it, in one group.
+    /// Queues a job that holds the writer until the returned sender sends (or is dropped): the
+    /// jobs queued meanwhile run after it, in one group.
     fn hold_the_writer(store: &SqliteStore) -> mpsc::Sender<()> {
         let (go, wait) = mpsc::channel::<()>();
         store
