@@ -53,6 +53,9 @@ struct Directory {
     /// Registered public keys by key id, decoded once (decoding is a point decompression, a
     /// noticeable part of each publish's verification).
     decoded: HashMap<String, Option<PublicKey>>,
+    /// How many times the identity caches were forgotten: a row read before a change may be
+    /// cached only if they were not forgotten while it was read ([`App::cached`]).
+    generation: u64,
 }
 
 /// What wakes the long-polls and WebSockets of one inbox: a notification, and a count of the
@@ -234,6 +237,7 @@ impl<S: Store> App<S> {
             }
             return Ok(p);
         }
+        let generation = self.dir().generation;
         let row = self
             .store
             .token(hash)
@@ -261,9 +265,11 @@ impl<S: Store> App<S> {
                 Principal::Agent(a)
             }
         };
-        if let Ok(mut m) = self.tokens.lock() {
-            m.insert(hash, p.clone());
-        }
+        self.if_current(generation, || {
+            if let Ok(mut m) = self.tokens.lock() {
+                m.insert(hash, p.clone());
+            }
+        });
         Ok(p)
     }
 
@@ -277,7 +283,8 @@ impl<S: Store> App<S> {
     }
 
     /// Sends `s` to the other gateway processes on the store, if there are any, without waiting:
-    /// a signal is a hint (they poll as a fallback), so a publish never waits for one.
+    /// a publish never waits for its wake-up (the replicas poll as a fallback); a failure, which
+    /// for an identity change leaves their caches as they were, is logged.
     fn tell_peers(&self, s: Signal) {
         if !self.peers {
             return;
@@ -376,31 +383,85 @@ impl<S: Store> App<S> {
     }
 
     fn forget_identities(&self) {
-        *self.dir() = Directory::default();
+        {
+            let mut d = self.dir();
+            let generation = d.generation + 1;
+            *d = Directory {
+                generation,
+                ..Directory::default()
+            };
+        }
+        // After the generation moved: an answer still being read either sees it moved and
+        // caches nothing, or cached before, and is cleared here.
         self.policies.clear();
         if let Ok(mut m) = self.tokens.lock() {
             m.clear();
         }
     }
 
+    /// The identity generation now: an answer read after this may be cached with
+    /// [`App::if_current`].
+    pub(crate) fn identity_generation(&self) -> u64 {
+        self.dir().generation
+    }
+
+    /// Runs `cache` (which stores an answer read since `generation`) only if no identity change
+    /// was forgotten meanwhile, and under the directory's lock, so a change forgotten at the same
+    /// moment clears what it stored. A row read before a revocation and cached after the
+    /// revocation cleared the caches would otherwise be served with no end.
+    pub(crate) fn if_current(&self, generation: u64, cache: impl FnOnce()) {
+        let d = self.dir();
+        if d.generation == generation {
+            cache();
+        }
+        drop(d);
+    }
+
+    /// The cached answer `get` finds, or `read`'s, cached by `put` unless the identity caches
+    /// were forgotten while it was read.
+    async fn cached<T: Clone>(
+        &self,
+        get: impl Fn(&Directory) -> Option<T>,
+        read: impl Future<Output = ApiResult<T>>,
+        put: impl FnOnce(&mut Directory, T),
+    ) -> ApiResult<T> {
+        let generation = {
+            let d = self.dir();
+            if let Some(v) = get(&d) {
+                return Ok(v);
+            }
+            d.generation
+        };
+        let v = read.await?;
+        let mut d = self.dir();
+        if d.generation == generation {
+            put(&mut d, v.clone());
+        }
+        Ok(v)
+    }
+
     /// A tenant, cached.
     pub async fn tenant_row(&self, id: &str) -> ApiResult<Option<TenantRow>> {
-        if let Some(t) = self.dir().tenants.get(id) {
-            return Ok(t.clone());
-        }
-        let t = self.store.tenant(id).await?;
-        self.dir().tenants.insert(id.to_owned(), t.clone());
-        Ok(t)
+        self.cached(
+            |d| d.tenants.get(id).cloned(),
+            async { Ok(self.store.tenant(id).await?) },
+            |d, t| {
+                d.tenants.insert(id.to_owned(), t);
+            },
+        )
+        .await
     }
 
     /// A workspace, cached.
     pub async fn workspace_row(&self, id: &str) -> ApiResult<Option<WorkspaceRow>> {
-        if let Some(w) = self.dir().workspaces.get(id) {
-            return Ok(w.clone());
-        }
-        let w = self.store.workspace(id).await?;
-        self.dir().workspaces.insert(id.to_owned(), w.clone());
-        Ok(w)
+        self.cached(
+            |d| d.workspaces.get(id).cloned(),
+            async { Ok(self.store.workspace(id).await?) },
+            |d, w| {
+                d.workspaces.insert(id.to_owned(), w);
+            },
+        )
+        .await
     }
 
     /// A workspace by tenant and slug, cached.
@@ -410,22 +471,26 @@ impl<S: Store> App<S> {
         slug: &str,
     ) -> ApiResult<Option<WorkspaceRow>> {
         let k = (tenant_id.to_owned(), slug.to_owned());
-        if let Some(w) = self.dir().ws_by_slug.get(&k) {
-            return Ok(w.clone());
-        }
-        let w = self.store.workspace_by_slug(tenant_id, slug).await?;
-        self.dir().ws_by_slug.insert(k, w.clone());
-        Ok(w)
+        self.cached(
+            |d| d.ws_by_slug.get(&k).cloned(),
+            async { Ok(self.store.workspace_by_slug(tenant_id, slug).await?) },
+            |d, w| {
+                d.ws_by_slug.insert(k.clone(), w);
+            },
+        )
+        .await
     }
 
     /// An agent by id, cached.
     pub async fn agent_row(&self, id: &str) -> ApiResult<Option<AgentRow>> {
-        if let Some(a) = self.dir().agents.get(id) {
-            return Ok(a.clone());
-        }
-        let a = self.store.agent(id).await?;
-        self.dir().agents.insert(id.to_owned(), a.clone());
-        Ok(a)
+        self.cached(
+            |d| d.agents.get(id).cloned(),
+            async { Ok(self.store.agent(id).await?) },
+            |d, a| {
+                d.agents.insert(id.to_owned(), a);
+            },
+        )
+        .await
     }
 
     /// An agent by name or alias in a workspace, cached.
@@ -435,22 +500,26 @@ impl<S: Store> App<S> {
         name: &str,
     ) -> ApiResult<Option<AgentRow>> {
         let k = (workspace_id.to_owned(), name.to_owned());
-        if let Some(a) = self.dir().by_name.get(&k) {
-            return Ok(a.clone());
-        }
-        let a = self.store.agent_by_name(workspace_id, name).await?;
-        self.dir().by_name.insert(k, a.clone());
-        Ok(a)
+        self.cached(
+            |d| d.by_name.get(&k).cloned(),
+            async { Ok(self.store.agent_by_name(workspace_id, name).await?) },
+            |d, a| {
+                d.by_name.insert(k.clone(), a);
+            },
+        )
+        .await
     }
 
     /// An agent's keys, revoked ones included, cached.
     pub async fn agent_keys(&self, agent_id: &str) -> ApiResult<Vec<KeyRow>> {
-        if let Some(k) = self.dir().keys.get(agent_id) {
-            return Ok(k.clone());
-        }
-        let k = self.store.keys(agent_id).await?;
-        self.dir().keys.insert(agent_id.to_owned(), k.clone());
-        Ok(k)
+        self.cached(
+            |d| d.keys.get(agent_id).cloned(),
+            async { Ok(self.store.keys(agent_id).await?) },
+            |d, k| {
+                d.keys.insert(agent_id.to_owned(), k);
+            },
+        )
+        .await
     }
 
     /// The decoded public key of a registered key row (`None` when the stored bytes are not a
@@ -801,5 +870,50 @@ mod delivered_text_tests {
                 assert_eq!(got, Value::Object(want).to_string(), "{attrs} + {data}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod identity_cache_tests {
+    use agentbus_store::Store as _;
+
+    use crate::{Config, Gateway};
+
+    /// A row read before an identity change and answered after the change forgot the caches is
+    /// served to its caller but not cached: cached, it would outlive the change with no end (a
+    /// revoked key still accepted). Read after it, a row is cached as before.
+    #[tokio::test]
+    async fn a_row_read_across_a_forgotten_change_is_not_cached() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = Config::new("127.0.0.1:0".parse().unwrap(), tmp.path().to_path_buf());
+        let clock = std::sync::Arc::new(agentbus_runtime::SystemClock);
+        let gw = Gateway::open(config, clock).await.unwrap();
+        let app = &gw.app;
+        let tenant = app.store.tenants().await.unwrap().remove(0);
+        let stale = app
+            .cached(
+                |d| d.tenants.get(&tenant.id).cloned(),
+                async {
+                    let row = app.store.tenant(&tenant.id).await?;
+                    // The change lands, and is forgotten, while this read is on its way.
+                    app.forget_identities();
+                    Ok(row)
+                },
+                |d, t| {
+                    d.tenants.insert(tenant.id.clone(), t);
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(stale.as_ref().map(|t| &t.id), Some(&tenant.id));
+        assert!(!app.dir().tenants.contains_key(&tenant.id), "cached");
+        // The same for the token cache and the policy cache, which stand beside the directory.
+        let generation = app.identity_generation();
+        app.forget_identities();
+        let mut ran = false;
+        app.if_current(generation, || ran = true);
+        assert!(!ran, "cached across a forgotten change");
+        app.tenant_row(&tenant.id).await.unwrap();
+        assert!(app.dir().tenants.contains_key(&tenant.id), "not cached");
     }
 }

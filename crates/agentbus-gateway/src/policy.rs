@@ -218,15 +218,18 @@ pub async fn of_workspace<S: Store>(
     {
         return Ok(Some(p.clone()));
     }
+    let generation = app.identity_generation();
     let Some(ws) = app.workspace_row(workspace_id).await? else {
         return Ok(None);
     };
     let policy = Arc::new(Policy::from_stored(&ws.policy));
-    app.policies
-        .0
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(workspace_id.to_owned(), policy.clone());
+    app.if_current(generation, || {
+        app.policies
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(workspace_id.to_owned(), policy.clone());
+    });
     Ok(Some(policy))
 }
 
