@@ -88,6 +88,16 @@ fn notify_sql(me: &str, signals: Vec<Signal>) -> Option<String> {
 
 impl PgStore {
     pub(super) async fn notify(&self, s: Signal) -> StoreResult<()> {
+        // An identity change is sent before this returns, and its failure answered: the other
+        // replicas would hold a revoked credential until the next one, and a process that ends
+        // right after (`agentbus gateway admin-token`) dropped one left queued. Wake-ups are
+        // hints the replicas also poll for: queued and merged.
+        if matches!(s, Signal::Identity) {
+            if let Some(sql) = notify_sql(&self.replica, vec![s]) {
+                self.client().await?.batch_execute(&sql).await?;
+            }
+            return Ok(());
+        }
         if let Err(unsent) = self.signals.send(s) {
             // The sending task is gone (its runtime ended): send this one here.
             if let Some(sql) = notify_sql(&self.replica, vec![unsent.0]) {

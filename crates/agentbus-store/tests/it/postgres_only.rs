@@ -372,6 +372,55 @@ async fn pg_signals_reach_the_other_replicas_and_not_the_sender() {
     println!("signals: identity, 450 ids in 3 notifications, one back");
 }
 
+/// An identity change is sent before `signal` returns: a process that ends right after it (as
+/// `agentbus gateway admin-token` does) still tells the running replicas to forget the old
+/// credentials. Queued for the sending task, it was dropped with the process's runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_an_identity_signal_is_sent_before_the_call_returns() {
+    let url = Cluster::shared().database().await;
+    let running = PgStore::open(&url).await.unwrap();
+    let mut heard = running.listen();
+    // Signal until the running replica hears, which proves its connection listens.
+    let other = PgStore::open(&url).await.unwrap();
+    loop {
+        other
+            .signal(Signal::Inbox(vec!["agt_x".into()]))
+            .await
+            .unwrap();
+        if let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(100), heard.recv()).await {
+            break;
+        }
+    }
+    // The command's own runtime, which ends once its work returns.
+    let command_url = url.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let store = PgStore::open(&command_url).await.unwrap();
+            store.signal(Signal::Identity).await.unwrap();
+        });
+    })
+    .join()
+    .unwrap();
+    let identity = async {
+        while let Some(s) = heard.recv().await {
+            if s == Signal::Identity {
+                return true;
+            }
+        }
+        false
+    };
+    assert!(
+        tokio::time::timeout(Duration::from_secs(30), identity)
+            .await
+            .unwrap_or(false),
+        "the running replica never heard of the change"
+    );
+}
+
 /// Issue 16 item 2: the reaper's claim goes to one replica at a time, is renewed by its holder,
 /// and passes to another only once it ran out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
