@@ -457,14 +457,8 @@ impl Gateway {
             }
             Err(e) => return Err(StartError::Bootstrap(e.message)),
         };
-        let signals = signals.map(|mut rx| {
-            let app = app.clone();
-            tokio::spawn(async move {
-                while let Some(s) = rx.recv().await {
-                    app.on_signal(s);
-                }
-            })
-        });
+        let signals =
+            signals.map(|rx| tokio::spawn(serve_signals(app.clone(), rx, IDENTITY_REFRESH)));
         Ok(Gateway {
             app,
             bootstrap,
@@ -670,6 +664,30 @@ pub async fn reissue_admin_token(
     })
 }
 
+/// How long a replica keeps identity rows cached at most while other replicas share its store:
+/// the bound on a revocation whose signal was lost (a `NOTIFY` that failed to send, a listening
+/// connection that died unnoticed), which signals alone leave unbounded.
+const IDENTITY_REFRESH: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Applies the other replicas' signals as they arrive, and forgets every cached identity row
+/// each `refresh` besides, until the signals' channel closes.
+async fn serve_signals<S: Store>(
+    app: Arc<App<S>>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Signal>,
+    refresh: std::time::Duration,
+) {
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + refresh, refresh);
+    loop {
+        tokio::select! {
+            s = rx.recv() => match s {
+                Some(s) => app.on_signal(s),
+                None => return,
+            },
+            _ = tick.tick() => app.on_signal(Signal::Identity),
+        }
+    }
+}
+
 /// How long a replica's claim on the reaper lasts past its last pass: when it dies, another
 /// takes the sweeps over after this long at most.
 const REAPER_CLAIM_MS: i64 = 5_000;
@@ -701,4 +719,39 @@ pub fn spawn_reaper<S: Store>(app: Arc<App<S>>) -> Option<tokio::task::JoinHandl
             }
         }
     }))
+}
+
+#[cfg(test)]
+mod signal_tests {
+    use super::*;
+
+    /// With replicas, cached identity rows last one refresh at most, signal or none: a revocation
+    /// whose signal was lost is refused after that long. Tokio's paused clock steps the time.
+    #[tokio::test(flavor = "current_thread")]
+    async fn cached_identity_rows_are_forgotten_each_refresh_without_a_signal() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = Config::new("127.0.0.1:0".parse().unwrap(), tmp.path().to_path_buf());
+        let gw = Gateway::open(config, Arc::new(agentbus_runtime::SystemClock))
+            .await
+            .unwrap();
+        let app = gw.app.clone();
+        tokio::time::pause();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let refresh = std::time::Duration::from_secs(5);
+        let served = tokio::spawn(serve_signals(app.clone(), rx, refresh));
+        tokio::task::yield_now().await;
+        let before = app.identity_generation();
+        tokio::time::advance(refresh - std::time::Duration::from_millis(1)).await;
+        tokio::task::yield_now().await;
+        assert_eq!(app.identity_generation(), before, "forgotten early");
+        tokio::time::advance(std::time::Duration::from_millis(2)).await;
+        tokio::task::yield_now().await;
+        assert_eq!(app.identity_generation(), before + 1, "not forgotten");
+        // A signal is applied as before, and the task ends with its channel.
+        tx.send(Signal::Identity).unwrap();
+        tokio::task::yield_now().await;
+        assert_eq!(app.identity_generation(), before + 2);
+        drop(tx);
+        served.await.unwrap();
+    }
 }
