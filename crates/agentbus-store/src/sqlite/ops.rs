@@ -1006,6 +1006,9 @@ impl Store for SqliteStore {
                 a.generation
             };
             let read = self.read_inline(|c| {
+                // Both reads in one snapshot: apart, a lease write landing between them hid an
+                // entry from both (not yet due in the first, no longer new in the second).
+                let _snapshot = c.unchecked_transaction()?;
                 // Leases that ran out first, then never-delivered entries above `after`; each
                 // query walks its own partial index (see migration 3), so settled entries cost
                 // nothing.
