@@ -237,7 +237,7 @@ impl<S: Store> App<S> {
             }
             return Ok(p);
         }
-        let generation = self.dir().generation;
+        let generation = self.identity_generation();
         let row = self
             .store
             .token(hash)

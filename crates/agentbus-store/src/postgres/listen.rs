@@ -92,17 +92,16 @@ impl PgStore {
         // replicas would hold a revoked credential until the next one, and a process that ends
         // right after (`agentbus gateway admin-token`) dropped one left queued. Wake-ups are
         // hints the replicas also poll for: queued and merged.
-        if matches!(s, Signal::Identity) {
-            if let Some(sql) = notify_sql(&self.replica, vec![s]) {
-                self.client().await?.batch_execute(&sql).await?;
-            }
-            return Ok(());
-        }
-        if let Err(unsent) = self.signals.send(s) {
-            // The sending task is gone (its runtime ended): send this one here.
-            if let Some(sql) = notify_sql(&self.replica, vec![unsent.0]) {
-                self.client().await?.batch_execute(&sql).await?;
-            }
+        let now = match s {
+            Signal::Identity => s,
+            // The sending task is gone (its runtime ended): sent here.
+            s => match self.signals.send(s) {
+                Ok(()) => return Ok(()),
+                Err(unsent) => unsent.0,
+            },
+        };
+        if let Some(sql) = notify_sql(&self.replica, vec![now]) {
+            self.client().await?.batch_execute(&sql).await?;
         }
         Ok(())
     }
