@@ -102,8 +102,9 @@ async fn lease<S: Store>(
 /// `drained` is the inbox's wake-up count (`InboxWaker::wakes`) when the caller's last lease came
 /// back with fewer than it asked for, so took everything then deliverable: while no wake-up has
 /// come since, this waits first instead of leasing again at once (a WebSocket fed one publish at a
-/// time then leases once per publish, not twice). Only the first wait is taken that way: a lease
-/// that ran out (the visibility timeout) is found by the lease after it, within `wait`.
+/// time then leases once per publish, not twice). Only the first wait is taken that way: a wait
+/// that ends on its timer always leases again, so a message whose wake-up was lost (another
+/// replica's `NOTIFY`) or a lease that ran out (the visibility timeout) is found within a second.
 async fn wait_for<S: Store>(
     app: &App<S>,
     agent: &AgentRow,
@@ -146,7 +147,10 @@ async fn wait_for<S: Store>(
                 // lease then takes them all in one read instead of one read each.
                 tokio::task::yield_now().await;
             }
-            _ = tokio::time::sleep_until(until) => {}
+            _ = tokio::time::sleep_until(until) => {
+                // No wake-up came: what is deliverable now came without one, so read it.
+                *drained = None;
+            }
             _ = stop.changed() => return Ok(Vec::new()),
         }
     }
@@ -783,4 +787,105 @@ async fn handle_client_frames<S: Store>(
         })
         .collect();
     (answers, bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Config, Gateway};
+
+    /// A long-poll whose wait ended on its timer reads its inbox again at once: a message stored
+    /// without a wake-up (its replica's `NOTIFY` lost) is delivered at the first re-read, one
+    /// second into the wait, not at every other (docs/deploy.md states the bound).
+    #[tokio::test]
+    async fn a_wait_that_ends_on_its_timer_reads_the_inbox_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = Config::new("127.0.0.1:0".parse().unwrap(), tmp.path().to_path_buf());
+        let gw = Gateway::open(config, Arc::new(agentbus_runtime::SystemClock))
+            .await
+            .unwrap();
+        let app = gw.app.clone();
+        let tenant = app.store.tenants().await.unwrap().remove(0);
+        let ws = app
+            .store
+            .workspace_by_slug(&tenant.id, "default")
+            .await
+            .unwrap()
+            .expect("the default workspace");
+        let now = app.now();
+        let bob = AgentRow {
+            id: "agt_bob".into(),
+            tenant_id: tenant.id.clone(),
+            workspace_id: ws.id.clone(),
+            name: "bob".into(),
+            owner_id: None,
+            card: "{}".into(),
+            visibility: "workspace".into(),
+            created_at: now,
+            updated_at: now,
+            deleted_at: None,
+            suspended_at: None,
+        };
+        app.store.create_agent(bob.clone(), vec![]).await.unwrap();
+        let key = app.tenant_key(&tenant.id).await.unwrap();
+
+        tokio::time::pause();
+        let started = tokio::time::Instant::now();
+        let waiting = {
+            let (app, bob) = (app.clone(), bob.clone());
+            tokio::spawn(async move {
+                let got = wait_for(&app, &bob, 0, 10, Duration::from_secs(20), &mut None).await;
+                (got.unwrap(), tokio::time::Instant::now())
+            })
+        };
+        // The first read finds nothing (the paused clock moves only once the waiter sleeps).
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        // Then the message is stored and nobody is woken. Stored from a thread of its own, which
+        // this runtime waits for: awaited here, the paused clock would move on meanwhile.
+        let message = NewMessage {
+            tenant_id: tenant.id.clone(),
+            id: "msg_lost_wake".into(),
+            source: "agent://default/default/alice".into(),
+            source_agent_id: None,
+            kind: "agentbus.message.v1".into(),
+            conversation_id: "cnv".into(),
+            correlation_id: None,
+            to_text: "agt_bob".into(),
+            to_id: bob.id.clone(),
+            attrs: r#"{"id":"msg_lost_wake"}"#.into(),
+            data: key.seal(b"{}"),
+            signed_hash: vec![],
+            idempotency: None,
+            receipt: "rcp_lost_wake".into(),
+            received_at: now,
+            expires_at: now + 3_600_000,
+            task_id: None,
+            task: None,
+            recipients: vec![bob.id.clone()],
+            blob_refs: vec![],
+            replay_since: now,
+            idempotency_since: now,
+            max_depth: None,
+            usage: None,
+        };
+        let store = app.store.clone();
+        let stored = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            rt.block_on(store.publish(message)).unwrap()
+        })
+        .join()
+        .unwrap();
+        assert!(matches!(stored, PublishOutcome::Stored { .. }));
+        let (got, at) = waiting.await.unwrap();
+        assert_eq!(got.len(), 1, "delivered");
+        // The first timer is a second in (give or take the clock's millisecond); the one after
+        // it, two.
+        assert!(
+            at - started < Duration::from_millis(1500),
+            "read again {:?} into the wait, not at its first timer",
+            at - started
+        );
+    }
 }
