@@ -74,6 +74,47 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
+/// How long a connection may stay silent before TCP asks whether the server is still there
+/// (`keepalives_idle`), unless the URL says otherwise; then [`KEEPALIVE_PROBES`]. A dead server
+/// is noticed on an idle connection within about 25 s.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+/// The interval between keepalive probes, and the count of them (`keepalives_interval`,
+/// `keepalives_retries`).
+const KEEPALIVE_PROBES: (Duration, u32) = (Duration::from_secs(5), 3);
+/// How long data sent may stay unacknowledged before the connection is given up
+/// (`tcp_user_timeout`), unless the URL says otherwise.
+const UNACKED: Duration = Duration::from_secs(30);
+
+/// The settings every connection is opened with: `url`'s, and where it is silent, the timeouts
+/// that notice a server gone without a word (a host down, a partition). Without them the
+/// listening connection waited for notifications on a dead socket for the kernel's default two
+/// hours, and a statement sent on one waited ~15 minutes of retransmissions.
+fn connection_config(url: &str, opts: &PgOptions) -> StoreResult<tokio_postgres::Config> {
+    let mut config = tokio_postgres::Config::from_str(url)
+        .map_err(|e| StoreError::Backend(format!("the PostgreSQL URL is malformed: {e}")))?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(opts.connect_timeout);
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("agentbus");
+    }
+    // tokio-postgres reports no "unset" for these; its defaults are the kernel's (2 h idle).
+    let defaults = tokio_postgres::Config::new();
+    if config.get_keepalives_idle() == defaults.get_keepalives_idle() {
+        config.keepalives_idle(KEEPALIVE_IDLE);
+    }
+    if config.get_keepalives_interval() == defaults.get_keepalives_interval() {
+        config.keepalives_interval(KEEPALIVE_PROBES.0);
+    }
+    if config.get_keepalives_retries() == defaults.get_keepalives_retries() {
+        config.keepalives_retries(KEEPALIVE_PROBES.1);
+    }
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(UNACKED);
+    }
+    Ok(config)
+}
+
 impl PgStore {
     /// Connects to the database at `url` (`postgres://user:password@host:port/db`), checks
     /// durability, and applies the migrations it lacks; refuses a schema newer than this build.
@@ -83,14 +124,7 @@ impl PgStore {
 
     /// [`PgStore::open`] with pool options.
     pub async fn open_with(url: &str, opts: PgOptions) -> StoreResult<PgStore> {
-        let mut config = tokio_postgres::Config::from_str(url)
-            .map_err(|e| StoreError::Backend(format!("the PostgreSQL URL is malformed: {e}")))?;
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(opts.connect_timeout);
-        }
-        if config.get_application_name().is_none() {
-            config.application_name("agentbus");
-        }
+        let config = connection_config(url, &opts)?;
         let manager = Manager::from_config(
             config.clone(),
             NoTls,
@@ -338,5 +372,26 @@ mod tests {
         assert!(gone.unreachable, "{gone:?}");
         let missing = f("PostgreSQL: database \"x\" does not exist (3D000)");
         assert!(missing.fix.contains("create the database") && !missing.unreachable);
+    }
+
+    /// A server that vanished without closing its connections (a host down, a partition) is
+    /// noticed by TCP: the listening connection is made again and a pooled one fails, instead
+    /// of both waiting for hours. A URL's own settings stand.
+    #[test]
+    fn connections_notice_a_silent_server() {
+        let opts = PgOptions::default();
+        let c = connection_config("postgres://u@localhost/db", &opts).unwrap();
+        assert!(c.get_keepalives());
+        assert_eq!(c.get_keepalives_idle(), KEEPALIVE_IDLE);
+        assert_eq!(c.get_keepalives_interval(), Some(KEEPALIVE_PROBES.0));
+        assert_eq!(c.get_keepalives_retries(), Some(KEEPALIVE_PROBES.1));
+        assert_eq!(c.get_tcp_user_timeout(), Some(&UNACKED));
+        let own = connection_config(
+            "postgres://u@localhost/db?keepalives_idle=60&tcp_user_timeout=90",
+            &opts,
+        )
+        .unwrap();
+        assert_eq!(own.get_keepalives_idle(), Duration::from_secs(60));
+        assert_eq!(own.get_tcp_user_timeout(), Some(&Duration::from_secs(90)));
     }
 }
