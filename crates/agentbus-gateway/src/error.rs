@@ -78,7 +78,7 @@ impl From<StoreError> for ApiError {
                 tracing::warn!(error = %msg, "store busy");
                 let mut e = ApiError::new(
                     Code::StoreBusy,
-                    "every database connection of this gateway stayed busy; nothing was stored",
+                    "the database stayed busy (every connection of this gateway, or a row this needs, was held); nothing was stored",
                 );
                 e.retry_after = Some(1);
                 e

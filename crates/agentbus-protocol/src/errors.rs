@@ -455,7 +455,7 @@ catalogue! {
         fix: "Reconnect in a few seconds, to this gateway once it restarts or to another replica; retries of a publish with the same `id` are safe.";
     /// Every database connection of the gateway was busy.
     StoreBusy = 9010, 503, Project, "Store busy",
-        cause: "Every PostgreSQL connection of this gateway process stayed busy for `store_wait` (5 s by default): the database is slow or the pool (`store_pool`) is too small for the load. Nothing was stored for this request.",
+        cause: "Every PostgreSQL connection of this gateway process stayed busy for `store_wait` (5 s by default), or a row the request needs stayed locked by another database session for 10 s (another replica's transaction, or one whose host is gone, which the server ends within about 25 s): the database is slow, the pool (`store_pool`) is too small for the load, or a replica died mid-transaction. Nothing was stored for this request.",
         fix: "Retry after the seconds in `Retry-After` with the same `id`; operators should check the database's load and raise `store_pool` within its `max_connections` (docs/deploy.md).";
 }
 

@@ -116,11 +116,23 @@ async fn run(pool: &Pool, wait: Duration, batch: Vec<Job>) {
     if let Ok(None) = stored {
         stored = store_batch(&client, &messages, true).await;
     }
-    if let Ok(Some(outcomes)) = stored {
-        for (job, outcome) in batch.into_iter().zip(outcomes) {
-            let _ = job.answer.send(Ok(outcome));
+    match stored {
+        Ok(Some(outcomes)) => {
+            for (job, outcome) in batch.into_iter().zip(outcomes) {
+                let _ = job.answer.send(Ok(outcome));
+            }
+            return;
         }
-        return;
+        // A lock waited out its bound: a row stayed held by another session. Alone, each
+        // publish into that inbox would wait as long again, one after the other, while every
+        // publish queued behind this batch waited too; they are answered busy at once.
+        Err(e @ StoreError::Busy(_)) => {
+            for job in batch {
+                let _ = job.answer.send(Err(e.clone()));
+            }
+            return;
+        }
+        _ => {}
     }
     if client.is_closed() {
         match pool.get().await {

@@ -28,8 +28,17 @@ use crate::{StoreError, StoreResult};
 
 pub use schema::current_version;
 
-/// What every pooled connection sets when it is made (see `open_with`).
-const SESSION: &str = "SET synchronous_commit = on";
+/// What every pooled connection sets when it is made (see `open_with`): durable commits, a bound
+/// on lock waits (`lock_wait`, appended), and the server's own keepalive on its end, so a
+/// replica whose host vanished mid-transaction has its locks released within ~25 s rather than
+/// when the server's two-hour default notices.
+const SESSION: &str = "SET synchronous_commit = on; SET tcp_keepalives_idle = 10; \
+     SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3;";
+
+/// The statement a pooled connection bounds its lock waits with.
+fn lock_timeout(wait: Duration) -> String {
+    format!("SET lock_timeout = {}", wait.as_millis().max(1))
+}
 
 /// How the pool behaves; [`PgOptions::default`] suits one gateway replica.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +50,10 @@ pub struct PgOptions {
     pub wait: Duration,
     /// How long opening one connection may take (unreachable servers fail after this).
     pub connect_timeout: Duration,
+    /// How long a statement waits for a row or lock another session holds before the operation
+    /// fails as busy ([`StoreError::Busy`], AB-9010), so a lock held without end (a replica's
+    /// host gone mid-transaction) never holds publishes without end.
+    pub lock_wait: Duration,
 }
 
 impl Default for PgOptions {
@@ -49,6 +62,7 @@ impl Default for PgOptions {
             max_connections: 16,
             wait: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(5),
+            lock_wait: Duration::from_secs(10),
         }
     }
 }
@@ -125,6 +139,7 @@ impl PgStore {
     /// [`PgStore::open`] with pool options.
     pub async fn open_with(url: &str, opts: PgOptions) -> StoreResult<PgStore> {
         let config = connection_config(url, &opts)?;
+        let lock_wait = opts.lock_wait;
         let manager = Manager::from_config(
             config.clone(),
             NoTls,
@@ -143,10 +158,10 @@ impl PgStore {
             // statements may run on their cached generic plans: each statement on the publish
             // and delivery paths is written so that its generic plan reads by index
             // (`postgres/plans.rs`); planning the lease for its parameters cost ~0.5 ms a lease.
-            .post_create(Hook::async_fn(|client, _| {
+            .post_create(Hook::async_fn(move |client, _| {
                 Box::pin(async move {
                     client
-                        .batch_execute(SESSION)
+                        .batch_execute(&format!("{SESSION} {}", lock_timeout(lock_wait)))
                         .await
                         .map_err(HookError::Backend)
                 })
@@ -170,7 +185,7 @@ impl PgStore {
                 "durability check failed: fsync={fsync}, synchronous_commit={sync}; need both on"
             )));
         }
-        schema::migrate(&mut client).await?;
+        schema::migrate(&mut client, &lock_timeout(lock_wait)).await?;
         Ok(store)
     }
 
@@ -239,6 +254,14 @@ impl From<tokio_postgres::Error> for StoreError {
     fn from(e: tokio_postgres::Error) -> StoreError {
         // The server's own message says more than the client's summary ("db error").
         match e.as_db_error() {
+            // `lock_timeout` ran out: another session held a row this needs; the transaction
+            // rolled back, and a retry may find the row free.
+            Some(db) if db.code() == &tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE => {
+                StoreError::Busy(format!(
+                    "a row this needs stayed locked by another session: {} (55P03)",
+                    db.message()
+                ))
+            }
             // Text with a NUL character, which PostgreSQL cannot hold: no stored row has it,
             // so a lookup by it finds nothing, as on SQLite (the gateway checks what it stores).
             Some(db)

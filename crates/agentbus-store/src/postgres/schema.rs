@@ -199,8 +199,14 @@ pub fn current_version() -> i64 {
 }
 
 /// Applies every migration newer than the database's `schema_version`, each in its own
-/// transaction; refuses a database migrated by a newer build.
-pub(super) async fn migrate(client: &mut deadpool_postgres::Client) -> StoreResult<()> {
+/// transaction; refuses a database migrated by a newer build. `bounded` is the pooled
+/// connection's lock bound, set again after: a replica starting while another migrates waits
+/// for it however long it takes, and so do the migrations' own locks.
+pub(super) async fn migrate(
+    client: &mut deadpool_postgres::Client,
+    bounded: &str,
+) -> StoreResult<()> {
+    client.batch_execute("SET lock_timeout = 0").await?;
     client
         .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
         .await?;
@@ -209,7 +215,9 @@ pub(super) async fn migrate(client: &mut deadpool_postgres::Client) -> StoreResu
     let _ = client
         .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
         .await;
-    result
+    result?;
+    client.batch_execute(bounded).await?;
+    Ok(())
 }
 
 async fn apply(client: &mut deadpool_postgres::Client) -> StoreResult<()> {

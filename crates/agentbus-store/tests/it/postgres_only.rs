@@ -16,8 +16,8 @@ async fn admin(url: &str) -> tokio_postgres::Client {
     client
 }
 
-/// Returns once a connection to `c`'s database waits for a lock.
-async fn until_a_lock_is_waited_for(c: &tokio_postgres::Client) {
+/// Returns once `n` connections to `c`'s database wait for a lock.
+async fn until_locks_are_waited_for(c: &tokio_postgres::Client, n: i64) {
     loop {
         let waiting: i64 = c
             .query_one(
@@ -28,7 +28,7 @@ async fn until_a_lock_is_waited_for(c: &tokio_postgres::Client) {
             .await
             .unwrap()
             .get(0);
-        if waiting > 0 {
+        if waiting >= n {
             return;
         }
         tokio::task::yield_now().await;
@@ -165,6 +165,54 @@ async fn pg_a_dry_pool_answers_an_error_never_hangs() {
         PublishOutcome::Stored { .. }
     ));
     assert_eq!(store.pending_count("agt_b").await.unwrap(), 1);
+}
+
+/// A row another session holds without end (a replica's host gone mid-transaction) fails the
+/// publishes that need it as busy after `lock_wait`, and only them: publishes into other inboxes,
+/// queued behind the batches that waited, are stored (found in review: with both batch writers
+/// waiting on one inbox's row, every later publish into any inbox waited with them, unbounded).
+/// Nothing of a refused publish is stored, so its inbox stays gap-free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_a_row_held_without_end_fails_only_its_publishes_as_busy() {
+    use crate::fixtures::{T0, msg, stored};
+    let url = Cluster::shared().database().await;
+    let opts = PgOptions {
+        lock_wait: Duration::from_millis(300),
+        ..PgOptions::default()
+    };
+    let store = PgStore::open_with(&url, opts).await.unwrap();
+    stored(&store, msg("agt_a", "b0", &["agt_b"], T0)).await;
+    stored(&store, msg("agt_a", "c0", &["agt_c"], T0)).await;
+    let watcher = admin(&url).await;
+    let mut blocker = admin(&url).await;
+    let held = blocker.transaction().await.unwrap();
+    held.batch_execute("SELECT * FROM inbox_counters WHERE agent_id = 'agt_b' FOR UPDATE")
+        .await
+        .unwrap();
+    // Both batch writers wait on agt_b's row, one publish each; then a publish into agt_c,
+    // answered once the two batches gave up their wait (without the bound it never returns).
+    let mut into_b = Vec::new();
+    for (n, id) in ["b1", "b2"].into_iter().enumerate() {
+        let s = store.clone();
+        into_b.push(tokio::spawn(async move {
+            s.publish(msg("agt_a", id, &["agt_b"], T0)).await
+        }));
+        until_locks_are_waited_for(&watcher, n as i64 + 1).await;
+    }
+    let into_c = store.publish(msg("agt_a", "c1", &["agt_c"], T0)).await;
+    let Ok(PublishOutcome::Stored { sequences, .. }) = into_c else {
+        panic!("not stored: {into_c:?}")
+    };
+    assert_eq!(sequences, vec![("agt_c".to_owned(), 2)]);
+    for b in into_b {
+        match b.await.unwrap() {
+            Err(StoreError::Busy(m)) => assert!(m.contains("stayed locked"), "{m}"),
+            other => panic!("not refused as busy: {other:?}"),
+        }
+    }
+    held.rollback().await.unwrap();
+    let (_, sequences) = stored(&store, msg("agt_a", "b3", &["agt_b"], T0)).await;
+    assert_eq!(sequences, vec![("agt_b".to_owned(), 2)], "gap-free");
 }
 
 /// The gateway's store is an [`AnyStore`]: each call reaches the backend it holds, and `dump`
@@ -653,7 +701,7 @@ async fn pg_a_batch_planned_before_its_lock_is_checked_under_it() {
         let (s, mut m) = (store.clone(), msg("agt_a", id, &["agt_b"], T0));
         m.max_depth = Some(max);
         let publish = tokio::spawn(async move { s.publish(m).await.unwrap() });
-        until_a_lock_is_waited_for(&c).await;
+        until_locks_are_waited_for(&c, 1).await;
         c.batch_execute(&format!("{then}; COMMIT")).await.unwrap();
         publish.await.unwrap()
     };
@@ -716,7 +764,7 @@ async fn pg_a_publish_that_waited_for_the_counter_row_counts_the_acks_of_the_wai
         }
         let s = store.clone();
         let publish = tokio::spawn(async move { s.publish(m).await.unwrap() });
-        until_a_lock_is_waited_for(&c).await;
+        until_locks_are_waited_for(&c, 1).await;
         // While it waits: both entries are acked (depth 0), then the holder adds one (depth 1).
         let acks = leased
             .iter()
@@ -861,7 +909,7 @@ async fn pg_a_reaping_pass_counts_its_settled_entries_in_inbox_order() {
     // Past agt_b's lease, at its one attempt allowed, and past agt_a's entry's expiry.
     let s = store.clone();
     let reap = tokio::spawn(async move { s.reap_inboxes(T0 + 60_000, 1).await });
-    until_a_lock_is_waited_for(&c).await;
+    until_locks_are_waited_for(&c, 1).await;
     c.batch_execute(&settle("agt_b"))
         .await
         .expect("agt_b's row was free: the pass had not counted anything before agt_a's");
