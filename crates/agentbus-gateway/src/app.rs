@@ -877,17 +877,12 @@ mod delivered_text_tests {
 mod identity_cache_tests {
     use agentbus_store::Store as _;
 
-    use crate::{Config, Gateway};
-
     /// A row read before an identity change and answered after the change forgot the caches is
     /// served to its caller but not cached: cached, it would outlive the change with no end (a
     /// revoked key still accepted). Read after it, a row is cached as before.
     #[tokio::test]
     async fn a_row_read_across_a_forgotten_change_is_not_cached() {
-        let tmp = tempfile::tempdir().unwrap();
-        let config = Config::new("127.0.0.1:0".parse().unwrap(), tmp.path().to_path_buf());
-        let clock = std::sync::Arc::new(agentbus_runtime::SystemClock);
-        let gw = Gateway::open(config, clock).await.unwrap();
+        let (_tmp, gw) = crate::test_gateway().await;
         let app = &gw.app;
         let tenant = app.store.tenants().await.unwrap().remove(0);
         let stale = app

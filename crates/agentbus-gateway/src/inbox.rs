@@ -792,18 +792,13 @@ async fn handle_client_frames<S: Store>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Config, Gateway};
 
     /// A long-poll whose wait ended on its timer reads its inbox again at once: a message stored
     /// without a wake-up (its replica's `NOTIFY` lost) is delivered at the first re-read, one
     /// second into the wait, not at every other (docs/deploy.md states the bound).
     #[tokio::test]
     async fn a_wait_that_ends_on_its_timer_reads_the_inbox_again() {
-        let tmp = tempfile::tempdir().unwrap();
-        let config = Config::new("127.0.0.1:0".parse().unwrap(), tmp.path().to_path_buf());
-        let gw = Gateway::open(config, Arc::new(agentbus_runtime::SystemClock))
-            .await
-            .unwrap();
+        let (_tmp, gw) = crate::test_gateway().await;
         let app = gw.app.clone();
         let tenant = app.store.tenants().await.unwrap().remove(0);
         let ws = app

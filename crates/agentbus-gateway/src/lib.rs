@@ -721,6 +721,18 @@ pub fn spawn_reaper<S: Store>(app: Arc<App<S>>) -> Option<tokio::task::JoinHandl
     }))
 }
 
+/// A gateway on an SQLite store in a new temporary directory (kept while the handle lives), for
+/// the unit tests that need an [`App`].
+#[cfg(test)]
+pub(crate) async fn test_gateway() -> (tempfile::TempDir, Gateway) {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = Config::new("127.0.0.1:0".parse().unwrap(), tmp.path().to_path_buf());
+    let gw = Gateway::open(config, Arc::new(agentbus_runtime::SystemClock))
+        .await
+        .unwrap();
+    (tmp, gw)
+}
+
 #[cfg(test)]
 mod signal_tests {
     use super::*;
@@ -729,11 +741,7 @@ mod signal_tests {
     /// whose signal was lost is refused after that long. Tokio's paused clock steps the time.
     #[tokio::test(flavor = "current_thread")]
     async fn cached_identity_rows_are_forgotten_each_refresh_without_a_signal() {
-        let tmp = tempfile::tempdir().unwrap();
-        let config = Config::new("127.0.0.1:0".parse().unwrap(), tmp.path().to_path_buf());
-        let gw = Gateway::open(config, Arc::new(agentbus_runtime::SystemClock))
-            .await
-            .unwrap();
+        let (_tmp, gw) = test_gateway().await;
         let app = gw.app.clone();
         tokio::time::pause();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
