@@ -300,6 +300,9 @@ async fn store_checked<S: Store>(
         && !env.to().unwrap_or_default().starts_with("topic://"))
     .then(|| &route.recipients[0]);
     let task = crate::tasks::effect(app, agent, &env, single, now).await?;
+    // Kept to decide the message again should its task change under it (`store_deciding_again`).
+    let again =
+        matches!(task.as_ref().map(|t| &t.write), Some(TaskWrite::Update(..))).then(|| env.clone());
     // Persist.
     let receipt = app.mint(IdKind::Receipt);
     let expires_at = env
@@ -356,16 +359,14 @@ async fn store_checked<S: Store>(
         max_depth: Some(app.config.inbox_max_depth),
         usage,
     };
+    let (stored, task) =
+        store_deciding_again(app, agent, again.as_ref(), single, msg, task).await?;
     // What the message did to its task, for the receipt: a late or ignored lifecycle message is
     // stored and recorded (§6.3, G-WP-7) but changed nothing, and its sender is told so.
-    let task_outcome = task.as_ref().map(|t| match &t.write {
-        TaskWrite::Create(row, ev) | TaskWrite::Update(row, _, ev) => {
-            (row.state.clone(), ev.flag.clone())
-        }
+    let task_outcome = task.map(|t| match t.write {
+        TaskWrite::Create(row, ev) | TaskWrite::Update(row, _, ev) => (row.state, ev.flag),
     });
-    let stored = app.store.publish(msg).await;
-    drop(task);
-    match stored? {
+    match stored {
         PublishOutcome::Stored {
             message,
             sequences,
@@ -401,6 +402,37 @@ async fn store_checked<S: Store>(
             Err(e)
         }
     }
+}
+
+/// Stores `msg` with its task's change. A lifecycle message (`env`, kept for this) whose task
+/// another replica changed between this gateway's read and its write (each replica's task lock
+/// covers only its own requests; the store's version check catches the rest) is decided again on
+/// the task as it is now (§6.2, §6.3), up to [`crate::tasks::DECIDE_TRIES`] times, and then
+/// answers AB-9010 with nothing stored. Returns the task effect that was stored, holding its lock.
+async fn store_deciding_again<S: Store>(
+    app: &App<S>,
+    agent: &AgentRow,
+    env: Option<&Envelope>,
+    single: Option<&AgentRow>,
+    mut msg: NewMessage,
+    mut task: Option<crate::tasks::TaskEffect>,
+) -> ApiResult<(PublishOutcome, Option<crate::tasks::TaskEffect>)> {
+    let Some(env) = env else {
+        return Ok((app.store.publish(msg).await?, task));
+    };
+    for _ in 0..crate::tasks::DECIDE_TRIES {
+        match app.store.publish(msg.clone()).await {
+            Err(StoreError::Conflict(_)) => {}
+            stored => return Ok((stored?, task)),
+        }
+        // Released first: deciding again takes the task's lock.
+        drop(task);
+        task = crate::tasks::effect(app, agent, env, single, msg.received_at).await?;
+        msg.task = task.as_ref().map(|t| t.write.clone());
+    }
+    Err(crate::tasks::kept_changing(
+        msg.task_id.as_deref().unwrap_or_default(),
+    ))
 }
 
 /// §5.9: a copy stored for a suspended recipient is held in its inbox, and the sender is told so

@@ -349,14 +349,17 @@ pub struct Agent {
 
 /// Registers the agent `name` with the first start's admin token.
 pub fn register(gw: &GwProc, name: &str) -> Agent {
+    register_with(gw, name, json!({}))
+}
+
+/// Registers the agent `name` with the first start's admin token and `extra` card fields.
+pub fn register_with(gw: &GwProc, name: &str, extra: Value) -> Agent {
     let key = SigningKey::from_seed(agentbus_runtime::random_bytes());
-    let (s, v) = http(
-        &gw.url,
-        "POST",
-        "/v1/agents",
-        &gw.admin,
-        Some(&json!({"name": name, "public_key": key.public().to_base64url()})),
-    );
+    let mut body = json!({"name": name, "public_key": key.public().to_base64url()});
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        body[k] = v.clone();
+    }
+    let (s, v) = http(&gw.url, "POST", "/v1/agents", &gw.admin, Some(&body));
     assert_eq!(s, 201, "{v}");
     Agent {
         id: v["agent"]["id"].as_str().unwrap().to_owned(),

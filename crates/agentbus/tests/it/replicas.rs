@@ -112,7 +112,12 @@ fn message(from: &Agent, to: &Agent, text: &str) -> (String, Vec<u8>) {
 }
 
 fn publish(gw: &GwProc, from: &Agent, body: &[u8]) -> (u16, Value) {
-    let mut c = Conn::open(&gw.addr).unwrap();
+    publish_at(&gw.addr, from, body)
+}
+
+/// [`publish`] to the replica listening on `addr`.
+fn publish_at(addr: &str, from: &Agent, body: &[u8]) -> (u16, Value) {
+    let mut c = Conn::open(addr).unwrap();
     let (s, b) = c.call("POST", "/v1/messages", &from.token, body).unwrap();
     (s, serde_json::from_slice(&b).unwrap_or(Value::Null))
 }
@@ -656,5 +661,134 @@ fn replicas_an_expiry_fires_once_when_both_reap_at_once() {
         "replicas: 20 expiries swept by two replicas at once: {} by A, {} by B, 20 notices",
         expired(&ra),
         expired(&rb)
+    );
+}
+
+/// A lifecycle message of `task` (requested by `req_id` in `conversation`) from `from` to `to`.
+fn followup(
+    from: &Agent,
+    to: &Agent,
+    (req_id, conversation, task): (&str, &str, &str),
+    kind: &str,
+    mut data: Value,
+) -> Vec<u8> {
+    let id = agentbus_runtime::mint(IdKind::Message).to_string();
+    let now = agentbus_runtime::Clock::now(&agentbus_runtime::SystemClock).millis();
+    data["task_id"] = json!(task);
+    let extra = json!({
+        "type": format!("agentbus.task.{kind}.v1"),
+        "schema": format!("https://komsary.agentbus.exchange/schemas/agentbus.task.{kind}/v1.json"),
+        "conversation_id": conversation,
+        "correlation_id": req_id,
+        "data": data,
+    });
+    Value::Object(envelope_at(from, &to.address, &id, "", now, extra))
+        .to_string()
+        .into_bytes()
+}
+
+/// Issue 16 item 2 (every route on any replica), §6.2: the lifecycle messages of one task, sent
+/// through both replicas at once while an admin cancels it through one, are each decided on the
+/// task as the other replica left it. Each replica's task lock covers only its own requests, so
+/// two of them read the same version of the task; the one whose write then finds it changed
+/// decides its message again instead of answering AB-4005 (409) and storing nothing.
+#[test]
+fn replicas_lifecycle_messages_of_one_task_through_both_are_all_decided() {
+    let flags = ["--rate-per-agent", "1000000", "--rate-burst", "1000000"];
+    let Pair { a, b, _tmp, .. } = pair(&flags);
+    let bot = register(&a, "bot");
+    let card = json!({"capabilities": [{"name": "code.review", "version": "1", "description": "Review a diff."}]});
+    let rev = crate::gwproc::register_with(&a, "reviewer", card);
+    let req_id = agentbus_runtime::mint(IdKind::Message).to_string();
+    let conversation = agentbus_runtime::mint(IdKind::Conversation).to_string();
+    let request = envelope_at(
+        &bot,
+        &rev.address,
+        &req_id,
+        "",
+        a.now_ms(),
+        json!({
+            "type": "agentbus.task.request.v1",
+            "schema": "https://komsary.agentbus.exchange/schemas/agentbus.task.request/v1.json",
+            "capability": "code.review",
+            "capability_version": "1",
+            "conversation_id": conversation,
+            "data": {"instructions": "Review change 482.", "constraints": {}},
+        }),
+    );
+    let (s, r) = publish(&a, &bot, Value::Object(request).to_string().as_bytes());
+    assert_eq!(s, 202, "{r}");
+    let task = r["task_id"].as_str().unwrap().to_owned();
+    let of = (req_id.as_str(), conversation.as_str(), task.as_str());
+    let accept = followup(&rev, &bot, of, "accept", json!({}));
+    assert_eq!(publish(&b, &rev, &accept).0, 202);
+
+    const EACH: usize = 25;
+    let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let answers: Vec<(u16, Value)> = std::thread::scope(|scope| {
+        let progress: Vec<_> = [a.addr.as_str(), b.addr.as_str()]
+            .into_iter()
+            .map(|addr| {
+                let (rev, bot, sent) = (&rev, &bot, sent.clone());
+                scope.spawn(move || {
+                    (0..EACH)
+                        .map(|i| {
+                            let body = followup(rev, bot, of, "progress", json!({"percent": i}));
+                            sent.fetch_add(1, Ordering::Relaxed);
+                            publish_at(addr, rev, &body)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let (url, admin, task, sent) = (&b.url, &b.admin, &task, &sent);
+        // The admin cancels again and again while the progress runs: the first cancel asks the
+        // worker to stop, each later one is recorded (§6.2).
+        let cancels = scope.spawn(move || {
+            let path = format!("/v1/tasks/{task}/cancel");
+            let mut answers = Vec::new();
+            while sent.load(Ordering::Relaxed) < 2 * EACH && answers.len() < EACH / 2 {
+                answers.push(http(url, "POST", &path, admin, Some(&json!({}))));
+            }
+            answers
+        });
+        let mut all: Vec<(u16, Value)> = progress
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        all.extend(cancels.join().unwrap());
+        all
+    });
+    let refused: Vec<String> = answers
+        .iter()
+        .filter(|(s, _)| *s >= 300)
+        .map(|(s, v)| format!("{s} {}", v["error"]["message"]))
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "{} of {} refused, the first: {}",
+        refused.len(),
+        answers.len(),
+        refused[0]
+    );
+    let cancels = answers.len() - 2 * EACH;
+    assert_eq!(answers[2 * EACH].1["cancel_requested"], true);
+    // Every message and cancel is on the task's timeline once, after the request and accept.
+    let (s, t) = http(
+        &a.url,
+        "GET",
+        &format!("/v1/tasks/{task}"),
+        &bot.token,
+        None,
+    );
+    assert_eq!(s, 200, "{t}");
+    let timeline = t["timeline"].as_array().unwrap();
+    assert_eq!(timeline.len(), 2 + 2 * EACH + cancels, "{t}");
+    let _ = writeln!(
+        std::io::stderr(),
+        "replicas: {} lifecycle messages of one task through two replicas at once and {cancels} \
+         admin cancels: all decided, {} on the timeline",
+        2 * EACH,
+        timeline.len()
     );
 }
