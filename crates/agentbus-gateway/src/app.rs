@@ -621,6 +621,22 @@ impl<S: Store> App<S> {
         data: Value,
         original: Option<&MessageRow>,
     ) -> ApiResult<()> {
+        self.notify_owed(to, service, kind, data, original, None)
+            .await
+    }
+
+    /// [`App::notify_agent`]; with `owed`, the notice the reaper owes for that settled inbox
+    /// entry (agent, sequence): stored with the clearing of its mark, and not at all (no error)
+    /// when another replica stored it first.
+    async fn notify_owed(
+        &self,
+        to: &AgentRow,
+        service: &str,
+        kind: &str,
+        data: Value,
+        original: Option<&MessageRow>,
+        owed: Option<(String, u64)>,
+    ) -> ApiResult<()> {
         let now = self.now();
         let to_address = self.address_of(to).await?;
         let (conversation, trace) = match original {
@@ -704,9 +720,15 @@ impl<S: Store> App<S> {
             // A notice to the sender is never refused for a full inbox: it reports a failure.
             max_depth: None,
             usage: None,
+            notice_of: owed,
         };
-        self.store.publish(msg).await?;
-        self.wake([&to.id]);
+        match self.store.publish(msg).await {
+            Err(StoreError::Conflict(_)) => {}
+            stored => {
+                stored?;
+                self.wake([&to.id]);
+            }
+        }
         Ok(())
     }
 
@@ -728,31 +750,42 @@ impl<S: Store> App<S> {
                 }
             }
         }
-        for e in &report.dead {
-            self.notice_undeliverable(e, "AB-4010", true).await?;
+        self.send_owed_notices().await?;
+        Ok(report)
+    }
+
+    /// Sends the notices the reaper owes for settled entries (§5.9, §5.10; marked in the
+    /// settling transaction, `Store::reap_inboxes`), each stored with the clearing of its mark:
+    /// notices a pass could not send (the gateway stopped, the store failed after the settling
+    /// commit) go with a later pass of any replica, and none goes twice.
+    async fn send_owed_notices(&self) -> ApiResult<()> {
+        let owed = self.store.pending_notices(1000).await?;
+        let of = |e: &InboxEntry| Some((e.agent_id.clone(), e.sequence));
+        for e in &owed.dead {
+            self.undeliverable(e, "AB-4010", true, of(e)).await?;
         }
-        for e in &report.expired {
-            // §5.10: only messages that never reached the receiver are reported expired.
-            if e.attempts == 0
-                && let Some(sender) = self.sender_of(&e.message).await?
-            {
+        for e in &owed.expired {
+            // §5.10: only messages that never reached the receiver are reported expired (the
+            // store owes no other).
+            if let Some(sender) = self.sender_of(&e.message).await? {
                 let data = json!({
                     "original_message_id": e.message.id,
                     "expired_at": Timestamp(e.message.expires_at).to_string(),
                     "last_state": "persisted",
                     "reason": "expires_at",
                 });
-                self.notify_agent(
+                self.notify_owed(
                     &sender,
                     "router",
                     "agentbus.system.expired.v1",
                     data,
                     Some(&e.message),
+                    of(e),
                 )
                 .await?;
             }
         }
-        Ok(report)
+        Ok(())
     }
 
     /// Sends `system.undeliverable` for an entry to its message's sender.
@@ -761,6 +794,17 @@ impl<S: Store> App<S> {
         e: &InboxEntry,
         code: &str,
         dead_lettered: bool,
+    ) -> ApiResult<()> {
+        self.undeliverable(e, code, dead_lettered, None).await
+    }
+
+    /// [`App::notice_undeliverable`], owed for the entry (`owed`, see [`App::notify_owed`]).
+    async fn undeliverable(
+        &self,
+        e: &InboxEntry,
+        code: &str,
+        dead_lettered: bool,
+        owed: Option<(String, u64)>,
     ) -> ApiResult<()> {
         if let Some(sender) = self.sender_of(&e.message).await? {
             let mut data = json!({
@@ -772,12 +816,13 @@ impl<S: Store> App<S> {
             if let Some(at) = e.last_attempt_at {
                 data["last_attempt_at"] = json!(Timestamp(at).to_string());
             }
-            self.notify_agent(
+            self.notify_owed(
                 &sender,
                 "router",
                 "agentbus.system.undeliverable.v1",
                 data,
                 Some(&e.message),
+                owed,
             )
             .await?;
         }

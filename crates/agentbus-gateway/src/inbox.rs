@@ -862,6 +862,7 @@ mod tests {
             idempotency_since: now,
             max_depth: None,
             usage: None,
+            notice_of: None,
         };
         let store = app.store.clone();
         let stored = std::thread::spawn(move || {

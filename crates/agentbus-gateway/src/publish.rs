@@ -358,6 +358,7 @@ async fn store_checked<S: Store>(
         idempotency_since,
         max_depth: Some(app.config.inbox_max_depth),
         usage,
+        notice_of: None,
     };
     let (stored, task) =
         store_deciding_again(app, agent, again.as_ref(), single, msg, task).await?;

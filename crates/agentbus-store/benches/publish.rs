@@ -47,6 +47,7 @@ fn message(p: usize, i: usize) -> NewMessage {
         idempotency_since: T0 - 7 * 86_400_000,
         max_depth: Some(100_000),
         usage: None,
+        notice_of: None,
     }
 }
 

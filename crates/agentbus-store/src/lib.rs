@@ -239,12 +239,19 @@ pub trait Store: Clone + Send + Sync + 'static {
         at: i64,
     ) -> impl Future<Output = StoreResult<Vec<AckOutcome>>> + Send;
     /// Dead-letters leased entries at their maximum attempts whose lease expired, and expires
-    /// unacknowledged entries past their message's `expires_at`.
+    /// unacknowledged entries past their message's `expires_at`. The entries whose sender is
+    /// owed a notice are marked so in the same transaction, and stay in
+    /// [`Store::pending_notices`] until a publish with [`NewMessage::notice_of`] stores it: a
+    /// notice is never lost to a failure between the settling commit and its own.
     fn reap_inboxes(
         &self,
         now: i64,
         max_attempts: u32,
     ) -> impl Future<Output = StoreResult<ReapReport>> + Send;
+    /// Settled entries whose sender is still owed the reaper's notice (see
+    /// [`Store::reap_inboxes`]), at most `limit`, in inbox order, split as dead letters and
+    /// expiries, with their messages; none whose sender was deleted.
+    fn pending_notices(&self, limit: u32) -> impl Future<Output = StoreResult<ReapReport>> + Send;
     /// The earliest instant at which a leased entry of this inbox becomes deliverable again (its
     /// lease runs out), if any. Ready entries are deliverable already.
     fn next_visible(&self, agent_id: &str)

@@ -254,6 +254,18 @@ pub struct NewMessage {
     pub max_depth: Option<u64>,
     /// The usage and cost the message reported (§5.5), stored in the same transaction.
     pub usage: Option<UsageRow>,
+    /// The inbox entry (agent, sequence) whose due notice this message is
+    /// ([`crate::Store::pending_notices`]): stored only while that notice is still due, which the
+    /// storing transaction then clears; otherwise [`crate::StoreError::Conflict`] and nothing is
+    /// stored (another gateway replica sent it).
+    pub notice_of: Option<(String, u64)>,
+}
+
+/// Whether the reaper owes the sender of `e`'s message a notice once `e` is settled (§5.9,
+/// §5.10): a dead letter always, an expiry only for a message never delivered, and never about a
+/// notice (a message with no sending agent). Whether the sender still exists is the store's check.
+pub(crate) fn notice_due(e: &InboxEntry, dead: bool) -> bool {
+    e.message.source_agent_id.is_some() && (dead || e.attempts == 0)
 }
 
 impl NewMessage {

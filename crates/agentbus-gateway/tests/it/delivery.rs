@@ -1,6 +1,7 @@
 //! At-least-once delivery: leases, acks, redelivery after the visibility timeout, dead letters,
 //! expiry, and a restart that loses nothing.
 
+use agentbus_store::Store as _;
 use serde_json::json;
 
 use crate::support::*;
@@ -82,6 +83,41 @@ async fn wp_2_1_19_expired_before_delivery_is_never_delivered_and_the_sender_tol
     assert_eq!(n["type"], "agentbus.system.expired.v1");
     assert_eq!(n["data"]["original_message_id"], m["id"]);
     assert_eq!(n["data"]["last_state"], "persisted");
+}
+
+/// WP-2.1-19's notice is owed, not hoped for: a pass that settled an entry and stopped before
+/// its notice (the gateway killed, the store failing after the settling commit) leaves it owed,
+/// and the next pass sends it, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notice_owed_by_a_pass_that_stopped_goes_with_the_next_once() {
+    let h = Harness::start().await;
+    let a = h.agent("alpha").await;
+    let b = h.agent("bravo").await;
+    let mut m = message(&h, &a, &b.address, "soon stale");
+    m.insert("expires_at".into(), json!(h.now().plus_secs(2).to_string()));
+    let m = sign(&a, m);
+    assert_eq!(h.publish(&a, &m).await.0, 202);
+    h.clock.advance_secs(3);
+    // The settling commit alone, as a pass that stopped right after it leaves the store.
+    let settled = h
+        .app
+        .store
+        .reap_inboxes(h.now().millis(), h.app.config.max_attempts)
+        .await
+        .unwrap();
+    assert_eq!(settled.expired.len(), 1);
+    assert!(h.poll(&a, 0, 0).await.is_empty(), "no notice yet");
+    let report = h.app.reap().await.unwrap();
+    assert_eq!(report.expired.len(), 0, "nothing left to settle");
+    let notices = h.poll(&a, 0, 0).await;
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(notices[0]["envelope"]["type"], "agentbus.system.expired.v1");
+    assert_eq!(
+        notices[0]["envelope"]["data"]["original_message_id"],
+        m["id"]
+    );
+    h.app.reap().await.unwrap();
+    assert!(h.poll(&a, 0, 0).await.is_empty(), "sent once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

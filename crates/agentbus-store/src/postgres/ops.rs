@@ -129,6 +129,21 @@ pub(super) async fn insert_message(
     t: &deadpool_postgres::Transaction<'_>,
     m: &NewMessage,
 ) -> StoreResult<PublishOutcome> {
+    if let Some((agent, sequence)) = &m.notice_of {
+        // Another replica storing the same notice holds the row until its commit; this one then
+        // finds the notice cleared.
+        let cleared = exec(
+            t,
+            "UPDATE inbox SET notice = NULL WHERE agent_id = $1 AND sequence = $2 AND notice IS NOT NULL",
+            &[agent, &(*sequence as i64)],
+        )
+        .await?;
+        if cleared == 0 {
+            return Err(StoreError::Conflict(format!(
+                "the notice of {agent} #{sequence}, sent already,"
+            )));
+        }
+    }
     // The authoritative dedupe, inside the storing transaction: a publisher of the same id (or
     // idempotency key) waits here until the first one committed, then finds its row below.
     let mut keys = vec![key_of("id", &[&m.tenant_id, &m.source, &m.id])];
@@ -615,6 +630,22 @@ async fn set_aliases(
 }
 
 /// When the earliest lease of inbox `$1` runs out (over `inbox_due`).
+/// Marks the settled entries `$1`/`$2` (agents, sequences) as owing their sender a notice, those
+/// whose sender still exists (`Store::reap_inboxes`).
+const FLAG_NOTICES: &str = "UPDATE inbox i SET notice = 1 FROM unnest($1::text[], $2::bigint[]) AS u(a, s), messages m \
+     WHERE i.agent_id = u.a AND i.sequence = u.s AND m.seq = i.message_seq \
+     AND EXISTS (SELECT 1 FROM agents a WHERE a.id = m.source_agent_id AND a.deleted_at IS NULL)";
+
+/// Up to `$1` settled entries owing their (existing) sender a notice, in inbox order.
+static PENDING_NOTICES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT i.agent_id, i.sequence, i.state, i.attempts, i.last_attempt_at, {MESSAGE_COLS} \
+         FROM inbox i JOIN messages m ON m.seq = i.message_seq WHERE i.notice IS NOT NULL \
+         AND EXISTS (SELECT 1 FROM agents a WHERE a.id = m.source_agent_id AND a.deleted_at IS NULL) \
+         ORDER BY i.agent_id, i.sequence LIMIT $1"
+    )
+});
+
 pub(super) const NEXT_VISIBLE: &str =
     "SELECT min(visible_at) FROM inbox WHERE agent_id = $1 AND state = 1";
 
@@ -1167,14 +1198,14 @@ impl Store for PgStore {
     }
 
     async fn publish(&self, m: NewMessage) -> StoreResult<PublishOutcome> {
-        // Publishes are grouped into shared transactions (`batch`), but one that writes a task is
-        // stored alone: its version check may fail, which would send a whole batch one by one.
-        let m = match m.task {
-            None => match self.batcher.publish(m).await {
+        // Publishes are grouped into shared transactions (`batch`), but one that writes a task or
+        // clears a notice is stored alone: its check may fail, which would send a whole batch one by one.
+        let m = match (&m.task, &m.notice_of) {
+            (None, None) => match self.batcher.publish(m).await {
                 Ok(outcome) => return outcome,
                 Err(m) => m,
             },
-            Some(_) => m,
+            _ => m,
         };
         super::batch::publish_alone(&mut self.client().await?, &m).await
     }
@@ -1311,7 +1342,26 @@ impl Store for PgStore {
         )
         .await?;
         count_settled(&tx, dead.iter().chain(&expired)).await?;
+        let due = (dead.iter().map(|e| (e, true))).chain(expired.iter().map(|e| (e, false)));
+        let (agents, sequences): (Vec<&str>, Vec<i64>) = due
+            .filter(|(e, dead)| crate::model::notice_due(e, *dead))
+            .map(|(e, _)| (e.agent_id.as_str(), e.sequence as i64))
+            .unzip();
+        if !agents.is_empty() {
+            exec(&tx, FLAG_NOTICES, &[&agents, &sequences]).await?;
+        }
         tx.commit().await?;
+        Ok(ReapReport { dead, expired })
+    }
+
+    async fn pending_notices(&self, limit: u32) -> StoreResult<ReapReport> {
+        let c = self.client().await?;
+        let due: Vec<InboxEntry> = rows(&c, &PENDING_NOTICES, &[&i64::from(limit)])
+            .await?
+            .iter()
+            .map(entry)
+            .collect::<Result<_, _>>()?;
+        let (dead, expired) = due.into_iter().partition(|e| e.state == EntryState::Dead);
         Ok(ReapReport { dead, expired })
     }
 

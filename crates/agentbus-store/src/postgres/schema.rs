@@ -191,6 +191,13 @@ BEGIN
 END
 $$;
 "#,
+    // The reaper's notices made durable: `notice` marks a settled entry whose sender is owed a
+    // notice, set in the settling transaction and cleared by the one that stores the notice, so
+    // a replica that dies between the two leaves it to the next pass of any replica.
+    r#"
+ALTER TABLE inbox ADD COLUMN notice SMALLINT;
+CREATE INDEX inbox_notices ON inbox (agent_id, sequence) WHERE notice IS NOT NULL;
+"#,
 ];
 
 /// The `schema_version` of a database with every migration applied.

@@ -153,6 +153,18 @@ fn idempotent_in(
 }
 
 fn insert_message(t: &Transaction<'_>, m: &NewMessage) -> StoreResult<PublishOutcome> {
+    if let Some((agent, sequence)) = &m.notice_of {
+        let cleared = t
+            .prepare_cached(
+                "UPDATE inbox SET notice = NULL WHERE agent_id = ?1 AND sequence = ?2 AND notice IS NOT NULL",
+            )?
+            .execute(params![agent, *sequence as i64])?;
+        if cleared == 0 {
+            return Err(StoreError::Conflict(format!(
+                "the notice of {agent} #{sequence}, sent already,"
+            )));
+        }
+    }
     // The authoritative dedupe: checked again here, inside the writer, so concurrent publishes of
     // one id cannot both pass.
     if let Some(existing) = recent_in(t, &m.tenant_id, &m.source, &m.id, m.replay_since)? {
@@ -973,9 +985,9 @@ impl Store for SqliteStore {
     }
 
     async fn publish(&self, m: NewMessage) -> StoreResult<PublishOutcome> {
-        // A task write can be refused halfway (a lost race on the task's version), so it gets a
-        // savepoint of its own; a plain message's inserts fail only on I/O errors.
-        if m.task.is_some() {
+        // A task write or a notice can be refused (a lost race on the task's version, a notice
+        // sent already), so it gets a savepoint of its own; a plain message's inserts fail only on I/O errors.
+        if m.task.is_some() || m.notice_of.is_some() {
             self.write(move |tx| insert_message(tx, &m)).await
         } else {
             self.write_shared(true, move |tx| insert_message(tx, &m))
@@ -1160,6 +1172,33 @@ impl Store for SqliteStore {
             settle(tx, &dead, EntryState::Dead)?;
             let expired = entries_where(tx, "i.state IN (0, 1) AND i.expires_at <= ?1", [now])?;
             settle(tx, &expired, EntryState::Expired)?;
+            let due = (dead.iter().map(|e| (e, true))).chain(expired.iter().map(|e| (e, false)));
+            for (e, _) in due.filter(|(e, dead)| crate::model::notice_due(e, *dead)) {
+                tx.prepare_cached(
+                    "UPDATE inbox SET notice = 1 WHERE agent_id = ?1 AND sequence = ?2 \
+                     AND EXISTS (SELECT 1 FROM agents a WHERE a.id = ?3 AND a.deleted_at IS NULL)",
+                )?
+                .execute(params![
+                    e.agent_id,
+                    e.sequence as i64,
+                    e.message.source_agent_id
+                ])?;
+            }
+            Ok(ReapReport { dead, expired })
+        })
+        .await
+    }
+
+    async fn pending_notices(&self, limit: u32) -> StoreResult<ReapReport> {
+        self.read(move |c| {
+            let due = entries_where(
+                c,
+                "i.notice IS NOT NULL AND EXISTS (SELECT 1 FROM agents a \
+                 WHERE a.id = m.source_agent_id AND a.deleted_at IS NULL) \
+                 ORDER BY i.agent_id, i.sequence LIMIT ?1",
+                [limit],
+            )?;
+            let (dead, expired) = due.into_iter().partition(|e| e.state == EntryState::Dead);
             Ok(ReapReport { dead, expired })
         })
         .await

@@ -169,6 +169,12 @@ CREATE INDEX blobs_live ON blobs (created_at) WHERE purged = 0;
     r#"
 CREATE TABLE blob_contents (blob_id TEXT PRIMARY KEY, sealed BLOB NOT NULL);
 "#,
+    // The reaper's notices made durable: `notice` marks a settled entry whose sender is owed a
+    // notice, set in the settling transaction and cleared by the one that stores the notice.
+    r#"
+ALTER TABLE inbox ADD COLUMN notice INTEGER;
+CREATE INDEX inbox_notices ON inbox (agent_id, sequence) WHERE notice IS NOT NULL;
+"#,
 ];
 
 /// The `user_version` of a database with every migration applied.

@@ -958,6 +958,100 @@ pub async fn store_reaper_settles_each_entry_once<S: Store + Clone>(store: S) {
     }
 }
 
+/// The reaper's notices outlive a failure after the settling commit: the entries whose sender is
+/// owed one (a dead letter; an expiry never delivered; never about a notice, never to a deleted
+/// sender) stay pending until a publish naming the entry stores it, and of several replicas
+/// storing the same notice at once one stores it and the others store nothing.
+pub async fn store_reaper_owes_notices_until_one_is_stored<S: Store + Clone>(store: S) {
+    base(&store).await;
+    agents(
+        &store,
+        &[
+            agent("agt_a", "alice"),
+            agent("agt_b", "bob"),
+            agent("agt_c", "carol"),
+        ],
+    )
+    .await;
+    let expiring = |from: &str, id: &str| {
+        let mut m = msg(from, id, &["agt_b"], T0);
+        m.expires_at = T0 + 1000;
+        m
+    };
+    stored(&store, msg("agt_a", "tired", &["agt_b"], T0)).await;
+    stored(&store, expiring("agt_a", "seen")).await;
+    let (_, short) = stored(&store, expiring("agt_a", "short")).await;
+    stored(&store, expiring("agt_c", "gone")).await;
+    let mut notice = expiring("agt_a", "a-notice");
+    notice.source_agent_id = None;
+    stored(&store, notice).await;
+    let mut req = lease_req("agt_b", 0, 2, T0);
+    req.max_attempts = 2;
+    assert_eq!(
+        store.lease(req.clone()).await.unwrap().len(),
+        2,
+        "tired and seen"
+    );
+    req.now = T0 + 30_000;
+    req.limit = 1;
+    assert_eq!(store.lease(req).await.unwrap()[0].attempt, 2);
+    store.delete_agent("agt_c", T0 + 2).await.unwrap();
+    let report = store.reap_inboxes(T0 + 60_000, 2).await.unwrap();
+    assert_eq!((report.dead.len(), report.expired.len()), (1, 4));
+    let ids = |v: &[InboxEntry]| v.iter().map(|e| e.message.id.clone()).collect::<Vec<_>>();
+    let owed = store.pending_notices(100).await.unwrap();
+    assert_eq!(
+        (ids(&owed.dead), ids(&owed.expired)),
+        (vec!["tired".to_owned()], vec!["short".to_owned()])
+    );
+    assert_eq!(
+        owed,
+        store.pending_notices(100).await.unwrap(),
+        "read, not taken"
+    );
+    // The notice of `short`, stored once; a second try stores nothing.
+    let entry = short[0].clone();
+    let mut first = msg("agt_z", "n-short-1", &["agt_a"], T0 + 60_000);
+    first.notice_of = Some(entry.clone());
+    stored(&store, first).await;
+    let mut again = msg("agt_z", "n-short-2", &["agt_a"], T0 + 60_000);
+    again.notice_of = Some(entry);
+    assert!(matches!(
+        store.publish(again).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert_eq!(store.pending_count("agt_a").await.unwrap(), 1);
+    let owed = store.pending_notices(100).await.unwrap();
+    assert_eq!(
+        (ids(&owed.dead), ids(&owed.expired)),
+        (vec!["tired".to_owned()], vec![])
+    );
+    // Four replicas store the notice of `tired` at once: one copy.
+    let tired = (owed.dead[0].agent_id.clone(), owed.dead[0].sequence);
+    let answers = race(&store, 4, move |s, i| {
+        let mut m = msg("agt_z", &format!("n-tired-{i}"), &["agt_a"], T0 + 60_000);
+        m.notice_of = Some(tired.clone());
+        async move { s.publish(m).await }
+    })
+    .await;
+    let stored_once = answers
+        .iter()
+        .filter(|a| matches!(a, Ok(PublishOutcome::Stored { .. })));
+    assert_eq!(stored_once.count(), 1, "{answers:?}");
+    assert!(
+        answers.iter().all(|a| matches!(
+            a,
+            Ok(PublishOutcome::Stored { .. }) | Err(StoreError::Conflict(_))
+        )),
+        "{answers:?}"
+    );
+    assert_eq!(store.pending_count("agt_a").await.unwrap(), 2);
+    assert_eq!(
+        store.pending_notices(100).await.unwrap(),
+        ReapReport::default()
+    );
+}
+
 pub async fn store_tasks_due_and_version_check<S: Store + Clone>(store: S) {
     base(&store).await;
     let mut m = msg("agt_a", "msg_tsk_1", &["agt_b"], T0);

@@ -115,6 +115,7 @@ pub fn msg(from: &str, id: &str, to: &[&str], at: i64) -> NewMessage {
         idempotency_since: at - 7 * DAY,
         max_depth: None,
         usage: None,
+        notice_of: None,
     }
 }
 

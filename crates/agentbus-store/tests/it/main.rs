@@ -62,6 +62,7 @@ conformance!(
     store_acks_with_stale_tokens,
     store_release_returns_leases,
     store_reaper_settles_each_entry_once,
+    store_reaper_owes_notices_until_one_is_stored,
     store_tasks_due_and_version_check,
     store_blobs,
     store_receipts_and_delivery_states,
