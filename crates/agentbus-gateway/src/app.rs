@@ -625,17 +625,17 @@ impl<S: Store> App<S> {
             .await
     }
 
-    /// [`App::notify_agent`]; with `owed`, the notice the reaper owes for that settled inbox
-    /// entry (agent, sequence): stored with the clearing of its mark, and not at all (no error)
-    /// when another replica stored it first.
-    async fn notify_owed(
+    /// [`App::notify_agent`]; with `owed`, a notice the store holds as owed ([`Owed`]): stored
+    /// with the clearing of its mark, and not at all (no error) when another replica stored it
+    /// first.
+    pub(crate) async fn notify_owed(
         &self,
         to: &AgentRow,
         service: &str,
         kind: &str,
         data: Value,
         original: Option<&MessageRow>,
-        owed: Option<(String, u64)>,
+        owed: Option<Owed>,
     ) -> ApiResult<()> {
         let now = self.now();
         let to_address = self.address_of(to).await?;
@@ -760,30 +760,26 @@ impl<S: Store> App<S> {
     /// commit) go with a later pass of any replica, and none goes twice.
     async fn send_owed_notices(&self) -> ApiResult<()> {
         let owed = self.store.pending_notices(1000).await?;
-        let of = |e: &InboxEntry| Some((e.agent_id.clone(), e.sequence));
+        let of = |e: &InboxEntry| Owed::Entry(e.agent_id.clone(), e.sequence);
         for e in &owed.dead {
-            self.undeliverable(e, "AB-4010", true, of(e)).await?;
+            self.undeliverable(e, "AB-4010", true, Some(of(e))).await?;
         }
         for e in &owed.expired {
             // §5.10: only messages that never reached the receiver are reported expired (the
             // store owes no other).
-            if let Some(sender) = self.sender_of(&e.message).await? {
-                let data = json!({
-                    "original_message_id": e.message.id,
-                    "expired_at": Timestamp(e.message.expires_at).to_string(),
-                    "last_state": "persisted",
-                    "reason": "expires_at",
-                });
-                self.notify_owed(
-                    &sender,
-                    "router",
-                    "agentbus.system.expired.v1",
-                    data,
-                    Some(&e.message),
-                    of(e),
-                )
+            let Some(sender) = self.sender_of(&e.message).await? else {
+                self.store.forgo_notice(of(e)).await?;
+                continue;
+            };
+            let data = json!({
+                "original_message_id": e.message.id,
+                "expired_at": Timestamp(e.message.expires_at).to_string(),
+                "last_state": "persisted",
+                "reason": "expires_at",
+            });
+            let kind = "agentbus.system.expired.v1";
+            self.notify_owed(&sender, "router", kind, data, Some(&e.message), Some(of(e)))
                 .await?;
-            }
         }
         Ok(())
     }
@@ -798,15 +794,20 @@ impl<S: Store> App<S> {
         self.undeliverable(e, code, dead_lettered, None).await
     }
 
-    /// [`App::notice_undeliverable`], owed for the entry (`owed`, see [`App::notify_owed`]).
+    /// [`App::notice_undeliverable`], owed for the entry (`owed`, see [`App::notify_owed`]; a
+    /// sender gone since is owed nothing).
     async fn undeliverable(
         &self,
         e: &InboxEntry,
         code: &str,
         dead_lettered: bool,
-        owed: Option<(String, u64)>,
+        owed: Option<Owed>,
     ) -> ApiResult<()> {
-        if let Some(sender) = self.sender_of(&e.message).await? {
+        let sender = self.sender_of(&e.message).await?;
+        if let (None, Some(owed)) = (&sender, &owed) {
+            self.store.forgo_notice(owed.clone()).await?;
+        }
+        if let Some(sender) = sender {
             let mut data = json!({
                 "original_message_id": e.message.id,
                 "code": code,

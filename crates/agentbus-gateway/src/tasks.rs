@@ -335,6 +335,14 @@ async fn result_warnings<S: Store>(
 /// One reaper pass over due tasks (§6.1): fires each due timer, records it with `actor: system`,
 /// and sends the notices §6.1 names. Returns how many tasks changed.
 pub async fn reap<S: Store>(app: &App<S>) -> ApiResult<usize> {
+    let changed = fire_due(app).await?;
+    send_owed_notices(app).await?;
+    Ok(changed)
+}
+
+/// The first half of [`reap`]: fires each due timer, each commit marking the notices it owes,
+/// which the second half sends. Returns how many tasks changed.
+pub async fn fire_due<S: Store>(app: &App<S>) -> ApiResult<usize> {
     let now = app.now();
     let mut changed = 0;
     let due = app.store.due_tasks(now, 1000).await?;
@@ -347,6 +355,57 @@ pub async fn reap<S: Store>(app: &App<S>) -> ApiResult<usize> {
         }
     }
     Ok(changed)
+}
+
+/// The parties a fired timer owes a notice (§6.1): the requester alone when the task expired
+/// before an accept, both parties after one, none for the cancel grace (the cancel told them).
+fn owed_by(o: &Outcome) -> u8 {
+    match o.timer {
+        None | Some(Timer::CancelGrace) => 0,
+        Some(_) if o.from == TaskState::Submitted => OWED_REQUESTER,
+        Some(_) => OWED_REQUESTER | OWED_RECIPIENT,
+    }
+}
+
+/// Sends the timer notices owed to tasks' parties (marked in the timer's own transaction by
+/// [`fire`]), each stored with the clearing of its mark: notices a pass could not send (the
+/// gateway stopped, the store failed after the timer's commit) go with a later pass of any
+/// replica, and none goes twice.
+async fn send_owed_notices<S: Store>(app: &App<S>) -> ApiResult<()> {
+    let owed = app.store.pending_task_notices(1000).await?;
+    // Like the timers, 128 tasks at a time, so their commits share the writer's group commits.
+    for chunk in owed.chunks(128) {
+        let sent = futures_util::future::join_all(
+            chunk
+                .iter()
+                .map(|(row, bits)| send_owed_notice(app, row, *bits)),
+        )
+        .await;
+        for r in sent {
+            r?;
+        }
+    }
+    Ok(())
+}
+
+/// Sends the notices `owed` (bits) for the timer that fired last on `row`.
+async fn send_owed_notice<S: Store>(app: &App<S>, row: &TaskRow, owed: u8) -> ApiResult<()> {
+    let events = app.store.task_events(&row.id).await?;
+    // The timer that fired is the timeline's last: it ended the task.
+    let fired = events.iter().rev().find_map(|e| {
+        let timer = Timer::from_wire(e.timer.as_deref().filter(|_| e.kind == "timer")?)?;
+        Some((e.from_state.parse::<TaskState>().ok()?, timer, e.at))
+    });
+    if let Some(fired) = fired {
+        return notify_expiry(app, row, fired, owed).await;
+    }
+    for bit in [OWED_REQUESTER, OWED_RECIPIENT] {
+        if owed & bit != 0 {
+            let gone = Owed::Task(row.id.clone(), bit);
+            app.store.forgo_notice(gone).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Fires the due timer of one task, if it is still due; returns whether it changed.
@@ -362,52 +421,56 @@ async fn fire<S: Store>(app: &App<S>, id: &str, now: i64) -> ApiResult<bool> {
     let expected = row.version;
     let new_row = with_machine(row.clone(), &machine, now);
     let ev = event(now, "system".into(), None, "timer", &outcome);
-    match app.store.update_task(new_row, expected, ev).await {
-        Ok(()) => {}
-        Err(StoreError::Conflict(_)) => return Ok(false),
-        Err(e) => return Err(e.into()),
+    match app
+        .store
+        .update_task(new_row, expected, ev, owed_by(&outcome))
+        .await
+    {
+        Ok(()) => Ok(true),
+        Err(StoreError::Conflict(_)) => Ok(false),
+        Err(e) => Err(e.into()),
     }
-    notify_expiry(app, &row, &outcome).await?;
-    Ok(true)
 }
 
-async fn notify_expiry<S: Store>(app: &App<S>, row: &TaskRow, o: &Outcome) -> ApiResult<()> {
-    let Some(timer) = o.timer else { return Ok(()) };
-    if timer == Timer::CancelGrace {
-        return Ok(());
-    }
-    let requester = app.store.agent(&row.requester_id).await?;
-    let recipient = app.store.agent(&row.recipient_id).await?;
+/// Sends the notices `owed` (bits) to the parties of `row` about the timer that fired at `at`
+/// in state `from` (§6.1); a party gone since is owed nothing.
+async fn notify_expiry<S: Store>(
+    app: &App<S>,
+    row: &TaskRow,
+    (from, timer, at): (TaskState, Timer, i64),
+    owed: u8,
+) -> ApiResult<()> {
+    let live = |a: Option<AgentRow>| a.filter(|a| a.deleted_at.is_none());
+    let requester = live(app.store.agent(&row.requester_id).await?);
+    let recipient = live(app.store.agent(&row.recipient_id).await?);
     let original = find_request(app, row).await?;
-    if o.from == TaskState::Submitted {
+    let owed_to = |bit| Owed::Task(row.id.clone(), bit);
+    if from == TaskState::Submitted {
         // §6.1: the sender gets system.expired (with G-WP-8's additive `reason` and `delivered`).
-        if let (Some(req), Some(orig)) = (
-            requester.filter(|a| a.deleted_at.is_none()),
-            original.as_ref(),
-        ) {
-            let data = json!({
-                "original_message_id": row.request_id,
-                "expired_at": Timestamp(app.now()).to_string(),
-                "last_state": "persisted",
-                "reason": if timer == Timer::AcceptTimeout { "accept_timeout" } else { "expires_at" },
-                "task_id": row.id,
-            });
-            app.notify_agent(
-                &req,
-                "tasks",
-                "agentbus.system.expired.v1",
-                data,
-                Some(orig),
-            )
-            .await?;
+        if owed & OWED_REQUESTER == 0 {
+            return Ok(());
         }
-        return Ok(());
+        let (Some(req), Some(orig)) = (requester, original.as_ref()) else {
+            return Ok(app.store.forgo_notice(owed_to(OWED_REQUESTER)).await?);
+        };
+        let data = json!({
+            "original_message_id": row.request_id,
+            "expired_at": Timestamp(at).to_string(),
+            "last_state": "persisted",
+            "reason": if timer == Timer::AcceptTimeout { "accept_timeout" } else { "expires_at" },
+            "task_id": row.id,
+        });
+        let kind = "agentbus.system.expired.v1";
+        let owed = Some(owed_to(OWED_REQUESTER));
+        return app
+            .notify_owed(&req, "tasks", kind, data, Some(orig), owed)
+            .await;
     }
     // §6.1: both parties get a message.v1 from agent://system/gateway/tasks explaining the expiry.
     let text = format!(
         "Task {} expired in state {}: the {} passed without the worker's {}.",
         row.id,
-        o.from,
+        from,
         timer.as_str().replace('_', " "),
         if timer == Timer::ProgressTimeout {
             "progress"
@@ -415,20 +478,19 @@ async fn notify_expiry<S: Store>(app: &App<S>, row: &TaskRow, o: &Outcome) -> Ap
             "result"
         }
     );
-    let data = json!({"text": text, "format": "text/plain", "context": {"task_id": row.id, "timer": timer.as_str(), "last_state": o.from.as_str()}});
-    for party in [requester, recipient]
-        .into_iter()
-        .flatten()
-        .filter(|a| a.deleted_at.is_none())
-    {
-        app.notify_agent(
-            &party,
-            "tasks",
-            "agentbus.message.v1",
-            data.clone(),
-            original.as_ref(),
-        )
-        .await?;
+    let data = json!({"text": text, "format": "text/plain", "context": {"task_id": row.id, "timer": timer.as_str(), "last_state": from.as_str()}});
+    for (party, bit) in [(requester, OWED_REQUESTER), (recipient, OWED_RECIPIENT)] {
+        if owed & bit == 0 {
+            continue;
+        }
+        match party {
+            Some(party) => {
+                let (kind, owed) = ("agentbus.message.v1", Some(owed_to(bit)));
+                app.notify_owed(&party, "tasks", kind, data.clone(), original.as_ref(), owed)
+                    .await?
+            }
+            None => app.store.forgo_notice(owed_to(bit)).await?,
+        }
     }
     Ok(())
 }
@@ -458,7 +520,7 @@ async fn admin_cancel_once<S: Store>(
         );
         match app
             .store
-            .update_task(with_machine(row, &machine, now), expected, ev)
+            .update_task(with_machine(row, &machine, now), expected, ev, 0)
             .await
         {
             Err(StoreError::Conflict(_)) => {}

@@ -276,6 +276,20 @@ pub enum Timer {
 }
 
 impl Timer {
+    /// Every timer.
+    pub const ALL: [Timer; 5] = [
+        Timer::AcceptTimeout,
+        Timer::ProgressTimeout,
+        Timer::MaxDuration,
+        Timer::Expiry,
+        Timer::CancelGrace,
+    ];
+
+    /// The timer whose wire name ([`Timer::as_str`]) is `s`.
+    pub fn from_wire(s: &str) -> Option<Timer> {
+        Timer::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
     /// The wire name, used in timelines and notices.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -98,6 +98,8 @@ dispatch! {
     fn ack(&self, agent_id: &str, acks: Vec<(u64, String)>, at: i64) -> Vec<AckOutcome>;
     fn reap_inboxes(&self, now: i64, max_attempts: u32) -> ReapReport;
     fn pending_notices(&self, limit: u32) -> ReapReport;
+    fn pending_task_notices(&self, limit: u32) -> Vec<(TaskRow, u8)>;
+    fn forgo_notice(&self, owed: Owed) -> ();
     fn next_visible(&self, agent_id: &str) -> Option<i64>;
     fn conversation(&self, tenant_id: &str, conversation_id: &str, viewer: &ConversationViewer) -> Option<Vec<MessageRow>>;
     fn message(&self, seq: i64) -> Option<MessageRow>;
@@ -108,7 +110,7 @@ dispatch! {
     fn task_events(&self, id: &str) -> Vec<TaskEventRow>;
     fn tasks(&self, f: TaskFilter) -> Vec<TaskRow>;
     fn due_tasks(&self, now: i64, limit: u32) -> Vec<TaskRow>;
-    fn update_task(&self, t: TaskRow, expected_version: i64, e: TaskEventRow) -> ();
+    fn update_task(&self, t: TaskRow, expected_version: i64, e: TaskEventRow, owed: u8) -> ();
     fn create_blob(&self, b: BlobRow) -> ();
     fn blob(&self, id: &str) -> Option<BlobRow>;
     fn complete_blob(&self, id: &str) -> ();

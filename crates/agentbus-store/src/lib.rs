@@ -250,8 +250,16 @@ pub trait Store: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = StoreResult<ReapReport>> + Send;
     /// Settled entries whose sender is still owed the reaper's notice (see
     /// [`Store::reap_inboxes`]), at most `limit`, in inbox order, split as dead letters and
-    /// expiries, with their messages; none whose sender was deleted.
+    /// expiries, with their messages.
     fn pending_notices(&self, limit: u32) -> impl Future<Output = StoreResult<ReapReport>> + Send;
+    /// Tasks whose parties are still owed a timer's notice (see [`Store::update_task`]), at most
+    /// `limit`, each with the owed parties' bits ([`OWED_REQUESTER`], [`OWED_RECIPIENT`]).
+    fn pending_task_notices(
+        &self,
+        limit: u32,
+    ) -> impl Future<Output = StoreResult<Vec<(TaskRow, u8)>>> + Send;
+    /// Clears an owed notice that will not be sent (its addressee is gone).
+    fn forgo_notice(&self, owed: Owed) -> impl Future<Output = StoreResult<()>> + Send;
     /// The earliest instant at which a leased entry of this inbox becomes deliverable again (its
     /// lease runs out), if any. Ready entries are deliverable already.
     fn next_visible(&self, agent_id: &str)
@@ -303,12 +311,15 @@ pub trait Store: Clone + Send + Sync + 'static {
         now: i64,
         limit: u32,
     ) -> impl Future<Output = StoreResult<Vec<TaskRow>>> + Send;
-    /// Applies a timer's change (no message), if the version still matches.
+    /// Applies a timer's or an admin's change (no message), if the version still matches, and
+    /// marks the notices it makes due to the parties in `owed` ([`OWED_REQUESTER`],
+    /// [`OWED_RECIPIENT`]; see [`Store::pending_task_notices`]) in the same transaction.
     fn update_task(
         &self,
         t: TaskRow,
         expected_version: i64,
         e: TaskEventRow,
+        owed: u8,
     ) -> impl Future<Output = StoreResult<()>> + Send;
 
     // Blobs.

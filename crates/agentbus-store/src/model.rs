@@ -254,12 +254,27 @@ pub struct NewMessage {
     pub max_depth: Option<u64>,
     /// The usage and cost the message reported (§5.5), stored in the same transaction.
     pub usage: Option<UsageRow>,
-    /// The inbox entry (agent, sequence) whose due notice this message is
-    /// ([`crate::Store::pending_notices`]): stored only while that notice is still due, which the
+    /// The owed notice this message is ([`crate::Store::pending_notices`],
+    /// [`crate::Store::pending_task_notices`]): stored only while it is still owed, which the
     /// storing transaction then clears; otherwise [`crate::StoreError::Conflict`] and nothing is
     /// stored (another gateway replica sent it).
-    pub notice_of: Option<(String, u64)>,
+    pub notice_of: Option<Owed>,
 }
+
+/// A notice the gateway owes, marked in the transaction that made it due and cleared in the one
+/// that stores it, so a failure between the two delays it and never loses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owed {
+    /// The reaper's notice to the sender about a settled inbox entry: (agent, sequence).
+    Entry(String, u64),
+    /// A task timer's notice to one party: (task, [`OWED_REQUESTER`] or [`OWED_RECIPIENT`]).
+    Task(String, u8),
+}
+
+/// A task timer's notice owed to the requester ([`Owed::Task`]).
+pub const OWED_REQUESTER: u8 = 1;
+/// A task timer's notice owed to the recipient ([`Owed::Task`]).
+pub const OWED_RECIPIENT: u8 = 2;
 
 /// Whether the reaper owes the sender of `e`'s message a notice once `e` is settled (§5.9,
 /// §5.10): a dead letter always, an expiry only for a message never delivered, and never about a

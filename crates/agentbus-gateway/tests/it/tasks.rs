@@ -287,6 +287,58 @@ async fn wp_6_2_forbidden_senders_and_inputs() {
     assert_eq!(state(&h, &bot, &task).await, "in_progress");
 }
 
+/// WP-6.1's notices are owed, not hoped for: a pass that fired a timer and stopped before its
+/// notices (the gateway killed, the store failing after the timer's commit) leaves them owed in
+/// the store, and the next pass sends each party its notice, once, rebuilt from the timeline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_6_1_timer_notices_owed_by_a_pass_that_stopped_go_with_the_next_once() {
+    let h = Harness::start().await;
+    let bot = h.agent("release-bot").await;
+    let rev = h.worker("reviewer").await;
+    let req = sign(
+        &bot,
+        request(&h, &bot, &rev, json!({"progress_timeout_s": 60})),
+    );
+    let task = h.publish(&bot, &req).await.1["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let accept = followup(&h, &rev, &bot, &req, &task, "accept", json!({}));
+    assert_eq!(h.publish(&rev, &accept).await.0, 202);
+    h.clock.advance_secs(60);
+    let from_tasks = |got: Vec<serde_json::Value>| -> Vec<serde_json::Value> {
+        got.into_iter()
+            .filter(|d| d["envelope"]["source"] == "agent://system/gateway/tasks")
+            .collect()
+    };
+    // The timer's commit alone, as a pass that stopped right after it leaves the store.
+    assert_eq!(agentbus_gateway::tasks::fire_due(&h.app).await.unwrap(), 1);
+    assert_eq!(state(&h, &bot, &task).await, "expired");
+    for party in [&bot, &rev] {
+        assert!(
+            from_tasks(h.poll(party, 0, 0).await).is_empty(),
+            "no notice yet"
+        );
+    }
+    h.app.reap().await.unwrap();
+    for party in [&bot, &rev] {
+        let got = from_tasks(h.poll(party, 0, 0).await);
+        assert_eq!(got.len(), 1, "{got:?}");
+        let context = &got[0]["envelope"]["data"]["context"];
+        assert_eq!(
+            (context["timer"].as_str(), context["last_state"].as_str()),
+            (Some("progress_timeout"), Some("accepted"))
+        );
+    }
+    h.app.reap().await.unwrap();
+    for party in [&bot, &rev] {
+        assert!(
+            from_tasks(h.poll(party, 0, 0).await).is_empty(),
+            "sent once"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wp_6_1_timers_fire_on_the_test_clock_with_notices() {
     let h = Harness::start().await;

@@ -125,24 +125,40 @@ async fn message_by_seq(c: &impl GenericClient, seq: i64) -> StoreResult<Option<
     .transpose()
 }
 
+/// Clears the mark of `owed`; `Conflict` when it was not set (the notice is stored already).
+/// Another replica storing the same notice holds the row until its commit; this one then finds
+/// the mark cleared.
+async fn clear_owed(t: &impl GenericClient, owed: &Owed) -> StoreResult<()> {
+    let cleared = match owed {
+        Owed::Entry(agent, sequence) => {
+            exec(
+                t,
+                "UPDATE inbox SET notice = NULL WHERE agent_id = $1 AND sequence = $2 AND notice IS NOT NULL",
+                &[agent, &(*sequence as i64)],
+            )
+            .await?
+        }
+        Owed::Task(task, bit) => {
+            exec(
+                t,
+                "UPDATE tasks SET notices = notices & ~$2::int WHERE id = $1 AND notices & $2::int <> 0",
+                &[task, &i32::from(*bit)],
+            )
+            .await?
+        }
+    };
+    if cleared == 0 {
+        return Err(StoreError::Conflict(format!("{owed:?}, sent already,")));
+    }
+    Ok(())
+}
+
 pub(super) async fn insert_message(
     t: &deadpool_postgres::Transaction<'_>,
     m: &NewMessage,
 ) -> StoreResult<PublishOutcome> {
-    if let Some((agent, sequence)) = &m.notice_of {
-        // Another replica storing the same notice holds the row until its commit; this one then
-        // finds the notice cleared.
-        let cleared = exec(
-            t,
-            "UPDATE inbox SET notice = NULL WHERE agent_id = $1 AND sequence = $2 AND notice IS NOT NULL",
-            &[agent, &(*sequence as i64)],
-        )
-        .await?;
-        if cleared == 0 {
-            return Err(StoreError::Conflict(format!(
-                "the notice of {agent} #{sequence}, sent already,"
-            )));
-        }
+    if let Some(owed) = &m.notice_of {
+        clear_owed(t, owed).await?;
     }
     // The authoritative dedupe, inside the storing transaction: a publisher of the same id (or
     // idempotency key) waits here until the first one committed, then finds its row below.
@@ -636,12 +652,11 @@ const FLAG_NOTICES: &str = "UPDATE inbox i SET notice = 1 FROM unnest($1::text[]
      WHERE i.agent_id = u.a AND i.sequence = u.s AND m.seq = i.message_seq \
      AND EXISTS (SELECT 1 FROM agents a WHERE a.id = m.source_agent_id AND a.deleted_at IS NULL)";
 
-/// Up to `$1` settled entries owing their (existing) sender a notice, in inbox order.
+/// Up to `$1` settled entries owing their sender a notice, in inbox order.
 static PENDING_NOTICES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "SELECT i.agent_id, i.sequence, i.state, i.attempts, i.last_attempt_at, {MESSAGE_COLS} \
          FROM inbox i JOIN messages m ON m.seq = i.message_seq WHERE i.notice IS NOT NULL \
-         AND EXISTS (SELECT 1 FROM agents a WHERE a.id = m.source_agent_id AND a.deleted_at IS NULL) \
          ORDER BY i.agent_id, i.sequence LIMIT $1"
     )
 });
@@ -1354,6 +1369,29 @@ impl Store for PgStore {
         Ok(ReapReport { dead, expired })
     }
 
+    async fn pending_task_notices(&self, limit: u32) -> StoreResult<Vec<(TaskRow, u8)>> {
+        let c = self.client().await?;
+        rows(
+            &c,
+            &format!(
+                "SELECT {TASK_COLS}, notices FROM tasks WHERE notices <> 0 ORDER BY id LIMIT $1"
+            ),
+            &[&i64::from(limit)],
+        )
+        .await?
+        .iter()
+        .map(|r| Ok((task(r)?, get::<i32>(r, 15)? as u8)))
+        .collect()
+    }
+
+    async fn forgo_notice(&self, owed: Owed) -> StoreResult<()> {
+        let c = self.client().await?;
+        match clear_owed(&c, &owed).await {
+            Err(StoreError::Conflict(_)) => Ok(()),
+            done => done,
+        }
+    }
+
     async fn pending_notices(&self, limit: u32) -> StoreResult<ReapReport> {
         let c = self.client().await?;
         let due: Vec<InboxEntry> = rows(&c, &PENDING_NOTICES, &[&i64::from(limit)])
@@ -1593,10 +1631,20 @@ impl Store for PgStore {
         t: TaskRow,
         expected_version: i64,
         e: TaskEventRow,
+        owed: u8,
     ) -> StoreResult<()> {
         let mut c = self.client().await?;
         let tx = c.transaction().await?;
+        let id = t.id.clone();
         write_task(&tx, &TaskWrite::Update(t, expected_version, e)).await?;
+        if owed != 0 {
+            exec(
+                &tx,
+                "UPDATE tasks SET notices = notices | $2::int WHERE id = $1",
+                &[&id, &i32::from(owed)],
+            )
+            .await?;
+        }
         Ok(tx.commit().await?)
     }
 

@@ -191,12 +191,15 @@ BEGIN
 END
 $$;
 "#,
-    // The reaper's notices made durable: `notice` marks a settled entry whose sender is owed a
-    // notice, set in the settling transaction and cleared by the one that stores the notice, so
-    // a replica that dies between the two leaves it to the next pass of any replica.
+    // Owed notices made durable (`model::Owed`): `inbox.notice` marks a settled entry whose
+    // sender is owed the reaper's notice, `tasks.notices` the parties owed a timer's notice (bits),
+    // each set in the transaction that made it due and cleared by the one that stores it, so a
+    // replica that dies between the two leaves it to the next pass of any replica.
     r#"
 ALTER TABLE inbox ADD COLUMN notice SMALLINT;
 CREATE INDEX inbox_notices ON inbox (agent_id, sequence) WHERE notice IS NOT NULL;
+ALTER TABLE tasks ADD COLUMN notices INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX tasks_notices ON tasks (id) WHERE notices <> 0;
 "#,
 ];
 

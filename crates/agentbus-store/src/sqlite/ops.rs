@@ -152,18 +152,29 @@ fn idempotent_in(
     .optional()
 }
 
-fn insert_message(t: &Transaction<'_>, m: &NewMessage) -> StoreResult<PublishOutcome> {
-    if let Some((agent, sequence)) = &m.notice_of {
-        let cleared = t
+/// Clears the mark of `owed`; `Conflict` when it was not set (the notice is stored already).
+fn clear_owed(t: &Transaction<'_>, owed: &Owed) -> StoreResult<()> {
+    let cleared = match owed {
+        Owed::Entry(agent, sequence) => t
             .prepare_cached(
                 "UPDATE inbox SET notice = NULL WHERE agent_id = ?1 AND sequence = ?2 AND notice IS NOT NULL",
             )?
-            .execute(params![agent, *sequence as i64])?;
-        if cleared == 0 {
-            return Err(StoreError::Conflict(format!(
-                "the notice of {agent} #{sequence}, sent already,"
-            )));
-        }
+            .execute(params![agent, *sequence as i64])?,
+        Owed::Task(task, bit) => t
+            .prepare_cached(
+                "UPDATE tasks SET notices = notices & ~?2 WHERE id = ?1 AND notices & ?2 != 0",
+            )?
+            .execute(params![task, bit])?,
+    };
+    if cleared == 0 {
+        return Err(StoreError::Conflict(format!("{owed:?}, sent already,")));
+    }
+    Ok(())
+}
+
+fn insert_message(t: &Transaction<'_>, m: &NewMessage) -> StoreResult<PublishOutcome> {
+    if let Some(owed) = &m.notice_of {
+        clear_owed(t, owed)?;
     }
     // The authoritative dedupe: checked again here, inside the writer, so concurrent publishes of
     // one id cannot both pass.
@@ -1193,13 +1204,30 @@ impl Store for SqliteStore {
         self.read(move |c| {
             let due = entries_where(
                 c,
-                "i.notice IS NOT NULL AND EXISTS (SELECT 1 FROM agents a \
-                 WHERE a.id = m.source_agent_id AND a.deleted_at IS NULL) \
-                 ORDER BY i.agent_id, i.sequence LIMIT ?1",
+                "i.notice IS NOT NULL ORDER BY i.agent_id, i.sequence LIMIT ?1",
                 [limit],
             )?;
             let (dead, expired) = due.into_iter().partition(|e| e.state == EntryState::Dead);
             Ok(ReapReport { dead, expired })
+        })
+        .await
+    }
+
+    async fn pending_task_notices(&self, limit: u32) -> StoreResult<Vec<(TaskRow, u8)>> {
+        self.read(move |c| {
+            let mut s = c.prepare_cached(&format!(
+                "SELECT {TASK_COLS}, notices FROM tasks WHERE notices != 0 ORDER BY id LIMIT ?1"
+            ))?;
+            let rows = s.query_map([limit], |r| Ok((task_row(r)?, r.get(15)?)))?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+        .await
+    }
+
+    async fn forgo_notice(&self, owed: Owed) -> StoreResult<()> {
+        self.write(move |tx| match clear_owed(tx, &owed) {
+            Err(StoreError::Conflict(_)) => Ok(()),
+            done => done,
         })
         .await
     }
@@ -1314,9 +1342,18 @@ impl Store for SqliteStore {
         t: TaskRow,
         expected_version: i64,
         e: TaskEventRow,
+        owed: u8,
     ) -> StoreResult<()> {
-        self.write(move |tx| write_task(tx, &TaskWrite::Update(t, expected_version, e)))
-            .await
+        self.write(move |tx| {
+            let id = t.id.clone();
+            write_task(tx, &TaskWrite::Update(t, expected_version, e))?;
+            if owed != 0 {
+                tx.prepare_cached("UPDATE tasks SET notices = notices | ?2 WHERE id = ?1")?
+                    .execute(params![id, owed])?;
+            }
+            Ok(())
+        })
+        .await
     }
 
     async fn create_blob(&self, b: BlobRow) -> StoreResult<()> {

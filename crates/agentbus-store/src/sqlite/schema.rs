@@ -169,11 +169,14 @@ CREATE INDEX blobs_live ON blobs (created_at) WHERE purged = 0;
     r#"
 CREATE TABLE blob_contents (blob_id TEXT PRIMARY KEY, sealed BLOB NOT NULL);
 "#,
-    // The reaper's notices made durable: `notice` marks a settled entry whose sender is owed a
-    // notice, set in the settling transaction and cleared by the one that stores the notice.
+    // Owed notices made durable (`model::Owed`): `inbox.notice` marks a settled entry whose
+    // sender is owed the reaper's notice, `tasks.notices` the parties owed a timer's notice (bits),
+    // each set in the transaction that made it due and cleared by the one that stores it.
     r#"
 ALTER TABLE inbox ADD COLUMN notice INTEGER;
 CREATE INDEX inbox_notices ON inbox (agent_id, sequence) WHERE notice IS NOT NULL;
+ALTER TABLE tasks ADD COLUMN notices INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX tasks_notices ON tasks (id) WHERE notices != 0;
 "#,
 ];
 

@@ -1010,7 +1010,7 @@ pub async fn store_reaper_owes_notices_until_one_is_stored<S: Store + Clone>(sto
         "read, not taken"
     );
     // The notice of `short`, stored once; a second try stores nothing.
-    let entry = short[0].clone();
+    let entry = Owed::Entry(short[0].0.clone(), short[0].1);
     let mut first = msg("agt_z", "n-short-1", &["agt_a"], T0 + 60_000);
     first.notice_of = Some(entry.clone());
     stored(&store, first).await;
@@ -1027,7 +1027,7 @@ pub async fn store_reaper_owes_notices_until_one_is_stored<S: Store + Clone>(sto
         (vec!["tired".to_owned()], vec![])
     );
     // Four replicas store the notice of `tired` at once: one copy.
-    let tired = (owed.dead[0].agent_id.clone(), owed.dead[0].sequence);
+    let tired = Owed::Entry(owed.dead[0].agent_id.clone(), owed.dead[0].sequence);
     let answers = race(&store, 4, move |s, i| {
         let mut m = msg("agt_z", &format!("n-tired-{i}"), &["agt_a"], T0 + 60_000);
         m.notice_of = Some(tired.clone());
@@ -1090,7 +1090,8 @@ pub async fn store_tasks_due_and_version_check<S: Store + Clone>(store: S) {
     let results = race(&store, 4, |s, _| {
         let t = expired.clone();
         async move {
-            s.update_task(t, 1, event("timer", "submitted", "expired", T0 + 60))
+            let e = event("timer", "submitted", "expired", T0 + 60);
+            s.update_task(t, 1, e, OWED_REQUESTER | OWED_RECIPIENT)
                 .await
         }
     })
@@ -1115,6 +1116,28 @@ pub async fn store_tasks_due_and_version_check<S: Store + Clone>(store: S) {
         2,
         "the losers added no event"
     );
+    // The winner's notices are owed, once, until each is stored or forgone.
+    let owed = store.pending_task_notices(10).await.unwrap();
+    assert_eq!(owed, [(now.clone(), OWED_REQUESTER | OWED_RECIPIENT)]);
+    let mut notice = msg("agt_z", "n-tsk-2", &["agt_y"], T0 + 60);
+    notice.notice_of = Some(Owed::Task("tsk_2".into(), OWED_REQUESTER));
+    stored(&store, notice.clone()).await;
+    notice.id = "n-tsk-2-again".into();
+    notice.receipt = "rcp_n-tsk-2-again".into();
+    assert!(matches!(
+        store.publish(notice).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert_eq!(
+        store.pending_task_notices(10).await.unwrap(),
+        [(now.clone(), OWED_RECIPIENT)]
+    );
+    store
+        .forgo_notice(Owed::Task("tsk_2".into(), OWED_RECIPIENT))
+        .await
+        .unwrap();
+    assert!(store.pending_task_notices(10).await.unwrap().is_empty());
+    assert_eq!(store.task("tsk_2").await.unwrap(), Some(now.clone()));
     assert_eq!(
         store.due_tasks(T0 + 1000, 10).await.unwrap().len(),
         1,
