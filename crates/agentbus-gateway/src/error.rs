@@ -87,7 +87,7 @@ impl From<StoreError> for ApiError {
                 tracing::error!(error = %msg, "storage failure");
                 ApiError::new(
                     Code::StorageUnavailable,
-                    "the gateway could not reach its store; nothing was stored",
+                    "the gateway could not reach its store; nothing was stored unless it failed while committing (retrying with the same id is safe either way)",
                 )
             }
         }

@@ -443,8 +443,8 @@ catalogue! {
 
     /// The gateway's storage failed.
     StorageUnavailable = 9001, 503, Project, "Storage unavailable",
-        cause: "The gateway could not read or write its store (disk full, database unreachable). Nothing was stored for this request.",
-        fix: "Retry later with the same `id`; operators should check the gateway log for the request id.";
+        cause: "The gateway could not read or write its store (disk full, database unreachable). Nothing was stored for this request, unless the store failed while committing it: the gateway then cannot tell whether the commit landed.",
+        fix: "Retry later with the same `id`: if the first try was stored after all, the retry answers 200 with its receipt and stores no second copy. Operators should check the gateway log for the request id.";
     /// The gateway holds as many connections as it allows.
     AtCapacity = 9002, 503, Project, "Gateway at connection capacity",
         cause: "The gateway already holds `max_connections` connections (1,024 by default, WebSockets included) and refused this one; nothing was read from it.",
