@@ -735,7 +735,7 @@ impl<S: Store> App<S> {
     /// One reaper pass: task timers (§6.1), then inbox dead letters and expiries, each with its
     /// notice (§5.9, §5.10).
     pub async fn reap(&self) -> ApiResult<ReapReport> {
-        crate::tasks::reap(self).await?;
+        crate::tasks::fire_due(self).await?;
         crate::blobs::reap(self).await?;
         let now = self.now();
         let report = self
@@ -750,8 +750,25 @@ impl<S: Store> App<S> {
                 }
             }
         }
+        // Last: settling never waits on a notice.
+        crate::tasks::send_owed_notices(self).await?;
         self.send_owed_notices().await?;
         Ok(report)
+    }
+
+    /// The outcome of sending one owed notice, as a pass takes it: the store's failure stops the
+    /// pass (every other notice would fail alike), any other failure is logged and leaves that
+    /// notice owed for the next pass, so one notice that cannot be built (say, unreadable stored
+    /// data) never holds back the others.
+    pub(crate) fn owed_failed(&self, sent: ApiResult<()>) -> ApiResult<()> {
+        match sent {
+            Err(e) if matches!(e.code, Code::StorageUnavailable | Code::StoreBusy) => Err(e),
+            Err(e) => {
+                tracing::warn!(code = %e.code, error = %e.message, "an owed notice was not sent; the next pass tries again");
+                Ok(())
+            }
+            Ok(()) => Ok(()),
+        }
     }
 
     /// Sends the notices the reaper owes for settled entries (§5.9, §5.10; marked in the
@@ -762,26 +779,31 @@ impl<S: Store> App<S> {
         let owed = self.store.pending_notices(1000).await?;
         let of = |e: &InboxEntry| Owed::Entry(e.agent_id.clone(), e.sequence);
         for e in &owed.dead {
-            self.undeliverable(e, "AB-4010", true, Some(of(e))).await?;
+            let sent = self.undeliverable(e, "AB-4010", true, Some(of(e))).await;
+            self.owed_failed(sent)?;
         }
         for e in &owed.expired {
-            // §5.10: only messages that never reached the receiver are reported expired (the
-            // store owes no other).
-            let Some(sender) = self.sender_of(&e.message).await? else {
-                self.store.forgo_notice(of(e)).await?;
-                continue;
-            };
-            let data = json!({
-                "original_message_id": e.message.id,
-                "expired_at": Timestamp(e.message.expires_at).to_string(),
-                "last_state": "persisted",
-                "reason": "expires_at",
-            });
-            let kind = "agentbus.system.expired.v1";
-            self.notify_owed(&sender, "router", kind, data, Some(&e.message), Some(of(e)))
-                .await?;
+            let sent = self.expired_notice(e, of(e)).await;
+            self.owed_failed(sent)?;
         }
         Ok(())
+    }
+
+    /// Sends `system.expired` for an entry never delivered to its message's sender (§5.10;
+    /// the store owes no other), `owed` as [`App::notify_owed`] takes it.
+    async fn expired_notice(&self, e: &InboxEntry, owed: Owed) -> ApiResult<()> {
+        let Some(sender) = self.sender_of(&e.message).await? else {
+            return Ok(self.store.forgo_notice(owed).await?);
+        };
+        let data = json!({
+            "original_message_id": e.message.id,
+            "expired_at": Timestamp(e.message.expires_at).to_string(),
+            "last_state": "persisted",
+            "reason": "expires_at",
+        });
+        let kind = "agentbus.system.expired.v1";
+        self.notify_owed(&sender, "router", kind, data, Some(&e.message), Some(owed))
+            .await
     }
 
     /// Sends `system.undeliverable` for an entry to its message's sender.

@@ -332,16 +332,9 @@ async fn result_warnings<S: Store>(
     ))
 }
 
-/// One reaper pass over due tasks (§6.1): fires each due timer, records it with `actor: system`,
-/// and sends the notices §6.1 names. Returns how many tasks changed.
-pub async fn reap<S: Store>(app: &App<S>) -> ApiResult<usize> {
-    let changed = fire_due(app).await?;
-    send_owed_notices(app).await?;
-    Ok(changed)
-}
-
-/// The first half of [`reap`]: fires each due timer, each commit marking the notices it owes,
-/// which the second half sends. Returns how many tasks changed.
+/// A reaper pass's task timers (§6.1): fires each due timer, recorded with `actor: system`, each
+/// commit marking the notices §6.1 names as owed; the pass sends them later
+/// ([`send_owed_notices`]). Returns how many tasks changed.
 pub async fn fire_due<S: Store>(app: &App<S>) -> ApiResult<usize> {
     let now = app.now();
     let mut changed = 0;
@@ -370,8 +363,9 @@ fn owed_by(o: &Outcome) -> u8 {
 /// Sends the timer notices owed to tasks' parties (marked in the timer's own transaction by
 /// [`fire`]), each stored with the clearing of its mark: notices a pass could not send (the
 /// gateway stopped, the store failed after the timer's commit) go with a later pass of any
-/// replica, and none goes twice.
-async fn send_owed_notices<S: Store>(app: &App<S>) -> ApiResult<()> {
+/// replica, and none goes twice. One that fails on its own is left for the next pass
+/// ([`App::owed_failed`]).
+pub(crate) async fn send_owed_notices<S: Store>(app: &App<S>) -> ApiResult<()> {
     let owed = app.store.pending_task_notices(1000).await?;
     // Like the timers, 128 tasks at a time, so their commits share the writer's group commits.
     for chunk in owed.chunks(128) {
@@ -382,7 +376,7 @@ async fn send_owed_notices<S: Store>(app: &App<S>) -> ApiResult<()> {
         )
         .await;
         for r in sent {
-            r?;
+            app.owed_failed(r)?;
         }
     }
     Ok(())

@@ -120,6 +120,73 @@ async fn a_notice_owed_by_a_pass_that_stopped_goes_with_the_next_once() {
     assert!(h.poll(&a, 0, 0).await.is_empty(), "sent once");
 }
 
+/// One owed notice that cannot be built (here its sender's workspace row is gone, so the sender
+/// has no address) is logged and left owed; the pass still sends every other notice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owed_notice_that_cannot_be_built_holds_back_no_other() {
+    let h = Harness::start().await;
+    let (a, b) = (h.agent("alpha").await, h.agent("bravo").await);
+    let now = h.now().millis();
+    // A sender in a workspace that does not exist, and its message to bravo, stored first.
+    let mut ghost = h.app.store.agent(&a.id).await.unwrap().unwrap();
+    ghost.id = "agt_ghost".into();
+    ghost.name = "ghost".into();
+    ghost.workspace_id = "wks_gone".into();
+    h.app.store.create_agent(ghost, vec![]).await.unwrap();
+    let stored = h
+        .app
+        .store
+        .publish(agentbus_store::NewMessage {
+            tenant_id: h.app.store.agent(&b.id).await.unwrap().unwrap().tenant_id,
+            id: "msg_ghost".into(),
+            source: "agent://default/gone/ghost".into(),
+            source_agent_id: Some("agt_ghost".into()),
+            kind: "agentbus.message.v1".into(),
+            conversation_id: "cnv_ghost".into(),
+            correlation_id: None,
+            to_text: b.address.clone(),
+            to_id: b.id.clone(),
+            attrs: "{}".into(),
+            data: b"{}".to_vec(),
+            signed_hash: vec![0; 32],
+            idempotency: None,
+            receipt: "rcp_ghost".into(),
+            received_at: now,
+            expires_at: now + 2000,
+            task_id: None,
+            task: None,
+            recipients: vec![b.id.clone()],
+            blob_refs: vec![],
+            replay_since: now,
+            idempotency_since: now,
+            max_depth: None,
+            usage: None,
+            notice_of: None,
+        })
+        .await
+        .unwrap();
+    assert!(matches!(
+        stored,
+        agentbus_store::PublishOutcome::Stored { .. }
+    ));
+    let mut m = message(&h, &a, &b.address, "soon stale");
+    m.insert("expires_at".into(), json!(h.now().plus_secs(2).to_string()));
+    let m = sign(&a, m);
+    assert_eq!(h.publish(&a, &m).await.0, 202);
+    h.clock.advance_secs(3);
+    let report = h.app.reap().await.unwrap();
+    assert_eq!(report.expired.len(), 2);
+    let notices = h.poll(&a, 0, 0).await;
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(
+        notices[0]["envelope"]["data"]["original_message_id"],
+        m["id"]
+    );
+    let owed = h.app.store.pending_notices(10).await.unwrap();
+    let left: Vec<&str> = owed.expired.iter().map(|e| e.message.id.as_str()).collect();
+    assert_eq!(left, ["msg_ghost"], "the ghost's stays owed");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_loses_nothing_acked_and_redelivers_nothing_twice_after_dedupe() {
     let h = Harness::start().await;
