@@ -137,6 +137,9 @@ pub fn new_token(prefix: &str) -> String {
     )
 }
 
+/// How many owed notices a reaper pass reads at a time.
+pub(crate) const OWED_PAGE: u32 = 1000;
+
 impl<S: Store> App<S> {
     /// Assembles the gateway from its parts.
     pub fn new(
@@ -776,17 +779,26 @@ impl<S: Store> App<S> {
     /// notices a pass could not send (the gateway stopped, the store failed after the settling
     /// commit) go with a later pass of any replica, and none goes twice.
     async fn send_owed_notices(&self) -> ApiResult<()> {
-        let owed = self.store.pending_notices(1000).await?;
         let of = |e: &InboxEntry| Owed::Entry(e.agent_id.clone(), e.sequence);
-        for e in &owed.dead {
-            let sent = self.undeliverable(e, "AB-4010", true, Some(of(e))).await;
-            self.owed_failed(sent)?;
+        // A page at a time past the last one: a notice left owed (it failed) is met once a
+        // pass, never in front of the others.
+        let mut after = (String::new(), 0);
+        loop {
+            let owed = self.store.pending_notices(after.clone(), OWED_PAGE).await?;
+            let page = owed.dead.iter().chain(&owed.expired);
+            match page.map(|e| (&e.agent_id, e.sequence)).max() {
+                Some((agent, sequence)) => after = (agent.clone(), sequence),
+                None => return Ok(()),
+            }
+            for e in &owed.dead {
+                let sent = self.undeliverable(e, "AB-4010", true, Some(of(e))).await;
+                self.owed_failed(sent)?;
+            }
+            for e in &owed.expired {
+                let sent = self.expired_notice(e, of(e)).await;
+                self.owed_failed(sent)?;
+            }
         }
-        for e in &owed.expired {
-            let sent = self.expired_notice(e, of(e)).await;
-            self.owed_failed(sent)?;
-        }
-        Ok(())
     }
 
     /// Sends `system.expired` for an entry never delivered to its message's sender (§5.10;

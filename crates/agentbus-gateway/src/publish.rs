@@ -421,14 +421,16 @@ async fn store_deciding_again<S: Store>(
     let Some(env) = env else {
         return Ok((app.store.publish(msg).await?, task));
     };
-    for _ in 0..crate::tasks::DECIDE_TRIES {
+    for tried in 1..=crate::tasks::DECIDE_TRIES {
         match app.store.publish(msg.clone()).await {
-            Err(StoreError::Conflict(_)) => {}
+            Err(StoreError::Conflict(_)) if tried < crate::tasks::DECIDE_TRIES => {}
+            Err(StoreError::Conflict(_)) => break,
             stored => return Ok((stored?, task)),
         }
-        // Released first: deciding again takes the task's lock.
+        // Released first: deciding again takes the task's lock. Decided at the time it is
+        // decided, so the task's timeline never goes back in time behind the other change.
         drop(task);
-        task = crate::tasks::effect(app, agent, env, single, msg.received_at).await?;
+        task = crate::tasks::effect(app, agent, env, single, app.now()).await?;
         msg.task = task.as_ref().map(|t| t.write.clone());
     }
     Err(crate::tasks::kept_changing(

@@ -366,20 +366,29 @@ fn owed_by(o: &Outcome) -> u8 {
 /// replica, and none goes twice. One that fails on its own is left for the next pass
 /// ([`App::owed_failed`]).
 pub(crate) async fn send_owed_notices<S: Store>(app: &App<S>) -> ApiResult<()> {
-    let owed = app.store.pending_task_notices(1000).await?;
-    // Like the timers, 128 tasks at a time, so their commits share the writer's group commits.
-    for chunk in owed.chunks(128) {
-        let sent = futures_util::future::join_all(
-            chunk
-                .iter()
-                .map(|(row, bits)| send_owed_notice(app, row, *bits)),
-        )
-        .await;
-        for r in sent {
-            app.owed_failed(r)?;
+    let mut after = String::new();
+    loop {
+        let owed = app
+            .store
+            .pending_task_notices(&after, crate::app::OWED_PAGE)
+            .await?;
+        let Some((last, _)) = owed.last() else {
+            return Ok(());
+        };
+        after = last.id.clone();
+        // Like the timers, 128 tasks at a time, so their commits share the writer's group commits.
+        for chunk in owed.chunks(128) {
+            let sent = futures_util::future::join_all(
+                chunk
+                    .iter()
+                    .map(|(row, bits)| send_owed_notice(app, row, *bits)),
+            )
+            .await;
+            for r in sent {
+                app.owed_failed(r)?;
+            }
         }
     }
-    Ok(())
 }
 
 /// Sends the notices `owed` (bits) for the timer that fired last on `row`.
@@ -491,14 +500,10 @@ async fn notify_expiry<S: Store>(
 
 /// Applies an admin's cancel to task `id` as it is now; decided again, as a lifecycle message is,
 /// when another replica changed the task between the read and the write.
-async fn admin_cancel_once<S: Store>(
-    app: &App<S>,
-    user: &UserRow,
-    id: &str,
-    now: i64,
-) -> ApiResult<Outcome> {
+async fn admin_cancel_once<S: Store>(app: &App<S>, user: &UserRow, id: &str) -> ApiResult<Outcome> {
     for _ in 0..DECIDE_TRIES {
         let _guard = app.task_locks.lock(id).await;
+        let now = app.now();
         let row = app.store.task(id).await?.ok_or_else(ApiError::not_found)?;
         let mut machine = machine_of(&row);
         let outcome = machine
@@ -716,8 +721,7 @@ pub async fn cancel<S: Store>(
             ),
         ));
     }
-    let now = app.now();
-    let outcome = admin_cancel_once(app, &user, id, now).await?;
+    let outcome = admin_cancel_once(app, &user, id).await?;
     let original = find_request(app, &row).await?;
     let mut data = json!({"task_id": row.id});
     if let Some(r) = reason {

@@ -249,13 +249,20 @@ pub trait Store: Clone + Send + Sync + 'static {
         max_attempts: u32,
     ) -> impl Future<Output = StoreResult<ReapReport>> + Send;
     /// Settled entries whose sender is still owed the reaper's notice (see
-    /// [`Store::reap_inboxes`]), at most `limit`, in inbox order, split as dead letters and
-    /// expiries, with their messages.
-    fn pending_notices(&self, limit: u32) -> impl Future<Output = StoreResult<ReapReport>> + Send;
+    /// [`Store::reap_inboxes`]), at most `limit` of those past `after` (agent, sequence; `("",
+    /// 0)` for the first page), in inbox order, split as dead letters and expiries, with their
+    /// messages.
+    fn pending_notices(
+        &self,
+        after: (String, u64),
+        limit: u32,
+    ) -> impl Future<Output = StoreResult<ReapReport>> + Send;
     /// Tasks whose parties are still owed a timer's notice (see [`Store::update_task`]), at most
-    /// `limit`, each with the owed parties' bits ([`OWED_REQUESTER`], [`OWED_RECIPIENT`]).
+    /// `limit` of those whose id sorts after `after` (`""` for the first page), in id order, each
+    /// with the owed parties' bits ([`OWED_REQUESTER`], [`OWED_RECIPIENT`]).
     fn pending_task_notices(
         &self,
+        after: &str,
         limit: u32,
     ) -> impl Future<Output = StoreResult<Vec<(TaskRow, u8)>>> + Send;
     /// Clears an owed notice that will not be sent (its addressee is gone).

@@ -120,6 +120,83 @@ async fn a_notice_owed_by_a_pass_that_stopped_goes_with_the_next_once() {
     assert!(h.poll(&a, 0, 0).await.is_empty(), "sent once");
 }
 
+/// A message from the agent `from` (by id) to `to`, stored through the store itself (no
+/// envelope checks), expiring at `expires_at`.
+async fn raw_message(
+    h: &Harness,
+    from: &str,
+    to: &Agent,
+    id: &str,
+    expires_at: i64,
+) -> agentbus_store::NewMessage {
+    let now = h.now().millis();
+    agentbus_store::NewMessage {
+        tenant_id: h.app.store.agent(&to.id).await.unwrap().unwrap().tenant_id,
+        id: id.into(),
+        source: format!("agent://default/main/{from}"),
+        source_agent_id: Some(from.into()),
+        kind: "agentbus.message.v1".into(),
+        conversation_id: "cnv_raw".into(),
+        correlation_id: None,
+        to_text: to.address.clone(),
+        to_id: to.id.clone(),
+        attrs: "{}".into(),
+        data: b"{}".to_vec(),
+        signed_hash: vec![0; 32],
+        idempotency: None,
+        receipt: format!("rcp_{id}"),
+        received_at: now,
+        expires_at,
+        task_id: None,
+        task: None,
+        recipients: vec![to.id.clone()],
+        blob_refs: vec![],
+        replay_since: now,
+        idempotency_since: now,
+        max_depth: None,
+        usage: None,
+        notice_of: None,
+    }
+}
+
+async fn stored_raw(h: &Harness, m: agentbus_store::NewMessage) {
+    let stored = h.app.store.publish(m).await.unwrap();
+    assert!(matches!(
+        stored,
+        agentbus_store::PublishOutcome::Stored { .. }
+    ));
+}
+
+/// A pass sends every notice it owes, however many: the owed ones are read a page of 1,000 at
+/// a time until none is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_sends_more_than_a_page_of_owed_notices() {
+    let h = Harness::start().await;
+    let (a, b) = (h.agent("alpha").await, h.agent("bravo").await);
+    let expires = h.now().millis() + 2000;
+    let mut messages = Vec::new();
+    for i in 0..1001 {
+        messages.push(raw_message(&h, &a.id, &b, &format!("msg_{i}"), expires).await);
+    }
+    for chunk in messages.chunks(128) {
+        futures_util::future::join_all(chunk.iter().map(|m| stored_raw(&h, m.clone()))).await;
+    }
+    h.clock.advance_secs(3);
+    assert_eq!(h.app.reap().await.unwrap().expired.len(), 1001);
+    assert_eq!(
+        h.app.store.pending_count(&a.id).await.unwrap(),
+        1001,
+        "one notice each"
+    );
+    let left = h
+        .app
+        .store
+        .pending_notices((String::new(), 0), 10)
+        .await
+        .unwrap();
+    assert_eq!(left, agentbus_store::ReapReport::default());
+}
+
 /// One owed notice that cannot be built (here its sender's workspace row is gone, so the sender
 /// has no address) is logged and left owed; the pass still sends every other notice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -133,42 +210,11 @@ async fn an_owed_notice_that_cannot_be_built_holds_back_no_other() {
     ghost.name = "ghost".into();
     ghost.workspace_id = "wks_gone".into();
     h.app.store.create_agent(ghost, vec![]).await.unwrap();
-    let stored = h
-        .app
-        .store
-        .publish(agentbus_store::NewMessage {
-            tenant_id: h.app.store.agent(&b.id).await.unwrap().unwrap().tenant_id,
-            id: "msg_ghost".into(),
-            source: "agent://default/gone/ghost".into(),
-            source_agent_id: Some("agt_ghost".into()),
-            kind: "agentbus.message.v1".into(),
-            conversation_id: "cnv_ghost".into(),
-            correlation_id: None,
-            to_text: b.address.clone(),
-            to_id: b.id.clone(),
-            attrs: "{}".into(),
-            data: b"{}".to_vec(),
-            signed_hash: vec![0; 32],
-            idempotency: None,
-            receipt: "rcp_ghost".into(),
-            received_at: now,
-            expires_at: now + 2000,
-            task_id: None,
-            task: None,
-            recipients: vec![b.id.clone()],
-            blob_refs: vec![],
-            replay_since: now,
-            idempotency_since: now,
-            max_depth: None,
-            usage: None,
-            notice_of: None,
-        })
-        .await
-        .unwrap();
-    assert!(matches!(
-        stored,
-        agentbus_store::PublishOutcome::Stored { .. }
-    ));
+    stored_raw(
+        &h,
+        raw_message(&h, "agt_ghost", &b, "msg_ghost", now + 2000).await,
+    )
+    .await;
     let mut m = message(&h, &a, &b.address, "soon stale");
     m.insert("expires_at".into(), json!(h.now().plus_secs(2).to_string()));
     let m = sign(&a, m);
@@ -182,7 +228,12 @@ async fn an_owed_notice_that_cannot_be_built_holds_back_no_other() {
         notices[0]["envelope"]["data"]["original_message_id"],
         m["id"]
     );
-    let owed = h.app.store.pending_notices(10).await.unwrap();
+    let owed = h
+        .app
+        .store
+        .pending_notices((String::new(), 0), 10)
+        .await
+        .unwrap();
     let left: Vec<&str> = owed.expired.iter().map(|e| e.message.id.as_str()).collect();
     assert_eq!(left, ["msg_ghost"], "the ghost's stays owed");
 }

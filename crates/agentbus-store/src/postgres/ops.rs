@@ -652,12 +652,12 @@ const FLAG_NOTICES: &str = "UPDATE inbox i SET notice = 1 FROM unnest($1::text[]
      WHERE i.agent_id = u.a AND i.sequence = u.s AND m.seq = i.message_seq \
      AND EXISTS (SELECT 1 FROM agents a WHERE a.id = m.source_agent_id AND a.deleted_at IS NULL)";
 
-/// Up to `$1` settled entries owing their sender a notice, in inbox order.
+/// Up to `$3` settled entries owing their sender a notice past (`$1`, `$2`), in inbox order.
 static PENDING_NOTICES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "SELECT i.agent_id, i.sequence, i.state, i.attempts, i.last_attempt_at, {MESSAGE_COLS} \
          FROM inbox i JOIN messages m ON m.seq = i.message_seq WHERE i.notice IS NOT NULL \
-         ORDER BY i.agent_id, i.sequence LIMIT $1"
+         AND (i.agent_id, i.sequence) > ($1, $2) ORDER BY i.agent_id, i.sequence LIMIT $3"
     )
 });
 
@@ -1369,14 +1369,19 @@ impl Store for PgStore {
         Ok(ReapReport { dead, expired })
     }
 
-    async fn pending_task_notices(&self, limit: u32) -> StoreResult<Vec<(TaskRow, u8)>> {
+    async fn pending_task_notices(
+        &self,
+        after: &str,
+        limit: u32,
+    ) -> StoreResult<Vec<(TaskRow, u8)>> {
         let c = self.client().await?;
         rows(
             &c,
             &format!(
-                "SELECT {TASK_COLS}, notices FROM tasks WHERE notices <> 0 ORDER BY id LIMIT $1"
+                "SELECT {TASK_COLS}, notices FROM tasks WHERE notices <> 0 AND id > $1 \
+                 ORDER BY id LIMIT $2"
             ),
-            &[&i64::from(limit)],
+            &[&after, &i64::from(limit)],
         )
         .await?
         .iter()
@@ -1392,9 +1397,10 @@ impl Store for PgStore {
         }
     }
 
-    async fn pending_notices(&self, limit: u32) -> StoreResult<ReapReport> {
+    async fn pending_notices(&self, after: (String, u64), limit: u32) -> StoreResult<ReapReport> {
         let c = self.client().await?;
-        let due: Vec<InboxEntry> = rows(&c, &PENDING_NOTICES, &[&i64::from(limit)])
+        let p: Params<'_> = &[&after.0, &(after.1 as i64), &i64::from(limit)];
+        let due: Vec<InboxEntry> = rows(&c, &PENDING_NOTICES, p)
             .await?
             .iter()
             .map(entry)

@@ -1225,12 +1225,13 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn pending_notices(&self, limit: u32) -> StoreResult<ReapReport> {
+    async fn pending_notices(&self, after: (String, u64), limit: u32) -> StoreResult<ReapReport> {
         self.read(move |c| {
             let due = entries_where(
                 c,
-                "i.notice IS NOT NULL ORDER BY i.agent_id, i.sequence LIMIT ?1",
-                [limit],
+                "i.notice IS NOT NULL AND (i.agent_id, i.sequence) > (?1, ?2) \
+                 ORDER BY i.agent_id, i.sequence LIMIT ?3",
+                params![after.0, after.1 as i64, limit],
             )?;
             let (dead, expired) = due.into_iter().partition(|e| e.state == EntryState::Dead);
             Ok(ReapReport { dead, expired })
@@ -1238,12 +1239,17 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn pending_task_notices(&self, limit: u32) -> StoreResult<Vec<(TaskRow, u8)>> {
+    async fn pending_task_notices(
+        &self,
+        after: &str,
+        limit: u32,
+    ) -> StoreResult<Vec<(TaskRow, u8)>> {
+        let after = after.to_owned();
         self.read(move |c| {
             let mut s = c.prepare_cached(&format!(
-                "SELECT {TASK_COLS}, notices FROM tasks WHERE notices != 0 ORDER BY id LIMIT ?1"
+                "SELECT {TASK_COLS}, notices FROM tasks WHERE notices != 0 AND id > ?1 ORDER BY id LIMIT ?2"
             ))?;
-            let rows = s.query_map([limit], |r| Ok((task_row(r)?, r.get(15)?)))?;
+            let rows = s.query_map(params![after, limit], |r| Ok((task_row(r)?, r.get(15)?)))?;
             Ok(rows.collect::<Result<_, _>>()?)
         })
         .await

@@ -22,6 +22,9 @@ where
     out
 }
 
+/// The key before every owed notice's (`Store::pending_notices`).
+static FIRST: std::sync::LazyLock<(String, u64)> = std::sync::LazyLock::new(|| (String::new(), 0));
+
 async fn base(store: &impl Store) {
     store
         .create_tenant(tenant("ten_1", "acme"))
@@ -999,16 +1002,31 @@ pub async fn store_reaper_owes_notices_until_one_is_stored<S: Store + Clone>(sto
     let report = store.reap_inboxes(T0 + 60_000, 2).await.unwrap();
     assert_eq!((report.dead.len(), report.expired.len()), (1, 4));
     let ids = |v: &[InboxEntry]| v.iter().map(|e| e.message.id.clone()).collect::<Vec<_>>();
-    let owed = store.pending_notices(100).await.unwrap();
+    let owed = store.pending_notices(FIRST.clone(), 100).await.unwrap();
     assert_eq!(
         (ids(&owed.dead), ids(&owed.expired)),
         (vec!["tired".to_owned()], vec!["short".to_owned()])
     );
     assert_eq!(
         owed,
-        store.pending_notices(100).await.unwrap(),
+        store.pending_notices(FIRST.clone(), 100).await.unwrap(),
         "read, not taken"
     );
+    // A page starts past the key it is given.
+    let past = |e: &InboxEntry| (e.agent_id.clone(), e.sequence);
+    let page = store
+        .pending_notices(past(&owed.dead[0]), 100)
+        .await
+        .unwrap();
+    assert_eq!(
+        (page.dead.len(), ids(&page.expired)),
+        (0, vec!["short".to_owned()])
+    );
+    let page = store
+        .pending_notices(past(&owed.expired[0]), 100)
+        .await
+        .unwrap();
+    assert_eq!(page, ReapReport::default());
     // The notice of `short`, stored once; a second try stores nothing.
     let entry = Owed::Entry(short[0].0.clone(), short[0].1);
     let mut first = msg("agt_z", "n-short-1", &["agt_a"], T0 + 60_000);
@@ -1021,7 +1039,7 @@ pub async fn store_reaper_owes_notices_until_one_is_stored<S: Store + Clone>(sto
         Err(StoreError::Conflict(_))
     ));
     assert_eq!(store.pending_count("agt_a").await.unwrap(), 1);
-    let owed = store.pending_notices(100).await.unwrap();
+    let owed = store.pending_notices(FIRST.clone(), 100).await.unwrap();
     assert_eq!(
         (ids(&owed.dead), ids(&owed.expired)),
         (vec!["tired".to_owned()], vec![])
@@ -1047,7 +1065,7 @@ pub async fn store_reaper_owes_notices_until_one_is_stored<S: Store + Clone>(sto
     );
     assert_eq!(store.pending_count("agt_a").await.unwrap(), 2);
     assert_eq!(
-        store.pending_notices(100).await.unwrap(),
+        store.pending_notices(FIRST.clone(), 100).await.unwrap(),
         ReapReport::default()
     );
 }
@@ -1117,8 +1135,17 @@ pub async fn store_tasks_due_and_version_check<S: Store + Clone>(store: S) {
         "the losers added no event"
     );
     // The winner's notices are owed, once, until each is stored or forgone.
-    let owed = store.pending_task_notices(10).await.unwrap();
+    let owed = store.pending_task_notices("", 10).await.unwrap();
     assert_eq!(owed, [(now.clone(), OWED_REQUESTER | OWED_RECIPIENT)]);
+    assert_eq!(store.pending_task_notices("tsk_1", 10).await.unwrap(), owed);
+    assert!(
+        store
+            .pending_task_notices("tsk_2", 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a page starts past its key"
+    );
     let mut notice = msg("agt_z", "n-tsk-2", &["agt_y"], T0 + 60);
     notice.notice_of = Some(Owed::Task("tsk_2".into(), OWED_REQUESTER));
     stored(&store, notice.clone()).await;
@@ -1129,14 +1156,14 @@ pub async fn store_tasks_due_and_version_check<S: Store + Clone>(store: S) {
         Err(StoreError::Conflict(_))
     ));
     assert_eq!(
-        store.pending_task_notices(10).await.unwrap(),
+        store.pending_task_notices("", 10).await.unwrap(),
         [(now.clone(), OWED_RECIPIENT)]
     );
     store
         .forgo_notice(Owed::Task("tsk_2".into(), OWED_RECIPIENT))
         .await
         .unwrap();
-    assert!(store.pending_task_notices(10).await.unwrap().is_empty());
+    assert!(store.pending_task_notices("", 10).await.unwrap().is_empty());
     assert_eq!(store.task("tsk_2").await.unwrap(), Some(now.clone()));
     assert_eq!(
         store.due_tasks(T0 + 1000, 10).await.unwrap().len(),
