@@ -66,15 +66,25 @@ async fn wp_5_9_1_never_acked_is_dead_lettered_and_the_sender_told() {
     agentbus_protocol::signing::verify_envelope(n.as_object().unwrap(), &pk).unwrap();
 }
 
+/// Publishes a message from `from` to `to` that expires in 2 s; answers the envelope.
+async fn publish_expiring(
+    h: &Harness,
+    from: &Agent,
+    to: &Agent,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut m = message(h, from, &to.address, "soon stale");
+    m.insert("expires_at".into(), json!(h.now().plus_secs(2).to_string()));
+    let m = sign(from, m);
+    assert_eq!(h.publish(from, &m).await.0, 202);
+    m
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wp_2_1_19_expired_before_delivery_is_never_delivered_and_the_sender_told() {
     let h = Harness::start().await;
     let a = h.agent("alpha").await;
     let b = h.agent("bravo").await;
-    let mut m = message(&h, &a, &b.address, "soon stale");
-    m.insert("expires_at".into(), json!(h.now().plus_secs(2).to_string()));
-    let m = sign(&a, m);
-    assert_eq!(h.publish(&a, &m).await.0, 202);
+    let m = publish_expiring(&h, &a, &b).await;
     h.clock.advance_secs(3);
     assert!(h.poll(&b, 0, 0).await.is_empty());
     let report = h.app.reap().await.unwrap();
@@ -93,10 +103,7 @@ async fn a_notice_owed_by_a_pass_that_stopped_goes_with_the_next_once() {
     let h = Harness::start().await;
     let a = h.agent("alpha").await;
     let b = h.agent("bravo").await;
-    let mut m = message(&h, &a, &b.address, "soon stale");
-    m.insert("expires_at".into(), json!(h.now().plus_secs(2).to_string()));
-    let m = sign(&a, m);
-    assert_eq!(h.publish(&a, &m).await.0, 202);
+    let m = publish_expiring(&h, &a, &b).await;
     h.clock.advance_secs(3);
     // The settling commit alone, as a pass that stopped right after it leaves the store.
     let settled = h
@@ -215,10 +222,7 @@ async fn an_owed_notice_that_cannot_be_built_holds_back_no_other() {
         raw_message(&h, "agt_ghost", &b, "msg_ghost", now + 2000).await,
     )
     .await;
-    let mut m = message(&h, &a, &b.address, "soon stale");
-    m.insert("expires_at".into(), json!(h.now().plus_secs(2).to_string()));
-    let m = sign(&a, m);
-    assert_eq!(h.publish(&a, &m).await.0, 202);
+    let m = publish_expiring(&h, &a, &b).await;
     h.clock.advance_secs(3);
     let report = h.app.reap().await.unwrap();
     assert_eq!(report.expired.len(), 2);
