@@ -791,7 +791,7 @@ impl<S: Store> App<S> {
                 None => return Ok(()),
             }
             for e in &owed.dead {
-                let sent = self.undeliverable(e, "AB-4010", true, Some(of(e))).await;
+                let sent = self.dead_letter_notice(e).await;
                 self.owed_failed(sent)?;
             }
             for e in &owed.expired {
@@ -799,6 +799,20 @@ impl<S: Store> App<S> {
                 self.owed_failed(sent)?;
             }
         }
+    }
+
+    /// Sends the owed `system.undeliverable` for a dead-lettered entry: AB-4003 when its inbox's
+    /// agent was deleted (the deletion settled it, or did since), AB-4010 when it ran out of
+    /// attempts.
+    pub(crate) async fn dead_letter_notice(&self, e: &InboxEntry) -> ApiResult<()> {
+        let deleted = self
+            .store
+            .agent(&e.agent_id)
+            .await?
+            .is_none_or(|a| a.deleted_at.is_some());
+        let code = if deleted { "AB-4003" } else { "AB-4010" };
+        let owed = Owed::Entry(e.agent_id.clone(), e.sequence);
+        self.undeliverable(e, code, true, Some(owed)).await
     }
 
     /// Sends `system.expired` for an entry never delivered to its message's sender (§5.10;

@@ -476,8 +476,9 @@ pub async fn delete_agent<S: Store>(
     let pending = app.store.delete_agent(&a.id, app.now()).await?;
     app.invalidate_directory();
     app.forget_agent(&a.id);
+    // Owed since the deletion's commit: any left unsent here go with the reaper's next pass.
     for e in &pending {
-        app.notice_undeliverable(e, "AB-4003", true).await?;
+        app.dead_letter_notice(e).await?;
     }
     Ok(StatusCode::NO_CONTENT)
 }

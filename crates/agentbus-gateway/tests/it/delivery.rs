@@ -127,6 +127,53 @@ async fn a_notice_owed_by_a_pass_that_stopped_goes_with_the_next_once() {
     assert!(h.poll(&a, 0, 0).await.is_empty(), "sent once");
 }
 
+/// §5.9's notice of a deleted recipient is owed like the reaper's: a deletion whose route
+/// stopped after its commit (the gateway killed before it told the senders) leaves the notices
+/// to the reaper's next pass, which sends each once, with AB-4003.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_notices_of_a_deletion_that_stopped_go_with_the_next_pass_once() {
+    let h = Harness::start().await;
+    let (a, b) = (h.agent("alpha").await, h.agent("bravo").await);
+    let m = signed(&h, &a, &b.address, "to be dead-lettered");
+    assert_eq!(h.publish(&a, &m).await.0, 202);
+    // The deletion's commit alone, as a route that stopped right after it leaves the store.
+    let settled = h
+        .app
+        .store
+        .delete_agent(&b.id, h.now().millis())
+        .await
+        .unwrap();
+    assert_eq!(settled.len(), 1);
+    assert!(h.poll(&a, 0, 0).await.is_empty(), "no notice yet");
+    h.app.reap().await.unwrap();
+    let notices = h.poll(&a, 0, 0).await;
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    let n = &notices[0]["envelope"];
+    assert_eq!(n["type"], "agentbus.system.undeliverable.v1");
+    assert_eq!(
+        (
+            n["data"]["code"].as_str(),
+            n["data"]["dead_lettered"].as_bool()
+        ),
+        (Some("AB-4003"), Some(true))
+    );
+    assert_eq!(n["data"]["original_message_id"], m["id"]);
+    h.app.reap().await.unwrap();
+    assert!(h.poll(&a, 0, 0).await.is_empty(), "sent once");
+    // Through the route, the notice goes at once, and the next pass owes nothing more.
+    let c = h.agent("charlie").await;
+    let m = signed(&h, &a, &c.address, "to be dead-lettered too");
+    assert_eq!(h.publish(&a, &m).await.0, 202);
+    let path = format!("/v1/agents/{}", c.id);
+    let (s, _) = h.req(reqwest::Method::DELETE, &path, &h.admin, None).await;
+    assert_eq!(s, 204);
+    let notices = h.poll(&a, 0, 0).await;
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(notices[0]["envelope"]["data"]["code"], "AB-4003");
+    h.app.reap().await.unwrap();
+    assert!(h.poll(&a, 0, 0).await.is_empty(), "sent once");
+}
+
 /// A message from the agent `from` (by id) to `to`, stored through the store itself (no
 /// envelope checks), expiring at `expires_at`.
 async fn raw_message(

@@ -125,6 +125,22 @@ async fn message_by_seq(c: &impl GenericClient, seq: i64) -> StoreResult<Option<
     .transpose()
 }
 
+/// Marks the settled entries of `settled` (each with whether it was dead-lettered) whose sender
+/// is owed a notice ([`crate::model::notice_due`]), those whose sender still exists.
+async fn flag_owed<'e>(
+    t: &impl GenericClient,
+    settled: impl Iterator<Item = (&'e InboxEntry, bool)>,
+) -> StoreResult<()> {
+    let (agents, sequences): (Vec<&str>, Vec<i64>) = settled
+        .filter(|(e, dead)| crate::model::notice_due(e, *dead))
+        .map(|(e, _)| (e.agent_id.as_str(), e.sequence as i64))
+        .unzip();
+    if !agents.is_empty() {
+        exec(t, FLAG_NOTICES, &[&agents, &sequences]).await?;
+    }
+    Ok(())
+}
+
 /// Clears the mark of `owed`; `Conflict` when it was not set (the notice is stored already).
 /// Another replica storing the same notice holds the row until its commit; this one then finds
 /// the mark cleared.
@@ -997,6 +1013,7 @@ impl Store for PgStore {
         exec(&tx, "DELETE FROM subscriptions WHERE agent_id = $1", &[&id]).await?;
         let pending = settle_where(&tx, "agent_id = $1", &[&id], EntryState::Dead, false).await?;
         count_settled(&tx, &pending).await?;
+        flag_owed(&tx, pending.iter().map(|e| (e, true))).await?;
         tx.commit().await?;
         Ok(pending)
     }
@@ -1358,13 +1375,7 @@ impl Store for PgStore {
         .await?;
         count_settled(&tx, dead.iter().chain(&expired)).await?;
         let due = (dead.iter().map(|e| (e, true))).chain(expired.iter().map(|e| (e, false)));
-        let (agents, sequences): (Vec<&str>, Vec<i64>) = due
-            .filter(|(e, dead)| crate::model::notice_due(e, *dead))
-            .map(|(e, _)| (e.agent_id.as_str(), e.sequence as i64))
-            .unzip();
-        if !agents.is_empty() {
-            exec(&tx, FLAG_NOTICES, &[&agents, &sequences]).await?;
-        }
+        flag_owed(&tx, due).await?;
         tx.commit().await?;
         Ok(ReapReport { dead, expired })
     }

@@ -152,6 +152,26 @@ fn idempotent_in(
     .optional()
 }
 
+/// Marks the settled entries of `settled` (each with whether it was dead-lettered) whose sender
+/// is owed a notice ([`crate::model::notice_due`]), those whose sender still exists.
+fn flag_owed<'e>(
+    t: &Transaction<'_>,
+    settled: impl Iterator<Item = (&'e InboxEntry, bool)>,
+) -> rusqlite::Result<()> {
+    for (e, _) in settled.filter(|(e, dead)| crate::model::notice_due(e, *dead)) {
+        t.prepare_cached(
+            "UPDATE inbox SET notice = 1 WHERE agent_id = ?1 AND sequence = ?2 \
+             AND EXISTS (SELECT 1 FROM agents a WHERE a.id = ?3 AND a.deleted_at IS NULL)",
+        )?
+        .execute(params![
+            e.agent_id,
+            e.sequence as i64,
+            e.message.source_agent_id
+        ])?;
+    }
+    Ok(())
+}
+
 /// Clears the mark of `owed`; `Conflict` when it was not set (the notice is stored already).
 fn clear_owed(t: &Transaction<'_>, owed: &Owed) -> StoreResult<()> {
     let cleared = match owed {
@@ -820,6 +840,7 @@ impl Store for SqliteStore {
             tx.execute("DELETE FROM subscriptions WHERE agent_id = ?1", [&id])?;
             let pending = entries_where(tx, "i.agent_id = ?1 AND i.state IN (0, 1)", [&id])?;
             settle(tx, &pending, EntryState::Dead)?;
+            flag_owed(tx, pending.iter().map(|e| (e, true)))?;
             Ok(pending)
         })
         .await
@@ -1209,17 +1230,7 @@ impl Store for SqliteStore {
             let expired = entries_where(tx, "i.state IN (0, 1) AND i.expires_at <= ?1", [now])?;
             settle(tx, &expired, EntryState::Expired)?;
             let due = (dead.iter().map(|e| (e, true))).chain(expired.iter().map(|e| (e, false)));
-            for (e, _) in due.filter(|(e, dead)| crate::model::notice_due(e, *dead)) {
-                tx.prepare_cached(
-                    "UPDATE inbox SET notice = 1 WHERE agent_id = ?1 AND sequence = ?2 \
-                     AND EXISTS (SELECT 1 FROM agents a WHERE a.id = ?3 AND a.deleted_at IS NULL)",
-                )?
-                .execute(params![
-                    e.agent_id,
-                    e.sequence as i64,
-                    e.message.source_agent_id
-                ])?;
-            }
+            flag_owed(tx, due)?;
             Ok(ReapReport { dead, expired })
         })
         .await

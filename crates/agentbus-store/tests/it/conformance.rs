@@ -1068,6 +1068,18 @@ pub async fn store_reaper_owes_notices_until_one_is_stored<S: Store + Clone>(sto
         store.pending_notices(FIRST.clone(), 100).await.unwrap(),
         ReapReport::default()
     );
+    // Deleting an agent dead-letters its queue, and owes each live sender its notice.
+    agents(&store, &[agent("agt_d", "dave")]).await;
+    stored(&store, msg("agt_a", "to-dave", &["agt_d"], T0)).await;
+    let mut by_notice = msg("agt_a", "notice-to-dave", &["agt_d"], T0);
+    by_notice.source_agent_id = None;
+    stored(&store, by_notice).await;
+    assert_eq!(store.delete_agent("agt_d", T0 + 5).await.unwrap().len(), 2);
+    let owed = store.pending_notices(FIRST.clone(), 100).await.unwrap();
+    assert_eq!(
+        (ids(&owed.dead), owed.expired.len()),
+        (vec!["to-dave".to_owned()], 0)
+    );
 }
 
 pub async fn store_tasks_due_and_version_check<S: Store + Clone>(store: S) {
