@@ -493,6 +493,22 @@ pub struct ReapReport {
     pub expired: Vec<InboxEntry>,
 }
 
+impl ReapReport {
+    /// Settled entries split by the state they were settled to (`Store::pending_notices`).
+    pub(crate) fn of_settled(entries: Vec<InboxEntry>) -> ReapReport {
+        let (dead, expired) = entries
+            .into_iter()
+            .partition(|e| e.state == EntryState::Dead);
+        ReapReport { dead, expired }
+    }
+
+    /// Every entry of the report, each with whether it was dead-lettered.
+    pub(crate) fn settled(&self) -> impl Iterator<Item = (&InboxEntry, bool)> {
+        let dead = self.dead.iter().map(|e| (e, true));
+        dead.chain(self.expired.iter().map(|e| (e, false)))
+    }
+}
+
 /// A claim-check blob.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlobRow {

@@ -1374,10 +1374,10 @@ impl Store for PgStore {
         )
         .await?;
         count_settled(&tx, dead.iter().chain(&expired)).await?;
-        let due = (dead.iter().map(|e| (e, true))).chain(expired.iter().map(|e| (e, false)));
-        flag_owed(&tx, due).await?;
+        let report = ReapReport { dead, expired };
+        flag_owed(&tx, report.settled()).await?;
         tx.commit().await?;
-        Ok(ReapReport { dead, expired })
+        Ok(report)
     }
 
     async fn pending_task_notices(
@@ -1416,8 +1416,7 @@ impl Store for PgStore {
             .iter()
             .map(entry)
             .collect::<Result<_, _>>()?;
-        let (dead, expired) = due.into_iter().partition(|e| e.state == EntryState::Dead);
-        Ok(ReapReport { dead, expired })
+        Ok(ReapReport::of_settled(due))
     }
 
     async fn next_visible(&self, agent_id: &str) -> StoreResult<Option<i64>> {

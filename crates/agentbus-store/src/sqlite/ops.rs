@@ -1229,9 +1229,9 @@ impl Store for SqliteStore {
             settle(tx, &dead, EntryState::Dead)?;
             let expired = entries_where(tx, "i.state IN (0, 1) AND i.expires_at <= ?1", [now])?;
             settle(tx, &expired, EntryState::Expired)?;
-            let due = (dead.iter().map(|e| (e, true))).chain(expired.iter().map(|e| (e, false)));
-            flag_owed(tx, due)?;
-            Ok(ReapReport { dead, expired })
+            let report = ReapReport { dead, expired };
+            flag_owed(tx, report.settled())?;
+            Ok(report)
         })
         .await
     }
@@ -1244,8 +1244,7 @@ impl Store for SqliteStore {
                  ORDER BY i.agent_id, i.sequence LIMIT ?3",
                 params![after.0, after.1 as i64, limit],
             )?;
-            let (dead, expired) = due.into_iter().partition(|e| e.state == EntryState::Dead);
-            Ok(ReapReport { dead, expired })
+            Ok(ReapReport::of_settled(due))
         })
         .await
     }
