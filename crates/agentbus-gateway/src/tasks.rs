@@ -500,7 +500,11 @@ async fn notify_expiry<S: Store>(
 
 /// Applies an admin's cancel to task `id` as it is now; decided again, as a lifecycle message is,
 /// when another replica changed the task between the read and the write.
-async fn admin_cancel_once<S: Store>(app: &App<S>, user: &UserRow, id: &str) -> ApiResult<Outcome> {
+async fn apply_admin_cancel<S: Store>(
+    app: &App<S>,
+    user: &UserRow,
+    id: &str,
+) -> ApiResult<Outcome> {
     for _ in 0..DECIDE_TRIES {
         let _guard = app.task_locks.lock(id).await;
         let now = app.now();
@@ -721,7 +725,7 @@ pub async fn cancel<S: Store>(
             ),
         ));
     }
-    let outcome = admin_cancel_once(app, &user, id).await?;
+    let outcome = apply_admin_cancel(app, &user, id).await?;
     let original = find_request(app, &row).await?;
     let mut data = json!({"task_id": row.id});
     if let Some(r) = reason {
