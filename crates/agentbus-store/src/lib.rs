@@ -225,8 +225,12 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn publish(&self, m: NewMessage) -> impl Future<Output = StoreResult<PublishOutcome>> + Send;
     /// Unacknowledged entries of an inbox.
     fn pending_count(&self, agent_id: &str) -> impl Future<Output = StoreResult<u64>> + Send;
-    /// Leases up to `limit` deliverable entries: never-delivered ones after `after`, and any whose
-    /// lease expired, each getting a new lease token and `visible_at = now + visibility_ms`.
+    /// Leases up to `limit` deliverable entries: never-delivered ones after `after`, any whose
+    /// lease expired, and never-delivered ones at or below `after` that became visible at least
+    /// `visibility_ms` ago (their lease was lost, or given back after the receiver's cursor passed
+    /// them: the receiver may hold them, so they wait a lease's length, and are then redelivered
+    /// rather than stranded below every cursor until they expire). Each gets a new lease token
+    /// and `visible_at = now + visibility_ms`.
     /// A backend may answer before the lease is durable, but it must be in effect for every
     /// store call made after this one returns (an ack of the delivery finds its token), and no
     /// other lease may hand out the same entry meanwhile.

@@ -434,7 +434,8 @@ pub struct InboxEntry {
 pub struct LeaseRequest {
     /// The inbox.
     pub agent_id: String,
-    /// Never-delivered entries are taken only above this sequence.
+    /// Never-delivered entries are taken above this sequence at once, at or below it once they
+    /// have been visible for `visibility_ms` (see [`crate::Store::lease`]).
     pub after: u64,
     /// The most entries to lease.
     pub limit: u32,

@@ -35,6 +35,44 @@ async fn late_ack_is_refused_and_the_redelivered_copy_is_acked_once() {
     assert!(h.poll(&b, 0, 0).await.is_empty(), "acked once, never again");
 }
 
+/// A copy never delivered (as the store has it) below the receiver's cursor is one whose lease
+/// was lost, to a crash after its frame left the gateway or to a connection that gave it back
+/// after another's cursor passed it: it comes again once it has been visible for the
+/// visibility timeout, as an unacked lease would, instead of waiting below every cursor for its
+/// expiry and its sender's AB-4010 (docs/api.md, "Inbox").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_stranded_below_the_cursor_comes_after_the_visibility_timeout() {
+    let h = Harness::start().await;
+    let a = h.agent("alpha").await;
+    let b = h.agent("bravo").await;
+    for text in ["one", "two", "three"] {
+        let m = signed(&h, &a, &b.address, text);
+        assert_eq!(h.publish(&a, &m).await.0, 202);
+    }
+    assert!(
+        h.poll(&b, 2, 0).await.len() == 1,
+        "the third, above the cursor"
+    );
+    h.clock.advance_secs(29);
+    assert!(
+        h.poll(&b, 3, 0).await.is_empty(),
+        "not within a lease's length"
+    );
+    h.clock.advance_secs(2);
+    let late = h.poll(&b, 3, 0).await;
+    let got: Vec<(u64, u64)> = late
+        .iter()
+        .filter_map(|d| Some((d["sequence"].as_u64()?, d["attempt"].as_u64()?)))
+        .collect();
+    // The third's lease ran out too: it comes again as a redelivery.
+    assert_eq!(got, [(1, 1), (2, 1), (3, 2)]);
+    for d in &late {
+        assert_eq!(h.ack(&b, d).await.0, 200);
+    }
+    h.clock.advance_secs(100);
+    assert!(h.poll(&b, 3, 0).await.is_empty(), "acked once, never again");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wp_5_9_1_never_acked_is_dead_lettered_and_the_sender_told() {
     let h = Harness::start().await;

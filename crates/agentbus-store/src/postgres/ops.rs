@@ -681,7 +681,9 @@ pub(super) const NEXT_VISIBLE: &str =
     "SELECT min(visible_at) FROM inbox WHERE agent_id = $1 AND state = 1";
 
 /// The deliverable entries of one inbox, claimed and leased in one statement: leases that ran
-/// out and never-delivered entries above `after`, each read over its own partial index and
+/// out, never-delivered entries above `after`, and those at or below it visible since `$7` (a
+/// lease lost to an asynchronous commit the database crashed before flushing, see
+/// [`crate::Store::lease`]; normally an empty range), each read over its own partial index and
 /// locked there with `SKIP LOCKED` (a concurrent lease, ack or reaper that got there first wins;
 /// a row changed meanwhile is checked again once locked), so no entry is handed out twice: the
 /// leases that ran out longest ago (in `inbox_due`'s own order) and the lowest new sequences, the
@@ -697,7 +699,10 @@ pub(super) const LEASE: &str = "WITH due AS (SELECT sequence FROM inbox \
      AND attempts < $3 LIMIT $5 FOR UPDATE SKIP LOCKED), \
      new AS (SELECT sequence FROM inbox WHERE agent_id = $1 AND state = 0 AND sequence > $4 AND expires_at > $2 \
      ORDER BY sequence LIMIT $5 FOR UPDATE SKIP LOCKED), \
-     l AS (SELECT sequence FROM due UNION ALL SELECT sequence FROM new ORDER BY sequence LIMIT $5), \
+     lost AS (SELECT sequence FROM inbox WHERE agent_id = $1 AND state = 0 AND sequence <= $4 \
+     AND visible_at <= $7 AND expires_at > $2 ORDER BY sequence LIMIT $5 FOR UPDATE SKIP LOCKED), \
+     l AS (SELECT sequence FROM due UNION ALL SELECT sequence FROM new \
+      UNION ALL SELECT sequence FROM lost ORDER BY sequence LIMIT $5), \
      u AS (UPDATE inbox i SET state = 1, attempts = i.attempts + 1, visible_at = $6, \
       lease = 'd' || i.sequence || '.' || (i.attempts + 1) || '.' || $2::bigint, last_attempt_at = $2 \
       WHERE i.agent_id = $1 AND i.sequence = ANY (ARRAY(SELECT sequence FROM l)) \
@@ -1257,13 +1262,22 @@ impl Store for PgStore {
         // One statement in its own transaction, sent with its `BEGIN` and `COMMIT` in one round
         // trip (polled in order, each sends on its first poll, and the server runs them in the
         // order sent); on an error in it the server turns the `COMMIT` into a rollback.
-        let (max, after, limit, until) = (
+        let (max, after, limit, until, lost_since) = (
             i64::from(req.max_attempts),
             req.after as i64,
             i64::from(req.limit),
             req.now + req.visibility_ms,
+            req.now - req.visibility_ms,
         );
-        let params: Params<'_> = &[&req.agent_id, &req.now, &max, &after, &limit, &until];
+        let params: Params<'_> = &[
+            &req.agent_id,
+            &req.now,
+            &max,
+            &after,
+            &limit,
+            &until,
+            &lost_since,
+        ];
         let (begun, found, ended) = tokio::join!(
             biased;
             c.batch_execute(BEGIN_ASYNC),

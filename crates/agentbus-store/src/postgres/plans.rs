@@ -73,11 +73,15 @@ async fn pg_generic_plans_of_the_hot_statements_read_by_index() {
         a.join(", ")
     };
     let cases: [(&str, &str, String); 14] = [
-        ("lease", LEASE, "'agt_1', 5000, 5, 100, 32, 65000".into()),
+        (
+            "lease",
+            LEASE,
+            "'agt_1', 5000, 5, 100, 32, 65000, -25000".into(),
+        ),
         (
             "lease, a large inbox",
             LEASE,
-            "'agt_big', 5000, 5, 59990, 32, 65000".into(),
+            "'agt_big', 5000, 5, 59990, 32, 65000, -25000".into(),
         ),
         ("next visible", NEXT_VISIBLE, "'agt_1'".into()),
         (

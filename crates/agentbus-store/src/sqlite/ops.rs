@@ -384,8 +384,8 @@ fn pending_in(c: &Connection, agent_id: &str) -> rusqlite::Result<u64> {
     Ok(n.unwrap_or(0).max(0) as u64)
 }
 
-/// Deliverable inbox entries of one agent (for a lease) by `sql` ([`LEASE_DUE`] or
-/// [`LEASE_NEW`]): (sequence, attempts so far, the message columns a delivery needs).
+/// Deliverable inbox entries of one agent (for a lease) by `sql` ([`LEASE_DUE`], [`LEASE_NEW`]
+/// or [`LEASE_LOST`]): (sequence, attempts so far, the message columns a delivery needs).
 fn lease_candidates(
     c: &Connection,
     sql: &str,
@@ -421,6 +421,14 @@ const LEASE_NEW: &str = "SELECT i.sequence, i.attempts, m.tenant_id, m.attrs, m.
      FROM inbox i INDEXED BY inbox_new JOIN messages m ON m.seq = i.message_seq \
      WHERE i.agent_id = ?1 AND i.state = 0 AND i.sequence > ?3 AND i.expires_at > ?2 \
      ORDER BY i.sequence LIMIT ?4";
+
+/// Never-delivered entries at or below `?3` visible since `?5` or before (`?2` = now, `?4` =
+/// limit): a lease whose write was lost (a crash after the frame left), or one given back after
+/// the receiver's cursor passed it. Normally none, so the partial index's range is empty.
+const LEASE_LOST: &str = "SELECT i.sequence, i.attempts, m.tenant_id, m.attrs, m.data, m.received_at \
+     FROM inbox i INDEXED BY inbox_new JOIN messages m ON m.seq = i.message_seq \
+     WHERE i.agent_id = ?1 AND i.state = 0 AND i.sequence <= ?3 AND i.visible_at <= ?5 \
+     AND i.expires_at > ?2 ORDER BY i.sequence LIMIT ?4";
 
 fn settle(t: &Transaction<'_>, entries: &[InboxEntry], state: EntryState) -> rusqlite::Result<()> {
     for e in entries {
@@ -1063,7 +1071,8 @@ impl Store for SqliteStore {
         // any ack of it, and a delivery never waits behind a group commit's fsync. No entry is
         // handed out twice: one whose lease write is still queued is `busy`, and one whose write
         // landed while this read ran may have been read as unleased, so either sends the read
-        // round again (after the write lands). A WebSocket's own cursor keeps it from meeting any.
+        // round again (after the write lands). A WebSocket's own cursor keeps it from meeting any but
+        // entries below it whose lease was lost (`LEASE_LOST`).
         let candidates = loop {
             let started = {
                 let mut leasing = self.inner.leasing.lock().map_err(|_| super::closed())?;
@@ -1078,9 +1087,9 @@ impl Store for SqliteStore {
                 // Both reads in one snapshot: apart, a lease write landing between them hid an
                 // entry from both (not yet due in the first, no longer new in the second).
                 let _snapshot = Snapshot::begin(c)?;
-                // Leases that ran out first, then never-delivered entries above `after`; each
-                // query walks its own partial index (see migration 3), so settled entries cost
-                // nothing.
+                // Leases that ran out, never-delivered entries above `after`, and those below it
+                // whose lease was lost; each query walks its own partial index (see migration 3),
+                // so settled entries cost nothing.
                 let mut due = lease_candidates(
                     c,
                     LEASE_DUE,
@@ -1091,6 +1100,19 @@ impl Store for SqliteStore {
                     LEASE_NEW,
                     params![req.agent_id, req.now, req.after as i64, req.limit],
                 )?);
+                if req.after > 0 {
+                    due.extend(lease_candidates(
+                        c,
+                        LEASE_LOST,
+                        params![
+                            req.agent_id,
+                            req.now,
+                            req.after as i64,
+                            req.limit,
+                            req.now - req.visibility_ms
+                        ],
+                    )?);
+                }
                 Ok(due)
             });
             let wait = {

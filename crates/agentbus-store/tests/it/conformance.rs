@@ -889,6 +889,47 @@ pub async fn store_release_returns_leases<S: Store + Clone>(store: S) {
     assert_eq!(third.attempt, 2);
 }
 
+/// A never-delivered entry below a receiver's cursor (its lease write lost in a crash after the
+/// frame left, or given back after the cursor passed it) is leased again once it has been
+/// visible for a lease's length, never before and never twice, rather than stranded below every
+/// cursor until it expires (a receiver that acked it on a lost lease would otherwise see it
+/// dead-lettered). Given back here through `release`, the one way the contract can make one.
+pub async fn store_a_lease_lost_below_the_cursor_is_leased_again<S: Store + Clone>(store: S) {
+    base(&store).await;
+    for id in ["m1", "m2", "m3"] {
+        stored(&store, msg("agt_a", id, &["agt_b"], T0)).await;
+    }
+    let first = store.lease(lease_req("agt_b", 0, 3, T0)).await.unwrap();
+    assert_eq!(first.len(), 3);
+    // Entry 2's lease is gone, as after the crash; the receiver's cursor is at 3.
+    store
+        .release("agt_b", vec![(2, first[1].token.clone())], T0 + 10, true)
+        .await
+        .unwrap();
+    let others = vec![(1, first[0].token.clone()), (3, first[2].token.clone())];
+    store.ack("agt_b", others, T0 + 10).await.unwrap();
+    let at = |now| lease_req("agt_b", 3, 10, now);
+    assert!(
+        store.lease(at(T0 + 10)).await.unwrap().is_empty(),
+        "the receiver may hold it: not before a lease's length"
+    );
+    assert!(store.lease(at(T0 + 10 + 29_999)).await.unwrap().is_empty());
+    let again = store.lease(at(T0 + 10 + 30_000)).await.unwrap();
+    let got: Vec<(u64, u32)> = again.iter().map(|d| (d.sequence, d.attempt)).collect();
+    assert_eq!(got, [(2, 1)]);
+    assert!(
+        store.lease(at(T0 + 10 + 30_000)).await.unwrap().is_empty(),
+        "and once"
+    );
+    assert_eq!(
+        store
+            .ack("agt_b", vec![(2, again[0].token.clone())], T0 + 30_020)
+            .await
+            .unwrap(),
+        [AckOutcome::Acked]
+    );
+}
+
 /// The reaper dead-letters leases out of attempts and expires what outlived its message;
 /// concurrent reapers (replicas) settle each entry once.
 pub async fn store_reaper_settles_each_entry_once<S: Store + Clone>(store: S) {

@@ -61,6 +61,7 @@ conformance!(
     store_a_lease_is_never_handed_out_twice,
     store_acks_with_stale_tokens,
     store_release_returns_leases,
+    store_a_lease_lost_below_the_cursor_is_leased_again,
     store_reaper_settles_each_entry_once,
     store_reaper_owes_notices_until_one_is_stored,
     store_tasks_due_and_version_check,
