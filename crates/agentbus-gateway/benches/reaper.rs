@@ -51,7 +51,7 @@ fn main() {
                     machine: format!(r#"{{"state":"submitted","accept_timeout_s":{accept},"progress_timeout_s":900,"max_duration_s":null,"expires_at":{},"received_at":{T0},"accepted_at":null,"last_activity":null,"cancel_requested_at":null}}"#, T0 + 86_400_000),
                     next_deadline: m.next_deadline().map(Timestamp::millis), created_at: T0, updated_at: T0, version: 0,
                 };
-                let ev = TaskEventRow { at: T0, actor: "agent:agt_a".into(), envelope_id: Some(msg.clone()), kind: "agentbus.task.request.v1".into(), from_state: String::new(), to_state: "submitted".into(), flag: None, timer: None, warnings: None };
+                let ev = TaskEventRow { at: T0, actor: "agent:agt_a".into(), envelope_id: Some(msg.clone()), kind: "agentbus.task.request.v1".into(), from_state: String::new(), to_state: "submitted".into(), flag: None, timer: None, warnings: None, reason: None };
                 app.store
                     .publish(NewMessage {
                         tenant_id, id: msg, source: "agent://default/default/bench".into(), source_agent_id: None, kind: "agentbus.task.request.v1".into(),

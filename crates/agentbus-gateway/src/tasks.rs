@@ -107,6 +107,7 @@ fn event(
         flag: o.flag.map(|f| f.as_str().to_owned()),
         timer: o.timer.map(|t| t.as_str().to_owned()),
         warnings: None,
+        reason: None,
     }
 }
 
@@ -202,6 +203,7 @@ pub async fn effect<S: Store>(
             flag: None,
             timer: None,
             warnings: None,
+            reason: None,
         };
         return Ok(Some(TaskEffect {
             task_id,
@@ -391,16 +393,40 @@ pub(crate) async fn send_owed_notices<S: Store>(app: &App<S>) -> ApiResult<()> {
     }
 }
 
-/// Sends the notices `owed` (bits) for the timer that fired last on `row`.
+/// What a timeline entry owes the task's parties: a timer's notices, or an admin's cancel's.
+enum Owing {
+    /// The timer that fired, the state it fired in, and when.
+    Timer(TaskState, Timer, i64),
+    /// An admin's cancel through the console, with its reason.
+    AdminCancel(Option<String>),
+}
+
+/// What `e` owes, if it is a change that owes notices: a timer that ended the task, or an
+/// admin's cancel (the cancel grace timer owes none, see [`owed_by`]).
+fn owing(e: &TaskEventRow) -> Option<Owing> {
+    if e.kind == CANCEL_KIND && e.actor.starts_with(ADMIN_ACTOR) {
+        return Some(Owing::AdminCancel(e.reason.clone()));
+    }
+    let timer = Timer::from_wire(e.timer.as_deref().filter(|_| e.kind == "timer")?)?;
+    if timer == Timer::CancelGrace {
+        return None;
+    }
+    Some(Owing::Timer(e.from_state.parse().ok()?, timer, e.at))
+}
+
+/// Sends the notices `owed` (bits) for the change on `row` that owes them: the timeline's last
+/// that owes any (a timer that fired ended the task; an admin's cancel may be followed by the
+/// worker's answer or the grace timer, which owe none).
 async fn send_owed_notice<S: Store>(app: &App<S>, row: &TaskRow, owed: u8) -> ApiResult<()> {
     let events = app.store.task_events(&row.id).await?;
-    // The timer that fired is the timeline's last: it ended the task.
-    let fired = events.iter().rev().find_map(|e| {
-        let timer = Timer::from_wire(e.timer.as_deref().filter(|_| e.kind == "timer")?)?;
-        Some((e.from_state.parse::<TaskState>().ok()?, timer, e.at))
-    });
-    if let Some(fired) = fired {
-        return notify_expiry(app, row, fired, owed).await;
+    match events.iter().rev().find_map(owing) {
+        Some(Owing::Timer(from, timer, at)) => {
+            return notify_expiry(app, row, (from, timer, at), owed).await;
+        }
+        Some(Owing::AdminCancel(reason)) => {
+            return send_cancel_notices(app, row, reason.as_deref(), owed).await;
+        }
+        None => {}
     }
     for bit in [OWED_REQUESTER, OWED_RECIPIENT] {
         if owed & bit != 0 {
@@ -498,12 +524,22 @@ async fn notify_expiry<S: Store>(
     Ok(())
 }
 
-/// Applies an admin's cancel to task `id` as it is now; decided again, as a lifecycle message is,
-/// when another replica changed the task between the read and the write.
-async fn apply_admin_cancel<S: Store>(
+/// The type of a cancel on the timeline, the requester's or an admin's.
+const CANCEL_KIND: &str = "agentbus.task.cancel.v1";
+
+/// The timeline actor of a user (an admin cancelling through the console): `user:<usr_ id>`.
+const ADMIN_ACTOR: &str = "user:";
+
+/// Applies an admin's cancel to task `id` as it is now, the cancel route's first half: the
+/// change, with the `task.cancel` notices it owes both parties marked in its commit and its
+/// `reason` on its timeline entry. [`cancel`] then sends them; a reaper pass sends any it did
+/// not ([`send_owed_notices`]). Decided again, as a lifecycle message is, when another replica
+/// changed the task between the read and the write.
+pub async fn apply_admin_cancel<S: Store>(
     app: &App<S>,
     user: &UserRow,
     id: &str,
+    reason: Option<&str>,
 ) -> ApiResult<Outcome> {
     for _ in 0..DECIDE_TRIES {
         let _guard = app.task_locks.lock(id).await;
@@ -514,16 +550,18 @@ async fn apply_admin_cancel<S: Store>(
             .apply(TaskEvent::Cancel, Sender::ADMIN, Timestamp(now))
             .map_err(|e| ApiError::new(e.code(), e.to_string()))?;
         let expected = row.version;
-        let ev = event(
+        let mut ev = event(
             now,
-            format!("user:{}", user.id),
+            format!("{ADMIN_ACTOR}{}", user.id),
             None,
-            "agentbus.task.cancel.v1",
+            CANCEL_KIND,
             &outcome,
         );
+        ev.reason = reason.map(str::to_owned);
+        let owed = OWED_REQUESTER | OWED_RECIPIENT;
         match app
             .store
-            .update_task(with_machine(row, &machine, now), expected, ev, 0)
+            .update_task(with_machine(row, &machine, now), expected, ev, owed)
             .await
         {
             Err(StoreError::Conflict(_)) => {}
@@ -572,6 +610,7 @@ pub async fn task_json<S: Store>(app: &App<S>, row: &TaskRow) -> ApiResult<Value
                 "late": e.flag.as_deref() == Some("late"),
                 "ignored": e.flag.as_deref() == Some("ignored"),
                 "timer": e.timer,
+                "reason": e.reason,
                 "warnings": e.warnings.as_deref().and_then(|w| serde_json::from_str::<Value>(w).ok()).unwrap_or_else(|| json!([])),
             })
         })
@@ -725,31 +764,50 @@ pub async fn cancel<S: Store>(
             ),
         ));
     }
-    let outcome = apply_admin_cancel(app, &user, id).await?;
-    let original = find_request(app, &row).await?;
+    let outcome = apply_admin_cancel(app, &user, id, reason.as_deref()).await?;
+    // The cancel is made: a notice that fails now stays owed for the reaper's next pass, and
+    // the admin is answered with the task as it is.
+    let both = OWED_REQUESTER | OWED_RECIPIENT;
+    if let Err(e) = send_cancel_notices(app, &row, reason.as_deref(), both).await {
+        tracing::warn!(task = %id, code = %e.code, error = %e.message, "an admin cancel's notices were not all sent; the reaper's next pass sends the rest");
+    }
+    let now_row = app.store.task(id).await?.ok_or_else(ApiError::not_found)?;
+    Ok((now_row, outcome.cancel_requested))
+}
+
+/// Sends the `task.cancel` notices of an admin's cancel of `row` with `reason` to the parties
+/// `owed` names (bits), each stored with the clearing of its mark (none twice); a party deleted
+/// since is owed nothing.
+async fn send_cancel_notices<S: Store>(
+    app: &App<S>,
+    row: &TaskRow,
+    reason: Option<&str>,
+    owed: u8,
+) -> ApiResult<()> {
+    let original = find_request(app, row).await?;
     let mut data = json!({"task_id": row.id});
     if let Some(r) = reason {
         data["reason"] = json!(r);
     }
-    for party in [&row.requester_id, &row.recipient_id] {
-        if let Some(a) = app
-            .store
-            .agent(party)
-            .await?
-            .filter(|a| a.deleted_at.is_none())
-        {
-            app.notify_agent(
-                &a,
-                "tasks",
-                "agentbus.task.cancel.v1",
-                data.clone(),
-                original.as_ref(),
-            )
-            .await?;
+    for (party, bit) in [
+        (&row.requester_id, OWED_REQUESTER),
+        (&row.recipient_id, OWED_RECIPIENT),
+    ] {
+        if owed & bit == 0 {
+            continue;
+        }
+        let mark = Owed::Task(row.id.clone(), bit);
+        let live = app.store.agent(party).await?;
+        match live.filter(|a| a.deleted_at.is_none()) {
+            Some(a) => {
+                let (kind, original) = (CANCEL_KIND, original.as_ref());
+                app.notify_owed(&a, "tasks", kind, data.clone(), original, Some(mark))
+                    .await?
+            }
+            None => app.store.forgo_notice(mark).await?,
         }
     }
-    let now_row = app.store.task(id).await?.ok_or_else(ApiError::not_found)?;
-    Ok((now_row, outcome.cancel_requested))
+    Ok(())
 }
 
 /// Filters of `GET /v1/tasks`.

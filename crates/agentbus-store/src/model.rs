@@ -605,6 +605,9 @@ pub struct TaskEventRow {
     /// Advisory findings about the envelope (a result whose output does not match its output
     /// schema), as a JSON array the gateway writes and reads.
     pub warnings: Option<String>,
+    /// The reason an admin gave for a cancel through the console (no envelope carries it), kept
+    /// so the notices owed for the cancel can be sent again after a failure.
+    pub reason: Option<String>,
 }
 
 /// A task change made with a message.

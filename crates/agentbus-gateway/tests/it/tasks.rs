@@ -642,6 +642,80 @@ async fn wp_5_7_1_a_workspace_admin_cancels_through_the_console() {
     }
 }
 
+/// An admin's cancel owes its `task.cancel` notices in its own commit: when the route stops right
+/// after it (here its first half alone, as a crash leaves the store), the reaper's next pass sends
+/// them, with the admin's reason, once; also when the cancel grace timer fired in between (it
+/// owes nothing itself, so the pass looks past it on the timeline).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_5_7_1_an_admin_cancels_notices_owed_by_a_route_that_stopped_go_with_the_next_pass_once()
+{
+    let h = Harness::start().await;
+    let bot = h.agent("release-bot").await;
+    let rev = h.worker("reviewer").await;
+    let req = sign(&bot, request(&h, &bot, &rev, json!({})));
+    let task = h.publish(&bot, &req).await.1["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let accept = followup(&h, &rev, &bot, &req, &task, "accept", json!({}));
+    assert_eq!(h.publish(&rev, &accept).await.0, 202);
+    let mut headers = axum::http::HeaderMap::new();
+    let bearer = format!("Bearer {}", h.admin).parse().unwrap();
+    headers.insert("authorization", bearer);
+    let agentbus_gateway::app::Principal::User(admin) =
+        agentbus_gateway::auth::bearer(&h.app, &headers)
+            .await
+            .unwrap()
+    else {
+        panic!("the admin token is a user's");
+    };
+    let cancels = |got: Vec<Value>| -> Vec<Value> {
+        got.into_iter()
+            .filter(|d| d["envelope"]["type"] == "agentbus.task.cancel.v1")
+            .collect()
+    };
+    let outcome =
+        agentbus_gateway::tasks::apply_admin_cancel(&h.app, &admin, &task, Some("freeze"))
+            .await
+            .unwrap();
+    assert!(outcome.cancel_requested, "accepted: the worker is asked");
+    for party in [&bot, &rev] {
+        assert!(
+            cancels(h.poll(party, 0, 0).await).is_empty(),
+            "no notice yet"
+        );
+    }
+    // The grace period runs out before the next pass: the pass fires it first.
+    h.clock.advance_secs(61);
+    h.app.reap().await.unwrap();
+    assert_eq!(state(&h, &bot, &task).await, "cancelled");
+    for party in [&bot, &rev] {
+        let got = cancels(h.poll(party, 0, 0).await);
+        assert_eq!(got.len(), 1, "{got:?}");
+        let env = &got[0]["envelope"];
+        assert_eq!(env["source"], "agent://system/gateway/tasks");
+        assert_eq!(
+            (
+                env["data"]["task_id"].as_str(),
+                env["data"]["reason"].as_str()
+            ),
+            (Some(task.as_str()), Some("freeze"))
+        );
+    }
+    h.app.reap().await.unwrap();
+    for party in [&bot, &rev] {
+        assert!(cancels(h.poll(party, 0, 0).await).is_empty(), "sent once");
+    }
+    let (_, t) = h.get(&format!("/v1/tasks/{task}"), &h.admin).await;
+    let reasons: Vec<&Value> = t["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["reason"])
+        .collect();
+    assert!(reasons.contains(&&json!("freeze")), "{t}");
+}
+
 /// The data a lifecycle type is sent with in the addressing table.
 fn lifecycle_data(kind: &str) -> Value {
     match kind {

@@ -450,9 +450,9 @@ async fn insert_event(t: &impl GenericClient, task_id: &str, e: &TaskEventRow) -
     // Numbered under the task row's lock (its insert or its version-checked update).
     exec(
         t,
-        "INSERT INTO task_events (task_id, n, at, actor, envelope_id, kind, from_state, to_state, flag, timer, warnings) \
-         VALUES ($1, (SELECT coalesce(max(n), 0) + 1 FROM task_events WHERE task_id = $1), $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-        &[&task_id, &e.at, &e.actor, &e.envelope_id, &e.kind, &e.from_state, &e.to_state, &e.flag, &e.timer, &e.warnings],
+        "INSERT INTO task_events (task_id, n, at, actor, envelope_id, kind, from_state, to_state, flag, timer, warnings, reason) \
+         VALUES ($1, (SELECT coalesce(max(n), 0) + 1 FROM task_events WHERE task_id = $1), $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        &[&task_id, &e.at, &e.actor, &e.envelope_id, &e.kind, &e.from_state, &e.to_state, &e.flag, &e.timer, &e.warnings, &e.reason],
     )
     .await?;
     Ok(())
@@ -1597,7 +1597,7 @@ impl Store for PgStore {
         let c = self.client().await?;
         rows(
             &c,
-            "SELECT at, actor, envelope_id, kind, from_state, to_state, flag, timer, warnings \
+            "SELECT at, actor, envelope_id, kind, from_state, to_state, flag, timer, warnings, reason \
              FROM task_events WHERE task_id = $1 ORDER BY n",
             &[&id],
         )

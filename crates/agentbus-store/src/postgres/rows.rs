@@ -242,6 +242,7 @@ pub(super) fn task_event(r: &Row) -> StoreResult<TaskEventRow> {
         flag: get(r, 6)?,
         timer: get(r, 7)?,
         warnings: get(r, 8)?,
+        reason: get(r, 9)?,
     })
 }
 

@@ -316,10 +316,10 @@ fn task_row(r: &Row<'_>) -> rusqlite::Result<TaskRow> {
 
 fn insert_event(t: &Transaction<'_>, task_id: &str, e: &TaskEventRow) -> rusqlite::Result<()> {
     t.prepare_cached(
-        "INSERT INTO task_events (task_id, n, at, actor, envelope_id, kind, from_state, to_state, flag, timer, warnings) \
-         VALUES (?1, (SELECT coalesce(max(n), 0) + 1 FROM task_events WHERE task_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        "INSERT INTO task_events (task_id, n, at, actor, envelope_id, kind, from_state, to_state, flag, timer, warnings, reason) \
+         VALUES (?1, (SELECT coalesce(max(n), 0) + 1 FROM task_events WHERE task_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?
-    .execute(params![task_id, e.at, e.actor, e.envelope_id, e.kind, e.from_state, e.to_state, e.flag, e.timer, e.warnings])?;
+    .execute(params![task_id, e.at, e.actor, e.envelope_id, e.kind, e.from_state, e.to_state, e.flag, e.timer, e.warnings, e.reason])?;
     Ok(())
 }
 
@@ -1348,7 +1348,7 @@ impl Store for SqliteStore {
         let id = id.to_owned();
         self.read(move |c| {
             let mut s = c.prepare_cached(
-                "SELECT at, actor, envelope_id, kind, from_state, to_state, flag, timer, warnings FROM task_events WHERE task_id = ?1 ORDER BY n",
+                "SELECT at, actor, envelope_id, kind, from_state, to_state, flag, timer, warnings, reason FROM task_events WHERE task_id = ?1 ORDER BY n",
             )?;
             let rows = s
                 .query_map([id], |r| {
@@ -1362,6 +1362,7 @@ impl Store for SqliteStore {
                         flag: r.get(6)?,
                         timer: r.get(7)?,
                         warnings: r.get(8)?,
+                        reason: r.get(9)?,
                     })
                 })?
                 .collect::<Result<_, _>>()?;

@@ -178,6 +178,11 @@ CREATE INDEX inbox_notices ON inbox (agent_id, sequence) WHERE notice IS NOT NUL
 ALTER TABLE tasks ADD COLUMN notices INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX tasks_notices ON tasks (id) WHERE notices != 0;
 "#,
+    // An admin's cancel owes its notices like a timer (`tasks.notices`); its reason, which no
+    // envelope carries, is kept on its timeline entry so they can be sent again.
+    r#"
+ALTER TABLE task_events ADD COLUMN reason TEXT;
+"#,
 ];
 
 /// The `user_version` of a database with every migration applied.

@@ -1161,7 +1161,9 @@ pub async fn store_tasks_due_and_version_check<S: Store + Clone>(store: S) {
     let results = race(&store, 4, |s, _| {
         let t = expired.clone();
         async move {
-            let e = event("timer", "submitted", "expired", T0 + 60);
+            let mut e = event("timer", "submitted", "expired", T0 + 60);
+            // Kept as written (an admin cancel's reason, which the owed notices are rebuilt with).
+            e.reason = Some("a reason «kept»".into());
             s.update_task(t, 1, e, OWED_REQUESTER | OWED_RECIPIENT)
                 .await
         }
@@ -1182,11 +1184,10 @@ pub async fn store_tasks_due_and_version_check<S: Store + Clone>(store: S) {
         (now.version, now.state.as_str(), now.terminal),
         (2, "expired", true)
     );
-    assert_eq!(
-        store.task_events("tsk_2").await.unwrap().len(),
-        2,
-        "the losers added no event"
-    );
+    let events = store.task_events("tsk_2").await.unwrap();
+    assert_eq!(events.len(), 2, "the losers added no event");
+    let reasons: Vec<Option<&str>> = events.iter().map(|e| e.reason.as_deref()).collect();
+    assert_eq!(reasons, [None, Some("a reason «kept»")]);
     // The winner's notices are owed, once, until each is stored or forgone.
     let owed = store.pending_task_notices("", 10).await.unwrap();
     assert_eq!(owed, [(now.clone(), OWED_REQUESTER | OWED_RECIPIENT)]);

@@ -171,5 +171,6 @@ pub fn event(kind: &str, from: &str, to: &str, at: i64) -> TaskEventRow {
         flag: None,
         timer: None,
         warnings: None,
+        reason: None,
     }
 }
