@@ -523,13 +523,14 @@ pub async fn set_agent_suspended<S: Store>(
     roles::admin(who.clone())?;
     let a = administered_agent(app, who, id).await?;
     if suspend {
-        let pending = app.store.suspend_agent(&a.id, app.now()).await?;
+        // The entries whose senders are owed AB-4013, marked in the suspension's commit (none
+        // when it was suspended already: a second suspension tells nobody again).
+        let owed = app.store.suspend_agent(&a.id, app.now()).await?;
         app.invalidate_directory();
-        // A second suspension tells nobody again.
-        if a.suspended_at.is_none() {
-            let code = Code::RecipientSuspended.to_string();
-            for e in &pending {
-                app.notice_undeliverable(e, &code, false).await?;
+        // The suspension is made: a notice that fails now stays owed for the reaper's next pass.
+        for e in &owed {
+            if let Err(err) = app.owed_entry_notice(e, NoticeKind::Held).await {
+                tracing::warn!(agent = %a.id, code = %err.code, error = %err.message, "a suspension's notice was not sent; the reaper's next pass sends it");
             }
         }
     } else {

@@ -717,6 +717,7 @@ impl<S: Store> App<S> {
             task_id: original.and_then(|m| m.task_id.clone()),
             task: None,
             recipients: vec![to.id.clone()],
+            held: vec![],
             blob_refs: vec![],
             replay_since: now - self.config.replay_window_s * 1000,
             idempotency_since: now,
@@ -774,45 +775,50 @@ impl<S: Store> App<S> {
         }
     }
 
-    /// Sends the notices the reaper owes for settled entries (§5.9, §5.10; marked in the
-    /// settling transaction, `Store::reap_inboxes`), each stored with the clearing of its mark:
-    /// notices a pass could not send (the gateway stopped, the store failed after the settling
-    /// commit) go with a later pass of any replica, and none goes twice.
+    /// Sends the notices owed about inbox entries (§5.9, §5.10; marked in the transaction that
+    /// made each due: the reaper's, an agent's deletion, a suspension or a publish to a suspended
+    /// agent), each stored with the clearing of its mark: notices a pass or a route could not send
+    /// (the gateway stopped, the store failed after the marking commit) go with a later pass of
+    /// any replica, and none goes twice.
     async fn send_owed_notices(&self) -> ApiResult<()> {
-        let of = |e: &InboxEntry| Owed::Entry(e.agent_id.clone(), e.sequence);
         // A page at a time past the last one: a notice left owed (it failed) is met once a
         // pass, never in front of the others.
         let mut after = (String::new(), 0);
         loop {
             let owed = self.store.pending_notices(after.clone(), OWED_PAGE).await?;
-            let page = owed.dead.iter().chain(&owed.expired);
-            match page.map(|e| (&e.agent_id, e.sequence)).max() {
-                Some((agent, sequence)) => after = (agent.clone(), sequence),
-                None => return Ok(()),
-            }
-            for e in &owed.dead {
-                let sent = self.dead_letter_notice(e).await;
-                self.owed_failed(sent)?;
-            }
-            for e in &owed.expired {
-                let sent = self.expired_notice(e, of(e)).await;
+            let Some((last, _)) = owed.last() else {
+                return Ok(());
+            };
+            after = (last.agent_id.clone(), last.sequence);
+            for (e, kind) in &owed {
+                let sent = self.owed_entry_notice(e, *kind).await;
                 self.owed_failed(sent)?;
             }
         }
     }
 
-    /// Sends the owed `system.undeliverable` for a dead-lettered entry: AB-4003 when its inbox's
-    /// agent was deleted (the deletion settled it, or did since), AB-4010 when it ran out of
-    /// attempts.
-    pub(crate) async fn dead_letter_notice(&self, e: &InboxEntry) -> ApiResult<()> {
-        let deleted = self
-            .store
-            .agent(&e.agent_id)
-            .await?
-            .is_none_or(|a| a.deleted_at.is_some());
-        let code = if deleted { "AB-4003" } else { "AB-4010" };
+    /// Sends the notice `kind` owed about entry `e` as it stands now, stored with the clearing of
+    /// its mark: a dead letter's AB-4010 or an expiry's `system.expired` (the reaper's), AB-4003
+    /// (the recipient's deletion), AB-4013 not dead-lettered (held for a suspended recipient;
+    /// forgone once the entry was delivered and acknowledged, or settled without a notice due).
+    pub(crate) async fn owed_entry_notice(
+        &self,
+        e: &InboxEntry,
+        kind: NoticeKind,
+    ) -> ApiResult<()> {
         let owed = Owed::Entry(e.agent_id.clone(), e.sequence);
-        self.undeliverable(e, code, true, Some(owed)).await
+        match (kind, e.state) {
+            (NoticeKind::Settled, EntryState::Dead) => {
+                self.undeliverable(e, "AB-4010", true, owed).await
+            }
+            (NoticeKind::Settled, _) => self.expired_notice(e, owed).await,
+            (NoticeKind::Deleted, _) => self.undeliverable(e, "AB-4003", true, owed).await,
+            (NoticeKind::Held, EntryState::Ready | EntryState::Leased) => {
+                let code = Code::RecipientSuspended.to_string();
+                self.undeliverable(e, &code, false, owed).await
+            }
+            (NoticeKind::Held, _) => Ok(self.store.forgo_notice(owed).await?),
+        }
     }
 
     /// Sends `system.expired` for an entry never delivered to its message's sender (§5.10;
@@ -832,50 +838,30 @@ impl<S: Store> App<S> {
             .await
     }
 
-    /// Sends `system.undeliverable` for an entry to its message's sender.
-    pub async fn notice_undeliverable(
-        &self,
-        e: &InboxEntry,
-        code: &str,
-        dead_lettered: bool,
-    ) -> ApiResult<()> {
-        self.undeliverable(e, code, dead_lettered, None).await
-    }
-
-    /// [`App::notice_undeliverable`], owed for the entry (`owed`, see [`App::notify_owed`]; a
-    /// sender gone since is owed nothing).
+    /// Sends `system.undeliverable` for an entry to its message's sender, the notice `owed` for
+    /// it (see [`App::notify_owed`]; a sender gone since is owed nothing).
     async fn undeliverable(
         &self,
         e: &InboxEntry,
         code: &str,
         dead_lettered: bool,
-        owed: Option<Owed>,
+        owed: Owed,
     ) -> ApiResult<()> {
-        let sender = self.sender_of(&e.message).await?;
-        if let (None, Some(owed)) = (&sender, &owed) {
-            self.store.forgo_notice(owed.clone()).await?;
+        let Some(sender) = self.sender_of(&e.message).await? else {
+            return Ok(self.store.forgo_notice(owed).await?);
+        };
+        let mut data = json!({
+            "original_message_id": e.message.id,
+            "code": code,
+            "attempts": e.attempts,
+            "dead_lettered": dead_lettered,
+        });
+        if let Some(at) = e.last_attempt_at {
+            data["last_attempt_at"] = json!(Timestamp(at).to_string());
         }
-        if let Some(sender) = sender {
-            let mut data = json!({
-                "original_message_id": e.message.id,
-                "code": code,
-                "attempts": e.attempts,
-                "dead_lettered": dead_lettered,
-            });
-            if let Some(at) = e.last_attempt_at {
-                data["last_attempt_at"] = json!(Timestamp(at).to_string());
-            }
-            self.notify_owed(
-                &sender,
-                "router",
-                "agentbus.system.undeliverable.v1",
-                data,
-                Some(&e.message),
-                owed,
-            )
-            .await?;
-        }
-        Ok(())
+        let kind = "agentbus.system.undeliverable.v1";
+        self.notify_owed(&sender, "router", kind, data, Some(&e.message), Some(owed))
+            .await
     }
 
     async fn sender_of(&self, m: &MessageRow) -> ApiResult<Option<AgentRow>> {

@@ -476,9 +476,12 @@ pub async fn delete_agent<S: Store>(
     let pending = app.store.delete_agent(&a.id, app.now()).await?;
     app.invalidate_directory();
     app.forget_agent(&a.id);
-    // Owed since the deletion's commit: any left unsent here go with the reaper's next pass.
+    // Owed since the deletion's commit: any left unsent here go with the reaper's next pass, and
+    // the deletion, which is made, is answered all the same.
     for e in &pending {
-        app.dead_letter_notice(e).await?;
+        if let Err(err) = app.owed_entry_notice(e, NoticeKind::Deleted).await {
+            tracing::warn!(agent = %a.id, code = %err.code, error = %err.message, "a deletion's notice was not sent; the reaper's next pass sends it");
+        }
     }
     Ok(StatusCode::NO_CONTENT)
 }

@@ -857,6 +857,7 @@ mod tests {
             task_id: None,
             task: None,
             recipients: vec![bob.id.clone()],
+            held: vec![],
             blob_refs: vec![],
             replay_since: now,
             idempotency_since: now,

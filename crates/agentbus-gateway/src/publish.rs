@@ -353,6 +353,12 @@ async fn store_checked<S: Store>(
         task_id: task.as_ref().map(|t| t.task_id.clone()),
         task: task.as_ref().map(|t| t.write.clone()),
         recipients: route.recipients.iter().map(|r| r.id.clone()).collect(),
+        held: route
+            .recipients
+            .iter()
+            .filter(|r| r.suspended_at.is_some())
+            .map(|r| r.id.clone())
+            .collect(),
         blob_refs,
         replay_since: c.replay_since,
         idempotency_since,
@@ -377,7 +383,7 @@ async fn store_checked<S: Store>(
                 crate::metrics::set_depth(agent_id, depth);
             }
             app.wake(route.recipients.iter().map(|r| r.id.as_str()));
-            held_for_suspended(app, &route, &message, &sequences).await?;
+            held_for_suspended(app, &route, &message, &sequences).await;
             let mut body = receipt_with_trace(&message, &trace);
             if let Some((state, flag)) = task_outcome {
                 body["task_state"] = json!(state);
@@ -439,14 +445,15 @@ async fn store_deciding_again<S: Store>(
 }
 
 /// §5.9: a copy stored for a suspended recipient is held in its inbox, and the sender is told so
-/// (`system.undeliverable`, AB-4013, not dead-lettered).
+/// (`system.undeliverable`, AB-4013, not dead-lettered). The notice is owed since the publish's
+/// commit ([`NewMessage::held`]): one that fails here goes with the reaper's next pass, and the
+/// publish, which is stored, is answered all the same.
 async fn held_for_suspended<S: Store>(
     app: &App<S>,
     route: &Route,
     message: &MessageRow,
     sequences: &[(String, u64)],
-) -> ApiResult<()> {
-    let code = Code::RecipientSuspended.to_string();
+) {
     for r in route.recipients.iter().filter(|r| r.suspended_at.is_some()) {
         let Some((_, sequence)) = sequences.iter().find(|(id, _)| *id == r.id) else {
             continue;
@@ -459,9 +466,10 @@ async fn held_for_suspended<S: Store>(
             last_attempt_at: None,
             message: message.clone(),
         };
-        app.notice_undeliverable(&entry, &code, false).await?;
+        if let Err(e) = app.owed_entry_notice(&entry, NoticeKind::Held).await {
+            tracing::warn!(agent = %r.id, code = %e.code, error = %e.message, "a held message's notice was not sent; the reaper's next pass sends it");
+        }
     }
-    Ok(())
 }
 
 fn source_owned(attrs: &Map<String, Value>) -> String {

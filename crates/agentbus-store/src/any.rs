@@ -97,7 +97,7 @@ dispatch! {
     fn lease(&self, req: LeaseRequest) -> Vec<Delivery>;
     fn ack(&self, agent_id: &str, acks: Vec<(u64, String)>, at: i64) -> Vec<AckOutcome>;
     fn reap_inboxes(&self, now: i64, max_attempts: u32) -> ReapReport;
-    fn pending_notices(&self, after: (String, u64), limit: u32) -> ReapReport;
+    fn pending_notices(&self, after: (String, u64), limit: u32) -> Vec<(InboxEntry, NoticeKind)>;
     fn pending_task_notices(&self, after: &str, limit: u32) -> Vec<(TaskRow, u8)>;
     fn forgo_notice(&self, owed: Owed) -> ();
     fn next_visible(&self, agent_id: &str) -> Option<i64>;

@@ -142,7 +142,9 @@ pub trait Store: Clone + Send + Sync + 'static {
         a: AgentRow,
         aliases: Option<Vec<String>>,
     ) -> impl Future<Output = StoreResult<()>> + Send;
-    /// Marks an agent deleted and dead-letters its pending inbox; returns those entries.
+    /// Marks an agent deleted and dead-letters its pending inbox; returns those entries. Those
+    /// whose sender is a live agent are marked in the same transaction as owing it AB-4003
+    /// ([`NoticeKind::Deleted`], see [`Store::pending_notices`]).
     fn delete_agent(
         &self,
         id: &str,
@@ -166,8 +168,10 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn keys(&self, agent_id: &str) -> impl Future<Output = StoreResult<Vec<KeyRow>>> + Send;
     /// One key.
     fn key(&self, key_id: &str) -> impl Future<Output = StoreResult<Option<KeyRow>>> + Send;
-    /// Suspends a live agent at `at` (§5.9) and returns its undelivered inbox entries, which stay
-    /// queued; suspending a suspended agent changes nothing and returns them again.
+    /// Suspends a live agent at `at` (§5.9). Its undelivered inbox entries stay queued; those whose
+    /// sender is a live agent are marked in the same transaction as owing it AB-4013
+    /// ([`NoticeKind::Held`], see [`Store::pending_notices`]) and returned. Suspending a suspended
+    /// agent changes nothing and returns none.
     fn suspend_agent(
         &self,
         id: &str,
@@ -252,15 +256,16 @@ pub trait Store: Clone + Send + Sync + 'static {
         now: i64,
         max_attempts: u32,
     ) -> impl Future<Output = StoreResult<ReapReport>> + Send;
-    /// Settled entries whose sender is still owed the reaper's notice (see
-    /// [`Store::reap_inboxes`]), at most `limit` of those past `after` (agent, sequence; `("",
-    /// 0)` for the first page), in inbox order, split as dead letters and expiries, with their
-    /// messages.
+    /// Inbox entries whose sender is still owed a notice, each with the notice's kind: settled by
+    /// the reaper ([`Store::reap_inboxes`]) or an agent's deletion ([`Store::delete_agent`]), or
+    /// held for a suspended recipient ([`Store::suspend_agent`], [`NewMessage::held`]). At most
+    /// `limit` of those past `after` (agent, sequence; `("", 0)` for the first page), in inbox
+    /// order, with their messages and states as they are now.
     fn pending_notices(
         &self,
         after: (String, u64),
         limit: u32,
-    ) -> impl Future<Output = StoreResult<ReapReport>> + Send;
+    ) -> impl Future<Output = StoreResult<Vec<(InboxEntry, NoticeKind)>>> + Send;
     /// Tasks whose parties are still owed a timer's notice (see [`Store::update_task`]), at most
     /// `limit` of those whose id sorts after `after` (`""` for the first page), in id order, each
     /// with the owed parties' bits ([`OWED_REQUESTER`], [`OWED_RECIPIENT`]).

@@ -242,6 +242,10 @@ pub struct NewMessage {
     pub task: Option<TaskWrite>,
     /// Agents whose inboxes get a copy.
     pub recipients: Vec<String>,
+    /// Those of `recipients` that are suspended (§5.9): each of their copies is held, and marked
+    /// in the storing transaction as owing the sender AB-4013 ([`NoticeKind::Held`]). Empty for a
+    /// message with no sending agent (a notice is never sent about a notice).
+    pub held: Vec<String>,
     /// Blobs the message references.
     pub blob_refs: Vec<String>,
     /// How far back the `(tenant, source, id)` dedupe looks.
@@ -265,7 +269,8 @@ pub struct NewMessage {
 /// that stores it, so a failure between the two delays it and never loses it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Owed {
-    /// The reaper's notice to the sender about a settled inbox entry: (agent, sequence).
+    /// A notice to the sender about an inbox entry ([`NoticeKind`] says which): (agent,
+    /// sequence).
     Entry(String, u64),
     /// A task timer's notice to one party: (task, [`OWED_REQUESTER`] or [`OWED_RECIPIENT`]).
     Task(String, u8),
@@ -276,9 +281,44 @@ pub const OWED_REQUESTER: u8 = 1;
 /// A task timer's notice owed to the recipient ([`Owed::Task`]).
 pub const OWED_RECIPIENT: u8 = 2;
 
-/// Whether the reaper owes the sender of `e`'s message a notice once `e` is settled (§5.9,
-/// §5.10): a dead letter always, an expiry only for a message never delivered, and never about a
-/// notice (a message with no sending agent). Whether the sender still exists is the store's check.
+/// Which notice an inbox entry's sender is owed (the mark `inbox.notice` holds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoticeKind {
+    /// The reaper settled the entry: a dead letter's `system.undeliverable` (AB-4010), or an
+    /// expiry's `system.expired` (§5.9, §5.10), by the entry's state.
+    Settled,
+    /// The recipient's deletion dead-lettered the entry: `system.undeliverable`, AB-4003.
+    Deleted,
+    /// The entry is held for a suspended recipient: `system.undeliverable`, AB-4013, not
+    /// dead-lettered. Forgone once the entry was delivered and acknowledged; a later dead letter
+    /// or expiry replaces it with its own.
+    Held,
+}
+
+impl NoticeKind {
+    /// The stored mark.
+    pub(crate) fn code(self) -> i16 {
+        match self {
+            NoticeKind::Settled => 1,
+            NoticeKind::Deleted => 2,
+            NoticeKind::Held => 3,
+        }
+    }
+
+    /// The kind of a stored mark; an unknown one reads as the reaper's, the first kind stored.
+    pub(crate) fn from_code(c: i64) -> NoticeKind {
+        match c {
+            2 => NoticeKind::Deleted,
+            3 => NoticeKind::Held,
+            _ => NoticeKind::Settled,
+        }
+    }
+}
+
+/// Whether the sender of `e`'s message is owed a notice once `e` is settled (§5.9, §5.10): a
+/// dead letter (or a copy held for a suspended recipient, `dead` too) always, an expiry only for
+/// a message never delivered, and never about a notice (a message with no sending agent).
+/// Whether the sender still exists is the store's check.
 pub(crate) fn notice_due(e: &InboxEntry, dead: bool) -> bool {
     e.message.source_agent_id.is_some() && (dead || e.attempts == 0)
 }
@@ -495,18 +535,10 @@ pub struct ReapReport {
 }
 
 impl ReapReport {
-    /// Settled entries split by the state they were settled to (`Store::pending_notices`).
-    pub(crate) fn of_settled(entries: Vec<InboxEntry>) -> ReapReport {
-        let (dead, expired) = entries
-            .into_iter()
-            .partition(|e| e.state == EntryState::Dead);
-        ReapReport { dead, expired }
-    }
-
-    /// Every entry of the report, each with whether it was dead-lettered.
-    pub(crate) fn settled(&self) -> impl Iterator<Item = (&InboxEntry, bool)> {
-        let dead = self.dead.iter().map(|e| (e, true));
-        dead.chain(self.expired.iter().map(|e| (e, false)))
+    /// The entries of the report whose sender is owed a notice ([`notice_due`]).
+    pub(crate) fn owing(&self) -> impl Iterator<Item = &InboxEntry> {
+        let dead = self.dead.iter().filter(|e| notice_due(e, true));
+        dead.chain(self.expired.iter().filter(|e| notice_due(e, false)))
     }
 }
 

@@ -212,6 +212,88 @@ async fn the_notices_of_a_deletion_that_stopped_go_with_the_next_pass_once() {
     assert!(h.poll(&a, 0, 0).await.is_empty(), "sent once");
 }
 
+/// A suspension's AB-4013 notices are owed in its commit: a route that stopped right after it
+/// leaves them to the reaper's next pass, which sends each once, and forgoes one whose copy was
+/// delivered and acknowledged meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_notices_of_a_suspension_that_stopped_go_with_the_next_pass_once() {
+    let h = Harness::start().await;
+    let (a, b) = (h.agent("alpha").await, h.agent("bravo").await);
+    let (c, d) = (h.agent("charlie").await, h.agent("delta").await);
+    let held = signed(&h, &a, &b.address, "held");
+    assert_eq!(h.publish(&a, &held).await.0, 202);
+    let taken = signed(&h, &a, &d.address, "delivered before the pass");
+    assert_eq!(h.publish(&a, &taken).await.0, 202);
+    // The suspensions' commits alone.
+    for agent in [&b, &d] {
+        let now = h.now().millis();
+        assert_eq!(
+            h.app
+                .store
+                .suspend_agent(&agent.id, now)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+    assert!(h.poll(&a, 0, 0).await.is_empty(), "no notice yet");
+    // Delta is resumed and reads and acks its copy before the pass: nothing left to report.
+    let resume = format!("/v1/agents/{}/resume", d.id);
+    assert_eq!(h.post(&resume, &h.admin, json!({})).await.0, 200);
+    let got = h.poll(&d, 0, 0).await;
+    assert_eq!(h.ack(&d, &got[0]).await.0, 200);
+    h.app.reap().await.unwrap();
+    let notices = h.poll(&a, 0, 0).await;
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    let n = &notices[0]["envelope"];
+    assert_eq!(
+        (
+            n["data"]["code"].as_str(),
+            n["data"]["dead_lettered"].as_bool()
+        ),
+        (Some("AB-4013"), Some(false))
+    );
+    assert_eq!(n["data"]["original_message_id"], held["id"]);
+    h.app.reap().await.unwrap();
+    assert!(h.poll(&a, 0, 0).await.is_empty(), "sent once");
+    // A copy sent to a suspended agent is owed in the publish's commit; its route sends it, once.
+    let suspend = format!("/v1/agents/{}/suspend", c.id);
+    assert_eq!(h.post(&suspend, &h.admin, json!({})).await.0, 200);
+    let during = signed(&h, &a, &c.address, "during");
+    assert_eq!(h.publish(&a, &during).await.0, 202);
+    let notices = h.poll(&a, 0, 0).await;
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(notices[0]["envelope"]["data"]["code"], "AB-4013");
+    h.app.reap().await.unwrap();
+    assert!(h.poll(&a, 0, 0).await.is_empty(), "sent once");
+}
+
+/// A dead letter the reaper settled is reported as what it was, AB-4010, even when its
+/// recipient is deleted before the notice goes out (the deletion owes AB-4003 only for what it
+/// dead-letters itself).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_is_reported_ab_4010_when_its_recipient_is_deleted_before_the_notice() {
+    let h = Harness::start().await;
+    let (a, b) = (h.agent("alpha").await, h.agent("bravo").await);
+    let m = signed(&h, &a, &b.address, "never acked");
+    assert_eq!(h.publish(&a, &m).await.0, 202);
+    for _ in 0..3 {
+        assert_eq!(h.poll(&b, 0, 0).await.len(), 1);
+        h.clock.advance_secs(31);
+    }
+    // The reaper's commit alone, then the deletion through its route.
+    let report = h.app.store.reap_inboxes(h.now().millis(), 3).await.unwrap();
+    assert_eq!(report.dead.len(), 1);
+    let path = format!("/v1/agents/{}", b.id);
+    let (s, _) = h.req(reqwest::Method::DELETE, &path, &h.admin, None).await;
+    assert_eq!(s, 204);
+    h.app.reap().await.unwrap();
+    let notices = h.poll(&a, 0, 0).await;
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(notices[0]["envelope"]["data"]["code"], "AB-4010");
+}
+
 /// A message from the agent `from` (by id) to `to`, stored through the store itself (no
 /// envelope checks), expiring at `expires_at`.
 async fn raw_message(
@@ -242,6 +324,7 @@ async fn raw_message(
         task_id: None,
         task: None,
         recipients: vec![to.id.clone()],
+        held: vec![],
         blob_refs: vec![],
         replay_since: now,
         idempotency_since: now,
@@ -286,7 +369,7 @@ async fn a_pass_sends_more_than_a_page_of_owed_notices() {
         .pending_notices((String::new(), 0), 10)
         .await
         .unwrap();
-    assert_eq!(left, agentbus_store::ReapReport::default());
+    assert_eq!(left, []);
 }
 
 /// One owed notice that cannot be built (here its sender's workspace row is gone, so the sender
@@ -323,7 +406,7 @@ async fn an_owed_notice_that_cannot_be_built_holds_back_no_other() {
         .pending_notices((String::new(), 0), 10)
         .await
         .unwrap();
-    let left: Vec<&str> = owed.expired.iter().map(|e| e.message.id.as_str()).collect();
+    let left: Vec<&str> = owed.iter().map(|(e, _)| e.message.id.as_str()).collect();
     assert_eq!(left, ["msg_ghost"], "the ghost's stays owed");
 }
 

@@ -6,7 +6,7 @@ use deadpool_postgres::GenericClient;
 
 use super::PgStore;
 use super::rows::*;
-use crate::model::{UsageFigures, state_code, state_from, sum_usage};
+use crate::model::{UsageFigures, notice_due, state_code, state_from, sum_usage};
 use crate::*;
 
 /// Serialises the transactions that take the same keys `$1` until they commit, in a fixed order
@@ -129,14 +129,14 @@ async fn message_by_seq(c: &impl GenericClient, seq: i64) -> StoreResult<Option<
 /// is owed a notice ([`crate::model::notice_due`]), those whose sender still exists.
 async fn flag_owed<'e>(
     t: &impl GenericClient,
-    settled: impl Iterator<Item = (&'e InboxEntry, bool)>,
+    owing: impl Iterator<Item = &'e InboxEntry>,
+    kind: NoticeKind,
 ) -> StoreResult<()> {
-    let (agents, sequences): (Vec<&str>, Vec<i64>) = settled
-        .filter(|(e, dead)| crate::model::notice_due(e, *dead))
-        .map(|(e, _)| (e.agent_id.as_str(), e.sequence as i64))
+    let (agents, sequences): (Vec<&str>, Vec<i64>) = owing
+        .map(|e| (e.agent_id.as_str(), e.sequence as i64))
         .unzip();
     if !agents.is_empty() {
-        exec(t, FLAG_NOTICES, &[&agents, &sequences]).await?;
+        exec(t, FLAG_NOTICES, &[&agents, &sequences, &kind.code()]).await?;
     }
     Ok(())
 }
@@ -167,6 +167,13 @@ async fn clear_owed(t: &impl GenericClient, owed: &Owed) -> StoreResult<()> {
         return Err(StoreError::Conflict(format!("{owed:?}, sent already,")));
     }
     Ok(())
+}
+
+/// The mark of `agent`'s copy of `m`: a copy held for a suspended recipient owes its sender
+/// AB-4013 from the storing commit on ([`NewMessage::held`]).
+fn held_mark(m: &NewMessage, agent: &str) -> Option<i16> {
+    (m.source_agent_id.is_some() && m.held.iter().any(|h| h == agent))
+        .then_some(NoticeKind::Held.code())
 }
 
 pub(super) async fn insert_message(
@@ -211,9 +218,9 @@ pub(super) async fn insert_message(
             t,
             "WITH c AS (UPDATE inbox_counters SET last_seq = last_seq + 1, added = added + 1 \
              WHERE agent_id = $1 RETURNING last_seq) \
-             INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at) \
-             SELECT $1, c.last_seq, $2, 0, 0, $3, $4 FROM c RETURNING sequence",
-            &[agent, &seq, &m.received_at, &m.expires_at],
+             INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at, notice) \
+             SELECT $1, c.last_seq, $2, 0, 0, $3, $4, $5 FROM c RETURNING sequence",
+            &[agent, &seq, &m.received_at, &m.expires_at, &held_mark(m, agent)],
         )
         .await?;
         sequences.push((agent.clone(), get::<i64>(&r, 0)? as u64));
@@ -664,14 +671,14 @@ async fn set_aliases(
 /// When the earliest lease of inbox `$1` runs out (over `inbox_due`).
 /// Marks the settled entries `$1`/`$2` (agents, sequences) as owing their sender a notice, those
 /// whose sender still exists (`Store::reap_inboxes`).
-const FLAG_NOTICES: &str = "UPDATE inbox i SET notice = 1 FROM unnest($1::text[], $2::bigint[]) AS u(a, s), messages m \
+const FLAG_NOTICES: &str = "UPDATE inbox i SET notice = $3 FROM unnest($1::text[], $2::bigint[]) AS u(a, s), messages m \
      WHERE i.agent_id = u.a AND i.sequence = u.s AND m.seq = i.message_seq \
      AND EXISTS (SELECT 1 FROM agents a WHERE a.id = m.source_agent_id AND a.deleted_at IS NULL)";
 
 /// Up to `$3` settled entries owing their sender a notice past (`$1`, `$2`), in inbox order.
 static PENDING_NOTICES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
-        "SELECT i.agent_id, i.sequence, i.state, i.attempts, i.last_attempt_at, {MESSAGE_COLS} \
+        "SELECT i.agent_id, i.sequence, i.state, i.attempts, i.last_attempt_at, {MESSAGE_COLS}, i.notice \
          FROM inbox i JOIN messages m ON m.seq = i.message_seq WHERE i.notice IS NOT NULL \
          AND (i.agent_id, i.sequence) > ($1, $2) ORDER BY i.agent_id, i.sequence LIMIT $3"
     )
@@ -1018,7 +1025,8 @@ impl Store for PgStore {
         exec(&tx, "DELETE FROM subscriptions WHERE agent_id = $1", &[&id]).await?;
         let pending = settle_where(&tx, "agent_id = $1", &[&id], EntryState::Dead, false).await?;
         count_settled(&tx, &pending).await?;
-        flag_owed(&tx, pending.iter().map(|e| (e, true))).await?;
+        let owing = pending.iter().filter(|e| notice_due(e, true));
+        flag_owed(&tx, owing, NoticeKind::Deleted).await?;
         tx.commit().await?;
         Ok(pending)
     }
@@ -1097,17 +1105,31 @@ impl Store for PgStore {
     async fn suspend_agent(&self, id: &str, at: i64) -> StoreResult<Vec<InboxEntry>> {
         let mut c = self.client().await?;
         let tx = c.transaction().await?;
-        one_changed(
-            exec(
+        let n = exec(
+            &tx,
+            "UPDATE agents SET suspended_at = $2 WHERE id = $1 AND deleted_at IS NULL AND suspended_at IS NULL",
+            &[&id, &at],
+        )
+        .await?;
+        if n == 0 {
+            // Suspended already, or not a live agent (NotFound).
+            let live = opt(
                 &tx,
-                "UPDATE agents SET suspended_at = coalesce(suspended_at, $2) WHERE id = $1 AND deleted_at IS NULL",
-                &[&id, &at],
+                "SELECT 1 FROM agents WHERE id = $1 AND deleted_at IS NULL",
+                &[&id],
             )
-            .await?,
-        )?;
-        let held = entries_where(&tx, "i.agent_id = $1 AND i.state IN (0, 1)", &[&id]).await?;
+            .await?;
+            one_changed(u64::from(live.is_some()))?;
+            return Ok(Vec::new());
+        }
+        let pending = entries_where(&tx, "i.agent_id = $1 AND i.state IN (0, 1)", &[&id]).await?;
+        let owing: Vec<InboxEntry> = pending
+            .into_iter()
+            .filter(|e| notice_due(e, true))
+            .collect();
+        flag_owed(&tx, owing.iter(), NoticeKind::Held).await?;
         tx.commit().await?;
-        Ok(held)
+        Ok(owing)
     }
 
     async fn resume_agent(&self, id: &str) -> StoreResult<()> {
@@ -1237,8 +1259,10 @@ impl Store for PgStore {
     async fn publish(&self, m: NewMessage) -> StoreResult<PublishOutcome> {
         // Publishes are grouped into shared transactions (`batch`), but one that writes a task or
         // clears a notice is stored alone: its check may fail, which would send a whole batch one by one.
-        let m = match (&m.task, &m.notice_of) {
-            (None, None) => match self.batcher.publish(m).await {
+        // So is one with a copy held for a suspended recipient (rare), whose entry carries a mark
+        // the batch's statement does not write.
+        let m = match (&m.task, &m.notice_of, m.held.is_empty()) {
+            (None, None, true) => match self.batcher.publish(m).await {
                 Ok(outcome) => return outcome,
                 Err(m) => m,
             },
@@ -1389,7 +1413,7 @@ impl Store for PgStore {
         .await?;
         count_settled(&tx, dead.iter().chain(&expired)).await?;
         let report = ReapReport { dead, expired };
-        flag_owed(&tx, report.settled()).await?;
+        flag_owed(&tx, report.owing(), NoticeKind::Settled).await?;
         tx.commit().await?;
         Ok(report)
     }
@@ -1422,15 +1446,21 @@ impl Store for PgStore {
         }
     }
 
-    async fn pending_notices(&self, after: (String, u64), limit: u32) -> StoreResult<ReapReport> {
+    async fn pending_notices(
+        &self,
+        after: (String, u64),
+        limit: u32,
+    ) -> StoreResult<Vec<(InboxEntry, NoticeKind)>> {
         let c = self.client().await?;
         let p: Params<'_> = &[&after.0, &(after.1 as i64), &i64::from(limit)];
-        let due: Vec<InboxEntry> = rows(&c, &PENDING_NOTICES, p)
+        rows(&c, &PENDING_NOTICES, p)
             .await?
             .iter()
-            .map(entry)
-            .collect::<Result<_, _>>()?;
-        Ok(ReapReport::of_settled(due))
+            .map(|r| {
+                let kind = get::<i16>(r, r.len() - 1)?;
+                Ok((entry(r)?, NoticeKind::from_code(kind.into())))
+            })
+            .collect()
     }
 
     async fn next_visible(&self, agent_id: &str) -> StoreResult<Option<i64>> {

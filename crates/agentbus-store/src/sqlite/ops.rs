@@ -3,7 +3,7 @@
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 
 use super::SqliteStore;
-use crate::model::{role_from, state_code, state_from};
+use crate::model::{notice_due, role_from, state_code, state_from};
 use crate::*;
 
 pub(super) const MESSAGE_COLS: &str = "m.seq, m.tenant_id, m.id, m.source, m.source_agent_id, m.kind, m.conversation_id, \
@@ -152,21 +152,23 @@ fn idempotent_in(
     .optional()
 }
 
-/// Marks the settled entries of `settled` (each with whether it was dead-lettered) whose sender
-/// is owed a notice ([`crate::model::notice_due`]), those whose sender still exists.
+/// Marks `owing` (entries whose sender is owed a notice, [`crate::model::notice_due`]) as owing
+/// the notice `kind`, those whose sender still exists.
 fn flag_owed<'e>(
     t: &Transaction<'_>,
-    settled: impl Iterator<Item = (&'e InboxEntry, bool)>,
+    owing: impl Iterator<Item = &'e InboxEntry>,
+    kind: NoticeKind,
 ) -> rusqlite::Result<()> {
-    for (e, _) in settled.filter(|(e, dead)| crate::model::notice_due(e, *dead)) {
+    for e in owing {
         t.prepare_cached(
-            "UPDATE inbox SET notice = 1 WHERE agent_id = ?1 AND sequence = ?2 \
+            "UPDATE inbox SET notice = ?4 WHERE agent_id = ?1 AND sequence = ?2 \
              AND EXISTS (SELECT 1 FROM agents a WHERE a.id = ?3 AND a.deleted_at IS NULL)",
         )?
         .execute(params![
             e.agent_id,
             e.sequence as i64,
-            e.message.source_agent_id
+            e.message.source_agent_id,
+            kind.code()
         ])?;
     }
     Ok(())
@@ -266,11 +268,14 @@ fn insert_message(t: &Transaction<'_>, m: &NewMessage) -> StoreResult<PublishOut
             )?
             .query_row([agent], |r| Ok((r.get(0)?, r.get(1)?)))?;
         depths.push(pending.max(0) as u64);
+        // A copy held for a suspended recipient owes its sender AB-4013 from this commit on.
+        let held = (m.source_agent_id.is_some() && m.held.contains(agent))
+            .then_some(NoticeKind::Held.code());
         t.prepare_cached(
-            "INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at) \
-             VALUES (?1, ?2, ?3, 0, 0, ?4, ?5)",
+            "INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at, notice) \
+             VALUES (?1, ?2, ?3, 0, 0, ?4, ?5, ?6)",
         )?
-        .execute(params![agent, next, seq, m.received_at, m.expires_at])?;
+        .execute(params![agent, next, seq, m.received_at, m.expires_at, held])?;
         sequences.push((agent.clone(), next as u64));
     }
     if let Some(w) = &m.task {
@@ -362,17 +367,21 @@ fn entries_where(
          FROM inbox i JOIN messages m ON m.seq = i.message_seq WHERE {filter}"
     );
     let mut stmt = c.prepare_cached(&sql)?;
-    let rows = stmt.query_map(args, |r| {
-        Ok(InboxEntry {
-            agent_id: r.get(0)?,
-            sequence: r.get::<_, i64>(1)? as u64,
-            state: state_from(r.get(2)?),
-            attempts: r.get::<_, i64>(3)? as u32,
-            last_attempt_at: r.get(4)?,
-            message: message_row(r, 5)?,
-        })
-    })?;
+    let rows = stmt.query_map(args, entry_row)?;
     rows.collect()
+}
+
+/// An inbox entry read as `agent_id, sequence, state, attempts, last_attempt_at`, then
+/// [`MESSAGE_COLS`].
+fn entry_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<InboxEntry> {
+    Ok(InboxEntry {
+        agent_id: r.get(0)?,
+        sequence: r.get::<_, i64>(1)? as u64,
+        state: state_from(r.get(2)?),
+        attempts: r.get::<_, i64>(3)? as u32,
+        last_attempt_at: r.get(4)?,
+        message: message_row(r, 5)?,
+    })
 }
 
 /// An inbox's unacknowledged entries, from its counter (0 for an inbox never written to).
@@ -848,7 +857,8 @@ impl Store for SqliteStore {
             tx.execute("DELETE FROM subscriptions WHERE agent_id = ?1", [&id])?;
             let pending = entries_where(tx, "i.agent_id = ?1 AND i.state IN (0, 1)", [&id])?;
             settle(tx, &pending, EntryState::Dead)?;
-            flag_owed(tx, pending.iter().map(|e| (e, true)))?;
+            let owing = pending.iter().filter(|e| notice_due(e, true));
+            flag_owed(tx, owing, NoticeKind::Deleted)?;
             Ok(pending)
         })
         .await
@@ -910,15 +920,24 @@ impl Store for SqliteStore {
         let id = id.to_owned();
         self.write(move |tx| {
             let n = tx.execute(
-                "UPDATE agents SET suspended_at = coalesce(suspended_at, ?2) WHERE id = ?1 AND deleted_at IS NULL",
+                "UPDATE agents SET suspended_at = ?2 WHERE id = ?1 AND deleted_at IS NULL AND suspended_at IS NULL",
                 params![id, at],
             )?;
-            one_changed(n)?;
-            Ok(entries_where(
-                tx,
-                "i.agent_id = ?1 AND i.state IN (0, 1)",
-                [&id],
-            )?)
+            if n == 0 {
+                // Suspended already, or not a live agent (NotFound).
+                let live = tx
+                    .prepare_cached("SELECT 1 FROM agents WHERE id = ?1 AND deleted_at IS NULL")?
+                    .exists([&id])?;
+                one_changed(usize::from(live))?;
+                return Ok(Vec::new());
+            }
+            let pending = entries_where(tx, "i.agent_id = ?1 AND i.state IN (0, 1)", [&id])?;
+            let owing: Vec<InboxEntry> = pending
+                .into_iter()
+                .filter(|e| notice_due(e, true))
+                .collect();
+            flag_owed(tx, owing.iter(), NoticeKind::Held)?;
+            Ok(owing)
         })
         .await
     }
@@ -1252,21 +1271,30 @@ impl Store for SqliteStore {
             let expired = entries_where(tx, "i.state IN (0, 1) AND i.expires_at <= ?1", [now])?;
             settle(tx, &expired, EntryState::Expired)?;
             let report = ReapReport { dead, expired };
-            flag_owed(tx, report.settled())?;
+            flag_owed(tx, report.owing(), NoticeKind::Settled)?;
             Ok(report)
         })
         .await
     }
 
-    async fn pending_notices(&self, after: (String, u64), limit: u32) -> StoreResult<ReapReport> {
+    async fn pending_notices(
+        &self,
+        after: (String, u64),
+        limit: u32,
+    ) -> StoreResult<Vec<(InboxEntry, NoticeKind)>> {
         self.read(move |c| {
-            let due = entries_where(
-                c,
-                "i.notice IS NOT NULL AND (i.agent_id, i.sequence) > (?1, ?2) \
-                 ORDER BY i.agent_id, i.sequence LIMIT ?3",
-                params![after.0, after.1 as i64, limit],
-            )?;
-            Ok(ReapReport::of_settled(due))
+            let sql = format!(
+                "SELECT i.agent_id, i.sequence, i.state, i.attempts, i.last_attempt_at, {MESSAGE_COLS}, i.notice \
+                 FROM inbox i JOIN messages m ON m.seq = i.message_seq \
+                 WHERE i.notice IS NOT NULL AND (i.agent_id, i.sequence) > (?1, ?2) \
+                 ORDER BY i.agent_id, i.sequence LIMIT ?3"
+            );
+            let mut stmt = c.prepare_cached(&sql)?;
+            let last = stmt.column_count() - 1;
+            let rows = stmt.query_map(params![after.0, after.1 as i64, limit], |r| {
+                Ok((entry_row(r)?, NoticeKind::from_code(r.get(last)?)))
+            })?;
+            Ok(rows.collect::<Result<_, _>>()?)
         })
         .await
     }

@@ -363,14 +363,15 @@ pub async fn store_delete_and_suspend_agents<S: Store + Clone>(store: S) {
         stored(&store, msg("agt_a", &format!("m{i}"), &["agt_b"], T0)).await;
     }
     store.lease(lease_req("agt_b", 0, 1, T0)).await.unwrap();
-    // Suspension holds the inbox and answers it; suspending again answers it again.
+    // Suspension holds the inbox and answers it (each entry owing its sender AB-4013);
+    // suspending again owes nothing more and answers none.
     let held = store.suspend_agent("agt_b", T0 + 1).await.unwrap();
     assert_eq!(
         held.iter().map(|e| e.sequence).collect::<Vec<_>>(),
         [1, 2, 3]
     );
     assert_eq!(held[0].state, EntryState::Leased);
-    assert_eq!(store.suspend_agent("agt_b", T0 + 2).await.unwrap().len(), 3);
+    assert_eq!(store.suspend_agent("agt_b", T0 + 2).await.unwrap(), []);
     assert_eq!(
         store.agent("agt_b").await.unwrap().unwrap().suspended_at,
         Some(T0 + 1)
@@ -1042,12 +1043,14 @@ pub async fn store_reaper_owes_notices_until_one_is_stored<S: Store + Clone>(sto
     store.delete_agent("agt_c", T0 + 2).await.unwrap();
     let report = store.reap_inboxes(T0 + 60_000, 2).await.unwrap();
     assert_eq!((report.dead.len(), report.expired.len()), (1, 4));
-    let ids = |v: &[InboxEntry]| v.iter().map(|e| e.message.id.clone()).collect::<Vec<_>>();
+    // Each owed entry as "<message id> <state> <notice kind>".
+    let ids = |v: &[(InboxEntry, NoticeKind)]| {
+        v.iter()
+            .map(|(e, k)| format!("{} {:?} {k:?}", e.message.id, e.state))
+            .collect::<Vec<_>>()
+    };
     let owed = store.pending_notices(FIRST.clone(), 100).await.unwrap();
-    assert_eq!(
-        (ids(&owed.dead), ids(&owed.expired)),
-        (vec!["tired".to_owned()], vec!["short".to_owned()])
-    );
+    assert_eq!(ids(&owed), ["tired Dead Settled", "short Expired Settled"]);
     assert_eq!(
         owed,
         store.pending_notices(FIRST.clone(), 100).await.unwrap(),
@@ -1055,19 +1058,10 @@ pub async fn store_reaper_owes_notices_until_one_is_stored<S: Store + Clone>(sto
     );
     // A page starts past the key it is given.
     let past = |e: &InboxEntry| (e.agent_id.clone(), e.sequence);
-    let page = store
-        .pending_notices(past(&owed.dead[0]), 100)
-        .await
-        .unwrap();
-    assert_eq!(
-        (page.dead.len(), ids(&page.expired)),
-        (0, vec!["short".to_owned()])
-    );
-    let page = store
-        .pending_notices(past(&owed.expired[0]), 100)
-        .await
-        .unwrap();
-    assert_eq!(page, ReapReport::default());
+    let page = store.pending_notices(past(&owed[0].0), 100).await.unwrap();
+    assert_eq!(ids(&page), ["short Expired Settled"]);
+    let page = store.pending_notices(past(&owed[1].0), 100).await.unwrap();
+    assert_eq!(page, []);
     // The notice of `short`, stored once; a second try stores nothing.
     let entry = Owed::Entry(short[0].0.clone(), short[0].1);
     let mut first = msg("agt_z", "n-short-1", &["agt_a"], T0 + 60_000);
@@ -1081,12 +1075,9 @@ pub async fn store_reaper_owes_notices_until_one_is_stored<S: Store + Clone>(sto
     ));
     assert_eq!(store.pending_count("agt_a").await.unwrap(), 1);
     let owed = store.pending_notices(FIRST.clone(), 100).await.unwrap();
-    assert_eq!(
-        (ids(&owed.dead), ids(&owed.expired)),
-        (vec!["tired".to_owned()], vec![])
-    );
+    assert_eq!(ids(&owed), ["tired Dead Settled"]);
     // Four replicas store the notice of `tired` at once: one copy.
-    let tired = Owed::Entry(owed.dead[0].agent_id.clone(), owed.dead[0].sequence);
+    let tired = Owed::Entry(owed[0].0.agent_id.clone(), owed[0].0.sequence);
     let answers = race(&store, 4, move |s, i| {
         let mut m = msg("agt_z", &format!("n-tired-{i}"), &["agt_a"], T0 + 60_000);
         m.notice_of = Some(tired.clone());
@@ -1105,10 +1096,7 @@ pub async fn store_reaper_owes_notices_until_one_is_stored<S: Store + Clone>(sto
         "{answers:?}"
     );
     assert_eq!(store.pending_count("agt_a").await.unwrap(), 2);
-    assert_eq!(
-        store.pending_notices(FIRST.clone(), 100).await.unwrap(),
-        ReapReport::default()
-    );
+    assert_eq!(store.pending_notices(FIRST.clone(), 100).await.unwrap(), []);
     // Deleting an agent dead-letters its queue, and owes each live sender its notice.
     agents(&store, &[agent("agt_d", "dave")]).await;
     stored(&store, msg("agt_a", "to-dave", &["agt_d"], T0)).await;
@@ -1117,10 +1105,47 @@ pub async fn store_reaper_owes_notices_until_one_is_stored<S: Store + Clone>(sto
     stored(&store, by_notice).await;
     assert_eq!(store.delete_agent("agt_d", T0 + 5).await.unwrap().len(), 2);
     let owed = store.pending_notices(FIRST.clone(), 100).await.unwrap();
-    assert_eq!(
-        (ids(&owed.dead), owed.expired.len()),
-        (vec!["to-dave".to_owned()], 0)
-    );
+    assert_eq!(ids(&owed), ["to-dave Dead Deleted"]);
+    forgo(&store, &owed).await;
+    // Suspending an agent holds its queue and owes each live sender AB-4013, once: a second
+    // suspension owes nothing more. A copy published to it while suspended is owed in the
+    // publish's commit; a notice's copy never is.
+    agents(&store, &[agent("agt_e", "erin")]).await;
+    stored(&store, msg("agt_a", "before", &["agt_e"], T0)).await;
+    let mut by_notice = msg("agt_a", "notice-before", &["agt_e"], T0);
+    by_notice.source_agent_id = None;
+    stored(&store, by_notice).await;
+    let held = store.suspend_agent("agt_e", T0 + 6).await.unwrap();
+    let held: Vec<&str> = held.iter().map(|e| e.message.id.as_str()).collect();
+    assert_eq!(held, ["before"]);
+    assert_eq!(store.suspend_agent("agt_e", T0 + 7).await.unwrap(), []);
+    let mut during = msg("agt_a", "during", &["agt_e"], T0 + 8);
+    during.held = vec!["agt_e".into()];
+    during.expires_at = T0 + 1000;
+    stored(&store, during).await;
+    let mut notice_during = msg("agt_a", "notice-during", &["agt_e"], T0 + 8);
+    notice_during.source_agent_id = None;
+    notice_during.held = vec!["agt_e".into()];
+    stored(&store, notice_during).await;
+    let owed = store.pending_notices(FIRST.clone(), 100).await.unwrap();
+    assert_eq!(ids(&owed), ["before Ready Held", "during Ready Held"]);
+    // A later expiry (or dead letter) replaces a held mark with its own.
+    let report = store.reap_inboxes(T0 + 60_000, 2).await.unwrap();
+    assert_eq!(report.expired.len(), 1);
+    let owed = store.pending_notices(FIRST.clone(), 100).await.unwrap();
+    assert_eq!(ids(&owed), ["before Ready Held", "during Expired Settled"]);
+    assert!(matches!(
+        store.suspend_agent("agt_nobody", T0).await,
+        Err(StoreError::NotFound)
+    ));
+}
+
+/// Forgoes every owed notice of `owed`.
+async fn forgo(store: &impl Store, owed: &[(InboxEntry, NoticeKind)]) {
+    for (e, _) in owed {
+        let mark = Owed::Entry(e.agent_id.clone(), e.sequence);
+        store.forgo_notice(mark).await.unwrap();
+    }
 }
 
 pub async fn store_tasks_due_and_version_check<S: Store + Clone>(store: S) {
