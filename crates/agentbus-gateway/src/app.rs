@@ -798,15 +798,17 @@ impl<S: Store> App<S> {
     }
 
     /// Sends the notice `kind` owed about entry `e` as it stands now, stored with the clearing of
-    /// its mark: a dead letter's AB-4010 or an expiry's `system.expired` (the reaper's), AB-4003
-    /// (the recipient's deletion), AB-4013 not dead-lettered (held for a suspended recipient;
-    /// forgone once the entry was delivered and acknowledged, or settled without a notice due).
+    /// its mark (nothing is stored if the mark was cleared or replaced since, say a hold's by a
+    /// dead letter's, which then stays owed): a dead letter's AB-4010 or an expiry's
+    /// `system.expired` (the reaper's), AB-4003 (the recipient's deletion), AB-4013 not
+    /// dead-lettered (held for a suspended recipient; forgone once the entry was acknowledged, or
+    /// settled owing no notice of its own).
     pub(crate) async fn owed_entry_notice(
         &self,
         e: &InboxEntry,
         kind: NoticeKind,
     ) -> ApiResult<()> {
-        let owed = Owed::Entry(e.agent_id.clone(), e.sequence);
+        let owed = Owed::Entry(e.agent_id.clone(), e.sequence, kind);
         match (kind, e.state) {
             (NoticeKind::Settled, EntryState::Dead) => {
                 self.undeliverable(e, "AB-4010", true, owed).await

@@ -393,45 +393,58 @@ pub(crate) async fn send_owed_notices<S: Store>(app: &App<S>) -> ApiResult<()> {
     }
 }
 
-/// What a timeline entry owes the task's parties: a timer's notices, or an admin's cancel's.
-enum Owing {
-    /// The timer that fired, the state it fired in, and when.
-    Timer(TaskState, Timer, i64),
-    /// An admin's cancel through the console, with its reason.
-    AdminCancel(Option<String>),
-}
+/// The bits of a task's owed notices that a timer's firing marks ([`owed_by`]).
+const TIMER_BITS: u8 = OWED_REQUESTER | OWED_RECIPIENT;
 
-/// What `e` owes, if it is a change that owes notices: a timer that ended the task, or an
-/// admin's cancel (the cancel grace timer owes none, see [`owed_by`]).
-fn owing(e: &TaskEventRow) -> Option<Owing> {
-    if e.kind == CANCEL_KIND && e.actor.starts_with(ADMIN_ACTOR) {
-        return Some(Owing::AdminCancel(e.reason.clone()));
-    }
+/// The bits of a task's owed notices that an admin's cancel marks ([`apply_admin_cancel`]).
+const CANCEL_BITS: u8 = OWED_CANCEL_REQUESTER | OWED_CANCEL_RECIPIENT;
+
+/// The timer whose firing owes the notices of [`TIMER_BITS`], if `e` is one: a timer that ended
+/// the task, not the cancel grace timer, which owes none (see [`owed_by`]).
+fn timer_owing(e: &TaskEventRow) -> Option<(TaskState, Timer, i64)> {
     let timer = Timer::from_wire(e.timer.as_deref().filter(|_| e.kind == "timer")?)?;
     if timer == Timer::CancelGrace {
         return None;
     }
-    Some(Owing::Timer(e.from_state.parse().ok()?, timer, e.at))
+    Some((e.from_state.parse().ok()?, timer, e.at))
 }
 
-/// Sends the notices `owed` (bits) for the change on `row` that owes them: the timeline's last
-/// that owes any (a timer that fired ended the task; an admin's cancel may be followed by the
-/// worker's answer or the grace timer, which owe none).
+/// The reason of the admin's cancel that owes the notices of [`CANCEL_BITS`], if `e` is one.
+fn admin_cancel_reason(e: &TaskEventRow) -> Option<Option<String>> {
+    (e.kind == CANCEL_KIND && e.actor.starts_with(ADMIN_ACTOR)).then(|| e.reason.clone())
+}
+
+/// Sends the notices `owed` (bits) on `row`, each for the change that owes it, found on the
+/// timeline: the last timer that fired (its bits, [`TIMER_BITS`]) and the last admin's cancel
+/// (its own, [`CANCEL_BITS`]), so a task whose timer fired and which an admin cancelled owes
+/// both. Bits with no such change (not expected) are forgone.
 async fn send_owed_notice<S: Store>(app: &App<S>, row: &TaskRow, owed: u8) -> ApiResult<()> {
     let events = app.store.task_events(&row.id).await?;
-    match events.iter().rev().find_map(owing) {
-        Some(Owing::Timer(from, timer, at)) => {
-            return notify_expiry(app, row, (from, timer, at), owed).await;
+    let mut unfound = 0;
+    if owed & TIMER_BITS != 0 {
+        match events.iter().rev().find_map(timer_owing) {
+            Some(timer) => notify_expiry(app, row, timer, owed & TIMER_BITS).await?,
+            None => unfound |= owed & TIMER_BITS,
         }
-        Some(Owing::AdminCancel(reason)) => {
-            return send_cancel_notices(app, row, reason.as_deref(), owed).await;
-        }
-        None => {}
     }
-    for bit in [OWED_REQUESTER, OWED_RECIPIENT] {
-        if owed & bit != 0 {
-            let gone = Owed::Task(row.id.clone(), bit);
-            app.store.forgo_notice(gone).await?;
+    if owed & CANCEL_BITS != 0 {
+        match events.iter().rev().find_map(admin_cancel_reason) {
+            Some(reason) => {
+                send_cancel_notices(app, row, reason.as_deref(), owed & CANCEL_BITS).await?
+            }
+            None => unfound |= owed & CANCEL_BITS,
+        }
+    }
+    for bit in [
+        OWED_REQUESTER,
+        OWED_RECIPIENT,
+        OWED_CANCEL_REQUESTER,
+        OWED_CANCEL_RECIPIENT,
+    ] {
+        if unfound & bit != 0 {
+            app.store
+                .forgo_notice(Owed::Task(row.id.clone(), bit))
+                .await?;
         }
     }
     Ok(())
@@ -558,10 +571,9 @@ pub async fn apply_admin_cancel<S: Store>(
             &outcome,
         );
         ev.reason = reason.map(str::to_owned);
-        let owed = OWED_REQUESTER | OWED_RECIPIENT;
         match app
             .store
-            .update_task(with_machine(row, &machine, now), expected, ev, owed)
+            .update_task(with_machine(row, &machine, now), expected, ev, CANCEL_BITS)
             .await
         {
             Err(StoreError::Conflict(_)) => {}
@@ -767,8 +779,7 @@ pub async fn cancel<S: Store>(
     let outcome = apply_admin_cancel(app, &user, id, reason.as_deref()).await?;
     // The cancel is made: a notice that fails now stays owed for the reaper's next pass, and
     // the admin is answered with the task as it is.
-    let both = OWED_REQUESTER | OWED_RECIPIENT;
-    if let Err(e) = send_cancel_notices(app, &row, reason.as_deref(), both).await {
+    if let Err(e) = send_cancel_notices(app, &row, reason.as_deref(), CANCEL_BITS).await {
         tracing::warn!(task = %id, code = %e.code, error = %e.message, "an admin cancel's notices were not all sent; the reaper's next pass sends the rest");
     }
     let now_row = app.store.task(id).await?.ok_or_else(ApiError::not_found)?;
@@ -790,8 +801,8 @@ async fn send_cancel_notices<S: Store>(
         data["reason"] = json!(r);
     }
     for (party, bit) in [
-        (&row.requester_id, OWED_REQUESTER),
-        (&row.recipient_id, OWED_RECIPIENT),
+        (&row.requester_id, OWED_CANCEL_REQUESTER),
+        (&row.recipient_id, OWED_CANCEL_RECIPIENT),
     ] {
         if owed & bit == 0 {
             continue;

@@ -230,10 +230,11 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Unacknowledged entries of an inbox.
     fn pending_count(&self, agent_id: &str) -> impl Future<Output = StoreResult<u64>> + Send;
     /// Leases up to `limit` deliverable entries: never-delivered ones after `after`, any whose
-    /// lease expired, and never-delivered ones at or below `after` that became visible at least
-    /// `visibility_ms` ago (their lease was lost, or given back after the receiver's cursor passed
-    /// them: the receiver may hold them, so they wait a lease's length, and are then redelivered
-    /// rather than stranded below every cursor until they expire). Each gets a new lease token
+    /// lease expired, and never-delivered ones at or below `after` whose `visible_at` (their
+    /// publish, or their giving back) is at least `visibility_ms` ago: their lease was lost, or
+    /// they were given back after the receiver's cursor passed them, so they are redelivered
+    /// rather than stranded below every cursor until they expire (the receiver may hold them;
+    /// one published a visibility timeout before a lost lease comes at once). Each gets a new lease token
     /// and `visible_at = now + visibility_ms`.
     /// A backend may answer before the lease is durable, but it must be in effect for every
     /// store call made after this one returns (an ack of the delivery finds its token), and no
@@ -266,9 +267,10 @@ pub trait Store: Clone + Send + Sync + 'static {
         after: (String, u64),
         limit: u32,
     ) -> impl Future<Output = StoreResult<Vec<(InboxEntry, NoticeKind)>>> + Send;
-    /// Tasks whose parties are still owed a timer's notice (see [`Store::update_task`]), at most
-    /// `limit` of those whose id sorts after `after` (`""` for the first page), in id order, each
-    /// with the owed parties' bits ([`OWED_REQUESTER`], [`OWED_RECIPIENT`]).
+    /// Tasks whose parties are still owed a timer's or an admin cancel's notice (see
+    /// [`Store::update_task`]), at most `limit` of those whose id sorts after `after` (`""` for
+    /// the first page), in id order, each with the owed notices' bits ([`OWED_REQUESTER`],
+    /// [`OWED_RECIPIENT`], [`OWED_CANCEL_REQUESTER`], [`OWED_CANCEL_RECIPIENT`]).
     fn pending_task_notices(
         &self,
         after: &str,
@@ -328,8 +330,8 @@ pub trait Store: Clone + Send + Sync + 'static {
         limit: u32,
     ) -> impl Future<Output = StoreResult<Vec<TaskRow>>> + Send;
     /// Applies a timer's or an admin's change (no message), if the version still matches, and
-    /// marks the notices it makes due to the parties in `owed` ([`OWED_REQUESTER`],
-    /// [`OWED_RECIPIENT`]; see [`Store::pending_task_notices`]) in the same transaction.
+    /// marks the notices it makes due in `owed` (bits, as [`Store::pending_task_notices`]
+    /// answers them) in the same transaction.
     fn update_task(
         &self,
         t: TaskRow,

@@ -269,10 +269,12 @@ pub struct NewMessage {
 /// that stores it, so a failure between the two delays it and never loses it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Owed {
-    /// A notice to the sender about an inbox entry ([`NoticeKind`] says which): (agent,
-    /// sequence).
-    Entry(String, u64),
-    /// A task timer's notice to one party: (task, [`OWED_REQUESTER`] or [`OWED_RECIPIENT`]).
+    /// A notice to the sender about an inbox entry: (agent, sequence, which notice). Stored only
+    /// while the entry still owes that notice: a hold's mark replaced since by a dead letter's or
+    /// an expiry's owes theirs instead.
+    Entry(String, u64, NoticeKind),
+    /// A task's notice to one party: (task, one of [`OWED_REQUESTER`], [`OWED_RECIPIENT`],
+    /// [`OWED_CANCEL_REQUESTER`], [`OWED_CANCEL_RECIPIENT`]).
     Task(String, u8),
 }
 
@@ -280,8 +282,17 @@ pub enum Owed {
 pub const OWED_REQUESTER: u8 = 1;
 /// A task timer's notice owed to the recipient ([`Owed::Task`]).
 pub const OWED_RECIPIENT: u8 = 2;
+/// An admin's cancel's `task.cancel` owed to the requester ([`Owed::Task`]): bits of their own,
+/// so a timer firing before they are sent (or an admin cancelling a task whose timer's notices
+/// are still owed) leaves both owed.
+pub const OWED_CANCEL_REQUESTER: u8 = 4;
+/// An admin's cancel's `task.cancel` owed to the recipient ([`Owed::Task`]).
+pub const OWED_CANCEL_RECIPIENT: u8 = 8;
 
-/// Which notice an inbox entry's sender is owed (the mark `inbox.notice` holds).
+/// Which notice an inbox entry's sender is owed. A settled entry's is marked in `inbox.notice`
+/// (its kind), a held one's in `inbox.hold`, a column of its own: a replica of an earlier
+/// release, which reads every `notice` mark as a settled entry's, never meets a hold's during a
+/// rolling upgrade.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoticeKind {
     /// The reaper settled the entry: a dead letter's `system.undeliverable` (AB-4010), or an
@@ -290,29 +301,53 @@ pub enum NoticeKind {
     /// The recipient's deletion dead-lettered the entry: `system.undeliverable`, AB-4003.
     Deleted,
     /// The entry is held for a suspended recipient: `system.undeliverable`, AB-4013, not
-    /// dead-lettered. Forgone once the entry was delivered and acknowledged; a later dead letter
-    /// or expiry replaces it with its own.
+    /// dead-lettered. A later dead letter or expiry that owes its own notice replaces it; one
+    /// that owes none (an expiry after a delivery), or an ack, leaves nothing to report.
     Held,
 }
 
 impl NoticeKind {
-    /// The stored mark.
+    /// The value a mark of this kind stores: in `inbox.notice` for a settled entry's, in
+    /// `inbox.hold` for a hold's.
     pub(crate) fn code(self) -> i16 {
         match self {
-            NoticeKind::Settled => 1,
+            NoticeKind::Settled | NoticeKind::Held => 1,
             NoticeKind::Deleted => 2,
-            NoticeKind::Held => 3,
         }
     }
 
-    /// The kind of a stored mark; an unknown one reads as the reaper's, the first kind stored.
+    /// The kind of an `inbox.notice` mark. Releases before kinds marked a deletion's 1 too;
+    /// such a notice still owed at the upgrade goes as AB-4010.
     pub(crate) fn from_code(c: i64) -> NoticeKind {
         match c {
             2 => NoticeKind::Deleted,
-            3 => NoticeKind::Held,
             _ => NoticeKind::Settled,
         }
     }
+}
+
+/// One page of owed entries from its two reads, the settled entries' marks and the holds, each
+/// in inbox order and at most `limit`: merged in inbox order, at most `limit`, an entry in both
+/// (not expected: a settled mark clears the hold) counted once, as settled.
+pub(crate) fn owed_page(
+    settled: Vec<(InboxEntry, NoticeKind)>,
+    holds: Vec<InboxEntry>,
+    limit: u32,
+) -> Vec<(InboxEntry, NoticeKind)> {
+    let seen: std::collections::HashSet<(String, u64)> = settled
+        .iter()
+        .map(|(e, _)| (e.agent_id.clone(), e.sequence))
+        .collect();
+    let mut page = settled;
+    page.extend(
+        holds
+            .into_iter()
+            .filter(|e| !seen.contains(&(e.agent_id.clone(), e.sequence)))
+            .map(|e| (e, NoticeKind::Held)),
+    );
+    page.sort_by(|(a, _), (b, _)| (&a.agent_id, a.sequence).cmp(&(&b.agent_id, b.sequence)));
+    page.truncate(limit as usize);
+    page
 }
 
 /// Whether the sender of `e`'s message is owed a notice once `e` is settled (§5.9, §5.10): a
@@ -324,6 +359,13 @@ pub(crate) fn notice_due(e: &InboxEntry, dead: bool) -> bool {
 }
 
 impl NewMessage {
+    /// The `inbox.hold` mark of `agent`'s copy: a copy held for a suspended recipient owes its
+    /// sender AB-4013 from the storing commit on ([`NewMessage::held`]; never about a notice).
+    pub(crate) fn hold_of(&self, agent: &str) -> Option<i16> {
+        (self.source_agent_id.is_some() && self.held.iter().any(|h| h == agent))
+            .then_some(NoticeKind::Held.code())
+    }
+
     /// The row as stored under storage sequence `seq`, built from what the publish inserted
     /// rather than read back.
     pub(crate) fn stored_row(&self, seq: i64) -> MessageRow {

@@ -659,16 +659,7 @@ async fn wp_5_7_1_an_admin_cancels_notices_owed_by_a_route_that_stopped_go_with_
         .to_owned();
     let accept = followup(&h, &rev, &bot, &req, &task, "accept", json!({}));
     assert_eq!(h.publish(&rev, &accept).await.0, 202);
-    let mut headers = axum::http::HeaderMap::new();
-    let bearer = format!("Bearer {}", h.admin).parse().unwrap();
-    headers.insert("authorization", bearer);
-    let agentbus_gateway::app::Principal::User(admin) =
-        agentbus_gateway::auth::bearer(&h.app, &headers)
-            .await
-            .unwrap()
-    else {
-        panic!("the admin token is a user's");
-    };
+    let admin = admin_user(&h).await;
     let cancels = |got: Vec<Value>| -> Vec<Value> {
         got.into_iter()
             .filter(|d| d["envelope"]["type"] == "agentbus.task.cancel.v1")
@@ -714,6 +705,76 @@ async fn wp_5_7_1_an_admin_cancels_notices_owed_by_a_route_that_stopped_go_with_
         .map(|e| &e["reason"])
         .collect();
     assert!(reasons.contains(&&json!("freeze")), "{t}");
+}
+
+/// The principal of the harness's admin token, as the console's routes see it.
+async fn admin_user(h: &Harness) -> agentbus_store::UserRow {
+    let mut headers = axum::http::HeaderMap::new();
+    let bearer = format!("Bearer {}", h.admin).parse().unwrap();
+    headers.insert("authorization", bearer);
+    match agentbus_gateway::auth::bearer(&h.app, &headers)
+        .await
+        .unwrap()
+    {
+        agentbus_gateway::app::Principal::User(admin) => admin,
+        _ => panic!("the admin token is a user's"),
+    }
+}
+
+/// WP-5.7-1 with WP-6.1-4: a task an admin cancelled whose `expires_at` fires in the grace period,
+/// before the cancel's notices went, owes both: each party gets the cancel (with its reason) and
+/// the expiry, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_6_1_4_a_timer_firing_while_an_admin_cancels_notices_are_owed_owes_both() {
+    let h = Harness::start().await;
+    let bot = h.agent("release-bot").await;
+    let rev = h.worker("reviewer").await;
+    let mut req = request(&h, &bot, &rev, json!({}));
+    req.insert(
+        "expires_at".into(),
+        json!(h.now().plus_secs(30).to_string()),
+    );
+    let req = sign(&bot, req);
+    let task = h.publish(&bot, &req).await.1["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let accept = followup(&h, &rev, &bot, &req, &task, "accept", json!({}));
+    assert_eq!(h.publish(&rev, &accept).await.0, 202);
+    let admin = admin_user(&h).await;
+    let cancel = agentbus_gateway::tasks::apply_admin_cancel(&h.app, &admin, &task, Some("freeze"));
+    assert!(cancel.await.unwrap().cancel_requested);
+    h.clock.advance_secs(31);
+    h.app.reap().await.unwrap();
+    assert_eq!(state(&h, &bot, &task).await, "expired");
+    let from_tasks = |got: Vec<Value>| -> Vec<(String, Value)> {
+        got.into_iter()
+            .filter(|d| d["envelope"]["source"] == "agent://system/gateway/tasks")
+            .map(|d| {
+                let env = &d["envelope"];
+                let what = match env["type"].as_str().unwrap() {
+                    "agentbus.task.cancel.v1" => env["data"]["reason"].clone(),
+                    _ => env["data"]["context"]["timer"].clone(),
+                };
+                (env["type"].as_str().unwrap().to_owned(), what)
+            })
+            .collect()
+    };
+    for party in [&bot, &rev] {
+        let mut got = from_tasks(h.poll(party, 0, 0).await);
+        got.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            got,
+            [
+                ("agentbus.message.v1".to_owned(), json!("expires_at")),
+                ("agentbus.task.cancel.v1".to_owned(), json!("freeze")),
+            ]
+        );
+    }
+    h.app.reap().await.unwrap();
+    for party in [&bot, &rev] {
+        assert_eq!(from_tasks(h.poll(party, 0, 0).await), [], "sent once");
+    }
 }
 
 /// The data a lifecycle type is sent with in the addressing table.

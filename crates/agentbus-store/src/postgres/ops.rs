@@ -125,8 +125,9 @@ async fn message_by_seq(c: &impl GenericClient, seq: i64) -> StoreResult<Option<
     .transpose()
 }
 
-/// Marks the settled entries of `settled` (each with whether it was dead-lettered) whose sender
-/// is owed a notice ([`crate::model::notice_due`]), those whose sender still exists.
+/// Marks `owing` (entries whose sender is owed a notice, [`crate::model::notice_due`]) as owing
+/// the notice `kind`, those whose sender still exists: a hold in `inbox.hold`, a settled entry's
+/// in `inbox.notice`, replacing a hold's (see [`NoticeKind`]).
 async fn flag_owed<'e>(
     t: &impl GenericClient,
     owing: impl Iterator<Item = &'e InboxEntry>,
@@ -135,8 +136,13 @@ async fn flag_owed<'e>(
     let (agents, sequences): (Vec<&str>, Vec<i64>) = owing
         .map(|e| (e.agent_id.as_str(), e.sequence as i64))
         .unzip();
+    let sql = if kind == NoticeKind::Held {
+        FLAG_HOLDS
+    } else {
+        FLAG_NOTICES
+    };
     if !agents.is_empty() {
-        exec(t, FLAG_NOTICES, &[&agents, &sequences, &kind.code()]).await?;
+        exec(t, sql, &[&agents, &sequences, &kind.code()]).await?;
     }
     Ok(())
 }
@@ -146,11 +152,19 @@ async fn flag_owed<'e>(
 /// the mark cleared.
 async fn clear_owed(t: &impl GenericClient, owed: &Owed) -> StoreResult<()> {
     let cleared = match owed {
-        Owed::Entry(agent, sequence) => {
+        Owed::Entry(agent, sequence, NoticeKind::Held) => {
             exec(
                 t,
-                "UPDATE inbox SET notice = NULL WHERE agent_id = $1 AND sequence = $2 AND notice IS NOT NULL",
+                "UPDATE inbox SET hold = NULL WHERE agent_id = $1 AND sequence = $2 AND hold IS NOT NULL",
                 &[agent, &(*sequence as i64)],
+            )
+            .await?
+        }
+        Owed::Entry(agent, sequence, kind) => {
+            exec(
+                t,
+                "UPDATE inbox SET notice = NULL WHERE agent_id = $1 AND sequence = $2 AND notice = $3",
+                &[agent, &(*sequence as i64), &kind.code()],
             )
             .await?
         }
@@ -167,13 +181,6 @@ async fn clear_owed(t: &impl GenericClient, owed: &Owed) -> StoreResult<()> {
         return Err(StoreError::Conflict(format!("{owed:?}, sent already,")));
     }
     Ok(())
-}
-
-/// The mark of `agent`'s copy of `m`: a copy held for a suspended recipient owes its sender
-/// AB-4013 from the storing commit on ([`NewMessage::held`]).
-fn held_mark(m: &NewMessage, agent: &str) -> Option<i16> {
-    (m.source_agent_id.is_some() && m.held.iter().any(|h| h == agent))
-        .then_some(NoticeKind::Held.code())
 }
 
 pub(super) async fn insert_message(
@@ -218,9 +225,9 @@ pub(super) async fn insert_message(
             t,
             "WITH c AS (UPDATE inbox_counters SET last_seq = last_seq + 1, added = added + 1 \
              WHERE agent_id = $1 RETURNING last_seq) \
-             INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at, notice) \
+             INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at, hold) \
              SELECT $1, c.last_seq, $2, 0, 0, $3, $4, $5 FROM c RETURNING sequence",
-            &[agent, &seq, &m.received_at, &m.expires_at, &held_mark(m, agent)],
+            &[agent, &seq, &m.received_at, &m.expires_at, &m.hold_of(agent)],
         )
         .await?;
         sequences.push((agent.clone(), get::<i64>(&r, 0)? as u64));
@@ -668,14 +675,20 @@ async fn set_aliases(
     Ok(())
 }
 
-/// When the earliest lease of inbox `$1` runs out (over `inbox_due`).
-/// Marks the settled entries `$1`/`$2` (agents, sequences) as owing their sender a notice, those
-/// whose sender still exists (`Store::reap_inboxes`).
-const FLAG_NOTICES: &str = "UPDATE inbox i SET notice = $3 FROM unnest($1::text[], $2::bigint[]) AS u(a, s), messages m \
+/// Marks the settled entries `$1`/`$2` (agents, sequences) as owing their sender the notice of
+/// kind `$3` (`NoticeKind::code`), replacing a hold's, those whose sender still exists
+/// (`Store::reap_inboxes`, `Store::delete_agent`).
+const FLAG_NOTICES: &str = "UPDATE inbox i SET notice = $3, hold = NULL FROM unnest($1::text[], $2::bigint[]) AS u(a, s), messages m \
      WHERE i.agent_id = u.a AND i.sequence = u.s AND m.seq = i.message_seq \
      AND EXISTS (SELECT 1 FROM agents a WHERE a.id = m.source_agent_id AND a.deleted_at IS NULL)";
 
-/// Up to `$3` settled entries owing their sender a notice past (`$1`, `$2`), in inbox order.
+/// [`FLAG_NOTICES`] for holds, marked in their own column.
+const FLAG_HOLDS: &str = "UPDATE inbox i SET hold = $3 FROM unnest($1::text[], $2::bigint[]) AS u(a, s), messages m \
+     WHERE i.agent_id = u.a AND i.sequence = u.s AND m.seq = i.message_seq \
+     AND EXISTS (SELECT 1 FROM agents a WHERE a.id = m.source_agent_id AND a.deleted_at IS NULL)";
+
+/// Up to `$3` settled entries owing their sender a notice past (`$1`, `$2`), in inbox order,
+/// each with its mark.
 static PENDING_NOTICES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "SELECT i.agent_id, i.sequence, i.state, i.attempts, i.last_attempt_at, {MESSAGE_COLS}, i.notice \
@@ -684,6 +697,16 @@ static PENDING_NOTICES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|
     )
 });
 
+/// [`PENDING_NOTICES`] for the held entries (`inbox.hold`).
+static PENDING_HOLDS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT i.agent_id, i.sequence, i.state, i.attempts, i.last_attempt_at, {MESSAGE_COLS} \
+         FROM inbox i JOIN messages m ON m.seq = i.message_seq WHERE i.hold IS NOT NULL \
+         AND (i.agent_id, i.sequence) > ($1, $2) ORDER BY i.agent_id, i.sequence LIMIT $3"
+    )
+});
+
+/// When the earliest lease of inbox `$1` runs out (over `inbox_due`).
 pub(super) const NEXT_VISIBLE: &str =
     "SELECT min(visible_at) FROM inbox WHERE agent_id = $1 AND state = 1";
 
@@ -1453,14 +1476,20 @@ impl Store for PgStore {
     ) -> StoreResult<Vec<(InboxEntry, NoticeKind)>> {
         let c = self.client().await?;
         let p: Params<'_> = &[&after.0, &(after.1 as i64), &i64::from(limit)];
-        rows(&c, &PENDING_NOTICES, p)
+        let settled = rows(&c, &PENDING_NOTICES, p)
             .await?
             .iter()
             .map(|r| {
                 let kind = get::<i16>(r, r.len() - 1)?;
                 Ok((entry(r)?, NoticeKind::from_code(kind.into())))
             })
-            .collect()
+            .collect::<StoreResult<_>>()?;
+        let holds = rows(&c, &PENDING_HOLDS, p)
+            .await?
+            .iter()
+            .map(entry)
+            .collect::<StoreResult<_>>()?;
+        Ok(crate::model::owed_page(settled, holds, limit))
     }
 
     async fn next_visible(&self, agent_id: &str) -> StoreResult<Option<i64>> {

@@ -159,12 +159,18 @@ fn flag_owed<'e>(
     owing: impl Iterator<Item = &'e InboxEntry>,
     kind: NoticeKind,
 ) -> rusqlite::Result<()> {
+    // A hold is marked in its own column (`hold = 1`); a settled entry's mark replaces a hold's
+    // (see `NoticeKind`).
+    let (column, clears) = match kind {
+        NoticeKind::Held => ("hold", ""),
+        _ => ("notice", ", hold = NULL"),
+    };
+    let sql = format!(
+        "UPDATE inbox SET {column} = ?4{clears} WHERE agent_id = ?1 AND sequence = ?2 \
+         AND EXISTS (SELECT 1 FROM agents a WHERE a.id = ?3 AND a.deleted_at IS NULL)"
+    );
     for e in owing {
-        t.prepare_cached(
-            "UPDATE inbox SET notice = ?4 WHERE agent_id = ?1 AND sequence = ?2 \
-             AND EXISTS (SELECT 1 FROM agents a WHERE a.id = ?3 AND a.deleted_at IS NULL)",
-        )?
-        .execute(params![
+        t.prepare_cached(&sql)?.execute(params![
             e.agent_id,
             e.sequence as i64,
             e.message.source_agent_id,
@@ -177,11 +183,16 @@ fn flag_owed<'e>(
 /// Clears the mark of `owed`; `Conflict` when it was not set (the notice is stored already).
 fn clear_owed(t: &Transaction<'_>, owed: &Owed) -> StoreResult<()> {
     let cleared = match owed {
-        Owed::Entry(agent, sequence) => t
+        Owed::Entry(agent, sequence, NoticeKind::Held) => t
             .prepare_cached(
-                "UPDATE inbox SET notice = NULL WHERE agent_id = ?1 AND sequence = ?2 AND notice IS NOT NULL",
+                "UPDATE inbox SET hold = NULL WHERE agent_id = ?1 AND sequence = ?2 AND hold IS NOT NULL",
             )?
             .execute(params![agent, *sequence as i64])?,
+        Owed::Entry(agent, sequence, kind) => t
+            .prepare_cached(
+                "UPDATE inbox SET notice = NULL WHERE agent_id = ?1 AND sequence = ?2 AND notice = ?3",
+            )?
+            .execute(params![agent, *sequence as i64, kind.code()])?,
         Owed::Task(task, bit) => t
             .prepare_cached(
                 "UPDATE tasks SET notices = notices & ~?2 WHERE id = ?1 AND notices & ?2 != 0",
@@ -268,14 +279,11 @@ fn insert_message(t: &Transaction<'_>, m: &NewMessage) -> StoreResult<PublishOut
             )?
             .query_row([agent], |r| Ok((r.get(0)?, r.get(1)?)))?;
         depths.push(pending.max(0) as u64);
-        // A copy held for a suspended recipient owes its sender AB-4013 from this commit on.
-        let held = (m.source_agent_id.is_some() && m.held.contains(agent))
-            .then_some(NoticeKind::Held.code());
         t.prepare_cached(
-            "INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at, notice) \
+            "INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at, hold) \
              VALUES (?1, ?2, ?3, 0, 0, ?4, ?5, ?6)",
         )?
-        .execute(params![agent, next, seq, m.received_at, m.expires_at, held])?;
+        .execute(params![agent, next, seq, m.received_at, m.expires_at, m.hold_of(agent)])?;
         sequences.push((agent.clone(), next as u64));
     }
     if let Some(w) = &m.task {
@@ -1283,6 +1291,8 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> StoreResult<Vec<(InboxEntry, NoticeKind)>> {
         self.read(move |c| {
+            // The settled entries' marks and the holds, each over its own partial index.
+            let args = params![after.0, after.1 as i64, limit];
             let sql = format!(
                 "SELECT i.agent_id, i.sequence, i.state, i.attempts, i.last_attempt_at, {MESSAGE_COLS}, i.notice \
                  FROM inbox i JOIN messages m ON m.seq = i.message_seq \
@@ -1291,10 +1301,18 @@ impl Store for SqliteStore {
             );
             let mut stmt = c.prepare_cached(&sql)?;
             let last = stmt.column_count() - 1;
-            let rows = stmt.query_map(params![after.0, after.1 as i64, limit], |r| {
-                Ok((entry_row(r)?, NoticeKind::from_code(r.get(last)?)))
-            })?;
-            Ok(rows.collect::<Result<_, _>>()?)
+            let settled = stmt
+                .query_map(args, |r| {
+                    Ok((entry_row(r)?, NoticeKind::from_code(r.get(last)?)))
+                })?
+                .collect::<Result<_, _>>()?;
+            let holds = entries_where(
+                c,
+                "i.hold IS NOT NULL AND (i.agent_id, i.sequence) > (?1, ?2) \
+                 ORDER BY i.agent_id, i.sequence LIMIT ?3",
+                args,
+            )?;
+            Ok(crate::model::owed_page(settled, holds, limit))
         })
         .await
     }

@@ -178,10 +178,15 @@ CREATE INDEX inbox_notices ON inbox (agent_id, sequence) WHERE notice IS NOT NUL
 ALTER TABLE tasks ADD COLUMN notices INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX tasks_notices ON tasks (id) WHERE notices != 0;
 "#,
-    // An admin's cancel owes its notices like a timer (`tasks.notices`); its reason, which no
-    // envelope carries, is kept on its timeline entry so they can be sent again.
+    // Every notice owed in the store. An admin's cancel owes its notices like a timer
+    // (`tasks.notices`), its reason, which no envelope carries, kept on its timeline entry so they
+    // can be sent again; `inbox.hold` marks a copy held for a suspended recipient, whose sender is
+    // owed AB-4013 (a column of its own: `notice` marks are read by earlier releases as settled
+    // entries', see `model::NoticeKind`).
     r#"
 ALTER TABLE task_events ADD COLUMN reason TEXT;
+ALTER TABLE inbox ADD COLUMN hold INTEGER;
+CREATE INDEX inbox_holds ON inbox (agent_id, sequence) WHERE hold IS NOT NULL;
 "#,
 ];
 

@@ -1063,7 +1063,7 @@ pub async fn store_reaper_owes_notices_until_one_is_stored<S: Store + Clone>(sto
     let page = store.pending_notices(past(&owed[1].0), 100).await.unwrap();
     assert_eq!(page, []);
     // The notice of `short`, stored once; a second try stores nothing.
-    let entry = Owed::Entry(short[0].0.clone(), short[0].1);
+    let entry = Owed::Entry(short[0].0.clone(), short[0].1, NoticeKind::Settled);
     let mut first = msg("agt_z", "n-short-1", &["agt_a"], T0 + 60_000);
     first.notice_of = Some(entry.clone());
     stored(&store, first).await;
@@ -1077,7 +1077,11 @@ pub async fn store_reaper_owes_notices_until_one_is_stored<S: Store + Clone>(sto
     let owed = store.pending_notices(FIRST.clone(), 100).await.unwrap();
     assert_eq!(ids(&owed), ["tired Dead Settled"]);
     // Four replicas store the notice of `tired` at once: one copy.
-    let tired = Owed::Entry(owed[0].0.agent_id.clone(), owed[0].0.sequence);
+    let tired = Owed::Entry(
+        owed[0].0.agent_id.clone(),
+        owed[0].0.sequence,
+        NoticeKind::Settled,
+    );
     let answers = race(&store, 4, move |s, i| {
         let mut m = msg("agt_z", &format!("n-tired-{i}"), &["agt_a"], T0 + 60_000);
         m.notice_of = Some(tired.clone());
@@ -1134,6 +1138,20 @@ pub async fn store_reaper_owes_notices_until_one_is_stored<S: Store + Clone>(sto
     assert_eq!(report.expired.len(), 1);
     let owed = store.pending_notices(FIRST.clone(), 100).await.unwrap();
     assert_eq!(ids(&owed), ["before Ready Held", "during Expired Settled"]);
+    // A hold's notice decided before the replacement is stored by nothing: the expiry's stays.
+    let during = &owed[1].0;
+    let mut stale = msg("agt_z", "n-during-held", &["agt_a"], T0 + 60_000);
+    stale.notice_of = Some(Owed::Entry(
+        during.agent_id.clone(),
+        during.sequence,
+        NoticeKind::Held,
+    ));
+    assert!(matches!(
+        store.publish(stale).await,
+        Err(StoreError::Conflict(_))
+    ));
+    let owed = store.pending_notices(FIRST.clone(), 100).await.unwrap();
+    assert_eq!(ids(&owed), ["before Ready Held", "during Expired Settled"]);
     assert!(matches!(
         store.suspend_agent("agt_nobody", T0).await,
         Err(StoreError::NotFound)
@@ -1142,8 +1160,8 @@ pub async fn store_reaper_owes_notices_until_one_is_stored<S: Store + Clone>(sto
 
 /// Forgoes every owed notice of `owed`.
 async fn forgo(store: &impl Store, owed: &[(InboxEntry, NoticeKind)]) {
-    for (e, _) in owed {
-        let mark = Owed::Entry(e.agent_id.clone(), e.sequence);
+    for (e, kind) in owed {
+        let mark = Owed::Entry(e.agent_id.clone(), e.sequence, *kind);
         store.forgo_notice(mark).await.unwrap();
     }
 }
