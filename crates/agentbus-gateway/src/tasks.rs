@@ -417,20 +417,23 @@ fn admin_cancel_reason(e: &TaskEventRow) -> Option<Option<String>> {
 /// Sends the notices `owed` (bits) on `row`, each for the change that owes it, found on the
 /// timeline: the last timer that fired (its bits, [`TIMER_BITS`]) and the last admin's cancel
 /// (its own, [`CANCEL_BITS`]), so a task whose timer fired and which an admin cancelled owes
-/// both. Bits with no such change (not expected) are forgone.
+/// both. Bits with no such change (not expected) are forgone. Each cause is tried whatever the
+/// other's outcome; the first failure is answered.
 async fn send_owed_notice<S: Store>(app: &App<S>, row: &TaskRow, owed: u8) -> ApiResult<()> {
     let events = app.store.task_events(&row.id).await?;
     let mut unfound = 0;
+    let mut sent = Ok(());
     if owed & TIMER_BITS != 0 {
         match events.iter().rev().find_map(timer_owing) {
-            Some(timer) => notify_expiry(app, row, timer, owed & TIMER_BITS).await?,
+            Some(timer) => sent = notify_expiry(app, row, timer, owed & TIMER_BITS).await,
             None => unfound |= owed & TIMER_BITS,
         }
     }
     if owed & CANCEL_BITS != 0 {
         match events.iter().rev().find_map(admin_cancel_reason) {
             Some(reason) => {
-                send_cancel_notices(app, row, reason.as_deref(), owed & CANCEL_BITS).await?
+                let cancel = send_cancel_notices(app, row, reason.as_deref(), owed & CANCEL_BITS);
+                sent = sent.and(cancel.await);
             }
             None => unfound |= owed & CANCEL_BITS,
         }
@@ -447,7 +450,7 @@ async fn send_owed_notice<S: Store>(app: &App<S>, row: &TaskRow, owed: u8) -> Ap
                 .await?;
         }
     }
-    Ok(())
+    sent
 }
 
 /// Fires the due timer of one task, if it is still due; returns whether it changed.

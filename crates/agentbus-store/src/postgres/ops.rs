@@ -125,26 +125,56 @@ async fn message_by_seq(c: &impl GenericClient, seq: i64) -> StoreResult<Option<
     .transpose()
 }
 
-/// Marks `owing` (entries whose sender is owed a notice, [`crate::model::notice_due`]) as owing
-/// the notice `kind`, those whose sender still exists: a hold in `inbox.hold`, a settled entry's
-/// in `inbox.notice`, replacing a hold's (see [`NoticeKind`]).
+/// Marks the settled entries `owing` (those whose sender is owed a notice,
+/// [`crate::model::notice_due`]) as owing the notice `kind` in `inbox.notice`, replacing a
+/// hold's (see [`NoticeKind`]), those whose sender still exists.
 async fn flag_owed<'e>(
     t: &impl GenericClient,
     owing: impl Iterator<Item = &'e InboxEntry>,
     kind: NoticeKind,
 ) -> StoreResult<()> {
+    debug_assert_ne!(kind, NoticeKind::Held, "holds are marked by mark_holds");
     let (agents, sequences): (Vec<&str>, Vec<i64>) = owing
         .map(|e| (e.agent_id.as_str(), e.sequence as i64))
         .unzip();
-    let sql = if kind == NoticeKind::Held {
-        FLAG_HOLDS
-    } else {
-        FLAG_NOTICES
-    };
     if !agents.is_empty() {
-        exec(t, sql, &[&agents, &sequences, &kind.code()]).await?;
+        exec(t, FLAG_NOTICES, &[&agents, &sequences, &kind.code()]).await?;
     }
     Ok(())
+}
+
+/// Marks the entries of `pending` (read unlocked) as held in `inbox.hold`, those still pending
+/// and owing no other notice when the update reaches them (an ack or the reaper may have
+/// settled one since the read) whose sender is owed one and still exists; returns those marked.
+async fn mark_holds(
+    t: &impl GenericClient,
+    pending: Vec<InboxEntry>,
+) -> StoreResult<Vec<InboxEntry>> {
+    let due: Vec<InboxEntry> = pending
+        .into_iter()
+        .filter(|e| notice_due(e, true))
+        .collect();
+    if due.is_empty() {
+        return Ok(due);
+    }
+    let (agents, sequences): (Vec<&str>, Vec<i64>) = due
+        .iter()
+        .map(|e| (e.agent_id.as_str(), e.sequence as i64))
+        .unzip();
+    let marked = rows(
+        t,
+        FLAG_HOLDS,
+        &[&agents, &sequences, &NoticeKind::Held.code()],
+    )
+    .await?;
+    let marked: std::collections::HashSet<(String, i64)> = marked
+        .iter()
+        .map(|r| Ok((get::<String>(r, 0)?, get::<i64>(r, 1)?)))
+        .collect::<StoreResult<_>>()?;
+    Ok(due
+        .into_iter()
+        .filter(|e| marked.contains(&(e.agent_id.clone(), e.sequence as i64)))
+        .collect())
 }
 
 /// Clears the mark of `owed`; `Conflict` when it was not set (the notice is stored already).
@@ -682,10 +712,14 @@ const FLAG_NOTICES: &str = "UPDATE inbox i SET notice = $3, hold = NULL FROM unn
      WHERE i.agent_id = u.a AND i.sequence = u.s AND m.seq = i.message_seq \
      AND EXISTS (SELECT 1 FROM agents a WHERE a.id = m.source_agent_id AND a.deleted_at IS NULL)";
 
-/// [`FLAG_NOTICES`] for holds, marked in their own column.
+/// [`FLAG_NOTICES`] for holds, marked in their own column on entries still pending and owing no
+/// settled entry's notice (checked again on the row an update waited for), answering each
+/// entry it marked (`mark_holds`).
 const FLAG_HOLDS: &str = "UPDATE inbox i SET hold = $3 FROM unnest($1::text[], $2::bigint[]) AS u(a, s), messages m \
      WHERE i.agent_id = u.a AND i.sequence = u.s AND m.seq = i.message_seq \
-     AND EXISTS (SELECT 1 FROM agents a WHERE a.id = m.source_agent_id AND a.deleted_at IS NULL)";
+     AND i.state IN (0, 1) AND i.notice IS NULL \
+     AND EXISTS (SELECT 1 FROM agents a WHERE a.id = m.source_agent_id AND a.deleted_at IS NULL) \
+     RETURNING i.agent_id, i.sequence";
 
 /// Up to `$3` settled entries owing their sender a notice past (`$1`, `$2`), in inbox order,
 /// each with its mark.
@@ -1146,13 +1180,9 @@ impl Store for PgStore {
             return Ok(Vec::new());
         }
         let pending = entries_where(&tx, "i.agent_id = $1 AND i.state IN (0, 1)", &[&id]).await?;
-        let owing: Vec<InboxEntry> = pending
-            .into_iter()
-            .filter(|e| notice_due(e, true))
-            .collect();
-        flag_owed(&tx, owing.iter(), NoticeKind::Held).await?;
+        let held = mark_holds(&tx, pending).await?;
         tx.commit().await?;
-        Ok(owing)
+        Ok(held)
     }
 
     async fn resume_agent(&self, id: &str) -> StoreResult<()> {

@@ -152,25 +152,21 @@ fn idempotent_in(
     .optional()
 }
 
-/// Marks `owing` (entries whose sender is owed a notice, [`crate::model::notice_due`]) as owing
-/// the notice `kind`, those whose sender still exists.
+/// Marks the settled entries `owing` (those whose sender is owed a notice,
+/// [`crate::model::notice_due`]) as owing the notice `kind` in `inbox.notice`, replacing a
+/// hold's (see [`NoticeKind`]), those whose sender still exists.
 fn flag_owed<'e>(
     t: &Transaction<'_>,
     owing: impl Iterator<Item = &'e InboxEntry>,
     kind: NoticeKind,
 ) -> rusqlite::Result<()> {
-    // A hold is marked in its own column (`hold = 1`); a settled entry's mark replaces a hold's
-    // (see `NoticeKind`).
-    let (column, clears) = match kind {
-        NoticeKind::Held => ("hold", ""),
-        _ => ("notice", ", hold = NULL"),
-    };
-    let sql = format!(
-        "UPDATE inbox SET {column} = ?4{clears} WHERE agent_id = ?1 AND sequence = ?2 \
-         AND EXISTS (SELECT 1 FROM agents a WHERE a.id = ?3 AND a.deleted_at IS NULL)"
-    );
+    debug_assert_ne!(kind, NoticeKind::Held, "holds are marked by mark_holds");
     for e in owing {
-        t.prepare_cached(&sql)?.execute(params![
+        t.prepare_cached(
+            "UPDATE inbox SET notice = ?4, hold = NULL WHERE agent_id = ?1 AND sequence = ?2 \
+             AND EXISTS (SELECT 1 FROM agents a WHERE a.id = ?3 AND a.deleted_at IS NULL)",
+        )?
+        .execute(params![
             e.agent_id,
             e.sequence as i64,
             e.message.source_agent_id,
@@ -178,6 +174,32 @@ fn flag_owed<'e>(
         ])?;
     }
     Ok(())
+}
+
+/// Marks the entries of `pending` as held in `inbox.hold`, those still pending and owing no
+/// other notice whose sender is owed one and still exists; returns those marked (the
+/// PostgreSQL backend's rule, where an ack or the reaper may settle one after the read; here the
+/// writer's transaction sees none).
+fn mark_holds(t: &Transaction<'_>, pending: Vec<InboxEntry>) -> rusqlite::Result<Vec<InboxEntry>> {
+    let mut held = Vec::new();
+    for e in pending.into_iter().filter(|e| notice_due(e, true)) {
+        let marked = t
+            .prepare_cached(
+                "UPDATE inbox SET hold = ?4 WHERE agent_id = ?1 AND sequence = ?2 \
+                 AND state IN (0, 1) AND notice IS NULL \
+                 AND EXISTS (SELECT 1 FROM agents a WHERE a.id = ?3 AND a.deleted_at IS NULL)",
+            )?
+            .execute(params![
+                e.agent_id,
+                e.sequence as i64,
+                e.message.source_agent_id,
+                NoticeKind::Held.code()
+            ])?;
+        if marked == 1 {
+            held.push(e);
+        }
+    }
+    Ok(held)
 }
 
 /// Clears the mark of `owed`; `Conflict` when it was not set (the notice is stored already).
@@ -940,12 +962,7 @@ impl Store for SqliteStore {
                 return Ok(Vec::new());
             }
             let pending = entries_where(tx, "i.agent_id = ?1 AND i.state IN (0, 1)", [&id])?;
-            let owing: Vec<InboxEntry> = pending
-                .into_iter()
-                .filter(|e| notice_due(e, true))
-                .collect();
-            flag_owed(tx, owing.iter(), NoticeKind::Held)?;
-            Ok(owing)
+            Ok(mark_holds(tx, pending)?)
         })
         .await
     }

@@ -921,3 +921,44 @@ async fn pg_a_reaping_pass_counts_its_settled_entries_in_inbox_order() {
     assert_eq!(store.pending_count("agt_a").await.unwrap(), 0);
     assert_eq!(store.pending_count("agt_b").await.unwrap(), 0);
 }
+
+/// A suspension reads its agent's queue without locking it, so an ack (or the reaper) may settle
+/// an entry between the read and the marking: the hold is marked, and answered, only on the
+/// entries still pending when the update reaches them (checked again on the row it waited for).
+/// Marked on the read alone, the acknowledged copy here was held too, and its sender told
+/// AB-4013 about a copy the receiver had.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_a_suspension_holds_no_copy_settled_while_it_waits() {
+    use crate::fixtures::{T0, agent, agents, msg, tenant, workspace};
+
+    let url = Cluster::shared().database().await;
+    let store = PgStore::open(&url).await.unwrap();
+    store.create_tenant(tenant("ten_1", "acme")).await.unwrap();
+    let ws = workspace("ws_1", "ten_1", "main");
+    store.create_workspace(ws).await.unwrap();
+    agents(&store, &[agent("agt_a", "alice"), agent("agt_b", "bob")]).await;
+    for id in ["acked", "held"] {
+        store
+            .publish(msg("agt_a", id, &["agt_b"], T0))
+            .await
+            .unwrap();
+    }
+    let c = admin(&url).await;
+    // An ack of the first copy, holding its row until the suspension waits for it.
+    c.batch_execute("BEGIN; UPDATE inbox SET state = 2 WHERE agent_id = 'agt_b' AND sequence = 1")
+        .await
+        .unwrap();
+    let s = store.clone();
+    let suspend = tokio::spawn(async move { s.suspend_agent("agt_b", T0 + 1).await });
+    until_locks_are_waited_for(&c, 1).await;
+    c.batch_execute("COMMIT").await.unwrap();
+    let held = suspend.await.unwrap().unwrap();
+    let ids: Vec<&str> = held.iter().map(|e| e.message.id.as_str()).collect();
+    assert_eq!(ids, ["held"]);
+    let owed = store
+        .pending_notices((String::new(), 0), 100)
+        .await
+        .unwrap();
+    let owed: Vec<(u64, NoticeKind)> = owed.iter().map(|(e, k)| (e.sequence, *k)).collect();
+    assert_eq!(owed, [(2, NoticeKind::Held)]);
+}
