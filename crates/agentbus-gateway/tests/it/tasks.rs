@@ -1,7 +1,7 @@
 //! Tasks over HTTP (§6): the §12.2 lifecycle, sender rules, timers driven by the test clock, late
 //! results, cancels, idempotent requests, and the timeline.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use agentbus_store::Store as _;
 
@@ -548,12 +548,7 @@ async fn wp_6_1_3_max_duration_and_wp_6_1_4_expires_at_over_http() {
         (Some("expired"), Some("max_duration"))
     );
     // expires_at while needs_input (G-WP-7: it bounds every non-terminal state).
-    let mut req = request(&h, &bot, &rev, json!({}));
-    req.insert(
-        "expires_at".into(),
-        json!(h.now().plus_secs(300).to_string()),
-    );
-    let req = sign(&bot, req);
+    let req = request_expiring_in(&h, &bot, &rev, 300);
     let t2 = h.publish(&bot, &req).await.1["task_id"]
         .as_str()
         .unwrap()
@@ -707,6 +702,14 @@ async fn wp_5_7_1_an_admin_cancels_notices_owed_by_a_route_that_stopped_go_with_
     assert!(reasons.contains(&&json!("freeze")), "{t}");
 }
 
+/// A signed task request from `from` to `to` whose `expires_at` is `secs` from now.
+fn request_expiring_in(h: &Harness, from: &Agent, to: &Agent, secs: i64) -> Map<String, Value> {
+    let mut req = request(h, from, to, json!({}));
+    let at = h.now().plus_secs(secs).to_string();
+    req.insert("expires_at".into(), json!(at));
+    sign(from, req)
+}
+
 /// The principal of the harness's admin token, as the console's routes see it.
 async fn admin_user(h: &Harness) -> agentbus_store::UserRow {
     let mut headers = axum::http::HeaderMap::new();
@@ -729,12 +732,7 @@ async fn wp_6_1_4_a_timer_firing_while_an_admin_cancels_notices_are_owed_owes_bo
     let h = Harness::start().await;
     let bot = h.agent("release-bot").await;
     let rev = h.worker("reviewer").await;
-    let mut req = request(&h, &bot, &rev, json!({}));
-    req.insert(
-        "expires_at".into(),
-        json!(h.now().plus_secs(30).to_string()),
-    );
-    let req = sign(&bot, req);
+    let req = request_expiring_in(&h, &bot, &rev, 30);
     let task = h.publish(&bot, &req).await.1["task_id"]
         .as_str()
         .unwrap()
