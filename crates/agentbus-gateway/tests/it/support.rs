@@ -248,6 +248,13 @@ impl Harness {
         .await
     }
 
+    /// Publishes a task request and answers the id of the task it created (202 expected).
+    pub async fn publish_task(&self, from: &Agent, env: &Map<String, Value>) -> String {
+        let (status, receipt, _) = self.publish(from, env).await;
+        assert_eq!(status, 202, "{receipt}");
+        receipt["task_id"].as_str().expect("a task id").to_owned()
+    }
+
     /// Long-polls an inbox.
     pub async fn poll(&self, a: &Agent, after: u64, wait: u64) -> Vec<Value> {
         let (s, v) = self

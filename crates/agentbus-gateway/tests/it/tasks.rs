@@ -156,10 +156,7 @@ async fn wp_6_2_forbidden_senders_and_inputs() {
     let rev = h.worker("reviewer").await;
     let other = h.agent("other").await;
     let req = sign(&bot, request(&h, &bot, &rev, json!({})));
-    let task = h.publish(&bot, &req).await.1["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = h.publish_task(&bot, &req).await;
     // The requester cannot accept; a third agent cannot send progress (AB-2004).
     let (s, v, _) = h
         .publish(
@@ -299,10 +296,7 @@ async fn wp_6_1_timer_notices_owed_by_a_pass_that_stopped_go_with_the_next_once(
         &bot,
         request(&h, &bot, &rev, json!({"progress_timeout_s": 60})),
     );
-    let task = h.publish(&bot, &req).await.1["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = h.publish_task(&bot, &req).await;
     let accept = followup(&h, &rev, &bot, &req, &task, "accept", json!({}));
     assert_eq!(h.publish(&rev, &accept).await.0, 202);
     h.clock.advance_secs(60);
@@ -349,10 +343,7 @@ async fn wp_6_1_timers_fire_on_the_test_clock_with_notices() {
         &bot,
         request(&h, &bot, &rev, json!({"accept_timeout_s": 120})),
     );
-    let t1 = h.publish(&bot, &req).await.1["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let t1 = h.publish_task(&bot, &req).await;
     h.clock.advance_secs(119);
     h.app.reap().await.unwrap();
     assert_eq!(state(&h, &bot, &t1).await, "submitted");
@@ -379,10 +370,7 @@ async fn wp_6_1_timers_fire_on_the_test_clock_with_notices() {
         &bot,
         request(&h, &bot, &rev, json!({"progress_timeout_s": 60})),
     );
-    let t2 = h.publish(&bot, &req).await.1["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let t2 = h.publish_task(&bot, &req).await;
     h.publish(
         &rev,
         &followup(&h, &rev, &bot, &req, &t2, "accept", json!({})),
@@ -430,10 +418,7 @@ async fn wp_5_7_cancel_acknowledged_and_cancel_by_grace() {
     let rev = h.worker("reviewer").await;
     // Before accept: immediate.
     let req = sign(&bot, request(&h, &bot, &rev, json!({})));
-    let t0 = h.publish(&bot, &req).await.1["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let t0 = h.publish_task(&bot, &req).await;
     h.publish(
         &bot,
         &followup(
@@ -450,10 +435,7 @@ async fn wp_5_7_cancel_acknowledged_and_cancel_by_grace() {
     assert_eq!(state(&h, &bot, &t0).await, "cancelled");
     // Acknowledged by the worker's failed/cancelled result.
     let req = sign(&bot, request(&h, &bot, &rev, json!({})));
-    let t1 = h.publish(&bot, &req).await.1["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let t1 = h.publish_task(&bot, &req).await;
     h.publish(
         &rev,
         &followup(&h, &rev, &bot, &req, &t1, "accept", json!({})),
@@ -481,10 +463,7 @@ async fn wp_5_7_cancel_acknowledged_and_cancel_by_grace() {
     assert_eq!(state(&h, &bot, &t1).await, "cancelled");
     // Ran out its grace.
     let req = sign(&bot, request(&h, &bot, &rev, json!({})));
-    let t2 = h.publish(&bot, &req).await.1["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let t2 = h.publish_task(&bot, &req).await;
     h.publish(
         &rev,
         &followup(&h, &rev, &bot, &req, &t2, "accept", json!({})),
@@ -518,10 +497,7 @@ async fn wp_6_1_3_max_duration_and_wp_6_1_4_expires_at_over_http() {
             json!({"max_duration_s": 60, "progress_timeout_s": 30}),
         ),
     );
-    let t1 = h.publish(&bot, &req).await.1["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let t1 = h.publish_task(&bot, &req).await;
     h.publish(
         &rev,
         &followup(&h, &rev, &bot, &req, &t1, "accept", json!({})),
@@ -549,10 +525,7 @@ async fn wp_6_1_3_max_duration_and_wp_6_1_4_expires_at_over_http() {
     );
     // expires_at while needs_input (G-WP-7: it bounds every non-terminal state).
     let req = request_expiring_in(&h, &bot, &rev, 300);
-    let t2 = h.publish(&bot, &req).await.1["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let t2 = h.publish_task(&bot, &req).await;
     h.publish(
         &rev,
         &followup(&h, &rev, &bot, &req, &t2, "accept", json!({})),
@@ -589,10 +562,7 @@ async fn wp_5_7_1_a_workspace_admin_cancels_through_the_console() {
     let bot = h.agent("release-bot").await;
     let rev = h.worker("reviewer").await;
     let req = sign(&bot, request(&h, &bot, &rev, json!({})));
-    let task = h.publish(&bot, &req).await.1["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = h.publish_task(&bot, &req).await;
     // An agent cannot use the console endpoint; a member user who is not admin cannot either.
     assert_eq!(
         h.post(&format!("/v1/tasks/{task}/cancel"), &bot.token, json!({}))
@@ -648,10 +618,7 @@ async fn wp_5_7_1_an_admin_cancels_notices_owed_by_a_route_that_stopped_go_with_
     let bot = h.agent("release-bot").await;
     let rev = h.worker("reviewer").await;
     let req = sign(&bot, request(&h, &bot, &rev, json!({})));
-    let task = h.publish(&bot, &req).await.1["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = h.publish_task(&bot, &req).await;
     let accept = followup(&h, &rev, &bot, &req, &task, "accept", json!({}));
     assert_eq!(h.publish(&rev, &accept).await.0, 202);
     let admin = admin_user(&h).await;
@@ -733,10 +700,7 @@ async fn wp_6_1_4_a_timer_firing_while_an_admin_cancels_notices_are_owed_owes_bo
     let bot = h.agent("release-bot").await;
     let rev = h.worker("reviewer").await;
     let req = request_expiring_in(&h, &bot, &rev, 30);
-    let task = h.publish(&bot, &req).await.1["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = h.publish_task(&bot, &req).await;
     let accept = followup(&h, &rev, &bot, &req, &task, "accept", json!({}));
     assert_eq!(h.publish(&rev, &accept).await.0, 202);
     let admin = admin_user(&h).await;
@@ -1058,10 +1022,7 @@ async fn wp_5_2_6_output_schemas_are_checked_on_the_timeline_not_refused() {
     );
     req["data"]["input"] = json!({"artifact_id": "change-482"});
     let req = sign(&bot, req);
-    let task = h.publish(&bot, &req).await.1["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = h.publish_task(&bot, &req).await;
     h.publish(
         &rev,
         &followup(&h, &rev, &bot, &req, &task, "accept", json!({})),
