@@ -717,7 +717,6 @@ impl<S: Store> App<S> {
             task_id: original.and_then(|m| m.task_id.clone()),
             task: None,
             recipients: vec![to.id.clone()],
-            held: vec![],
             blob_refs: vec![],
             replay_since: now - self.config.replay_window_s * 1000,
             idempotency_since: now,

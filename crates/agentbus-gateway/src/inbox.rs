@@ -27,7 +27,8 @@ use crate::extract::{Json, Path, Query};
 /// Query of a long-poll or WebSocket.
 #[derive(Debug, Deserialize)]
 pub struct PollQuery {
-    /// Never-delivered messages are taken only above this sequence (the receiver's last persisted).
+    /// Never-delivered messages are taken above this sequence (the receiver's last persisted) at
+    /// once, and at or below it only once visible for the visibility timeout (a lost lease).
     #[serde(default)]
     pub after: u64,
     /// Seconds to wait when nothing is deliverable.
@@ -857,7 +858,6 @@ mod tests {
             task_id: None,
             task: None,
             recipients: vec![bob.id.clone()],
-            held: vec![],
             blob_refs: vec![],
             replay_since: now,
             idempotency_since: now,

@@ -353,12 +353,6 @@ async fn store_checked<S: Store>(
         task_id: task.as_ref().map(|t| t.task_id.clone()),
         task: task.as_ref().map(|t| t.write.clone()),
         recipients: route.recipients.iter().map(|r| r.id.clone()).collect(),
-        held: route
-            .recipients
-            .iter()
-            .filter(|r| r.suspended_at.is_some())
-            .map(|r| r.id.clone())
-            .collect(),
         blob_refs,
         replay_since: c.replay_since,
         idempotency_since,
@@ -445,9 +439,12 @@ async fn store_deciding_again<S: Store>(
 }
 
 /// §5.9: a copy stored for a suspended recipient is held in its inbox, and the sender is told so
-/// (`system.undeliverable`, AB-4013, not dead-lettered). The notice is owed since the publish's
-/// commit ([`NewMessage::held`]): one that fails here goes with the reaper's next pass, and the
-/// publish, which is stored, is answered all the same.
+/// (`system.undeliverable`, AB-4013, not dead-lettered). The store decides which copies are held,
+/// in the storing transaction, and marks their notices owed ([`NewMessage::recipients`]); this
+/// sends at once those of the recipients the route read suspended. A notice this does not send
+/// (it fails, or the route read the agent live before a suspension that the store saw) goes with
+/// the reaper's next pass; one for a copy the store did not hold (the route read a suspension
+/// lifted since) stores nothing. The publish, which is stored, is answered all the same.
 async fn held_for_suspended<S: Store>(
     app: &App<S>,
     route: &Route,

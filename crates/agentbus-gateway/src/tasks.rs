@@ -550,7 +550,10 @@ const ADMIN_ACTOR: &str = "user:";
 /// change, with the `task.cancel` notices it owes both parties marked in its commit and its
 /// `reason` on its timeline entry. [`cancel`] then sends them; a reaper pass sends any it did
 /// not ([`send_owed_notices`]). Decided again, as a lifecycle message is, when another replica
-/// changed the task between the read and the write.
+/// changed the task between the read and the write. It checks nothing of `user`: the route checks
+/// the admin's scope, the task's visibility and the reason's bound first (public for the tests,
+/// which stop the route here).
+#[doc(hidden)]
 pub async fn apply_admin_cancel<S: Store>(
     app: &App<S>,
     user: &UserRow,

@@ -42,7 +42,6 @@ fn message(p: usize, i: usize) -> NewMessage {
         task_id: None,
         task: None,
         recipients: vec![to],
-        held: vec![],
         blob_refs: Vec::new(),
         replay_since: T0 - 86_400_000,
         idempotency_since: T0 - 7 * 86_400_000,

@@ -240,12 +240,12 @@ pub struct NewMessage {
     pub task_id: Option<String>,
     /// The task record this message creates or changes, in the same transaction.
     pub task: Option<TaskWrite>,
-    /// Agents whose inboxes get a copy.
+    /// Agents whose inboxes get a copy. A copy for one suspended when the storing transaction
+    /// runs (§5.9; read there, after its inbox's counter row is locked, which a suspension also
+    /// locks, so neither misses the other) is held, and marked as owing the sender AB-4013
+    /// ([`NoticeKind::Held`]), unless the message has no sending agent (a notice is never sent
+    /// about a notice).
     pub recipients: Vec<String>,
-    /// Those of `recipients` that are suspended (§5.9): each of their copies is held, and marked
-    /// in the storing transaction as owing the sender AB-4013 ([`NoticeKind::Held`]). Empty for a
-    /// message with no sending agent (a notice is never sent about a notice).
-    pub held: Vec<String>,
     /// Blobs the message references.
     pub blob_refs: Vec<String>,
     /// How far back the `(tenant, source, id)` dedupe looks.
@@ -359,13 +359,6 @@ pub(crate) fn notice_due(e: &InboxEntry, dead: bool) -> bool {
 }
 
 impl NewMessage {
-    /// The `inbox.hold` mark of `agent`'s copy: a copy held for a suspended recipient owes its
-    /// sender AB-4013 from the storing commit on ([`NewMessage::held`]; never about a notice).
-    pub(crate) fn hold_of(&self, agent: &str) -> Option<i16> {
-        (self.source_agent_id.is_some() && self.held.iter().any(|h| h == agent))
-            .then_some(NoticeKind::Held.code())
-    }
-
     /// The row as stored under storage sequence `seq`, built from what the publish inserted
     /// rather than read back.
     pub(crate) fn stored_row(&self, seq: i64) -> MessageRow {

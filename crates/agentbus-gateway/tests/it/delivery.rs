@@ -324,7 +324,6 @@ async fn raw_message(
         task_id: None,
         task: None,
         recipients: vec![to.id.clone()],
-        held: vec![],
         blob_refs: vec![],
         replay_since: now,
         idempotency_since: now,

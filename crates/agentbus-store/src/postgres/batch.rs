@@ -196,16 +196,18 @@ pub(super) static RECENT_ALL: LazyLock<String> = LazyLock::new(|| {
 /// The batch's message rows, their inbox entries (joined to their message by its unique
 /// receipt, each sequence counted back from its inbox's `last_seq` as [`BUMP_COUNTERS`] left it)
 /// and their replay records, in one statement; answers each message's receipt and storage
-/// sequence.
+/// sequence. An entry for a suspended agent is held (`hold` 1, `NoticeKind::Held`'s code; see
+/// `NewMessage::recipients`), read here, after [`LOCK_COUNTERS`] took the inbox's row.
 pub(super) const INSERT_ALL: &str = "WITH m AS (INSERT INTO messages (tenant_id, id, source, source_agent_id, kind, \
      conversation_id, correlation_id, to_text, to_id, attrs, data, signed_hash, idempotency_key, receipt, \
      received_at, expires_at, task_id) \
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], \
      $8::text[], $9::text[], $10::text[], $11::bytea[], $12::bytea[], $13::text[], $14::text[], $15::bigint[], \
      $16::bigint[], $17::text[]) \
-     RETURNING seq, tenant_id, source, id, receipt, received_at), \
-     e AS (INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at) \
-     SELECT u.a, (SELECT c.last_seq FROM inbox_counters c WHERE c.agent_id = u.a) - u.b, m.seq, 0, 0, u.v, u.x \
+     RETURNING seq, tenant_id, source, source_agent_id, id, receipt, received_at), \
+     e AS (INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at, hold) \
+     SELECT u.a, (SELECT c.last_seq FROM inbox_counters c WHERE c.agent_id = u.a) - u.b, m.seq, 0, 0, u.v, u.x, \
+     (SELECT 1::smallint FROM agents a WHERE a.id = u.a AND a.suspended_at IS NOT NULL AND m.source_agent_id IS NOT NULL) \
      FROM unnest($18::text[], $19::text[], $20::bigint[], $21::bigint[], $22::bigint[]) AS u(r, a, b, v, x) \
      JOIN m ON m.receipt = u.r), \
      r AS (INSERT INTO recent_ids (tenant_id, source, id, message_seq, received_at) \

@@ -256,8 +256,17 @@ pub(super) async fn insert_message(
             "WITH c AS (UPDATE inbox_counters SET last_seq = last_seq + 1, added = added + 1 \
              WHERE agent_id = $1 RETURNING last_seq) \
              INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at, hold) \
-             SELECT $1, c.last_seq, $2, 0, 0, $3, $4, $5 FROM c RETURNING sequence",
-            &[agent, &seq, &m.received_at, &m.expires_at, &m.hold_of(agent)],
+             SELECT $1, c.last_seq, $2, 0, 0, $3, $4, \
+             (SELECT $6::smallint FROM agents a WHERE a.id = $1 AND a.suspended_at IS NOT NULL AND $5::text IS NOT NULL) \
+             FROM c RETURNING sequence",
+            &[
+                agent,
+                &seq,
+                &m.received_at,
+                &m.expires_at,
+                &m.source_agent_id,
+                &NoticeKind::Held.code(),
+            ],
         )
         .await?;
         sequences.push((agent.clone(), get::<i64>(&r, 0)? as u64));
@@ -1179,6 +1188,10 @@ impl Store for PgStore {
             one_changed(u64::from(live.is_some()))?;
             return Ok(Vec::new());
         }
+        // The inbox's counter row, which every publish into it holds from before it reads the
+        // suspension to its commit: a publish that read the agent live has committed before the
+        // read below, which sees its copy, and one still to come reads the agent suspended.
+        lock_counters(&tx, [&id.to_owned()]).await?;
         let pending = entries_where(&tx, "i.agent_id = $1 AND i.state IN (0, 1)", &[&id]).await?;
         let held = mark_holds(&tx, pending).await?;
         tx.commit().await?;
@@ -1312,10 +1325,8 @@ impl Store for PgStore {
     async fn publish(&self, m: NewMessage) -> StoreResult<PublishOutcome> {
         // Publishes are grouped into shared transactions (`batch`), but one that writes a task or
         // clears a notice is stored alone: its check may fail, which would send a whole batch one by one.
-        // So is one with a copy held for a suspended recipient (rare), whose entry carries a mark
-        // the batch's statement does not write.
-        let m = match (&m.task, &m.notice_of, m.held.is_empty()) {
-            (None, None, true) => match self.batcher.publish(m).await {
+        let m = match (&m.task, &m.notice_of) {
+            (None, None) => match self.batcher.publish(m).await {
                 Ok(outcome) => return outcome,
                 Err(m) => m,
             },

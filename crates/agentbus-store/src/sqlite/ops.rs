@@ -301,11 +301,22 @@ fn insert_message(t: &Transaction<'_>, m: &NewMessage) -> StoreResult<PublishOut
             )?
             .query_row([agent], |r| Ok((r.get(0)?, r.get(1)?)))?;
         depths.push(pending.max(0) as u64);
+        // A copy for a suspended recipient is held, owing its sender AB-4013 from this commit on
+        // (see `NewMessage::recipients`): decided here, where the writer has every suspension.
         t.prepare_cached(
             "INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at, hold) \
-             VALUES (?1, ?2, ?3, 0, 0, ?4, ?5, ?6)",
+             VALUES (?1, ?2, ?3, 0, 0, ?4, ?5, (SELECT ?7 FROM agents a \
+             WHERE a.id = ?1 AND a.suspended_at IS NOT NULL AND ?6 IS NOT NULL))",
         )?
-        .execute(params![agent, next, seq, m.received_at, m.expires_at, m.hold_of(agent)])?;
+        .execute(params![
+            agent,
+            next,
+            seq,
+            m.received_at,
+            m.expires_at,
+            m.source_agent_id,
+            NoticeKind::Held.code()
+        ])?;
         sequences.push((agent.clone(), next as u64));
     }
     if let Some(w) = &m.task {

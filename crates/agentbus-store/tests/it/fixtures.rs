@@ -110,7 +110,6 @@ pub fn msg(from: &str, id: &str, to: &[&str], at: i64) -> NewMessage {
         task_id: None,
         task: None,
         recipients: to.iter().map(|s| s.to_string()).collect(),
-        held: vec![],
         blob_refs: Vec::new(),
         replay_since: at - DAY,
         idempotency_since: at - 7 * DAY,

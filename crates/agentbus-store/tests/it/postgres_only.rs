@@ -962,3 +962,48 @@ async fn pg_a_suspension_holds_no_copy_settled_while_it_waits() {
     let owed: Vec<(u64, NoticeKind)> = owed.iter().map(|(e, k)| (e.sequence, *k)).collect();
     assert_eq!(owed, [(2, NoticeKind::Held)]);
 }
+
+/// A suspension takes its inbox's counter row before it reads the queue, as every publish into
+/// the inbox holds that row from before it reads whether the agent is suspended to its commit: a
+/// publish that read the agent live (here another connection's, holding the row and storing an
+/// entry) is committed before the suspension's read, which holds its copy. Without the row, the
+/// suspension read the queue without that copy and the publish stored it unheld: a copy kept
+/// from a suspended agent whose sender was never told.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_a_suspension_holds_the_copy_of_a_publish_it_raced() {
+    use crate::fixtures::{T0, agent, agents, msg, tenant, workspace};
+
+    let url = Cluster::shared().database().await;
+    let store = PgStore::open(&url).await.unwrap();
+    store.create_tenant(tenant("ten_1", "acme")).await.unwrap();
+    let ws = workspace("ws_1", "ten_1", "main");
+    store.create_workspace(ws).await.unwrap();
+    agents(&store, &[agent("agt_a", "alice"), agent("agt_b", "bob")]).await;
+    store
+        .publish(msg("agt_a", "first", &["agt_b"], T0))
+        .await
+        .unwrap();
+    let c = admin(&url).await;
+    c.batch_execute("BEGIN; SELECT 1 FROM inbox_counters WHERE agent_id = 'agt_b' FOR UPDATE")
+        .await
+        .unwrap();
+    let s = store.clone();
+    let suspend = tokio::spawn(async move { s.suspend_agent("agt_b", T0 + 1).await });
+    let waits = tokio::time::timeout(Duration::from_secs(10), until_locks_are_waited_for(&c, 1));
+    assert!(
+        waits.await.is_ok(),
+        "the suspension did not wait for the counter row"
+    );
+    // The racing publish's copy (a second entry of the same message will do), then its commit.
+    c.batch_execute(
+        "INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at) \
+         SELECT agent_id, 2, message_seq, 0, 0, visible_at, expires_at FROM inbox \
+         WHERE agent_id = 'agt_b' AND sequence = 1; \
+         UPDATE inbox_counters SET last_seq = 2, added = added + 1 WHERE agent_id = 'agt_b'; COMMIT",
+    )
+    .await
+    .unwrap();
+    let held = suspend.await.unwrap().unwrap();
+    let held: Vec<u64> = held.iter().map(|e| e.sequence).collect();
+    assert_eq!(held, [1, 2]);
+}
