@@ -922,14 +922,9 @@ async fn pg_a_reaping_pass_counts_its_settled_entries_in_inbox_order() {
     assert_eq!(store.pending_count("agt_b").await.unwrap(), 0);
 }
 
-/// A suspension reads its agent's queue without locking it, so an ack (or the reaper) may settle
-/// an entry between the read and the marking: the hold is marked, and answered, only on the
-/// entries still pending when the update reaches them (checked again on the row it waited for).
-/// Marked on the read alone, the acknowledged copy here was held too, and its sender told
-/// AB-4013 about a copy the receiver had.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pg_a_suspension_holds_no_copy_settled_while_it_waits() {
-    use crate::fixtures::{T0, agent, agents, msg, tenant, workspace};
+/// A new database's store with agents `agt_a` (alice) and `agt_b` (bob) in one workspace.
+async fn alice_and_bob() -> (String, PgStore) {
+    use crate::fixtures::{agent, agents, tenant, workspace};
 
     let url = Cluster::shared().database().await;
     let store = PgStore::open(&url).await.unwrap();
@@ -937,6 +932,19 @@ async fn pg_a_suspension_holds_no_copy_settled_while_it_waits() {
     let ws = workspace("ws_1", "ten_1", "main");
     store.create_workspace(ws).await.unwrap();
     agents(&store, &[agent("agt_a", "alice"), agent("agt_b", "bob")]).await;
+    (url, store)
+}
+
+/// A suspension reads its agent's queue without locking it, so an ack (or the reaper) may settle
+/// an entry between the read and the marking: the hold is marked, and answered, only on the
+/// entries still pending when the update reaches them (checked again on the row it waited for).
+/// Marked on the read alone, the acknowledged copy here was held too, and its sender told
+/// AB-4013 about a copy the receiver had.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_a_suspension_holds_no_copy_settled_while_it_waits() {
+    use crate::fixtures::{T0, msg};
+
+    let (url, store) = alice_and_bob().await;
     for id in ["acked", "held"] {
         store
             .publish(msg("agt_a", id, &["agt_b"], T0))
@@ -971,14 +979,9 @@ async fn pg_a_suspension_holds_no_copy_settled_while_it_waits() {
 /// from a suspended agent whose sender was never told.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_a_suspension_holds_the_copy_of_a_publish_it_raced() {
-    use crate::fixtures::{T0, agent, agents, msg, tenant, workspace};
+    use crate::fixtures::{T0, msg};
 
-    let url = Cluster::shared().database().await;
-    let store = PgStore::open(&url).await.unwrap();
-    store.create_tenant(tenant("ten_1", "acme")).await.unwrap();
-    let ws = workspace("ws_1", "ten_1", "main");
-    store.create_workspace(ws).await.unwrap();
-    agents(&store, &[agent("agt_a", "alice"), agent("agt_b", "bob")]).await;
+    let (url, store) = alice_and_bob().await;
     store
         .publish(msg("agt_a", "first", &["agt_b"], T0))
         .await
