@@ -148,10 +148,16 @@ async fn pg_a_dry_pool_answers_an_error_never_hangs() {
         ))
         .await
     });
-    // Wait (without a timer) until the publish holds the pool's connection.
-    while store.pool_status().1 > 0 {
-        tokio::task::yield_now().await;
-    }
+    // Wait (without a timer) until the publish holds the pool's connection, waiting for the
+    // lock with it, as a third session sees it. Waiting for the pool's idle count to fall to 0
+    // instead failed once in CI (2026-12-04): the read below still got a connection and waited
+    // out the lock; what held the count at 0 then was not found.
+    until_locks_are_waited_for(&admin(&url).await, 1).await;
+    assert_eq!(
+        store.pool_status(),
+        (1, 0),
+        "the publish holds the only connection"
+    );
     let Err(StoreError::Busy(msg)) = store.pending_count("agt_b").await else {
         panic!("served")
     };
