@@ -149,9 +149,9 @@ async fn pg_a_dry_pool_answers_an_error_never_hangs() {
         .await
     });
     // Wait (without a timer) until the publish holds the pool's connection, waiting for the
-    // lock with it, as a third session sees it. Waiting for the pool's idle count to fall to 0
-    // instead failed once in CI (2026-12-04): the read below still got a connection and waited
-    // out the lock; what held the count at 0 then was not found.
+    // lock with it, as a third session sees it. The pool's idle count is no sign: it falls as
+    // soon as a caller starts asking for a connection (deadpool counts users), so the read below
+    // was sometimes served first, waited out the lock, and left the publish the dry pool.
     until_locks_are_waited_for(&admin(&url).await, 1).await;
     assert_eq!(
         store.pool_status(),
