@@ -941,6 +941,29 @@ async fn alice_and_bob() -> (String, PgStore) {
     (url, store)
 }
 
+/// Suspends `agt_b` while another session holds what `holding` (run in its own transaction)
+/// locked, checks the suspension waits for it, then lets that session run `then` and commit;
+/// answers what the suspension held.
+async fn suspend_past_another(
+    url: &str,
+    store: &PgStore,
+    holding: &str,
+    then: &str,
+) -> Vec<InboxEntry> {
+    let c = admin(url).await;
+    c.batch_execute(&format!("BEGIN; {holding}")).await.unwrap();
+    let s = store.clone();
+    let suspend =
+        tokio::spawn(async move { s.suspend_agent("agt_b", crate::fixtures::T0 + 1).await });
+    let waits = tokio::time::timeout(Duration::from_secs(10), until_locks_are_waited_for(&c, 1));
+    assert!(
+        waits.await.is_ok(),
+        "the suspension did not wait for the other session"
+    );
+    c.batch_execute(&format!("{then}; COMMIT")).await.unwrap();
+    suspend.await.unwrap().unwrap()
+}
+
 /// A suspension reads its agent's queue without locking it, so an ack (or the reaper) may settle
 /// an entry between the read and the marking: the hold is marked, and answered, only on the
 /// entries still pending when the update reaches them (checked again on the row it waited for).
@@ -957,16 +980,9 @@ async fn pg_a_suspension_holds_no_copy_settled_while_it_waits() {
             .await
             .unwrap();
     }
-    let c = admin(&url).await;
     // An ack of the first copy, holding its row until the suspension waits for it.
-    c.batch_execute("BEGIN; UPDATE inbox SET state = 2 WHERE agent_id = 'agt_b' AND sequence = 1")
-        .await
-        .unwrap();
-    let s = store.clone();
-    let suspend = tokio::spawn(async move { s.suspend_agent("agt_b", T0 + 1).await });
-    until_locks_are_waited_for(&c, 1).await;
-    c.batch_execute("COMMIT").await.unwrap();
-    let held = suspend.await.unwrap().unwrap();
+    let ack = "UPDATE inbox SET state = 2 WHERE agent_id = 'agt_b' AND sequence = 1";
+    let held = suspend_past_another(&url, &store, ack, "").await;
     let ids: Vec<&str> = held.iter().map(|e| e.message.id.as_str()).collect();
     assert_eq!(ids, ["held"]);
     let owed = store
@@ -992,27 +1008,13 @@ async fn pg_a_suspension_holds_the_copy_of_a_publish_it_raced() {
         .publish(msg("agt_a", "first", &["agt_b"], T0))
         .await
         .unwrap();
-    let c = admin(&url).await;
-    c.batch_execute("BEGIN; SELECT 1 FROM inbox_counters WHERE agent_id = 'agt_b' FOR UPDATE")
-        .await
-        .unwrap();
-    let s = store.clone();
-    let suspend = tokio::spawn(async move { s.suspend_agent("agt_b", T0 + 1).await });
-    let waits = tokio::time::timeout(Duration::from_secs(10), until_locks_are_waited_for(&c, 1));
-    assert!(
-        waits.await.is_ok(),
-        "the suspension did not wait for the counter row"
-    );
+    let counter = "SELECT 1 FROM inbox_counters WHERE agent_id = 'agt_b' FOR UPDATE";
     // The racing publish's copy (a second entry of the same message will do), then its commit.
-    c.batch_execute(
-        "INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at) \
+    let publish = "INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at) \
          SELECT agent_id, 2, message_seq, 0, 0, visible_at, expires_at FROM inbox \
          WHERE agent_id = 'agt_b' AND sequence = 1; \
-         UPDATE inbox_counters SET last_seq = 2, added = added + 1 WHERE agent_id = 'agt_b'; COMMIT",
-    )
-    .await
-    .unwrap();
-    let held = suspend.await.unwrap().unwrap();
+         UPDATE inbox_counters SET last_seq = 2, added = added + 1 WHERE agent_id = 'agt_b'";
+    let held = suspend_past_another(&url, &store, counter, publish).await;
     let held: Vec<u64> = held.iter().map(|e| e.sequence).collect();
     assert_eq!(held, [1, 2]);
 }
