@@ -220,9 +220,19 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.set_prepared_statement_cache_capacity(128);
-    // A larger page cache and memory-mapped reads keep hot inbox and message pages out of read().
+    // Plans that never depend on bound values. Without this SQLite reads a bound `LIMIT ?` while
+    // planning and marks the statement stale whenever that parameter is bound again, so every
+    // lease query was parsed and planned anew on each run (~0.1 ms of a lease's ~0.15 ms).
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )?;
     conn.pragma_update(None, "cache_size", -32_768)?;
-    conn.pragma_update(None, "mmap_size", 268_435_456)?;
+    // No memory-mapped reads: a read transaction that finds the database changed since its last
+    // one unmaps the whole file (SQLite's `pagerBeginReadTransaction`), and under steady publishes
+    // that is almost every read. Each unmap stopped the other core for a TLB shootdown, and a
+    // lease's read took ~85 µs mapped against ~30 µs through read() (docs/benchmarks.md).
+    conn.pragma_update(None, "mmap_size", 0)?;
     // Each job's savepoint journals the pages it changes; in memory that costs no write() calls.
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     Ok(())
@@ -1018,5 +1028,33 @@ mod tests {
             "the WAL reached {wal} bytes; bounded, it stays under {bound}"
         );
         assert!(store.checkpoints() > 0);
+    }
+
+    /// A lease runs the same queries several times a second with a new `now` and `LIMIT` each
+    /// time. Planned from the statement alone (QPSG), they are parsed once per connection; SQLite
+    /// otherwise plans with the bound `LIMIT` and parses the statement again at each new binding.
+    #[test]
+    fn a_statement_is_planned_once_whatever_its_bound_limit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let c = Connection::open(tmp.path().join("db")).unwrap();
+        configure(&c).unwrap();
+        c.execute_batch(
+            "CREATE TABLE t (a INTEGER PRIMARY KEY); INSERT INTO t VALUES (1), (2), (3);",
+        )
+        .unwrap();
+        let sql = "SELECT a FROM t WHERE a > ?1 ORDER BY a LIMIT ?2";
+        for limit in 1..=3usize {
+            let mut s = c.prepare_cached(sql).unwrap();
+            let rows = s
+                .query_map(rusqlite::params![0, limit], |r| r.get::<_, i64>(0))
+                .unwrap();
+            assert_eq!(rows.count(), limit);
+        }
+        let s = c.prepare_cached(sql).unwrap();
+        assert_eq!(s.get_status(rusqlite::StatementStatus::RePrepare), 0);
+        let mapped: i64 = c
+            .pragma_query_value(None, "mmap_size", |r| r.get(0))
+            .unwrap();
+        assert_eq!(mapped, 0, "reads go through read(), never a mapping");
     }
 }
