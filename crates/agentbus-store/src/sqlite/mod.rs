@@ -222,11 +222,13 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.set_prepared_statement_cache_capacity(128);
     // Plans that never depend on bound values. Without this SQLite reads a bound `LIMIT ?` while
     // planning and marks the statement stale whenever that parameter is bound again, so every
-    // lease query was parsed and planned anew on each run (~0.1 ms of a lease's ~0.15 ms).
+    // lease query was parsed and planned anew on each run (~60 µs of a lease read's ~145 µs).
     conn.set_db_config(
         rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
         true,
     )?;
+    // A larger page cache: the writer's stays warm between its commits (a reader's is emptied
+    // whenever the database changed since its last read).
     conn.pragma_update(None, "cache_size", -32_768)?;
     // No memory-mapped reads: a read transaction that finds the database changed since its last
     // one unmaps the whole file (SQLite's `pagerBeginReadTransaction`), and under steady publishes
