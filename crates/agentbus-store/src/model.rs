@@ -326,6 +326,18 @@ impl NoticeKind {
     }
 }
 
+/// The `inbox.hold` value a new entry stores, as an SQL expression both backends run in the
+/// inserting statement: [`NoticeKind::Held`]'s code when the recipient `agent` (an SQL expression)
+/// is suspended as that statement reads it and the message has a sending agent (`source`, an SQL
+/// expression; a notice is never sent about a notice), else NULL (§5.9, see
+/// [`NewMessage::recipients`]). One expression for every insert path, so they hold alike.
+pub(crate) fn hold_if_suspended(agent: &str, source: &str) -> String {
+    format!(
+        "(SELECT {} FROM agents a WHERE a.id = {agent} AND a.suspended_at IS NOT NULL AND {source} IS NOT NULL)",
+        NoticeKind::Held.code()
+    )
+}
+
 /// One page of owed entries from its two reads, the settled entries' marks and the holds, each
 /// in inbox order and at most `limit`: merged in inbox order, at most `limit`, an entry in both
 /// (not expected: a settled mark clears the hold) counted once, as settled.

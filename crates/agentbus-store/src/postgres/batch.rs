@@ -196,9 +196,11 @@ pub(super) static RECENT_ALL: LazyLock<String> = LazyLock::new(|| {
 /// The batch's message rows, their inbox entries (joined to their message by its unique
 /// receipt, each sequence counted back from its inbox's `last_seq` as [`BUMP_COUNTERS`] left it)
 /// and their replay records, in one statement; answers each message's receipt and storage
-/// sequence. An entry for a suspended agent is held (`hold` 1, `NoticeKind::Held`'s code; see
-/// `NewMessage::recipients`), read here, after [`LOCK_COUNTERS`] took the inbox's row.
-pub(super) const INSERT_ALL: &str = "WITH m AS (INSERT INTO messages (tenant_id, id, source, source_agent_id, kind, \
+/// sequence. An entry for a suspended agent is held (`model::hold_if_suspended`), read here,
+/// after [`LOCK_COUNTERS`] took the inbox's row.
+pub(super) static INSERT_ALL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH m AS (INSERT INTO messages (tenant_id, id, source, source_agent_id, kind, \
      conversation_id, correlation_id, to_text, to_id, attrs, data, signed_hash, idempotency_key, receipt, \
      received_at, expires_at, task_id) \
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], \
@@ -206,14 +208,16 @@ pub(super) const INSERT_ALL: &str = "WITH m AS (INSERT INTO messages (tenant_id,
      $16::bigint[], $17::text[]) \
      RETURNING seq, tenant_id, source, source_agent_id, id, receipt, received_at), \
      e AS (INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at, hold) \
-     SELECT u.a, (SELECT c.last_seq FROM inbox_counters c WHERE c.agent_id = u.a) - u.b, m.seq, 0, 0, u.v, u.x, \
-     (SELECT 1::smallint FROM agents a WHERE a.id = u.a AND a.suspended_at IS NOT NULL AND m.source_agent_id IS NOT NULL) \
+     SELECT u.a, (SELECT c.last_seq FROM inbox_counters c WHERE c.agent_id = u.a) - u.b, m.seq, 0, 0, u.v, u.x, {} \
      FROM unnest($18::text[], $19::text[], $20::bigint[], $21::bigint[], $22::bigint[]) AS u(r, a, b, v, x) \
      JOIN m ON m.receipt = u.r), \
      r AS (INSERT INTO recent_ids (tenant_id, source, id, message_seq, received_at) \
      SELECT tenant_id, source, id, seq, received_at FROM m \
      ON CONFLICT (tenant_id, source, id) DO UPDATE SET message_seq = excluded.message_seq, received_at = excluded.received_at) \
-     SELECT receipt, seq FROM m";
+     SELECT receipt, seq FROM m",
+        crate::model::hold_if_suspended("u.a", "m.source_agent_id")
+    )
+});
 
 /// Adds `$2` stored entries to the counters of the inboxes `$1` (locked already, by
 /// [`LOCK_COUNTERS`]), each checked first against the depth `$3` its batch's plan holds under
@@ -264,7 +268,7 @@ async fn store_batch(
             c.prepare_cached(CREATE_COUNTERS),
             c.prepare_cached(READ_COUNTERS),
             c.prepare_cached(LOCK_COUNTERS),
-            c.prepare_cached(INSERT_ALL),
+            c.prepare_cached(&INSERT_ALL),
             c.prepare_cached(BUMP_COUNTERS),
         )?;
         // The dedupe locks of every publish at once (sorted there, as a publish alone takes its

@@ -213,6 +213,19 @@ async fn clear_owed(t: &impl GenericClient, owed: &Owed) -> StoreResult<()> {
     Ok(())
 }
 
+/// A publish's inbox entry with its inbox's counter bumped, in one statement (`$1` agent, `$2`
+/// message, `$3` visible at, `$4` expires at), held when `$1` is suspended and the message has a
+/// sending agent (`$5`); answers the entry's sequence.
+static INSERT_ENTRY: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH c AS (UPDATE inbox_counters SET last_seq = last_seq + 1, added = added + 1 \
+         WHERE agent_id = $1 RETURNING last_seq) \
+         INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at, hold) \
+         SELECT $1, c.last_seq, $2, 0, 0, $3, $4, {} FROM c RETURNING sequence",
+        crate::model::hold_if_suspended("$1", "$5::text")
+    )
+});
+
 pub(super) async fn insert_message(
     t: &deadpool_postgres::Transaction<'_>,
     m: &NewMessage,
@@ -253,19 +266,13 @@ pub(super) async fn insert_message(
         // The counter bumped and the entry stored in one statement, under the lock taken above.
         let r = one(
             t,
-            "WITH c AS (UPDATE inbox_counters SET last_seq = last_seq + 1, added = added + 1 \
-             WHERE agent_id = $1 RETURNING last_seq) \
-             INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at, hold) \
-             SELECT $1, c.last_seq, $2, 0, 0, $3, $4, \
-             (SELECT $6::smallint FROM agents a WHERE a.id = $1 AND a.suspended_at IS NOT NULL AND $5::text IS NOT NULL) \
-             FROM c RETURNING sequence",
+            &INSERT_ENTRY,
             &[
                 agent,
                 &seq,
                 &m.received_at,
                 &m.expires_at,
                 &m.source_agent_id,
-                &NoticeKind::Held.code(),
             ],
         )
         .await?;

@@ -112,7 +112,7 @@ async fn pg_generic_plans_of_the_hot_statements_read_by_index() {
             &IDEMPOTENT_IN,
             "'a', 'b', 'c', 'd', 1".into(),
         ),
-        ("insert", INSERT_ALL, insert_args),
+        ("insert", &INSERT_ALL, insert_args),
     ];
     // First as a new database's first minute has them (every table empty, no statistics yet:
     // a plan cached then is kept until autovacuum's first ANALYZE), then on the filled queue.

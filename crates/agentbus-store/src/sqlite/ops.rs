@@ -227,6 +227,16 @@ fn clear_owed(t: &Transaction<'_>, owed: &Owed) -> StoreResult<()> {
     Ok(())
 }
 
+/// A publish's inbox entry (`?1` agent, `?2` sequence, `?3` message, `?4` visible at, `?5` expires
+/// at), held when `?1` is suspended and the message has a sending agent (`?6`).
+static INSERT_ENTRY: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at, hold) \
+         VALUES (?1, ?2, ?3, 0, 0, ?4, ?5, {})",
+        crate::model::hold_if_suspended("?1", "?6")
+    )
+});
+
 fn insert_message(t: &Transaction<'_>, m: &NewMessage) -> StoreResult<PublishOutcome> {
     if let Some(owed) = &m.notice_of {
         clear_owed(t, owed)?;
@@ -303,19 +313,13 @@ fn insert_message(t: &Transaction<'_>, m: &NewMessage) -> StoreResult<PublishOut
         depths.push(pending.max(0) as u64);
         // A copy for a suspended recipient is held, owing its sender AB-4013 from this commit on
         // (see `NewMessage::recipients`): decided here, where the writer has every suspension.
-        t.prepare_cached(
-            "INSERT INTO inbox (agent_id, sequence, message_seq, state, attempts, visible_at, expires_at, hold) \
-             VALUES (?1, ?2, ?3, 0, 0, ?4, ?5, (SELECT ?7 FROM agents a \
-             WHERE a.id = ?1 AND a.suspended_at IS NOT NULL AND ?6 IS NOT NULL))",
-        )?
-        .execute(params![
+        t.prepare_cached(&INSERT_ENTRY)?.execute(params![
             agent,
             next,
             seq,
             m.received_at,
             m.expires_at,
-            m.source_agent_id,
-            NoticeKind::Held.code()
+            m.source_agent_id
         ])?;
         sequences.push((agent.clone(), next as u64));
     }
