@@ -32,8 +32,16 @@ pub use schema::current_version;
 /// on lock waits (`lock_wait`, appended), and the server's own keepalive on its end, so a
 /// replica whose host vanished mid-transaction has its locks released within ~25 s rather than
 /// when the server's two-hour default notices.
+///
+/// And, unless the server or database sets one of its own, `backend_flush_after`: the pages the
+/// session's backend writes out of shared buffers are handed to the disk every 256 kB instead
+/// of piling up in the kernel's page cache (PostgreSQL's default, 0, on Linux), which flushes
+/// them 30 s later in bursts of 100–250 MB; every commit's WAL flush then waits behind the burst
+/// (20–60 ms stalls in the stores bench, each one a p99 outlier; docs/benchmarks.md).
 const SESSION: &str = "SET synchronous_commit = on; SET tcp_keepalives_idle = 10; \
-     SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3;";
+     SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3; \
+     SELECT set_config('backend_flush_after', '256kB', false) \
+     WHERE current_setting('backend_flush_after') = '0';";
 
 /// The statement a pooled connection bounds its lock waits with.
 fn lock_timeout(wait: Duration) -> String {

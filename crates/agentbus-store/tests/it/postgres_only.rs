@@ -98,6 +98,29 @@ async fn pg_refuses_a_server_without_durable_commits() {
     assert_eq!(store.durability().await.unwrap().1, "on");
 }
 
+/// The store's sessions hand the pages they write to the disk every 256 kB rather than leaving
+/// them to the kernel's bursts (`SESSION` in `postgres/mod.rs`), unless the database names a value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_sessions_flush_their_writes_early_unless_the_database_says_otherwise() {
+    let url = Cluster::shared().database().await;
+    let store = PgStore::open(&url).await.expect("open");
+    assert_eq!(store.setting("backend_flush_after").await.unwrap(), "256kB");
+    // A value the operator gave the database is theirs, and kept.
+    let c = admin(&url).await;
+    let db: String = c
+        .query_one("SELECT current_database()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    c.batch_execute(&format!(
+        "ALTER DATABASE \"{db}\" SET backend_flush_after = '1MB'"
+    ))
+    .await
+    .unwrap();
+    let store = PgStore::open(&url).await.expect("open");
+    assert_eq!(store.setting("backend_flush_after").await.unwrap(), "1MB");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_bad_urls_and_unreachable_servers_fail_with_a_cause() {
     let msg = backend_message(PgStore::open("postgres://exa mple:notaport/x").await);
