@@ -33,11 +33,11 @@ pub use schema::current_version;
 /// replica whose host vanished mid-transaction has its locks released within ~25 s rather than
 /// when the server's two-hour default notices.
 ///
-/// And, unless the server or database sets one of its own, `backend_flush_after`: the pages the
-/// session's backend writes out of shared buffers are handed to the disk every 256 kB instead
-/// of piling up in the kernel's page cache (PostgreSQL's default, 0, on Linux), which flushes
-/// them 30 s later in bursts of 100–250 MB; every commit's WAL flush then waits behind the burst
-/// (20–60 ms stalls in the stores bench, each one a p99 outlier; docs/benchmarks.md).
+/// And `backend_flush_after = 256kB` when the server, database and role leave it at PostgreSQL's
+/// default (0): the pages the session's backend writes out of shared buffers then go to the disk
+/// every 256 kB, where with the default they wait in the kernel's page cache, which writes them
+/// back ~30 s later in bursts of 100–250 MB that every commit's WAL flush waits behind (stalls of
+/// 18–41 ms in the stores bench, the two-replica p99's outliers; docs/benchmarks.md).
 const SESSION: &str = "SET synchronous_commit = on; SET tcp_keepalives_idle = 10; \
      SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3; \
      SELECT set_config('backend_flush_after', '256kB', false) \
