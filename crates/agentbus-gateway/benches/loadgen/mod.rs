@@ -166,12 +166,51 @@ pub struct Sample {
 pub struct Setup {
     /// The address publishes go to.
     pub addr: SocketAddr,
-    url: String,
-    http: reqwest::Client,
     subscriber: Agent,
     senders: Vec<Agent>,
     arrivals: Arrivals,
+    /// Idle keep-alive connections of the paced publishes.
+    pool: Arc<Mutex<Vec<Connection>>>,
     _ws: tokio::task::JoinHandle<()>,
+}
+
+/// One HTTP/1.1 connection to the gateway, driven by a task of its own.
+type Connection = hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>>;
+
+/// Opens a keep-alive HTTP/1.1 connection to `addr` (hyper's own client connection, without
+/// reqwest's pool and connector on the way of each request: a lean client, as JetStream's side
+/// of `bench/` uses its own).
+async fn connect(addr: SocketAddr) -> Connection {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tcp.set_nodelay(true).unwrap();
+    let (send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    send
+}
+
+/// Publishes one signed envelope over `send`; answers the status and the body, read to its end
+/// so the connection is ready for the next request.
+async fn publish(
+    send: &mut Connection,
+    addr: SocketAddr,
+    token: &str,
+    body: Vec<u8>,
+) -> (u16, bytes::Bytes) {
+    let req = hyper::Request::post("/v1/messages")
+        .header("host", addr.to_string())
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+        .unwrap();
+    let r = send.send_request(req).await.unwrap();
+    let status = r.status().as_u16();
+    let body = http_body_util::BodyExt::collect(r.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    (status, body)
 }
 
 impl Setup {
@@ -204,11 +243,10 @@ impl Setup {
         .await;
         Setup {
             addr,
-            url,
-            http,
             subscriber,
             senders,
             arrivals,
+            pool: Arc::default(),
             _ws: ws,
         }
     }
@@ -242,29 +280,11 @@ impl Setup {
             let queue = queue.clone();
             tasks.push(tokio::spawn(async move {
                 // One keep-alive HTTP/1.1 connection per publisher, as a fleet of agents holds.
-                let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-                tcp.set_nodelay(true).unwrap();
-                let (mut send, conn) =
-                    hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
-                        .await
-                        .unwrap();
-                tokio::spawn(conn);
+                let mut send = connect(addr).await;
                 loop {
                     let next = queue.lock().unwrap().pop();
                     let Some((_, body, token)) = next else { break };
-                    let req = hyper::Request::post("/v1/messages")
-                        .header("host", addr.to_string())
-                        .header("authorization", format!("Bearer {token}"))
-                        .header("content-type", "application/json")
-                        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
-                        .unwrap();
-                    let r = send.send_request(req).await.unwrap();
-                    let status = r.status().as_u16();
-                    // Read the receipt to the end so the connection is ready for the next one.
-                    let body = http_body_util::BodyExt::collect(r.into_body())
-                        .await
-                        .unwrap()
-                        .to_bytes();
+                    let (status, body) = publish(&mut send, addr, &token, body).await;
                     assert_eq!(status, 202, "{}", String::from_utf8_lossy(&body));
                 }
             }));
@@ -337,28 +357,28 @@ impl Setup {
         for (i, (id, body, token)) in messages.into_iter().enumerate() {
             let due = start + Duration::from_micros(i as u64 * 1_000_000 / rate);
             tokio::time::sleep_until(due.into()).await;
-            let http = self.http.clone();
-            let url = self.url.clone();
             let permit = permits.clone().acquire_owned().await.unwrap();
             if Instant::now() >= end {
                 break;
             }
+            let (pool, addr) = (self.pool.clone(), self.addr);
             handles.push(tokio::spawn(async move {
                 let _permit = permit;
                 let sent = Instant::now();
-                let r = http
-                    .post(format!("{url}/v1/messages"))
-                    .bearer_auth(token)
-                    .header("content-type", "application/json")
-                    .body(body)
-                    .send()
-                    .await
-                    .unwrap();
-                let status = r.status().as_u16();
-                if status != 202 {
-                    panic!("{status}: {}", r.text().await.unwrap_or_default());
-                }
-                (id, sent, Instant::now())
+                // An idle connection the gateway closed (its idle timeout) is dropped.
+                let idle = || pool.lock().unwrap().pop();
+                let mut send = loop {
+                    match idle() {
+                        Some(send) if send.is_closed() => continue,
+                        Some(send) => break send,
+                        None => break connect(addr).await,
+                    }
+                };
+                let (status, body) = publish(&mut send, addr, &token, body).await;
+                let accepted = Instant::now();
+                assert_eq!(status, 202, "{}", String::from_utf8_lossy(&body));
+                pool.lock().unwrap().push(send);
+                (id, sent, accepted)
             }));
         }
         let mut sent = Vec::with_capacity(handles.len());
