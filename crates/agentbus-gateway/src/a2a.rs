@@ -143,7 +143,8 @@ pub async fn card<S: Store>(
 }
 
 /// `GET /v1/agents/{id}/.well-known/agent-card.json`: A2A discovery. A caller with a credential
-/// gets what `/a2a` gives it; without one, only a live card of visibility `public`.
+/// gets what `/a2a` gives it; without one, only a live card of visibility `public` whose agent and
+/// tenant are not suspended.
 pub async fn well_known<S: Store>(
     state: State<Arc<App<S>>>,
     headers: HeaderMap,
@@ -157,7 +158,16 @@ pub async fn well_known<S: Store>(
         .store
         .agent(&id)
         .await?
-        .filter(|a| a.visibility == "public" && a.deleted_at.is_none())
+        .filter(|a| a.visibility == "public" && a.deleted_at.is_none() && a.suspended_at.is_none())
         .ok_or_else(ApiError::not_found)?;
+    // A suspended tenant is contained at once: its cards are gone from anonymous discovery too,
+    // answered as an unknown agent is.
+    if app
+        .tenant_row(&a.tenant_id)
+        .await?
+        .is_none_or(|t| t.suspended_at.is_some())
+    {
+        return Err(ApiError::not_found());
+    }
     Ok(Json(a2a_of(&app, &a).await?))
 }

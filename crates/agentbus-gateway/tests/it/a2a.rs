@@ -87,3 +87,39 @@ async fn wp_10_5_a_card_not_yours_to_see_answers_like_no_card() {
     let (s, _) = h.get(&wk(&stranger.id), &a.token).await;
     assert_eq!(s, 404);
 }
+
+/// Suspension contains at once (docs/security.md): a public card is gone from anonymous discovery
+/// while its agent, or its tenant, is suspended, answered as an unknown agent is, and back once
+/// resumed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_10_5_a_suspended_agent_or_tenant_is_not_discoverable() {
+    let h = Harness::start().await;
+    let other = h.tenant("globex").await;
+    let (tenant, admin) = (
+        other["id"].as_str().unwrap().to_owned(),
+        other["admin"]["token"].as_str().unwrap().to_owned(),
+    );
+    let public = json!({"visibility": "public"});
+    let one = h.register(&admin, "pubbot", public.clone()).await;
+    let two = h.register(&admin, "pubbot2", public).await;
+    let wk = |id: &str| format!("/v1/agents/{id}/.well-known/agent-card.json");
+    let unknown = h.get(&wk("agt_01J9ZK6Q8R2M3N4P5Q6R7S8T9V"), "").await;
+    assert_eq!((unknown.0, code(&unknown.1)), (404, "AB-4004"));
+    assert_eq!(h.get(&wk(&two.id), "").await.0, 200);
+    let (s, v) = h
+        .post(&format!("/v1/agents/{}/suspend", two.id), &admin, json!({}))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = h.get(&wk(&two.id), "").await;
+    assert_eq!((s, code(&v)), (unknown.0, code(&unknown.1)), "{v}");
+    assert_eq!(h.get(&wk(&one.id), "").await.0, 200);
+    let suspend = format!("/v1/tenants/{tenant}/suspend");
+    let (s, v) = h.post(&suspend, &h.operator, json!({})).await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = h.get(&wk(&one.id), "").await;
+    assert_eq!((s, code(&v)), (unknown.0, code(&unknown.1)), "{v}");
+    let resume = format!("/v1/tenants/{tenant}/resume");
+    let (s, v) = h.post(&resume, &h.operator, json!({})).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(h.get(&wk(&one.id), "").await.0, 200);
+}
