@@ -733,8 +733,9 @@ pub async fn admin_cancel<S: Store>(
     Path(id): Path<String>,
     crate::error::Body(body): crate::error::Body,
 ) -> ApiResult<Json<Value>> {
-    let reason = cancel_reason(&body)?;
+    // The credential first, as every route decides (docs/security.md), then the body.
     let who = bearer(&app, &headers).await?;
+    let reason = cancel_reason(&body)?;
     let (row, requested) = cancel(&app, &who, &id, reason).await?;
     let mut out = task_json(&app, &row).await?;
     out["cancel_requested"] = json!(requested);

@@ -174,9 +174,11 @@ pub async fn read<S: Store>(
 pub async fn advance<S: Store>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
-    Json(body): Json<Advance>,
+    crate::error::Body(body): crate::error::Body,
 ) -> ApiResult<Json<Value>> {
     let clock = admin(&app, &headers).await?;
+    // Parsed after the credential is checked, as every route decides (docs/security.md).
+    let body: Advance = crate::extract::parse_json(&body)?;
     let by = crate::config::parse_duration(&crate::config::Raw::Text(body.advance.clone()))
         .map_err(|b| {
             ApiError::new(

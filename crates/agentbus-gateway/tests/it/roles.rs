@@ -460,3 +460,27 @@ async fn bootstrap_makes_the_operator_and_upgrades_keep_one() {
     );
     drop(tmp);
 }
+
+/// The credential is decided before the body (docs/security.md, "How a request is decided"): a
+/// caller without one, or with a garbage one, hears AB-1001 however wrong its body is, on the
+/// routes whose body was once parsed first (the admin's task cancel and the test clock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_credential_is_checked_before_the_body() {
+    let tmp = tempfile::tempdir().unwrap();
+    let h = Harness::start_with(tmp.path().join("gw"), |c| c.unsafe_test_clock = true).await;
+    let routes = [
+        "/v1/tasks/tsk_01J9ZK6Q8R2M3N4P5Q6R7S8T9V/cancel",
+        "/v1/test/clock",
+    ];
+    for path in routes {
+        for token in ["", "abu_garbage"] {
+            for body in [json!({"bogus": 1}), json!({"advance": 5, "reason": 5})] {
+                let (s, v) = h.post(path, token, body.clone()).await;
+                assert_eq!((s, code(&v)), (401, "AB-1001"), "{path} {token:?} {body}");
+            }
+        }
+    }
+    // With the credential, the body is then checked as before.
+    let (s, v) = h.post(routes[1], &h.operator, json!({"bogus": 1})).await;
+    assert_eq!((s, code(&v)), (400, "AB-3016"), "{v}");
+}
