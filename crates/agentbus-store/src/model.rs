@@ -338,6 +338,21 @@ pub(crate) fn hold_if_suspended(agent: &str, source: &str) -> String {
     )
 }
 
+/// Run in the transaction that deletes agent `$1`, on both backends: its replay (`recent_ids`)
+/// and idempotency records go with it. Both are keyed by the source address, which a new agent
+/// registered under the same name takes again; left behind, they answered that agent's publishes
+/// with the deleted agent's receipts (a replay of a message it never sent, its own not stored).
+/// Each finds the addresses the agent sent from through its sent messages (`messages_sent`), then
+/// deletes by the records' key prefix.
+pub(crate) const FORGET_SENT: [&str; 2] = [
+    "DELETE FROM recent_ids WHERE tenant_id = (SELECT tenant_id FROM agents WHERE id = $1) \
+     AND source IN (SELECT DISTINCT source FROM messages \
+     WHERE tenant_id = (SELECT tenant_id FROM agents WHERE id = $1) AND source_agent_id = $1)",
+    "DELETE FROM idempotency WHERE tenant_id = (SELECT tenant_id FROM agents WHERE id = $1) \
+     AND source IN (SELECT DISTINCT source FROM messages \
+     WHERE tenant_id = (SELECT tenant_id FROM agents WHERE id = $1) AND source_agent_id = $1)",
+];
+
 /// One page of owed entries from its two reads, the settled entries' marks and the holds, each
 /// in inbox order and at most `limit`: merged in inbox order, at most `limit`, an entry in both
 /// (not expected: a settled mark clears the hold) counted once, as settled.

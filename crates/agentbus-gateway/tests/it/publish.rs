@@ -366,3 +366,53 @@ async fn wp_4_2_3_topic_fan_out_one_copy_per_subscriber() {
         "G-WP-35: no copy to the publisher"
     );
 }
+
+/// A deleted agent's replay and idempotency records go with it (WP-8-3, decision 4): a new agent
+/// registered under its name, so at its address, is not answered with the deleted agent's
+/// receipt for the same key or the same id; its message is stored and delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_8_3_a_name_registered_again_does_not_inherit_the_deleted_agents_records() {
+    let h = Harness::start().await;
+    let old = h.agent("beta").await;
+    let to = h.agent("payroll").await;
+    let mut first = message(&h, &old, &to.address, "Q4 payroll, run it");
+    first.insert("idempotency_key".into(), json!("payroll-2026-12"));
+    let reused_id = first["id"].clone();
+    let (s, r1, _) = h.publish(&old, &sign(&old, first)).await;
+    assert_eq!(s, 202, "{r1}");
+    let path = format!("/v1/agents/{}", old.id);
+    let (s, v) = h.req(reqwest::Method::DELETE, &path, &h.admin, None).await;
+    assert_eq!(s, 204, "{v}");
+    let new = h.agent("beta").await;
+    assert_eq!(new.address, old.address);
+    // The same key: stored anew, not the old receipt.
+    let mut keyed = message(&h, &new, &to.address, "Q4 payroll: hold it");
+    keyed.insert("idempotency_key".into(), json!("payroll-2026-12"));
+    let (s, r2, replay) = h.publish(&new, &sign(&new, keyed)).await;
+    assert_eq!((s, replay), (202, None), "{r2}");
+    assert_ne!(r1["receipt"], r2["receipt"]);
+    // The same id: stored anew, neither the old receipt nor AB-3006.
+    let mut same_id = message(&h, &new, &to.address, "a different text");
+    same_id.insert("id".into(), reused_id);
+    let (s, r3, _) = h.publish(&new, &sign(&new, same_id)).await;
+    assert_eq!(s, 202, "{r3}");
+    let texts: Vec<String> = h
+        .poll(&to, 0, 0)
+        .await
+        .iter()
+        .map(|d| {
+            d["envelope"]["data"]["text"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "Q4 payroll, run it",
+            "Q4 payroll: hold it",
+            "a different text"
+        ]
+    );
+}

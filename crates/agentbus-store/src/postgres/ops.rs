@@ -1096,6 +1096,9 @@ impl Store for PgStore {
         )?;
         exec(&tx, "DELETE FROM aliases WHERE agent_id = $1", &[&id]).await?;
         exec(&tx, "DELETE FROM subscriptions WHERE agent_id = $1", &[&id]).await?;
+        for forget in crate::model::FORGET_SENT {
+            exec(&tx, forget, &[&id]).await?;
+        }
         let pending = settle_where(&tx, "agent_id = $1", &[&id], EntryState::Dead, false).await?;
         count_settled(&tx, &pending).await?;
         let owing = pending.iter().filter(|e| notice_due(e, true));

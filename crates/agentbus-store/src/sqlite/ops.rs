@@ -3,7 +3,7 @@
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 
 use super::SqliteStore;
-use crate::model::{notice_due, role_from, state_code, state_from};
+use crate::model::{FORGET_SENT, notice_due, role_from, state_code, state_from};
 use crate::*;
 
 pub(super) const MESSAGE_COLS: &str = "m.seq, m.tenant_id, m.id, m.source, m.source_agent_id, m.kind, m.conversation_id, \
@@ -900,6 +900,10 @@ impl Store for SqliteStore {
             one_changed(n)?;
             tx.execute("DELETE FROM aliases WHERE agent_id = ?1", [&id])?;
             tx.execute("DELETE FROM subscriptions WHERE agent_id = ?1", [&id])?;
+            for forget in FORGET_SENT {
+                // SQLite reads `$1` as a named parameter, bound here by position like `?1`.
+                tx.execute(forget, [&id])?;
+            }
             let pending = entries_where(tx, "i.agent_id = ?1 AND i.state IN (0, 1)", [&id])?;
             settle(tx, &pending, EntryState::Dead)?;
             let owing = pending.iter().filter(|e| notice_due(e, true));
