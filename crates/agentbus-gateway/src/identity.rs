@@ -347,7 +347,7 @@ pub async fn register_agent<S: Store>(
 /// Whether `who` may see `a` in the directory (§10 visibility; `public` acts as `tenant` in v1):
 /// the agent itself, its owner and an admin whose scope covers its workspace always; others as its
 /// visibility says, never across tenants. The gateway operator belongs to no tenant and sees none.
-fn visible(who: &Principal, a: &AgentRow) -> bool {
+pub(crate) fn visible(who: &Principal, a: &AgentRow) -> bool {
     if a.tenant_id != who.tenant_id() {
         return false;
     }

@@ -177,19 +177,35 @@ pub async fn delivery<S: Store>(
     if message.source_agent_id.as_deref() != Some(agent.id.as_str()) {
         return Err(unknown());
     }
-    Ok(Json(delivery_json(&app, &message, &rows).await?))
+    Ok(Json(delivery_json(&app, &agent, &message, &rows).await?))
 }
 
 /// One sent message and how far it got with each recipient: the document of
-/// `GET /v1/messages/{id}/delivery`, and one entry of `GET /v1/messages/sent`.
+/// `GET /v1/messages/{id}/delivery`, and one entry of `GET /v1/messages/sent`. `sender` sees the
+/// recipient it addressed and those whose cards it may see; a topic's other subscribers (private
+/// ones, or of another workspace) are only counted, in `hidden_recipients`, as `GET /v1/topics`
+/// counts them: who they are, and when they read, is not the sender's to know.
 async fn delivery_json<S: Store>(
     app: &App<S>,
+    sender: &AgentRow,
     message: &MessageRow,
     rows: &[DeliveryStateRow],
 ) -> ApiResult<Value> {
+    let who = crate::app::Principal::Agent(sender.clone());
     let mut recipients = Vec::with_capacity(rows.len());
+    let mut hidden = 0;
     for d in rows {
-        let address = match app.agent_row(&d.agent_id).await? {
+        let row = app.agent_row(&d.agent_id).await?;
+        let addressed = d.agent_id == message.to_id;
+        if !addressed
+            && !row
+                .as_ref()
+                .is_some_and(|a| crate::identity::visible(&who, a))
+        {
+            hidden += 1;
+            continue;
+        }
+        let address = match row {
             Some(a) => json!(app.address_of(&a).await?),
             None => Value::Null,
         };
@@ -218,6 +234,7 @@ async fn delivery_json<S: Store>(
         "task_id": message.task_id,
         "persisted_at": at(message.received_at),
         "recipients": recipients,
+        "hidden_recipients": hidden,
     }))
 }
 
@@ -262,7 +279,7 @@ pub async fn sent<S: Store>(
             .filter(|(found, _)| found.seq == m.seq)
             .map(|(_, s)| s)
             .unwrap_or_default();
-        out.push(delivery_json(&app, m, &states).await?);
+        out.push(delivery_json(&app, &agent, m, &states).await?);
     }
     let next = (rows.len() as u32 >= limit)
         .then(|| rows.last().map(|m| m.seq.to_string()))

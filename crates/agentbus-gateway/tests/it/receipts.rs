@@ -175,3 +175,61 @@ async fn wp_13_1_5_wp_5_8_3_agents_read_their_workspace_s_inbound_policy() {
     let (s, v) = h.get("/v1/inbox/policy", &h.admin).await;
     assert_eq!((s, v["error"]["code"].as_str()), (403, Some("AB-1002")));
 }
+
+/// A topic's publisher reads the states of the subscribers it may see in the directory; a private
+/// subscriber (of another owner) is only counted: neither its identity nor when it read the
+/// message is the publisher's to know (§10 visibility). A recipient addressed directly is always
+/// shown, private or not: the sender named it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_5_8_a_topic_publisher_does_not_see_private_subscribers() {
+    let h = Harness::start().await;
+    let publisher = h.agent("pub").await;
+    let open = h.agent("listener").await;
+    let hidden = h
+        .agent_with("hidden", json!({"visibility": "private"}))
+        .await;
+    for a in [&open, &hidden] {
+        let (s, v) = h
+            .req(
+                reqwest::Method::PUT,
+                "/v1/topics/builds/subscription",
+                &a.token,
+                None,
+            )
+            .await;
+        assert!((200..300).contains(&s), "{v}");
+    }
+    let m = signed(
+        &h,
+        &publisher,
+        "topic://default/default/builds",
+        "build 7 is green",
+    );
+    let id = m["id"].as_str().unwrap().to_owned();
+    assert_eq!(h.publish(&publisher, &m).await.0, 202);
+    let d = h.poll(&hidden, 0, 0).await.remove(0);
+    assert_eq!(h.ack(&hidden, &d).await.0, 200);
+    let (s, v) = states(&h, &publisher, &id).await;
+    assert_eq!(s, 200, "{v}");
+    let shown: Vec<&str> = v["recipients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["agent"]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        (shown, &v["hidden_recipients"]),
+        (vec![open.id.as_str()], &json!(1))
+    );
+    assert!(!v.to_string().contains(&hidden.id), "{v}");
+    let (_, sent) = h.get("/v1/messages/sent", &publisher.token).await;
+    assert!(!sent.to_string().contains(&hidden.id), "{sent}");
+    assert_eq!(sent["messages"][0]["hidden_recipients"], 1, "{sent}");
+    // Sent to directly, the private agent's copy is the sender's to follow.
+    let m = signed(&h, &publisher, &hidden.address, "for you");
+    let id = m["id"].as_str().unwrap().to_owned();
+    assert_eq!(h.publish(&publisher, &m).await.0, 202);
+    let (_, v) = states(&h, &publisher, &id).await;
+    assert_eq!(v["recipients"][0]["agent"]["id"], json!(hidden.id), "{v}");
+    assert_eq!(v["hidden_recipients"], 0);
+}
