@@ -14,19 +14,43 @@ use crate::frame::is_hidden;
 /// Words made only of characters no shell treats specially are returned as they are; anything else
 /// is wrapped in single quotes, with each `'` written as `'\''`. Control and hidden characters are
 /// quoted too (they cannot run anything inside single quotes), but a caller printing the command on
-/// a terminal also passes the whole line through [`for_terminal`].
+/// a terminal also passes the whole line through [`for_terminal`]. Quoting keeps a word whole, not
+/// from being read as an option: a foreign value that may start with `-` goes after `--` as a
+/// positional argument ([`positional`]) or attached to its option ([`shell_option`]).
 pub fn shell_quote(word: &str) -> Cow<'_, str> {
     let plain = !word.is_empty()
         && word
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"/._-+:@,=%".contains(&b))
-        // A leading `-` would be read as an option by the command; `=` first by some shells as an
-        // assignment only when followed by a name, which the allowed set cannot form on its own.
+        // A leading `-` is quoted so it stands out to a reader; `=` first is read by some shells as
+        // an assignment only when followed by a name, which the allowed set cannot form on its own.
         && !word.starts_with('-');
     if plain {
         Cow::Borrowed(word)
     } else {
         Cow::Owned(format!("'{}'", word.replace('\'', r"'\''")))
+    }
+}
+
+/// `word` quoted as a positional argument of a command line: after `--` when it starts with `-`,
+/// which the command's parser would otherwise take for an option (a foreign message id such as
+/// `--body-file=~/.ssh/id_rsa`). Every option of the command must come before it.
+pub fn positional(word: &str) -> String {
+    let quoted = shell_quote(word);
+    if word.starts_with('-') {
+        format!("-- {quoted}")
+    } else {
+        quoted.into_owned()
+    }
+}
+
+/// `--name value` for a command line, `value` quoted; attached as `--name=value` when the value
+/// starts with `-`, which the parser would otherwise take for an option of its own.
+pub fn shell_option(name: &str, value: &str) -> String {
+    if value.starts_with('-') {
+        shell_quote(&format!("--{name}={value}")).into_owned()
+    } else {
+        format!("--{name} {}", shell_quote(value))
     }
 }
 
@@ -163,6 +187,19 @@ mod tests {
         for (word, quoted) in cases {
             assert_eq!(shell_quote(word), quoted, "{word:?}");
         }
+    }
+
+    /// Quoting keeps a word whole; a word that starts with `-` is also kept from being read as an
+    /// option, by `--` before a positional one and `=` for an option's value.
+    #[test]
+    fn a_leading_dash_is_never_read_as_an_option() {
+        assert_eq!(positional("msg_1"), "msg_1");
+        assert_eq!(
+            positional("--body-file=/home/u/.ssh/id_rsa"),
+            "-- '--body-file=/home/u/.ssh/id_rsa'"
+        );
+        assert_eq!(shell_option("thread", "t; x"), "--thread 't; x'");
+        assert_eq!(shell_option("thread", "-rf"), "'--thread=-rf'");
     }
 
     #[test]

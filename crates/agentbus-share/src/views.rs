@@ -32,15 +32,16 @@ pub fn subject(body: &str) -> Option<String> {
 /// somebody else's file, so each is quoted as one shell word (§11: content is data). An `ack`
 /// closes its thread, so the way to say more is a new message in that thread.
 pub fn reply_command(m: &Message) -> String {
-    use agentbus_protocol::text::shell_quote;
+    use agentbus_protocol::text::{positional, shell_option};
+    // A foreign id or thread may start with `-`: it must stay a value, never become an option.
     if matches!(m.kind.effective(), MessageType::Ack) {
         format!(
-            "agentbus share send --to {} --thread {} \"…\"",
-            shell_quote(&m.from.short()),
-            shell_quote(&m.thread)
+            "agentbus share send {} {} \"…\"",
+            shell_option("to", &m.from.short()),
+            shell_option("thread", &m.thread)
         )
     } else {
-        format!("agentbus share reply {} \"…\"", shell_quote(&m.id))
+        format!("agentbus share reply {} \"…\"", positional(&m.id))
     }
 }
 

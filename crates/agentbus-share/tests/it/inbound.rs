@@ -153,12 +153,32 @@ fn as_11_4_foreign_files_are_delivered_as_data_or_reported_and_skipped() {
     for m in &inbound.messages {
         let name = m.path.file_name().unwrap().to_string_lossy().into_owned();
         assert!(name.starts_with("ok-"), "{name} was delivered");
-        // The hint is safe to paste: the shell sees the foreign id (or thread) as one word.
+        // The hint is safe to paste: the shell sees the foreign id (or thread) as one word, and
+        // the command as a value, never an option (`--` before a positional id that starts with
+        // `-`, `--thread=` for such a thread).
         let words = paste(fx.tmp.path(), &m.reply_command);
         if m.kind == "ack" {
-            assert_eq!(words[5], m.thread, "{}", m.reply_command);
+            let thread = match words.iter().position(|w| w == "--thread") {
+                Some(i) => words[i + 1].clone(),
+                None => words
+                    .iter()
+                    .find_map(|w| w.strip_prefix("--thread="))
+                    .unwrap_or_default()
+                    .to_owned(),
+            };
+            assert_eq!(thread, m.thread, "{}", m.reply_command);
         } else {
-            assert_eq!(words[2], m.id, "{}", m.reply_command);
+            let id = if words[2] == "--" {
+                &words[3]
+            } else {
+                &words[2]
+            };
+            assert_eq!(id, &m.id, "{}", m.reply_command);
+            assert!(
+                !id.starts_with('-') || words[2] == "--",
+                "{}",
+                m.reply_command
+            );
         }
         table.push(format!(
             "{name}: delivered as {} {:?}, subject {:?}; {}",
