@@ -72,11 +72,23 @@ pub struct Finish {
     pub files: Vec<PathBuf>,
 }
 
+/// The requester's answer to the harness's open question (a `task.input`), as a harness is given
+/// it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// The answer as the requester sent it: data for a program (the generic command's `answer`),
+    /// never put in a model's context as it is.
+    pub text: String,
+    /// The `task.input` framed as data (§13.1, [`crate::job::framed`]): what a model is given, so
+    /// the requester's words never read as its user's.
+    pub framed: String,
+}
+
 /// What the worker tells a running harness.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Control {
     /// The requester's answer to the open question.
-    Answer(String),
+    Answer(Answer),
     /// Stop the running turn (a `task.cancel`, §6.2).
     Interrupt,
     /// A reply to the harness's clarifying question, framed as data (§13.1).

@@ -13,7 +13,8 @@
 //!   `updatedInput`, or `deny` with a message);
 //! - stdout: `system`/`init` (the session id), `assistant` messages (text and `tool_use` blocks),
 //!   `user` tool results, `control_request`s of subtype `can_use_tool` (the `AskUserQuestion` tool
-//!   asks the user, answered with `updatedInput.answers` mapping each question to its answer), and
+//!   asks the user, answered with `updatedInput.answers` mapping each question to its answer: the
+//!   requester's `task.input` framed as data, so it never reads as the user's words), and
 //!   one final `result` (`subtype`, `is_error`, `result`, `usage`, `total_cost_usd`,
 //!   `duration_ms`, `num_turns`, `structured_output` when asked for).
 //!
@@ -158,7 +159,7 @@ async fn drive(
                 Some(Control::Answer(answer)) => {
                     if let Some(a) = asked.take() {
                         let mut input = a.input;
-                        input["answers"] = json!({ a.question: answer });
+                        input["answers"] = json!({ a.question: answer.framed });
                         let allow = json!({"type": "control_response", "response": {"subtype": "success",
                             "request_id": a.request_id, "response": {"behavior": "allow", "updatedInput": input}}});
                         let _ = write_line(&mut pipes.stdin, &allow).await;

@@ -14,7 +14,8 @@
 //!   `reasoningOutputTokens`), and `turn/completed` whose `turn.status` is `completed`,
 //!   `interrupted` or `failed` (`turn.error.message`);
 //! - server requests: `item/tool/requestUserInput` (`questions: [{id, question, options:
-//!   [{label}]}]`, answered `{answers: {<id>: {answers: [...]}}}`); approval requests
+//!   [{label}]}]`, answered `{answers: {<id>: {answers: [...]}}}` with the requester's `task.input`
+//!   framed as data); approval requests
 //!   (`item/commandExecution/requestApproval`, `item/fileChange/requestApproval`) are declined,
 //!   since nobody can grant them: set the approval policy and sandbox in Codex's configuration;
 //! - the interrupt: `turn/interrupt` (`threadId`, `turnId`), after which the turn completes
@@ -198,7 +199,7 @@ async fn drive(
             c = rx.recv() => match c {
                 Some(Control::Answer(a)) => {
                     if let Some((id, qid)) = asked.take() {
-                        let answer = json!({"id": id, "result": {"answers": {qid: {"answers": [a]}}}});
+                        let answer = json!({"id": id, "result": {"answers": {qid: {"answers": [a.framed]}}}});
                         let _ = write_line(&mut pipes.stdin, &answer).await;
                     }
                 }

@@ -4,7 +4,8 @@
 //! - stdin: the task as one JSON line ([`Job::to_json`]: `task_id`, `instructions`, `input`,
 //!   `attachments` (local paths), `output_schema`, `out_dir`, and `prompt`, the request framed for
 //!   a model). Stdin stays open: the requester's answer to a question arrives as
-//!   `{"answer": "…"}` on its own line.
+//!   `{"answer": "…", "framed": "…"}` on its own line (the answer as sent, and framed for a model),
+//!   and a reply to a clarifying question as `{"message": "…"}`, framed.
 //! - stderr: one line per event. A JSON object line is `{"question": "…", "options": […]}` (the
 //!   command waits for the answer), `{"clarify": "…"}` (a question it does not wait for),
 //!   `{"usage": {…}}` (`common/usage/v1` fields), or `{"note": "…"}`; any other line is a
@@ -76,7 +77,8 @@ async fn drive(
             }
             c = rx.recv() => match c {
                 Some(Control::Answer(a)) => {
-                    let _ = write_line(&mut stdin, &json!({"answer": a})).await;
+                    // Like the task line: the data for the program, and the frame for a model.
+                    let _ = write_line(&mut stdin, &json!({"answer": a.text, "framed": a.framed})).await;
                 }
                 Some(Control::Message(m)) => {
                     let _ = write_line(&mut stdin, &json!({"message": m})).await;

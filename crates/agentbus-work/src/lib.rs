@@ -20,7 +20,7 @@ pub mod job;
 pub mod opencode;
 pub mod worker;
 
-pub use adapter::{Adapter, Control, Event, Finish, Running};
+pub use adapter::{Adapter, Answer, Control, Event, Finish, Running};
 pub use error::WorkError;
 pub use job::{Job, Usage};
 pub use worker::{Settings, Worker};

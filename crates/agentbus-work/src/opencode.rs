@@ -13,7 +13,8 @@
 //! - events: `message.part.updated` (text and tool parts: activity), `message.updated` (an
 //!   assistant message's `tokens` `{input, output, reasoning, cache: {read, write}}`, `cost`,
 //!   `modelID`, `providerID`), `question.asked` (`{id, questions: [{question, options:
-//!   [{label}]}]}`, answered by `POST /question/{id}/reply` with `{answers: [[label]]}`),
+//!   [{label}]}]}`, answered by `POST /question/{id}/reply` with `{answers: [[answer]]}`, the
+//!   requester's `task.input` framed as data),
 //!   `permission.updated`/`permission.asked` (declined: `POST /session/{id}/permissions/{pid}`
 //!   with `{response: "reject"}`; grant tools in OpenCode's configuration), `session.error`, and
 //!   `session.idle` when the turn is over;
@@ -246,7 +247,7 @@ async fn drive(
             c = rx.recv() => match c {
                 Some(Control::Answer(a)) => {
                     if let Some(qid) = asked.take() {
-                        server.post(&format!("/question/{qid}/reply"), json!({"answers": [[a]]})).await?;
+                        server.post(&format!("/question/{qid}/reply"), json!({"answers": [[a.framed]]})).await?;
                     }
                 }
                 Some(Control::Message(text)) => {

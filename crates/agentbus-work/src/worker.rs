@@ -28,7 +28,7 @@ use agentbus_protocol::schema::KnownType;
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_runtime::Clock;
 
-use crate::adapter::{Adapter, Control, Event, Finish, out_files};
+use crate::adapter::{Adapter, Answer, Control, Event, Finish, out_files};
 use crate::error::WorkError;
 use crate::job::{Job, Usage};
 
@@ -81,7 +81,7 @@ struct Shared {
 #[derive(Debug)]
 enum Inbound {
     Gone(String),
-    Answer(String),
+    Answer(Answer),
     Message(String),
     Cancel,
     Stop,
@@ -393,18 +393,11 @@ impl Worker {
                     }
                 }
                 Some(t) if t == KnownType::TaskInput.as_str() => {
-                    if let Some(tx) = jobs.get(&task_of(&r)) {
-                        let answer = r
-                            .envelope
-                            .get("data")
-                            .and_then(|d| d.get("answer"))
-                            .map(|a| {
-                                a.as_str()
-                                    .map(str::to_owned)
-                                    .unwrap_or_else(|| a.to_string())
-                            })
-                            .unwrap_or_default();
-                        let _ = tx.send(Inbound::Answer(answer));
+                    let task_id = task_of(&r);
+                    if let Some(tx) = jobs.get(&task_id) {
+                        // The answer is the requester's data (§13.1): a model gets it framed, never
+                        // as its user's words.
+                        let _ = tx.send(Inbound::Answer(crate::job::answer(&r, &task_id)));
                     }
                 }
                 _ => {}
