@@ -1,10 +1,12 @@
 //! All output goes through the [`Printer`]: people get lines, `--json` gets one JSON document.
 //!
 //! Human output carries foreign text (messages, names, ids from other implementations), so every
-//! human line and every error passes through [`for_terminal`]: escape sequences are removed and
-//! other controls shown, whatever command printed them. Machine output (JSON, canonical bytes,
-//! a harness's hook answer) is written as it is, because JSON escapes controls itself and a
-//! harness is not a terminal.
+//! human line passes through [`for_terminal`], and every error and commentary line through
+//! [`for_terminal_line`]: escape sequences are removed and other controls shown, whatever command
+//! printed them. A command that places a peer's field on a line of its own output flattens that
+//! field with [`for_terminal_line`] itself, so it cannot add a line. Machine output (JSON,
+//! canonical bytes, a harness's hook answer) is written as it is, because JSON escapes controls
+//! itself and a harness is not a terminal.
 
 #![allow(clippy::print_stdout)]
 
@@ -13,7 +15,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use agentbus_protocol::text::for_terminal;
+use agentbus_protocol::text::{for_terminal, for_terminal_line};
 
 use crate::error::CliError;
 
@@ -89,12 +91,13 @@ impl Printer {
     }
 
     /// Writes a line of running commentary (what a wait is waiting for, how far it got) on
-    /// stderr, so stdout stays the result: human mode only, and not with `-q`. Losing it loses
-    /// nothing the result does not say.
+    /// stderr, flattened to one line, so stdout stays the result: human mode only, and not with
+    /// `-q`. Losing it loses nothing the result does not say.
     pub fn commentary(&self, text: &str) {
         if !self.json && verbosity() > Verbosity::Quiet {
+            // One line: commentary quotes peers (a delivery's states, a worker's note).
             let mut err = std::io::stderr().lock();
-            let _ = writeln!(err, "{}", for_terminal(text));
+            let _ = writeln!(err, "{}", for_terminal_line(text));
         }
     }
 
@@ -121,8 +124,8 @@ impl Printer {
         }
     }
 
-    /// Reports an error: a JSON document on stdout with `--json`, else `error:`/`fix:` lines on
-    /// stderr.
+    /// Reports an error: a JSON document on stdout with `--json`, else one `error:` line and one
+    /// `fix:` line on stderr, each flattened to one line.
     pub fn error(&self, e: &CliError) {
         if self.json {
             let doc = serde_json::json!({
@@ -136,10 +139,12 @@ impl Printer {
             let _ = self.json(&doc);
             return;
         }
+        // An error's cause and fix are one line each; a cause can quote a peer (the gateway
+        // echoes a card's schema), which must not add lines that pass for a fix of ours.
         let mut err = std::io::stderr().lock();
-        let _ = writeln!(err, "error: {}", for_terminal(&e.to_string()));
+        let _ = writeln!(err, "error: {}", for_terminal_line(&e.to_string()));
         if let Some(fix) = &e.fix {
-            let _ = writeln!(err, "  fix: {}", for_terminal(fix));
+            let _ = writeln!(err, "  fix: {}", for_terminal_line(fix));
         }
     }
 }

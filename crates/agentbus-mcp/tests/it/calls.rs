@@ -1,7 +1,8 @@
 //! Every tool's answers and refusals, one case a file under `tests/data/calls/`: the arguments,
-//! what the session holds first (a tell or a pause from the engineer), and either the `AB-`
-//! code of the refusal or strings the answer contains. A refusal is checked as the client sees
-//! it: a tool result with `isError`, the code, the cause and the fix.
+//! what the session holds first (a tell or a pause from the engineer, another session of the
+//! machine), and either the `AB-` code of the refusal or strings the answer contains and lacks.
+//! A refusal is checked as the client sees it: a tool result with `isError`, the code, the cause
+//! and the fix.
 
 use serde_json::Value;
 
@@ -28,6 +29,17 @@ fn every_tool_answers_and_refuses_as_its_cases_say() {
         if let Some(reason) = case["pause"].as_str() {
             f.from_engineer(Kind::Pause, reason);
         }
+        // Another session of this machine, named as its harness named it.
+        if let Some(other) = case.get("session") {
+            f.store
+                .register(
+                    other["id"].as_str().unwrap(),
+                    "claude",
+                    other["name"].as_str(),
+                    None,
+                )
+                .unwrap();
+        }
         let tool = case["tool"].as_str().unwrap();
         tools_seen.insert(tool.to_owned());
         let session = f.session();
@@ -52,6 +64,13 @@ fn every_tool_answers_and_refuses_as_its_cases_say() {
                 for s in case["contains"].as_array().unwrap() {
                     let s = s.as_str().unwrap();
                     assert!(out.text.contains(s), "{name}: {s:?} not in {}", out.text);
+                }
+                // What must not reach the model, in the text or the structured content.
+                let structured = out.structured.to_string();
+                for s in case["lacks"].as_array().into_iter().flatten() {
+                    let s = s.as_str().unwrap();
+                    assert!(!out.text.contains(s), "{name}: {s:?} in {}", out.text);
+                    assert!(!structured.contains(s), "{name}: {s:?} in {structured}");
                 }
             }
         }
@@ -144,4 +163,63 @@ fn issue_14_read_inbox_says_each_messages_ids_answer_and_expiry_as_the_cli_json_
     assert_eq!(m["message_id"], late, "{}", out.structured);
     assert_eq!(m["answer"], Value::Null);
     assert_eq!(m["expired_at"], "2025-11-30T12:00:00.001Z");
+}
+
+/// The gateway's refusals as a model reads them, one case a row of `tests/data/refusals.json`.
+#[test]
+fn a_gateway_refusal_reaches_the_model_on_one_labelled_line_it_cannot_break() {
+    let table: Value =
+        serde_json::from_slice(&std::fs::read(data("refusals.json")).unwrap()).unwrap();
+    for case in table["cases"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let code_str = case["code_str"].as_str().unwrap();
+        let e = agentbus_client::ClientError::Api {
+            status: 422,
+            code: code_str.parse().ok(),
+            code_str: code_str.to_owned(),
+            message: case["message"].as_str().unwrap().to_owned(),
+        };
+        let r = agentbus_mcp::ToolError::from(e).into_result();
+        let v = serde_json::to_value(&r).unwrap();
+        let text = v["content"][0]["text"].as_str().unwrap();
+        let lines: Vec<&str> = text.split('\n').collect();
+        assert_eq!(lines.len(), 3, "{name}: {text}");
+        assert_eq!(lines[0], case["first_line"], "{name}");
+        assert!(
+            lines[1].starts_with("cause: ") && lines[2].starts_with("fix: "),
+            "{name}: {text}"
+        );
+        let structured = v["structuredContent"].to_string();
+        for s in case["lacks"].as_array().unwrap() {
+            let s = s.as_str().unwrap();
+            assert!(!text.contains(s), "{name}: {s:?} in {text}");
+            assert!(!structured.contains(s), "{name}: {s:?} in {structured}");
+        }
+    }
+}
+
+/// Every string of a tool's JSON, keys included, shows what hides, and the JSON stays the same
+/// shape.
+#[test]
+fn for_model_escapes_every_string_and_keeps_the_json_valid() {
+    let hostile = "a\u{202E}b\u{E0041}\u{200B}\u{85}c";
+    let v = serde_json::json!({
+        hostile: [hostile, 1, true, null, {"deep": hostile}],
+        "n": 2.5,
+    });
+    let out = agentbus_mcp::tools::for_model(v);
+    let text = out.to_string();
+    let escaped = "a\\u{202E}b\\u{E0041}\\u{200B}\\u{0085}c";
+    assert_eq!(
+        out,
+        serde_json::json!({
+            escaped: [escaped, 1, true, null, {"deep": escaped}],
+            "n": 2.5,
+        })
+    );
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), out);
+    assert!(
+        !text.chars().any(agentbus_protocol::frame::is_hidden),
+        "{text}"
+    );
 }

@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value, json};
 
+use agentbus_protocol::text::{for_terminal, for_terminal_line};
+
 use super::gw::{Ctx, json_object};
 use crate::error::{CliError, CliResult};
 use crate::printer::Printer;
@@ -99,17 +101,20 @@ pub fn agents(args: AgentsArgs, printer: &Printer) -> CliResult {
                 printer.line("no agents are visible to you")?;
             } else {
                 for a in &list {
-                    let caps: Vec<&str> = a["capabilities"]
+                    // Every field is a card's (a peer's words): each stays on its row, so a
+                    // display name cannot add a row of its own.
+                    let caps: Vec<_> = a["capabilities"]
                         .as_array()
                         .into_iter()
                         .flatten()
                         .filter_map(|c| c["name"].as_str().or(c.as_str()))
+                        .map(for_terminal_line)
                         .collect();
                     printer.line(&format!(
                         "{:<44} {:<8} {}{}",
-                        a["address"].as_str().unwrap_or("?"),
-                        a["status"]["presence"].as_str().unwrap_or("?"),
-                        a["display_name"].as_str().unwrap_or(""),
+                        for_terminal_line(a["address"].as_str().unwrap_or("?")),
+                        for_terminal_line(a["status"]["presence"].as_str().unwrap_or("?")),
+                        for_terminal_line(a["display_name"].as_str().unwrap_or("")),
                         if caps.is_empty() {
                             String::new()
                         } else {
@@ -147,16 +152,18 @@ pub fn agents(args: AgentsArgs, printer: &Printer) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A card for people.
+/// A card for people. A card is its agent's own words: each one-line field stays on its line, and
+/// the description, which may hold several lines, has each of them indented under its label, so
+/// no field can pass for a line of its own (a key, a capability).
 pub fn card_text(c: &Value) -> String {
-    let s = |v: &Value| v.as_str().unwrap_or("").to_owned();
+    let s = |v: &Value| for_terminal_line(v.as_str().unwrap_or("")).into_owned();
     let mut out = format!(
         "{}  ({})\n  name:        {}\n  display:     {}\n  description: {}\n  visibility:  {}\n  presence:    {} (queue {})\n",
         s(&c["address"]),
         s(&c["id"]),
         s(&c["name"]),
         s(&c["display_name"]),
-        s(&c["description"]),
+        under_label(c["description"].as_str().unwrap_or("")),
         s(&c["visibility"]),
         s(&c["status"]["presence"]),
         c["status"]["queue_depth"].as_u64().unwrap_or(0),
@@ -164,8 +171,8 @@ pub fn card_text(c: &Value) -> String {
     for cap in c["capabilities"].as_array().into_iter().flatten() {
         out.push_str(&format!(
             "  capability:  {} v{}\n",
-            cap["name"].as_str().unwrap_or("?"),
-            cap["version"].as_str().unwrap_or("?")
+            for_terminal_line(cap["name"].as_str().unwrap_or("?")),
+            for_terminal_line(cap["version"].as_str().unwrap_or("?"))
         ));
     }
     for k in c["keys"].as_array().into_iter().flatten() {
@@ -177,6 +184,23 @@ pub fn card_text(c: &Value) -> String {
         out.push_str(&format!("  key:         {} {state}\n", s(&k["id"])));
     }
     out.trim_end().to_owned()
+}
+
+/// The width of a card line's label (`  description: `): a value's further lines start there.
+const LABEL_WIDTH: usize = 15;
+
+/// A multi-line value after its label: terminal controls shown, and every line after the first
+/// indented to the value's column, deeper than any line the card itself writes.
+fn under_label(text: &str) -> String {
+    let clean = for_terminal(text);
+    let mut lines = clean.split('\n');
+    let mut out = lines.next().unwrap_or("").to_owned();
+    for line in lines {
+        out.push('\n');
+        out.push_str(&" ".repeat(LABEL_WIDTH));
+        out.push_str(line);
+    }
+    out
 }
 
 /// Runs `card`.

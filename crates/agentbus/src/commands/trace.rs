@@ -4,6 +4,7 @@
 //! shown in a session's context, answered: `GET /v1/messages/{id}/delivery`); for one it
 //! received, where it was stored and shown on this machine.
 
+use std::borrow::Cow;
 use std::process::ExitCode;
 
 use clap::Args;
@@ -11,6 +12,7 @@ use serde_json::{Value, json};
 
 use agentbus_client::ClientError;
 use agentbus_client::agent::Trace;
+use agentbus_protocol::text::for_terminal_line;
 
 use super::gw::{Ctx, client_error};
 use crate::error::{CliError, CliResult, ErrorKind};
@@ -114,19 +116,19 @@ fn received_text(r: &Value) -> String {
     let mut out = format!(
         "received here: sequence {}, stored {}",
         r["sequence"],
-        s(&r["stored_at"])
+        one(&r["stored_at"])
     );
     if let Some(h) = r["held"].as_str() {
-        out.push_str(&format!(", held from sessions ({h})"));
+        out.push_str(&format!(", held from sessions ({})", for_terminal_line(h)));
     }
     match &r["shown"] {
         Value::Null => out.push_str(", not shown in any session yet"),
         sh => out.push_str(&format!(
             ", shown {} in {} ({}) to {}",
-            s(&sh["at"]),
-            s(&sh["harness"]),
-            s(&sh["event"]),
-            s(&sh["by"])
+            one(&sh["at"]),
+            one(&sh["harness"]),
+            one(&sh["event"]),
+            one(&sh["by"])
         )),
     }
     out
@@ -134,38 +136,43 @@ fn received_text(r: &Value) -> String {
 
 /// One recipient's delivery state in a line: the furthest state, with its time and where.
 pub fn state_line(r: &Value) -> String {
-    let who = r["agent"]["address"]
-        .as_str()
-        .or(r["agent"]["id"].as_str())
-        .unwrap_or("?");
+    let who = for_terminal_line(
+        r["agent"]["address"]
+            .as_str()
+            .or(r["agent"]["id"].as_str())
+            .unwrap_or("?"),
+    );
     let state = s(&r["state"]);
+    // Where a message was shown is what the recipient's sidecar reported: each field stays on
+    // this recipient's line.
     let detail = match state {
         "answered" => format!(
             "{} by {} ({})",
-            s(&r["answered"]["at"]),
-            s(&r["answered"]["id"]),
-            s(&r["answered"]["type"]).trim_start_matches("agentbus.")
+            one(&r["answered"]["at"]),
+            one(&r["answered"]["id"]),
+            for_terminal_line(s(&r["answered"]["type"]).trim_start_matches("agentbus."))
         ),
         "shown" => format!(
             "{} in {} ({})",
-            s(&r["shown"]["at"]),
-            s(&r["shown"]["harness"]),
-            s(&r["shown"]["event"])
+            one(&r["shown"]["at"]),
+            one(&r["shown"]["harness"]),
+            one(&r["shown"]["event"])
         ),
-        "acknowledged" => format!("{} by its sidecar", s(&r["acknowledged_at"])),
-        "leased" => format!("{} (attempt {})", s(&r["leased_at"]), r["attempts"]),
-        _ => s(&r["persisted_at"]).to_owned(),
+        "acknowledged" => format!("{} by its sidecar", one(&r["acknowledged_at"])),
+        "leased" => format!("{} (attempt {})", one(&r["leased_at"]), r["attempts"]),
+        _ => one(&r["persisted_at"]).into_owned(),
     };
+    let state = for_terminal_line(state);
     let mut line = format!("  {who}: {state} {detail}");
     if !r["read_receipt"].is_null() {
-        line.push_str(&format!("; read receipt {}", s(&r["read_receipt"]["id"])));
+        line.push_str(&format!("; read receipt {}", one(&r["read_receipt"]["id"])));
     }
     line
 }
 
 /// The delivery states of a message, for people.
 pub fn delivery_text(d: &Value) -> String {
-    format!("delivery of {}:{}", s(&d["id"]), recipients_text(d))
+    format!("delivery of {}:{}", one(&d["id"]), recipients_text(d))
 }
 
 /// Each recipient's state line of a delivery document (`GET /v1/messages/{id}/delivery`, an
@@ -220,21 +227,29 @@ fn s(v: &Value) -> &str {
     v.as_str().unwrap_or("")
 }
 
+/// A string field for a line of the timeline: a peer's words (a stage, a status, an address)
+/// must not start a line that would pass for the timeline's own.
+fn one(v: &Value) -> Cow<'_, str> {
+    for_terminal_line(s(v))
+}
+
 /// The human timeline of a task and its conversation.
 pub fn task_text(task: &Value, conversation: &Value) -> String {
     let mut out = format!(
         "task {}  {}  state: {}\n  requester: {}\n  recipient: {}\n",
-        s(&task["id"]),
-        s(&task["capability"]),
-        s(&task["state"]),
-        s(&task["requester"]["address"]),
-        s(&task["recipient"]["address"]),
+        one(&task["id"]),
+        one(&task["capability"]),
+        one(&task["state"]),
+        one(&task["requester"]["address"]),
+        one(&task["recipient"]["address"]),
     );
     out.push_str("\ntimeline:\n");
     for e in task["timeline"].as_array().into_iter().flatten() {
-        let kind = s(&e["type"])
-            .trim_start_matches("agentbus.")
-            .trim_end_matches(".v1");
+        let kind = for_terminal_line(
+            s(&e["type"])
+                .trim_start_matches("agentbus.")
+                .trim_end_matches(".v1"),
+        );
         let from = e["from"]
             .as_str()
             .filter(|f| !f.is_empty())
@@ -242,11 +257,11 @@ pub fn task_text(task: &Value, conversation: &Value) -> String {
         let actor = s(&e["actor"]);
         let who = |side: &str| format!("agent:{}", s(&task[side]["id"]));
         let actor = if actor == who("requester") {
-            "requester"
+            Cow::Borrowed("requester")
         } else if actor == who("recipient") {
-            "recipient"
+            Cow::Borrowed("recipient")
         } else {
-            actor
+            for_terminal_line(actor)
         };
         let mut flags = String::new();
         if e["late"] == json!(true) {
@@ -256,15 +271,15 @@ pub fn task_text(task: &Value, conversation: &Value) -> String {
             flags.push_str(" (ignored)");
         }
         if let Some(t) = e["timer"].as_str() {
-            flags.push_str(&format!(" (timer: {t})"));
+            flags.push_str(&format!(" (timer: {})", for_terminal_line(t)));
         }
         out.push_str(&format!(
             "  {}  {:<9} {:<14} {} -> {}{flags}\n",
-            s(&e["at"]),
+            one(&e["at"]),
             actor,
             kind,
-            from,
-            s(&e["to"]),
+            for_terminal_line(from),
+            one(&e["to"]),
         ));
     }
     if conversation.is_object() {
@@ -276,18 +291,22 @@ pub fn task_text(task: &Value, conversation: &Value) -> String {
 
 /// The human view of a conversation: one block per envelope.
 pub fn conversation_text(conversation: &Value) -> String {
-    let mut out = format!("conversation {}:\n", s(&conversation["conversation_id"]));
+    let mut out = format!("conversation {}:\n", one(&conversation["conversation_id"]));
+    // Every field of an envelope is its sender's: one line each, so no stage, status or text can
+    // add a line that passes for another envelope's or a task's transition.
     for e in conversation["envelopes"].as_array().into_iter().flatten() {
-        let kind = s(&e["type"])
-            .trim_start_matches("agentbus.")
-            .trim_end_matches(".v1");
+        let kind = for_terminal_line(
+            s(&e["type"])
+                .trim_start_matches("agentbus.")
+                .trim_end_matches(".v1"),
+        );
         out.push_str(&format!(
             "  {}  {:<14} {} -> {}  {}\n",
-            s(&e["received_at"]),
+            one(&e["received_at"]),
             kind,
-            s(&e["source"]),
-            s(&e["to"]),
-            s(&e["id"]),
+            one(&e["source"]),
+            one(&e["to"]),
+            one(&e["id"]),
         ));
         let d = &e["data"];
         let line = d["text"]
@@ -303,10 +322,10 @@ pub fn conversation_text(conversation: &Value) -> String {
             detail.push_str(&format!("{p}% "));
         }
         if let Some(st) = d["stage"].as_str() {
-            detail.push_str(&format!("[{st}] "));
+            detail.push_str(&format!("[{}] ", for_terminal_line(st)));
         }
         if let Some(st) = d["status"].as_str() {
-            detail.push_str(&format!("{st}: "));
+            detail.push_str(&format!("{}: ", for_terminal_line(st)));
         }
         let first: String = line
             .lines()
@@ -316,12 +335,12 @@ pub fn conversation_text(conversation: &Value) -> String {
             .take(100)
             .collect();
         if !(detail.is_empty() && first.is_empty()) {
-            out.push_str(&format!("      {detail}{first}\n"));
+            out.push_str(&format!("      {detail}{}\n", for_terminal_line(&first)));
         }
         for a in d["attachments"].as_array().into_iter().flatten() {
             out.push_str(&format!(
                 "      attachment {} ({} bytes)\n",
-                s(&a["name"]),
+                one(&a["name"]),
                 a["size"].as_u64().unwrap_or(0)
             ));
         }

@@ -5,6 +5,7 @@
 mod cli_ux;
 mod envelope_cli;
 mod fleet_cli;
+mod forged_cli;
 mod fuzz_seeds;
 mod gateway_cli;
 mod gwproc;
