@@ -250,8 +250,8 @@ pub(crate) fn count(n: i64) -> String {
 pub(crate) fn peer(text: &str) -> String {
     use std::fmt::Write as _;
     let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if (c.is_control() && c != '\n' && c != '\t') || agentbus_protocol::frame::is_hidden(c) {
+    for (c, hidden) in agentbus_protocol::frame::hidden_marked(text) {
+        if (c.is_control() && c != '\n' && c != '\t') || hidden {
             let _ = write!(out, "\\u{{{:04X}}}", u32::from(c));
         } else {
             out.push(c);
@@ -267,8 +267,8 @@ pub(crate) fn json_for_edit(v: &serde_json::Value) -> String {
     use std::fmt::Write as _;
     let text = serde_json::to_string_pretty(v).unwrap_or_default();
     let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if agentbus_protocol::frame::is_hidden(c) {
+    for (c, hidden) in agentbus_protocol::frame::hidden_marked(&text) {
+        if hidden {
             let mut units = [0u16; 2];
             for u in c.encode_utf16(&mut units) {
                 let _ = write!(out, "\\u{:04X}", u);

@@ -15,9 +15,10 @@
 //! - attribute values are XML-escaped, and control, bidirectional and invisible characters in them
 //!   become numeric references, so a value cannot close its quotes or hide text;
 //! - in the body, line breaks are normalised to `\n`, every control, bidi, invisible and Unicode tag
-//!   character is written as a visible `\u{…}` escape, and then every `<` (or a full-width or small
-//!   form of it) that would open an `agentbus-…` tag, such as `</agentbus-message>` or a forged
-//!   second `<agentbus-message …>`, is written `&lt;`. Making hidden characters visible first means
+//!   character (and each variation selector that draws nothing, [`is_hidden_after`]) is written as
+//!   a visible `\u{…}` escape, and then every `<` (or a full-width or small form of it) that would
+//!   open an `agentbus-…` tag, such as `</agentbus-message>` or a forged second
+//!   `<agentbus-message …>`, or one spelt with look-alike letters, is written `&lt;`. Making hidden characters visible first means
 //!   removing them can never assemble a tag.
 //! - lines the frame itself adds (attachments, the command that answers) come before the `---`, so
 //!   nothing in the body can pose as them.
@@ -208,14 +209,14 @@ fn attr(out: &mut String, name: &str, value: &str) {
 
 /// XML-escapes an attribute value; hidden and control characters become numeric references.
 pub fn escape_attr(value: &str, out: &mut String) {
-    for c in value.chars() {
+    for (c, hidden) in hidden_marked(value) {
         match c {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            c if is_hidden(c) || c.is_control() => {
+            c if hidden || c.is_control() => {
                 let _ = write!(out, "&#x{:X};", u32::from(c));
             }
             c => out.push(c),
@@ -238,6 +239,9 @@ pub fn is_hidden(c: char) -> bool {
         | '\u{2028}'..='\u{202E}'
         | '\u{2060}'..='\u{206F}'
         | '\u{3164}'
+        // Variation selectors 1–14: glyph variants, and a known way to smuggle bytes after a
+        // character; 15 and 16 (text and emoji presentation) see `is_hidden_after`.
+        | '\u{FE00}'..='\u{FE0D}'
         | '\u{FEFF}'
         | '\u{FFA0}'
         | '\u{FFF0}'..='\u{FFFB}'
@@ -246,20 +250,44 @@ pub fn is_hidden(c: char) -> bool {
         | '\u{E0000}'..='\u{E0FFF}')
 }
 
+/// Whether `c`, coming after `prev` in a text, is hidden: [`is_hidden`], or a presentation selector
+/// (U+FE0E text, U+FE0F emoji) that does not follow a visible character. One after a character
+/// only picks how it is drawn (❤️ is U+2764 U+FE0F); a run of them draws nothing and can carry
+/// bytes, so each after the first of a run is hidden.
+pub fn is_hidden_after(prev: Option<char>, c: char) -> bool {
+    let selector = |c: char| matches!(c, '\u{FE0E}' | '\u{FE0F}');
+    is_hidden(c)
+        || (selector(c)
+            && !prev.is_some_and(|p| {
+                !selector(p) && !is_hidden(p) && !p.is_control() && !p.is_whitespace()
+            }))
+}
+
+/// Each character of `text` with whether it is hidden where it stands ([`is_hidden_after`]): what
+/// every escaping of a peer's text walks.
+pub fn hidden_marked(text: &str) -> impl Iterator<Item = (char, bool)> + '_ {
+    let mut prev = None;
+    text.chars().map(move |c| {
+        let hidden = is_hidden_after(prev, c);
+        prev = Some(c);
+        (c, hidden)
+    })
+}
+
 /// Makes a body safe to place inside a frame (see the module documentation).
 pub fn neutralize_body(body: &str) -> String {
     let mut visible = String::with_capacity(body.len());
-    let mut chars = body.chars().peekable();
-    while let Some(c) = chars.next() {
+    let mut chars = hidden_marked(body).peekable();
+    while let Some((c, hidden)) = chars.next() {
         match c {
             '\r' => {
-                if chars.peek() == Some(&'\n') {
+                if chars.peek().is_some_and(|(n, _)| *n == '\n') {
                     chars.next();
                 }
                 visible.push('\n');
             }
             '\n' | '\t' => visible.push(c),
-            c if c.is_control() || is_hidden(c) => {
+            c if c.is_control() || hidden => {
                 let _ = write!(visible, "\\u{{{:04X}}}", u32::from(c));
             }
             c => visible.push(c),
@@ -269,7 +297,7 @@ pub fn neutralize_body(body: &str) -> String {
 }
 
 /// Writes `&lt;` for every `<`-like character that opens an `agentbus…` tag, allowing spaces and
-/// a `/` between them and any letter case or full-width letters in the name.
+/// a `/` between them and any letter case or look-alike letters in the name ([`fold`]).
 fn neutralize_tags(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
@@ -295,21 +323,59 @@ fn opens_agentbus_tag(rest: &[char]) -> bool {
     while i < rest.len() && (rest[i].is_whitespace() || matches!(rest[i], '/' | '\u{FF0F}')) {
         i += 1;
     }
-    const NAME: &str = "agentbus";
-    NAME.chars()
-        .enumerate()
-        .all(|(k, want)| rest.get(i + k).is_some_and(|&got| fold(got) == want))
+    // Combining marks draw on the letter before them, so a name read by eye skips them.
+    let mut letters = rest[i..]
+        .iter()
+        .filter(|&&c| !('\u{0300}'..='\u{036F}').contains(&c));
+    "agentbus"
+        .chars()
+        .all(|want| letters.next().is_some_and(|&got| fold(got) == want))
 }
 
-/// Lower-cases ASCII and full-width Latin letters to ASCII lower case.
+/// Folds a letter a reader could take for a Latin one to that letter in ASCII lower case: ASCII
+/// and full-width letters, the styled alphabets of Unicode's mathematical letters, accented Latin
+/// letters, and the letters of other scripts drawn like those of `agentbus` (from Unicode's
+/// confusables), so a look-alike tag is caught as the tag is.
 fn fold(c: char) -> char {
+    let cp = u32::from(c);
+    let ascii = |base: u32| char::from_u32(u32::from('a') + cp - base).unwrap_or(c);
     let c = match c {
-        '\u{FF21}'..='\u{FF3A}' => {
-            char::from_u32(u32::from(c) - 0xFF21 + u32::from('a')).unwrap_or(c)
+        '\u{FF21}'..='\u{FF3A}' => ascii(0xFF21),
+        '\u{FF41}'..='\u{FF5A}' => ascii(0xFF41),
+        // Thirteen styled alphabets of 52 letters each, capitals first.
+        '\u{1D400}'..='\u{1D6A3}' => {
+            char::from_u32(u32::from('a') + (cp - 0x1D400) % 52 % 26).unwrap_or(c)
         }
-        '\u{FF41}'..='\u{FF5A}' => {
-            char::from_u32(u32::from(c) - 0xFF41 + u32::from('a')).unwrap_or(c)
+        'à'..='å' | 'À'..='Å' | 'ā' | 'Ā' | 'ă' | 'Ă' | 'ą' | 'Ą' => 'a',
+        'è'..='ë' | 'È'..='Ë' | 'ē' | 'Ē' | 'ĕ' | 'Ĕ' | 'ė' | 'Ė' | 'ę' | 'Ę' | 'ě' | 'Ě' => {
+            'e'
         }
+        'ĝ' | 'Ĝ' | 'ğ' | 'Ğ' | 'ġ' | 'Ġ' | 'ģ' | 'Ģ' => 'g',
+        'ñ' | 'Ñ' | 'ń' | 'Ń' | 'ņ' | 'Ņ' | 'ň' | 'Ň' => 'n',
+        'ţ' | 'Ţ' | 'ť' | 'Ť' | 'ŧ' | 'Ŧ' => 't',
+        'ù'..='ü'
+        | 'Ù'..='Ü'
+        | 'ũ'
+        | 'Ũ'
+        | 'ū'
+        | 'Ū'
+        | 'ŭ'
+        | 'Ŭ'
+        | 'ů'
+        | 'Ů'
+        | 'ű'
+        | 'Ű'
+        | 'ų'
+        | 'Ų' => 'u',
+        'ś' | 'Ś' | 'ŝ' | 'Ŝ' | 'ş' | 'Ş' | 'š' | 'Š' => 's',
+        'а' | 'А' | 'α' | 'Α' | 'ɑ' | '⍺' => 'a',
+        'ɡ' | 'ɢ' | 'ց' | 'Ԍ' | 'Ꮐ' => 'g',
+        'е' | 'Е' | 'ε' | 'Ε' | 'ҽ' | '℮' | 'Ꭼ' => 'e',
+        'ո' | 'ռ' | 'Ν' | 'ɴ' | 'η' => 'n',
+        'т' | 'Т' | 'τ' | 'Τ' | 'ᴛ' | 'Ꭲ' => 't',
+        'Ь' | 'ь' | 'В' | 'Β' | 'Ƅ' | 'Ᏼ' | 'Ꮟ' => 'b',
+        'ս' | 'Ս' | 'υ' | 'ʋ' | 'ᴜ' => 'u',
+        'ѕ' | 'Ѕ' | 'ƽ' | 'Ꮪ' | 'ꜱ' => 's',
         _ => c,
     };
     c.to_ascii_lowercase()

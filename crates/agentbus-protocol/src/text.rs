@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 
-use crate::frame::is_hidden;
+use crate::frame::{hidden_marked, is_hidden_after};
 
 /// Quotes `word` for a POSIX shell, so that pasting the result passes exactly `word` as one argument.
 ///
@@ -60,19 +60,23 @@ pub fn shell_option(name: &str, value: &str) -> String {
 /// controls, zero-width and tag characters) are shown as escapes too, so what a person reads is what
 /// the sender wrote.
 pub fn for_terminal(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(needs_care) {
+    if !hidden_marked(text).any(|(c, hidden)| needs_care(c, hidden)) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
+    // The character before this one, as written: a presentation selector is hidden or not by it.
+    let mut prev = None;
     while let Some(c) = chars.next() {
+        let hidden = is_hidden_after(prev, c);
+        prev = Some(c);
         match c {
             '\n' | '\t' => out.push(c),
             '\u{1b}' => skip_escape(&mut chars),
             // C1 introducers that open a string or a control sequence on their own.
             '\u{9b}' => skip_csi(&mut chars),
             '\u{90}' | '\u{9d}' | '\u{9e}' | '\u{9f}' | '\u{98}' => skip_string(&mut chars),
-            c if needs_care(c) => {
+            c if needs_care(c, hidden) => {
                 use std::fmt::Write as _;
                 let _ = write!(out, "\\u{{{:04X}}}", u32::from(c));
             }
@@ -92,8 +96,8 @@ pub fn for_terminal_line(text: &str) -> Cow<'_, str> {
     }
 }
 
-fn needs_care(c: char) -> bool {
-    (c.is_control() && c != '\n' && c != '\t') || is_hidden(c)
+fn needs_care(c: char, hidden: bool) -> bool {
+    (c.is_control() && c != '\n' && c != '\t') || hidden
 }
 
 type Chars<'a> = std::iter::Peekable<std::str::Chars<'a>>;
@@ -229,6 +233,19 @@ mod tests {
             "keep\nlines\tand tabs"
         );
         assert_eq!(for_terminal_line("two\nlines"), "two lines");
+    }
+
+    /// Variation selectors can carry bytes after a character; one presentation selector after a
+    /// character (an emoji's) is how it is drawn and stays.
+    #[test]
+    fn variation_selectors_that_draw_nothing_become_visible() {
+        assert_eq!(for_terminal("A\u{FE06}\u{FE08}"), "A\\u{FE06}\\u{FE08}");
+        assert_eq!(for_terminal("B\u{FE0F}\u{FE0F}"), "B\u{FE0F}\\u{FE0F}");
+        assert_eq!(for_terminal("\u{FE0F}x"), "\\u{FE0F}x");
+        assert!(matches!(
+            for_terminal("ok \u{2764}\u{FE0F}"),
+            Cow::Borrowed(_)
+        ));
     }
 
     #[test]
