@@ -315,10 +315,23 @@ impl Store {
     /// bounds. They leave the talk generation as it was. Nothing is written for a `by` a line
     /// cannot carry (LM-44). Returns how many lines were written.
     pub fn ack(&self, by: &str, ids: &[String]) -> Result<usize, StoreError> {
+        Ok(self.ack_if(true, by, ids)?.unwrap_or(0))
+    }
+
+    /// [`Store::ack`], or `None` without writing when `wait` is false and another writer holds
+    /// the log: a hook must not wait there between claiming and printing (its harness kills it at
+    /// a timeout, and the claimed messages would count as shown), and the claims it leaves without
+    /// their Seen line are acknowledged at the session's next look (LM-41).
+    pub fn ack_if(
+        &self,
+        wait: bool,
+        by: &str,
+        ids: &[String],
+    ) -> Result<Option<usize>, StoreError> {
         if ids.is_empty() || !(is_session_id(by) || is_engineer(by)) {
-            return Ok(0);
+            return Ok(Some(0));
         }
-        let (n, _) = self.write_locked(|snap| {
+        let Some((n, _)) = self.write_locked_if(wait, |snap| {
             let lines: Vec<String> = ids
                 .chunks(SEEN_IDS)
                 .map(|chunk| {
@@ -335,8 +348,11 @@ impl Store {
                 .collect();
             let n = lines.len();
             Ok::<_, StoreError>((lines, false, n))
-        })?;
-        Ok(n)
+        })?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(n))
     }
 
     /// Imports a message another transport received, so the hook delivers it like a local one:

@@ -263,6 +263,24 @@ impl Store {
         &self,
         decide: impl FnOnce(&Snapshot) -> Result<(Vec<String>, bool, T), E>,
     ) -> Result<(T, Wrote), E> {
+        match self.write_locked_if(true, decide)? {
+            Some(done) => Ok(done),
+            // A writer that waits always gets the lock; answered as the lock it waited for.
+            None => Err(StoreError::from_io(
+                &self.dir().join("lock"),
+                io::Error::from(io::ErrorKind::WouldBlock),
+            )
+            .into()),
+        }
+    }
+
+    /// [`Store::write_locked`], or `None` without writing when `wait` is false and another writer
+    /// holds the lock: for a caller that must not wait (a hook the harness kills at its timeout).
+    pub fn write_locked_if<T, E: From<StoreError>>(
+        &self,
+        wait: bool,
+        decide: impl FnOnce(&Snapshot) -> Result<(Vec<String>, bool, T), E>,
+    ) -> Result<Option<(T, Wrote)>, E> {
         let dir = self.dir();
         fs::create_dir_all(&dir).map_err(io_at(&dir))?;
         let node = self.node()?;
@@ -273,7 +291,15 @@ impl Store {
             .write(true)
             .open(&lock_path)
             .map_err(io_at(&lock_path))?;
-        lock.lock().map_err(io_at(&lock_path))?;
+        if wait {
+            lock.lock().map_err(io_at(&lock_path))?;
+        } else {
+            match lock.try_lock() {
+                Ok(()) => {}
+                Err(fs::TryLockError::WouldBlock) => return Ok(None),
+                Err(fs::TryLockError::Error(e)) => return Err(io_at(&lock_path)(e).into()),
+            }
+        }
 
         let log_path = self.log_path();
         let bytes = self.read_log()?;
@@ -348,7 +374,7 @@ impl Store {
             fs::rename(&tmp, &path).map_err(io_at(&path))?;
         }
         drop(lock);
-        Ok((result, Wrote { bounded, moved }))
+        Ok(Some((result, Wrote { bounded, moved })))
     }
 }
 

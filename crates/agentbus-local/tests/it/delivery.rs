@@ -223,6 +223,51 @@ fn lm_41_a_claim_without_its_seen_line_is_acknowledged_at_the_next_read() {
     assert_eq!(seen_lines(&f, "s1"), [vec![id]]);
 }
 
+/// A hook never waits for the log's lock between claiming and printing: another writer holding
+/// it (a sidecar's import, a long tell) would keep the hook past its harness's timeout, killed
+/// with the messages claimed and recorded as shown but never printed. It answers at once; the
+/// Seen line follows at the next look (LM-41), and the message is shown once.
+#[test]
+fn lm_41_a_hook_does_not_wait_for_the_log_after_claiming() {
+    let f = Fixture::new();
+    f.start("s1");
+    let id = f.tell(&engineer(), &f.session("s1"), "hello while the log is busy");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(f.store.dir().join("lock"))
+        .unwrap();
+    lock.lock().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let _ = tx.send(f.hook(Harness::Claude, "claude-prompt.json", "s1").1);
+        });
+        // A deadline against a hang, not a timer the test waits for: the answer comes at once.
+        let answer = rx.recv_timeout(std::time::Duration::from_secs(60));
+        lock.unlock().unwrap();
+        let answer = answer.expect("the hook answered while another writer held the log");
+        assert_eq!(answer.shown_ids, std::slice::from_ref(&id));
+        assert!(
+            answer
+                .context
+                .unwrap()
+                .contains("hello while the log is busy")
+        );
+    });
+    assert!(
+        seen_lines(&f, "s1").is_empty(),
+        "no Seen line while the log was held"
+    );
+    let (_, again) = f.hook(Harness::Claude, "claude-prompt.json", "s1");
+    assert!(
+        again.shown_ids.is_empty() && again.context.is_none(),
+        "shown once"
+    );
+    assert_eq!(seen_lines(&f, "s1"), [vec![id]]);
+}
+
 #[test]
 fn lm_42_a_seen_line_lists_at_most_seen_ids() {
     let f = Fixture::new();
