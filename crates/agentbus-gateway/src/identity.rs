@@ -121,6 +121,17 @@ fn check_card(fields: &Map<String, Value>, registering: bool) -> ApiResult<CardC
                         format!("alias {bad:?} must be 3-40 characters of a-z, 0-9 and '-'"),
                     ));
                 }
+                // Listed twice, it would be refused as taken (by itself): say what is wrong.
+                if let Some((_, twice)) = list
+                    .iter()
+                    .enumerate()
+                    .find(|(i, a)| list[..*i].contains(a))
+                {
+                    return Err(ApiError::new(
+                        Code::InvalidRequest,
+                        format!("alias {twice:?} is listed twice in `aliases`"),
+                    ));
+                }
                 aliases = Some(list);
             }
             "visibility" => match v.as_str() {

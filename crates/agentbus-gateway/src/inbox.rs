@@ -38,6 +38,24 @@ pub struct PollQuery {
     pub limit: Option<u32>,
 }
 
+impl PollQuery {
+    /// `after` as the store reads it: inbox sequences are at most `i64::MAX`, and a larger value
+    /// would be read as a negative one (every copy then new again), so it is refused.
+    fn checked_after(&self) -> ApiResult<u64> {
+        if i64::try_from(self.after).is_err() {
+            return Err(ApiError::new(
+                Code::InvalidRequest,
+                format!(
+                    "`after` is {}; at most {} (an inbox sequence)",
+                    self.after,
+                    i64::MAX
+                ),
+            ));
+        }
+        Ok(self.after)
+    }
+}
+
 /// One delivery as sent on the wire (long-poll item, WebSocket `delivery` frame).
 #[derive(Debug, Serialize)]
 pub struct DeliveryOut {
@@ -164,9 +182,10 @@ pub async fn poll<S: Store>(
     Query(q): Query<PollQuery>,
 ) -> ApiResult<Response> {
     let agent = auth::agent(&app, &headers).await?;
+    let after = q.checked_after()?;
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
     let wait = Duration::from_secs(q.wait.min(app.config.max_wait_s));
-    let deliveries = wait_for(&app, &agent, q.after, limit, wait, &mut None).await?;
+    let deliveries = wait_for(&app, &agent, after, limit, wait, &mut None).await?;
     let next_after = deliveries
         .iter()
         .map(|d| d.sequence)
@@ -347,6 +366,9 @@ pub async fn websocket<S: Store>(
         Ok(a) => a,
         Err(e) => return e.into_response(),
     };
+    if let Err(e) = q.checked_after() {
+        return e.into_response();
+    }
     let ws = match ws {
         Ok(ws) => ws,
         Err(e) => {
@@ -724,10 +746,11 @@ async fn handle_client_frames<S: Store>(
     let mut acks: Vec<(u64, String)> = Vec::new();
     let mut bad = None;
     for text in frames {
-        let f = match serde_json::from_str::<Value>(text) {
+        // The one I-JSON reading every body gets (duplicate keys, integers past 2^53 refused).
+        let f = match agentbus_protocol::json::parse(text.as_bytes()) {
             Err(e) => Err((
                 Code::MalformedJson,
-                format!("a frame that is not JSON: {e}"),
+                format!("a frame that is not I-JSON: {e}"),
             )),
             Ok(v) => serde_json::from_value::<Frame>(v).map_err(|e| {
                 (

@@ -504,13 +504,28 @@ where
 }
 
 /// A frame the gateway cannot take gets an `error` frame with its code, then a close frame with
-/// the matching close code: not JSON, an unknown shape, binary, larger than 64 KiB.
+/// the matching close code: not (I-)JSON, an unknown shape, binary, larger than 64 KiB.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_websocket_frames_get_an_error_frame_then_a_close_code() {
     let h = Harness::start().await;
     let b = h.agent("bravo").await;
     let cases: Vec<(Message, &str, u16)> = vec![
         (Message::Text("not json".into()), "AB-3001", 1008),
+        // Read as strictly as an HTTP body (I-JSON): a duplicate key, an integer past 2^53.
+        (
+            Message::Text(
+                "{\"type\":\"ack\",\"sequence\":1,\"sequence\":2,\"delivery\":\"x\"}".into(),
+            ),
+            "AB-3001",
+            1008,
+        ),
+        (
+            Message::Text(
+                "{\"type\":\"ack\",\"sequence\":9007199254740993,\"delivery\":\"x\"}".into(),
+            ),
+            "AB-3001",
+            1008,
+        ),
         (Message::Text("{\"type\":\"nope\"}".into()), "AB-3016", 1008),
         (Message::Binary(vec![1, 2, 3].into()), "AB-3030", 1003),
         (
