@@ -220,18 +220,27 @@ pub async fn totals<S: Store>(
         .await?)
 }
 
+/// The largest integer I-JSON carries exactly (RFC 7493 §2.2): what the gateway itself accepts.
+const MAX_EXACT: i64 = (1 << 53) - 1;
+
+/// A summed figure as the API writes it: at most [`MAX_EXACT`], so a client that reads numbers as
+/// doubles (every JavaScript one) never gets a rounded total; sums that large are saturated.
+fn exact(n: i64) -> i64 {
+    n.clamp(-MAX_EXACT, MAX_EXACT)
+}
+
 /// One total as the API writes it: each figure beside its source.
 pub fn total_json(t: &UsageTotal, address: Option<&str>) -> Value {
     let usage = t.reported_by.as_ref().map(|r| {
         json!({
             "reported_by": r,
-            "input_tokens": t.tokens.input,
-            "output_tokens": t.tokens.output,
-            "cache_read_tokens": t.tokens.cache_read,
-            "cache_write_tokens": t.tokens.cache_write,
-            "reasoning_tokens": t.tokens.reasoning,
-            "requests": t.tokens.requests,
-            "wall_ms": t.tokens.wall_ms,
+            "input_tokens": exact(t.tokens.input),
+            "output_tokens": exact(t.tokens.output),
+            "cache_read_tokens": exact(t.tokens.cache_read),
+            "cache_write_tokens": exact(t.tokens.cache_write),
+            "reasoning_tokens": exact(t.tokens.reasoning),
+            "requests": exact(t.tokens.requests),
+            "wall_ms": exact(t.tokens.wall_ms),
         })
     });
     let cost = t
@@ -271,6 +280,28 @@ pub async fn list<S: Store>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two reports of 2^53−1 tokens sum past what I-JSON carries: the total is written as the
+    /// largest exact integer, never one a double would round.
+    #[test]
+    fn totals_stay_within_i_json() {
+        let mut t = UsageTotal {
+            agent_id: "agt_1".into(),
+            capability: None,
+            day: "2026-12-05".into(),
+            reported_by: Some("agent".into()),
+            currency: None,
+            cost_source: None,
+            messages: 2,
+            tokens: agentbus_store::Tokens::default(),
+            cost_micros: 0,
+        };
+        t.tokens.input = 2 * MAX_EXACT;
+        let v = total_json(&t, None);
+        assert_eq!(v["usage"]["input_tokens"], json!(MAX_EXACT));
+        t.tokens.input = 42;
+        assert_eq!(total_json(&t, None)["usage"]["input_tokens"], json!(42));
+    }
 
     #[test]
     fn amounts_are_exact_millionths() {
