@@ -10,7 +10,7 @@ use agentbus_local::address::RouteError;
 use agentbus_local::send::ResolveError;
 use agentbus_local::{SendError, StoreError};
 use agentbus_protocol::Code;
-use agentbus_protocol::frame::neutralize_body;
+use agentbus_protocol::frame::one_line;
 use agentbus_share::ShareError;
 
 /// A refused tool call.
@@ -146,9 +146,3 @@ impl From<ShareError> for ToolError {
 
 /// The result of one tool's work.
 pub type ToolResult<T> = Result<T, ToolError>;
-
-/// `text` on one line for a model: escaped as the frame escapes a body (hidden and control
-/// characters as `\u{…}`, an `agentbus` tag broken), line breaks written as `\n`.
-pub fn one_line(text: &str) -> String {
-    neutralize_body(text).replace('\n', "\\n")
-}

@@ -18,8 +18,8 @@
 //!   character (and each variation selector that draws nothing, [`is_hidden_after`]) is written as
 //!   a visible `\u{…}` escape, and then every `<` (or a full-width or small form of it) that would
 //!   open an `agentbus-…` tag, such as `</agentbus-message>` or a forged second
-//!   `<agentbus-message …>`, or one spelt with look-alike letters, is written `&lt;`. Making hidden characters visible first means
-//!   removing them can never assemble a tag.
+//!   `<agentbus-message …>`, or one spelt with look-alike letters, is written `&lt;`. Making
+//!   hidden characters visible first means removing them can never assemble a tag.
 //! - lines the frame itself adds (attachments, the command that answers) come before the `---`, so
 //!   nothing in the body can pose as them.
 //!
@@ -381,8 +381,9 @@ fn fold(c: char) -> char {
     c.to_ascii_lowercase()
 }
 
-/// A value shown on one frame line: escaped like a body, line breaks made visible.
-fn one_line(s: &str) -> String {
+/// A value shown on one line (of a frame, or a tool's error for a model): escaped like a body,
+/// line breaks made visible.
+pub fn one_line(s: &str) -> String {
     neutralize_body(s).replace('\n', "\\n")
 }
 
