@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use agentbus_protocol::Code;
 use agentbus_store::Store;
 
-use crate::app::App;
+use crate::app::{App, Principal};
 use crate::auth::bearer;
 use crate::error::{ApiError, ApiResult};
 use crate::identity::{card_json, visible_agent};
@@ -158,16 +158,15 @@ pub async fn well_known<S: Store>(
         .store
         .agent(&id)
         .await?
-        .filter(|a| a.visibility == "public" && a.deleted_at.is_none() && a.suspended_at.is_none())
+        .filter(|a| a.visibility == "public" && a.deleted_at.is_none())
         .ok_or_else(ApiError::not_found)?;
-    // A suspended tenant is contained at once: its cards are gone from anonymous discovery too,
-    // answered as an unknown agent is.
-    if app
-        .tenant_row(&a.tenant_id)
-        .await?
-        .is_none_or(|t| t.suspended_at.is_some())
-    {
-        return Err(ApiError::not_found());
+    // Suspension contains at once: a suspended agent's or tenant's card is gone from anonymous
+    // discovery too, answered as an unknown agent is (the check every credential meets).
+    match crate::roles::ensure_active(&app, &Principal::Agent(a.clone())).await {
+        Err(e) if matches!(e.code, Code::AgentSuspended | Code::TenantSuspended) => {
+            Err(ApiError::not_found())
+        }
+        Err(e) => Err(e),
+        Ok(()) => Ok(Json(a2a_of(&app, &a).await?)),
     }
-    Ok(Json(a2a_of(&app, &a).await?))
 }

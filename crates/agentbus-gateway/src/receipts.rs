@@ -28,7 +28,7 @@ use agentbus_protocol::Code;
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_store::*;
 
-use crate::app::App;
+use crate::app::{App, Principal};
 use crate::auth;
 use crate::error::{ApiError, ApiResult, Body};
 
@@ -177,7 +177,8 @@ pub async fn delivery<S: Store>(
     if message.source_agent_id.as_deref() != Some(agent.id.as_str()) {
         return Err(unknown());
     }
-    Ok(Json(delivery_json(&app, &agent, &message, &rows).await?))
+    let who = Principal::Agent(agent);
+    Ok(Json(delivery_json(&app, &who, &message, &rows).await?))
 }
 
 /// One sent message and how far it got with each recipient: the document of
@@ -187,11 +188,10 @@ pub async fn delivery<S: Store>(
 /// counts them: who they are, and when they read, is not the sender's to know.
 async fn delivery_json<S: Store>(
     app: &App<S>,
-    sender: &AgentRow,
+    sender: &Principal,
     message: &MessageRow,
     rows: &[DeliveryStateRow],
 ) -> ApiResult<Value> {
-    let who = crate::app::Principal::Agent(sender.clone());
     let mut recipients = Vec::with_capacity(rows.len());
     let mut hidden = 0;
     for d in rows {
@@ -200,7 +200,7 @@ async fn delivery_json<S: Store>(
         if !addressed
             && !row
                 .as_ref()
-                .is_some_and(|a| crate::identity::visible(&who, a))
+                .is_some_and(|a| crate::identity::visible(sender, a))
         {
             hidden += 1;
             continue;
@@ -270,6 +270,7 @@ pub async fn sent<S: Store>(
         .store
         .sent_messages(&agent.tenant_id, &agent.id, before, limit)
         .await?;
+    let who = Principal::Agent(agent.clone());
     let mut out = Vec::with_capacity(rows.len());
     for m in &rows {
         let states = app
@@ -279,7 +280,7 @@ pub async fn sent<S: Store>(
             .filter(|(found, _)| found.seq == m.seq)
             .map(|(_, s)| s)
             .unwrap_or_default();
-        out.push(delivery_json(&app, &agent, m, &states).await?);
+        out.push(delivery_json(&app, &who, m, &states).await?);
     }
     let next = (rows.len() as u32 >= limit)
         .then(|| rows.last().map(|m| m.seq.to_string()))
