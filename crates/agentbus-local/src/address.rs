@@ -27,7 +27,7 @@ pub enum Address {
     /// (only that engineer, G-LM-9).
     Engineer(Option<String>),
     /// An agent identity of another transport (`agent://…` or `share:…`): the recipient of an
-    /// imported message, delivered to the sessions bound to it (see `docs/local.md`, import API).
+    /// imported message, shown once to one of the sessions bound to it (see `docs/local.md`).
     Agent(String),
 }
 

@@ -52,6 +52,16 @@ impl Recipient {
     }
 }
 
+/// The agent identity `m` came in for (`agent://…`, `share:…`), if it did. Such a message is the
+/// identity's, as its gateway inbox or share folder held it: shown once, to whichever session bound
+/// to the identity looks first, not once to each of them.
+pub fn identity_of(m: &Message) -> Option<String> {
+    match m.address() {
+        Some(Address::Agent(id)) if m.via.is_some() => Some(id),
+        _ => None,
+    }
+}
+
 /// The conversation for `r` at `now`, oldest first (LM: for_session, LM-37). Steers are
 /// [`paused`]'s alone.
 pub fn for_session<'a>(msgs: &'a [Message], r: &Recipient, now: i64) -> Vec<&'a Message> {

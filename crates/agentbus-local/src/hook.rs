@@ -36,8 +36,10 @@ use serde_json::{Value, json};
 
 use crate::address::is_session_id;
 use crate::consts::{SLACK_MS, TTL_MS};
-use crate::deliver::{Recipient, any_early, for_session, paused, render_block, select};
-use crate::line::{is_id, seen_ids_of};
+use crate::deliver::{
+    Recipient, any_early, for_session, identity_of, paused, render_block, select,
+};
+use crate::line::{Message, is_id, seen_ids_of};
 use crate::store::{Store, StoreError, entries, io_at, messages, read_small, write_file};
 
 /// A harness the hook serves.
@@ -323,7 +325,7 @@ pub struct Surface<'a> {
     pub budget: usize,
 }
 
-/// What one delivery put in front of a session (see [`Store::deliver`]).
+/// What one delivery put in front of a session (see [`Store::deliver`] and [`Store::offer`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Delivery {
     /// The framed messages, with the reminder above them; `None` when nothing was shown.
@@ -334,11 +336,29 @@ pub struct Delivery {
     pub waiting: bool,
 }
 
+/// A delivery whose messages are claimed but not yet known to be in front of the model (see
+/// [`Store::offer`]): [`Store::confirm`] counts them shown, [`Store::withdraw`] gives them back.
+#[derive(Debug)]
+pub struct Offer {
+    /// What would be shown.
+    pub delivery: Delivery,
+    session: String,
+    harness: String,
+    event: String,
+    /// The messages claimed, for their "shown" records.
+    messages: Vec<Message>,
+    /// Claims of the session no Seen line lists yet (LM-41), acknowledged with these.
+    owed: Vec<String>,
+}
+
 /// One full look at the log for a session: what it is owed and what it may be shown.
 struct Look {
-    msgs: Vec<crate::line::Message>,
+    msgs: Vec<Message>,
     recipient: Recipient,
+    /// The session's own claims.
     claimed: HashSet<String>,
+    /// Those and its identity's: the messages not for this session to show.
+    settled: HashSet<String>,
     /// Claims no Seen line of the session lists yet (LM-41).
     owed: Vec<String>,
     now: i64,
@@ -357,6 +377,10 @@ impl Store {
             .filter(|id| !mine.contains(*id))
             .cloned()
             .collect();
+        let mut settled = claimed.clone();
+        if let Some(agent) = &presence.agent {
+            settled.extend(self.identity_claims(agent)?);
+        }
         Ok(Look {
             msgs,
             recipient: Recipient {
@@ -366,61 +390,103 @@ impl Store {
                 agent: presence.agent.clone(),
             },
             claimed,
+            settled,
             owed,
             now,
         })
     }
 
+    /// Claims `m` for `sid`: for its identity first when it came in for one (so one session of
+    /// the identity shows it), then for the session (LM-39). `Some(true)` when this call claimed
+    /// it, `Some(false)` when it waits (a racing look of this session has it, or the claim could
+    /// not be made), `None` when another session of its identity has it.
+    fn claim_message(&self, sid: &str, m: &Message) -> Option<bool> {
+        let identity = identity_of(m);
+        if let Some(agent) = &identity {
+            match self.claim_for_identity(agent, &m.id, sid) {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(_) => return Some(false),
+            }
+        }
+        match self.claim(sid, &m.id) {
+            Ok(claimed) => Some(claimed),
+            Err(_) => {
+                // Not claimed for the session, so not shown: the identity's claim goes too, or
+                // no session would ever show it.
+                if let Some(agent) = &identity {
+                    self.unclaim_for_identity(agent, &m.id);
+                }
+                Some(false)
+            }
+        }
+    }
+
     /// Chooses, claims and frames what `look`'s session is shown on `surface`: the one step that
-    /// makes a message delivered, so every caller claims only what it then shows.
-    fn present(&self, look: &Look, surface: &Surface<'_>) -> Delivery {
+    /// makes a message delivered, so every caller claims only what it then shows. Returns the
+    /// delivery and the messages it claimed.
+    fn present<'m>(&self, look: &'m Look, surface: &Surface<'_>) -> (Delivery, Vec<&'m Message>) {
         let sid = look.recipient.session.as_str();
         let candidates: Vec<_> = for_session(&look.msgs, &look.recipient, look.now)
             .into_iter()
-            .filter(|m| !look.claimed.contains(&m.id))
+            .filter(|m| !look.settled.contains(&m.id))
             .collect();
         if candidates.is_empty() {
-            return Delivery::default();
+            return (Delivery::default(), Vec::new());
         }
         let mut sel = select(&candidates, Some(sid), surface.budget, look.now);
         let mut waiting = sel.waiting > 0;
         let mut kept = Vec::new();
         for s in sel.shown.drain(..) {
             // Claimed here: shown here. Claimed by another hook of this session first (LM-39),
-            // or not claimable now: it waits, never shown twice and never lost.
-            if matches!(self.claim(sid, &s.message.id), Ok(true)) {
-                // The gateway learns it through the sidecar; a record not written costs a receipt.
-                let _ = self.record_shown(s.message, sid, surface.name, surface.event);
-                kept.push(s);
-            } else {
-                waiting = true;
+            // or not claimable now: it waits, never shown twice and never lost. Claimed by
+            // another session of its identity: that session shows it.
+            match self.claim_message(sid, s.message) {
+                Some(true) => kept.push(s),
+                Some(false) => waiting = true,
+                None => {}
             }
         }
         sel.shown = kept;
         if sel.shown.is_empty() {
-            return Delivery {
+            let delivery = Delivery {
                 waiting,
                 ..Delivery::default()
             };
+            return (delivery, Vec::new());
         }
-        Delivery {
+        let delivery = Delivery {
             shown_ids: sel.shown.iter().map(|s| s.message.id.clone()).collect(),
             context: Some(render_block(&sel)),
             waiting,
-        }
+        };
+        (delivery, sel.shown.iter().map(|s| s.message).collect())
     }
 
     /// [`Store::present`] under `note` (the pause note), which takes its share of the budget.
-    fn present_noted(&self, look: &Look, surface: &Surface<'_>, note: Option<String>) -> Delivery {
+    fn present_noted<'m>(
+        &self,
+        look: &'m Look,
+        surface: &Surface<'_>,
+        note: Option<String>,
+    ) -> (Delivery, Vec<&'m Message>) {
         let budget = surface
             .budget
             .saturating_sub(note.as_ref().map_or(0, |n| n.chars().count()));
-        let mut delivery = self.present(look, &Surface { budget, ..*surface });
+        let (mut delivery, shown) = self.present(look, &Surface { budget, ..*surface });
         if let Some(note) = note {
             let rest = delivery.context.take().unwrap_or_default();
             delivery.context = Some(format!("{note}{rest}"));
         }
-        delivery
+        (delivery, shown)
+    }
+
+    /// Records each of `shown` as shown to `sid` on `surface`. The gateway learns it through the
+    /// sidecar; a record not written costs a receipt, never the message.
+    fn record_all(&self, shown: &[&Message], sid: &str, surface: &Surface<'_>) {
+        for m in shown {
+            let _ = self.record_shown(m, sid, surface.name, surface.event);
+        }
     }
 
     /// Delivers to `session` what waits for it, within `surface.budget`, outside any harness
@@ -430,24 +496,70 @@ impl Store {
     /// session seen for the first time is recorded with `surface.name` as its harness; a paused
     /// one gets the pause note first.
     pub fn deliver(&self, session: &str, surface: &Surface<'_>) -> Result<Delivery, StoreError> {
+        let offer = self.offer(session, surface)?;
+        self.confirm(offer)
+    }
+
+    /// The first half of [`Store::deliver`], for a caller that learns only afterwards whether the
+    /// model was shown it (a notification that may fail to send): claims and frames what waits for
+    /// `session`, and records nothing yet. Hand the result to [`Store::confirm`] once it is in
+    /// front of the model, or to [`Store::withdraw`] when it could not be put there.
+    pub fn offer(&self, session: &str, surface: &Surface<'_>) -> Result<Offer, StoreError> {
         let presence = match self.presence(session)? {
             Some(p) => p,
             None => self.register(session, surface.name, None, None)?,
         };
+        let mut offer = Offer {
+            delivery: Delivery::default(),
+            session: session.to_owned(),
+            harness: surface.name.to_owned(),
+            event: surface.event.to_owned(),
+            messages: Vec::new(),
+            owed: Vec::new(),
+        };
         if self.talk().is_none() {
-            return Ok(Delivery::default());
+            return Ok(offer);
         }
         let look = self.look(session, &presence)?;
         // A paused session is told so above its messages, as the hook tells it at a prompt.
         let note = paused(&look.msgs, &look.recipient, look.now).map(|r| pause_note(&r));
-        let delivery = self.present_noted(&look, surface, note);
-        let mut to_ack = delivery.shown_ids.clone();
-        to_ack.extend(look.owed.iter().cloned());
+        let (delivery, shown) = self.present_noted(&look, surface, note);
+        offer.delivery = delivery;
+        offer.messages = shown.into_iter().cloned().collect();
+        self.prune_claims(&look);
+        offer.owed = look.owed;
+        Ok(offer)
+    }
+
+    /// Counts an [`Offer`] shown: records its gateway messages as shown and acknowledges them
+    /// (and the session's owed claims) with a Seen line.
+    pub fn confirm(&self, offer: Offer) -> Result<Delivery, StoreError> {
+        let surface = Surface {
+            name: &offer.harness,
+            event: &offer.event,
+            budget: 0,
+        };
+        let shown: Vec<&Message> = offer.messages.iter().collect();
+        self.record_all(&shown, &offer.session, &surface);
+        let mut to_ack = offer.delivery.shown_ids.clone();
+        to_ack.extend(offer.owed);
         if !to_ack.is_empty() {
-            self.ack(session, &to_ack)?;
+            self.ack(&offer.session, &to_ack)?;
         }
-        self.prune_claims(session, &look.claimed, &look.msgs, look.now);
-        Ok(delivery)
+        Ok(offer.delivery)
+    }
+
+    /// Gives an [`Offer`]'s messages back: its claims (the session's and its identity's) are
+    /// removed, so the next look shows them. Best effort: a claim left behind is acknowledged at
+    /// the next look (LM-41), as after a crash.
+    pub fn withdraw(&self, offer: Offer) {
+        let dir = self.seen_path().join(&offer.session);
+        for m in &offer.messages {
+            if let Some(agent) = identity_of(m) {
+                self.unclaim_for_identity(&agent, &m.id);
+            }
+            let _ = fs::remove_file(dir.join(&m.id));
+        }
     }
 
     /// Answers one hook event (LM: deliver).
@@ -508,7 +620,8 @@ impl Store {
                 event: &ev.name,
                 budget: ev.harness.context_chars(),
             };
-            let shown = self.present_noted(&look, &surface, note);
+            let (shown, messages) = self.present_noted(&look, &surface, note);
+            self.record_all(&messages, sid, &surface);
             pending |= shown.waiting;
             answer.shown_ids = shown.shown_ids;
             answer.context = shown.context;
@@ -516,7 +629,7 @@ impl Store {
             // Nothing is claimed at an event whose answer the model would not see: it waits.
             pending |= for_session(&look.msgs, &look.recipient, look.now)
                 .iter()
-                .any(|m| !look.claimed.contains(&m.id));
+                .any(|m| !look.settled.contains(&m.id));
         }
 
         let mut to_ack = answer.shown_ids.clone();
@@ -528,7 +641,7 @@ impl Store {
         if acked && !pending {
             self.write_stamp(sid, talk_now, pause.as_deref());
         }
-        self.prune_claims(sid, &look.claimed, &look.msgs, look.now);
+        self.prune_claims(&look);
         Ok(answer)
     }
 
@@ -587,26 +700,91 @@ impl Store {
         }
     }
 
-    /// Removes claims of messages the log no longer holds once they are older than the TTL and
-    /// slack (G-LM-10), so a long session's claims do not grow without end. Best effort.
-    fn prune_claims(
+    /// `<home>/messages/claimed/<agent key>/`: the claims of an agent identity's messages, one
+    /// file per id holding the session that claimed it.
+    fn identity_claims_dir(&self, agent: &str) -> PathBuf {
+        self.dir()
+            .join("claimed")
+            .join(crate::shown::agent_key(agent))
+    }
+
+    /// The ids of `agent`'s messages a session bound to it has claimed: no other session of the
+    /// identity shows them.
+    pub fn identity_claims(&self, agent: &str) -> Result<HashSet<String>, StoreError> {
+        Ok(entries(&self.identity_claims_dir(agent))?
+            .into_iter()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| is_id(n))
+            .collect())
+    }
+
+    /// What `session`, bound to `agent`, is not to be shown: its own claims and its identity's.
+    pub fn settled(
         &self,
         session: &str,
-        claimed: &HashSet<String>,
-        msgs: &[crate::line::Message],
-        now: i64,
-    ) {
-        let held: HashSet<&str> = msgs.iter().map(|m| m.id.as_str()).collect();
-        let dir = self.seen_path().join(session);
-        for id in claimed.iter().filter(|id| !held.contains(id.as_str())) {
-            let path = dir.join(id);
-            let old = fs::metadata(&path)
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .is_some_and(|d| (d.as_millis() as i64) < now - TTL_MS - SLACK_MS);
-            if old {
-                let _ = fs::remove_file(&path);
+        agent: Option<&str>,
+    ) -> Result<HashSet<String>, StoreError> {
+        let mut out = self.claims(session)?;
+        if let Some(agent) = agent {
+            out.extend(self.identity_claims(agent)?);
+        }
+        Ok(out)
+    }
+
+    /// Claims `id`, a message for the identity `agent`, for `session`, exclusively as
+    /// [`Store::claim`] does: `true` when this call made the claim.
+    fn claim_for_identity(&self, agent: &str, id: &str, session: &str) -> Result<bool, StoreError> {
+        if !is_id(id) {
+            return Ok(false);
+        }
+        let dir = self.identity_claims_dir(agent);
+        fs::create_dir_all(&dir).map_err(io_at(&dir))?;
+        let path = dir.join(id);
+        match OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(mut f) => {
+                // Who has it, for a person reading the folder; the file's existence is the claim.
+                let _ = f.write_all(session.as_bytes());
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(io_at(&path)(e)),
+        }
+    }
+
+    fn unclaim_for_identity(&self, agent: &str, id: &str) {
+        if is_id(id) {
+            let _ = fs::remove_file(self.identity_claims_dir(agent).join(id));
+        }
+    }
+
+    /// Removes claims of messages the log no longer holds once they are older than the TTL and
+    /// slack (G-LM-10), the session's and its identity's, so claims do not grow without end.
+    /// Best effort.
+    fn prune_claims(&self, look: &Look) {
+        let held: HashSet<&str> = look.msgs.iter().map(|m| m.id.as_str()).collect();
+        let mut dirs = vec![(
+            self.seen_path().join(&look.recipient.session),
+            &look.claimed,
+        )];
+        let identity = look.recipient.agent.as_deref().map(|agent| {
+            let ids = self.identity_claims(agent).unwrap_or_default();
+            (self.identity_claims_dir(agent), ids)
+        });
+        if let Some((dir, ids)) = &identity {
+            dirs.push((dir.clone(), ids));
+        }
+        let cutoff = look.now - TTL_MS - SLACK_MS;
+        for (dir, ids) in dirs {
+            for id in ids.iter().filter(|id| !held.contains(id.as_str())) {
+                let path = dir.join(id);
+                let old = fs::metadata(&path)
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .is_some_and(|d| (d.as_millis() as i64) < cutoff);
+                if old {
+                    let _ = fs::remove_file(&path);
+                }
             }
         }
     }

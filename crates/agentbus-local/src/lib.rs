@@ -35,7 +35,7 @@ pub mod store;
 pub mod view;
 
 pub use address::Address;
-pub use hook::{Delivery, Harness, HookAnswer, HookEnv, HookEvent, Surface};
+pub use hook::{Delivery, Harness, HookAnswer, HookEnv, HookEvent, Offer, Surface};
 pub use line::{Kind, Line, Message, Seen};
 pub use send::{ImportError, ImportOutcome, InboundMessage, Outgoing, SendError, Sender};
 pub use store::{Store, StoreError};

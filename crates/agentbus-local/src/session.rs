@@ -5,8 +5,9 @@
 //! A session is bound to an agent identity (`agent://tenant/workspace/name` or
 //! `share:<operator>/<agent>`) in one of two ways: the hook reads `AGENTBUS_AGENT` from its
 //! environment at the session's first event, or `agentbus sessions bind <session> <agent>` sets
-//! it later. An imported message goes to the sessions bound to its recipient, else to the
-//! engineer's inbox ([`crate::deliver::for_engineer`]).
+//! it later. An imported message goes to one of the sessions bound to its recipient (the first
+//! to look, [`crate::deliver::identity_of`]), else to the engineer's inbox
+//! ([`crate::deliver::for_engineer`]).
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write as _};

@@ -106,10 +106,10 @@ impl Store {
                 started_ms: Some(p.started_ms),
                 agent: p.agent.clone(),
             };
-            let claims = self.claims(&p.session)?;
-            let (waiting, paused) = state_of(&msgs, &r, &claims, now);
+            let settled = self.settled(&p.session, p.agent.as_deref())?;
+            let (waiting, paused) = state_of(&msgs, &r, &settled, now);
             let unread = waiting.len();
-            let mut shown: Vec<String> = claims.into_iter().collect();
+            let mut shown: Vec<String> = self.claims(&p.session)?.into_iter().collect();
             shown.sort();
             out.push(SessionView {
                 paused,
@@ -125,10 +125,10 @@ impl Store {
     /// while it is paused. A peek: it claims and acknowledges nothing (the MCP server's inbox
     /// resource and its push notifications; only delivery itself claims).
     pub fn waiting_for(&self, session: &str) -> Result<(Vec<Message>, Option<String>), StoreError> {
-        let claims = self.claims(session)?;
         let Some(p) = self.presence(session)? else {
             return Ok((Vec::new(), None));
         };
+        let settled = self.settled(session, p.agent.as_deref())?;
         let r = Recipient {
             session: p.session,
             node: self.node()?,
@@ -136,7 +136,7 @@ impl Store {
             agent: p.agent,
         };
         let msgs = self.read()?;
-        let (waiting, paused) = state_of(&msgs, &r, &claims, self.now());
+        let (waiting, paused) = state_of(&msgs, &r, &settled, self.now());
         Ok((waiting.into_iter().cloned().collect(), paused))
     }
 
@@ -152,16 +152,17 @@ impl Store {
     }
 }
 
-/// One session's unclaimed messages (LM-37) and its pause (G-LM-7), from messages already read.
+/// One session's messages not settled (LM-37: claimed by it, or by another session of its
+/// identity) and its pause (G-LM-7), from messages already read.
 fn state_of<'a>(
     msgs: &'a [Message],
     r: &Recipient,
-    claims: &HashSet<String>,
+    settled: &HashSet<String>,
     now: i64,
 ) -> (Vec<&'a Message>, Option<String>) {
     let waiting = for_session(msgs, r, now)
         .into_iter()
-        .filter(|m| !claims.contains(&m.id))
+        .filter(|m| !settled.contains(&m.id))
         .collect();
     (waiting, paused(msgs, r, now))
 }

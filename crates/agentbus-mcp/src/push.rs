@@ -122,21 +122,31 @@ impl Push {
             return Ok(());
         }
         if let Some(peer) = t.channel.clone() {
-            // Shown through the hook's path: claimed and acknowledged exactly as `read_inbox`.
-            let answer = self.session.deliver(CHANNEL_METHOD)?;
-            if let Some(content) = answer.context {
+            // Shown through the hook's path, claimed exactly as `read_inbox`; counted shown only
+            // once the notification is sent, and given back when it is not.
+            let offer = self.session.offer(CHANNEL_METHOD)?;
+            if let Some(content) = offer.delivery.context.clone() {
                 let params = json!({
                     "content": content,
-                    "meta": {"source": "agentbus", "session": self.session.id, "shown": answer.shown_ids.join(",")},
+                    "meta": {"source": "agentbus", "session": self.session.id, "shown": offer.delivery.shown_ids.join(",")},
                 });
                 let n = CustomNotification::new(CHANNEL_METHOD, Some(params));
-                if let Err(e) = peer
+                match peer
                     .send_notification(ServerNotification::CustomNotification(n))
                     .await
                 {
-                    eprintln!("agentbus mcp: the channel notification was not sent: {e}");
-                    t.channel = None;
+                    Ok(()) => {
+                        self.session.store.confirm(offer)?;
+                    }
+                    Err(e) => {
+                        eprintln!("agentbus mcp: the channel notification was not sent: {e}");
+                        self.session.store.withdraw(offer);
+                        t.channel = None;
+                    }
                 }
+            } else {
+                // Nothing shown, but the session's owed claims are acknowledged as a look does.
+                self.session.store.confirm(offer)?;
             }
         }
         if let Some(peer) = t.subscribed.clone() {

@@ -18,7 +18,7 @@ use agentbus_client::agent::{
     Delegation, Message, Quiet, Side, TaskAction, Trace, acted_json, received_json,
 };
 use agentbus_local::address::{Route, route};
-use agentbus_local::hook::{Delivery, Harness, Surface};
+use agentbus_local::hook::{Delivery, Harness, Offer, Surface};
 use agentbus_local::{Kind, Outgoing, Sender, Store};
 use agentbus_protocol::Code;
 use agentbus_protocol::frame::{Transport, neutralize_body};
@@ -242,12 +242,21 @@ impl Session {
     /// context budget. `event` names what puts the result in front of the model (`tools/call`,
     /// the channel notification); call it only when the result is handed to the model.
     pub fn deliver(&self, event: &str) -> ToolResult<Delivery> {
-        let surface = Surface {
+        Ok(self.store.deliver(&self.id, &self.surface(event))?)
+    }
+
+    /// [`Session::deliver`]'s first half, for a notification that may fail to send: claimed and
+    /// framed, counted shown only by [`Store::confirm`], given back by [`Store::withdraw`].
+    pub fn offer(&self, event: &str) -> ToolResult<Offer> {
+        Ok(self.store.offer(&self.id, &self.surface(event))?)
+    }
+
+    fn surface<'a>(&self, event: &'a str) -> Surface<'a> {
+        Surface {
             name: "mcp",
             event,
             budget: self.harness.context_chars(),
-        };
-        Ok(self.store.deliver(&self.id, &surface)?)
+        }
     }
 
     fn read_inbox(&self) -> ToolResult<Output> {

@@ -205,10 +205,10 @@ fn wp_5_8_a_gateway_message_shown_is_recorded_once_with_where_it_was_shown() {
     f.clock.advance_ms(1_500);
     let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s1");
     assert_eq!(a.shown_ids, std::slice::from_ref(&id));
-    // A second session bound to the same agent is shown it too; the first showing stands.
+    // A second session bound to the same agent is not shown it again; the first showing stands.
     f.clock.advance_ms(1_500);
     let (_, b) = f.hook(Harness::Codex, "codex-prompt.json", "s2");
-    assert_eq!(b.shown_ids, std::slice::from_ref(&id));
+    assert!(b.shown_ids.is_empty());
     let pending = f.store.shown_pending(REVIEWER).unwrap();
     assert_eq!(pending.len(), 1, "{pending:?}");
     let r = &pending[0];
@@ -222,14 +222,127 @@ fn wp_5_8_a_gateway_message_shown_is_recorded_once_with_where_it_was_shown() {
             .unwrap()
             .is_empty()
     );
-    // Once reported, it is not pending, and no later showing records it again.
+    // Once reported, it is not pending, and no later showing records it again (the engineer's
+    // view of it among them).
     f.store.shown_reported(r).unwrap();
     assert!(f.store.shown_pending(REVIEWER).unwrap().is_empty());
-    f.start("s3");
-    f.store.bind("s3", Some(REVIEWER)).unwrap();
-    let (_, c) = f.hook(Harness::Claude, "claude-prompt.json", "s3");
-    assert_eq!(c.shown_ids, [id]);
+    let msg = f
+        .store
+        .read()
+        .unwrap()
+        .into_iter()
+        .find(|m| m.id == id)
+        .unwrap();
+    assert!(
+        !f.store
+            .record_shown(&msg, "engineer", "inbox", "show")
+            .unwrap()
+    );
     assert!(f.store.shown_pending(REVIEWER).unwrap().is_empty());
+}
+
+#[test]
+fn an_identitys_message_is_shown_once_to_whichever_bound_session_looks_first() {
+    let f = bound_fixture();
+    f.start("s2");
+    f.store.bind("s2", Some(REVIEWER)).unwrap();
+    let id = stored(&f, &inbound(Transport::Gateway, MSG, REVIEWER));
+    let unread = |f: &Fixture, sid: &str| {
+        let views = f.store.session_views().unwrap();
+        views
+            .iter()
+            .find(|v| v.presence.session == sid)
+            .unwrap()
+            .unread
+    };
+    assert_eq!((unread(&f, "s1"), unread(&f, "s2")), (1, 1));
+    let (_, b) = f.hook(Harness::Codex, "codex-prompt.json", "s2");
+    assert_eq!(b.shown_ids, std::slice::from_ref(&id));
+    // The other session bound to it neither shows it nor counts it as waiting.
+    assert_eq!((unread(&f, "s1"), unread(&f, "s2")), (0, 0));
+    let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s1");
+    assert!(a.shown_ids.is_empty() && a.context.is_none(), "{a:?}");
+    assert!(f.store.waiting_for("s1").unwrap().0.is_empty());
+    // Nor does a session started since (a harness restarted with a new session id).
+    f.clock.advance_ms(60_000);
+    let env = agentbus_local::HookEnv {
+        agent: Some(REVIEWER.into()),
+        ..Default::default()
+    };
+    let ev = crate::event(Harness::Claude, "claude-prompt.json", "s3");
+    assert!(f.store.hook(&ev, &env).unwrap().shown_ids.is_empty());
+    // A session bound to another identity was never its recipient.
+    assert!(!f.store.claims("s1").unwrap().contains(&id));
+    assert!(f.store.claims("s2").unwrap().contains(&id));
+}
+
+#[test]
+fn racing_sessions_of_one_identity_show_each_of_its_messages_once() {
+    let f = Fixture::new();
+    let sessions: Vec<String> = (0..12).map(|i| format!("race{i}")).collect();
+    for s in &sessions {
+        f.start(s);
+        f.store.bind(s, Some(REVIEWER)).unwrap();
+    }
+    let ids: Vec<String> = (0..5)
+        .map(|i| {
+            stored(
+                &f,
+                &inbound(Transport::Gateway, &format!("msg_{i}"), REVIEWER),
+            )
+        })
+        .collect();
+    let shown: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = sessions
+            .iter()
+            .map(|s| {
+                let f = &f;
+                scope.spawn(move || f.hook(Harness::Claude, "claude-prompt.json", s).1.shown_ids)
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    let mut sorted = shown.clone();
+    sorted.sort();
+    let mut want = ids.clone();
+    want.sort();
+    assert_eq!(
+        sorted, want,
+        "each message shown exactly once across the sessions"
+    );
+}
+
+#[test]
+fn an_offer_withdrawn_is_shown_at_the_next_look_and_one_confirmed_is_recorded() {
+    let f = bound_fixture();
+    let id = stored(&f, &inbound(Transport::Gateway, MSG, REVIEWER));
+    let surface = agentbus_local::Surface {
+        name: "mcp",
+        event: "notifications/claude/channel",
+        budget: 8_000,
+    };
+    let offer = f.store.offer("s1", &surface).unwrap();
+    assert_eq!(offer.delivery.shown_ids, std::slice::from_ref(&id));
+    // Claimed while it is offered: no racing look shows it meanwhile.
+    assert!(f.store.waiting_for("s1").unwrap().0.is_empty());
+    // The notification could not be sent: nothing counts it shown.
+    f.store.withdraw(offer);
+    assert!(f.store.claims("s1").unwrap().is_empty());
+    assert!(f.store.shown_pending(REVIEWER).unwrap().is_empty());
+    assert!(!f.log().contains("\"seen\""), "no Seen line: {}", f.log());
+    assert_eq!(f.store.waiting_for("s1").unwrap().0.len(), 1);
+    // Offered again and sent: recorded and acknowledged.
+    let offer = f.store.offer("s1", &surface).unwrap();
+    let d = f.store.confirm(offer).unwrap();
+    assert_eq!(d.shown_ids, std::slice::from_ref(&id));
+    let pending = f.store.shown_pending(REVIEWER).unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].event, "notifications/claude/channel");
+    let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s1");
+    assert!(a.shown_ids.is_empty());
 }
 
 #[test]

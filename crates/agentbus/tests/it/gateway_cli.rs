@@ -1626,8 +1626,9 @@ fn wp_5_8_2_wp_5_8_3_a_message_shown_in_a_session_gets_one_read_receipt_and_its_
         text.contains("shown") && text.contains("in claude (UserPromptSubmit)"),
         "{text}"
     );
-    // A second session bound to the same agent is shown it too; still one read receipt.
-    assert!(reviewer.prompt("rev-2").contains(&qid));
+    // A second session bound to the same agent is not shown it again (one showing per
+    // identity); still one read receipt.
+    assert!(!reviewer.prompt("rev-2").contains(&qid));
     // The answer ends the wait; the read receipt was never taken for it.
     reviewer.ok(&["--json", "reply", &qid, "Yes, clear to deploy."]);
     let out = finish(waiting);
