@@ -1,8 +1,9 @@
 //! An agent's local inbox: every envelope the gateway delivered, one file per `id`
 //! (`<home>/agents/<agent_id>/inbox/<id>.json`), created with a hard link so a second copy of the
 //! same id can never be written: the unique index on `id` that §8 asks of the sidecar. Beside it:
-//! `cursor` (the last persisted inbox sequence, where a restart resumes), `attachments/<msg id>/`
-//! and `sidecar.lock`, held by the process that receives for this agent.
+//! `cursor` (the last persisted inbox sequence, where a restart resumes), `attachments/<msg id>/`,
+//! `unimported/<key>` (stored envelopes local delivery had no room for yet) and `sidecar.lock`,
+//! held by the process that receives for this agent.
 
 use std::fs;
 use std::io::Write as _;
@@ -281,6 +282,49 @@ impl AgentInbox {
         }
         create_private_dir(&self.dir)?;
         write_private_atomic(&self.dir.join("cursor"), sequence.to_string().as_bytes())
+    }
+
+    fn unimported_dir(&self) -> PathBuf {
+        self.dir.join("unimported")
+    }
+
+    /// Marks the stored envelope `id` as not yet taken by local delivery (its bound for this
+    /// agent's messages held only ones no session was shown), so it is handed over again later.
+    pub fn mark_unimported(&self, id: &str) -> Result<()> {
+        let dir = self.unimported_dir();
+        create_private_dir(&dir)?;
+        write_private_atomic(&dir.join(file_key(id)), id.as_bytes())
+    }
+
+    /// Clears [`Self::mark_unimported`]'s mark.
+    pub fn mark_imported(&self, id: &str) -> Result<()> {
+        let path = self.unimported_dir().join(file_key(id));
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io(&path)(e)),
+        }
+    }
+
+    /// The stored envelopes marked unimported, in sequence order.
+    pub fn unimported(&self) -> Result<Vec<Received>> {
+        let dir = self.unimported_dir();
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io(&dir)(e)),
+        };
+        let mut out = Vec::new();
+        for e in entries.filter_map(|e| e.ok()) {
+            let Ok(id) = fs::read_to_string(e.path()) else {
+                continue;
+            };
+            if let Some(r) = self.get(&id)? {
+                out.push(r);
+            }
+        }
+        out.sort_by_key(|r| r.sequence);
+        Ok(out)
     }
 
     /// The folder for `msg_id`'s attachments.

@@ -121,6 +121,9 @@ pub struct PullReport {
     pub cursor: u64,
     /// The receipts the pass reported.
     pub receipts: ReceiptReport,
+    /// Stored envelopes local delivery has no room for yet: its bound for this agent's messages
+    /// holds only ones no session was shown. They are handed over as sessions are shown those.
+    pub unimported: usize,
 }
 
 /// The workspace policy flags a receiver acts on (`GET /v1/inbox/policy`).
@@ -248,6 +251,7 @@ impl Receiver {
             }
         }
         report.cursor = self.inbox.cursor();
+        report.unimported = self.import_waiting()?;
         report.receipts = self.report_shown().await?;
         Ok(report)
     }
@@ -315,11 +319,13 @@ impl Receiver {
             let frame = tokio::select! {
                 f = frames.next() => f,
                 _ = tick.tick() => {
+                    let unimported = self.import_waiting()?;
                     let receipts = self.report_shown().await?;
                     if !receipts.reported.is_empty() || !receipts.deferred.is_empty() {
                         on_pass(&PullReport {
                             cursor: self.inbox.cursor(),
                             receipts,
+                            unimported,
                             ..PullReport::default()
                         });
                     }
@@ -480,7 +486,34 @@ impl Receiver {
         Ok(out)
     }
 
+    /// Hands `r` to local delivery, behind any stored envelope still waiting for room there, so
+    /// sessions see the agent's messages in the order they came. One it has no room for is
+    /// marked and handed over again by [`Self::import_waiting`]: it is on disk, so the gateway's
+    /// copy is acked all the same.
     fn import(&self, r: &Received) -> Result<()> {
+        if self.inbox.unimported()?.is_empty() && self.import_one(r)? {
+            return Ok(());
+        }
+        self.inbox.mark_unimported(r.id())?;
+        self.import_waiting()?;
+        Ok(())
+    }
+
+    /// Hands the stored envelopes marked unimported to local delivery, oldest first, until one
+    /// still finds no room. Returns how many still wait.
+    pub fn import_waiting(&self) -> Result<usize> {
+        let waiting = self.inbox.unimported()?;
+        for (i, r) in waiting.iter().enumerate() {
+            if !self.import_one(r)? {
+                return Ok(waiting.len() - i);
+            }
+            self.inbox.mark_imported(r.id())?;
+        }
+        Ok(0)
+    }
+
+    /// One envelope to local delivery: `false` when its bound has no room yet.
+    fn import_one(&self, r: &Received) -> Result<bool> {
         let env = Envelope::from_map(r.envelope.clone());
         let d = frame::describe(&env, r.task.as_deref(), Some(&self.profile.name));
         let mut body = d.body;
@@ -519,11 +552,12 @@ impl Receiver {
             held: r.held.clone(),
         };
         match self.local.import(&msg) {
-            Ok(ImportOutcome::Stored { .. } | ImportOutcome::Duplicate { .. }) => Ok(()),
+            Ok(ImportOutcome::Stored { .. } | ImportOutcome::Duplicate { .. }) => Ok(true),
+            Ok(ImportOutcome::Full { .. }) => Ok(false),
             // The local store failing is retried (no ack); a message local delivery cannot hold
             // stays in the agent's inbox, where `inbox --show` reads it.
             Err(ImportError::Store(e)) => Err(ClientError::Import(e.to_string())),
-            Err(_) => Ok(()),
+            Err(_) => Ok(true),
         }
     }
 
@@ -732,6 +766,7 @@ pub fn status_json(profile: &Profile, report: &PullReport, now: Timestamp, mode:
         "agent_id": profile.agent_id,
         "gateway": profile.gateway,
         "cursor": report.cursor,
+        "unimported": report.unimported,
         "last_pass_at": now.to_string(),
     })
 }

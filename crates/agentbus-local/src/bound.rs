@@ -1,6 +1,9 @@
 //! What the log keeps (LM: bound, LM-70..LM-75): no line past the TTL (plus the slack) or without
 //! a stamp, and of each member's lines of each class the newest while they fit
 //! [`MEMBER_BYTES`]. Kept lines stay byte for byte and in their order; only cut lines go.
+//! Lines another transport imported count in a group of their own per recipient identity: they
+//! never travel, so no other node bounds them, and neither this node's talk nor another
+//! identity's mail can push them out.
 //!
 //! This is a pure function of the raw lines and the time, so every writer (send, ack, import)
 //! bounds the log by it alone (LM-78), and two stores holding the same lines in any order keep the
@@ -35,6 +38,8 @@ pub struct LineFacts {
     /// N): such lines have classes of their own, so the lines that travel are bounded alike on
     /// every node (LM-72).
     pub own_node: bool,
+    /// The recipient identity of a line another transport imported (it has `via`).
+    pub import_for: Option<String>,
 }
 
 /// Reads what the bound needs from a raw line, leniently: a line of a newer version is bounded by
@@ -54,11 +59,13 @@ pub fn facts(raw: &[u8]) -> LineFacts {
     };
     let to = get("to").and_then(serde_json::Value::as_str).unwrap_or("");
     let own_node = !node.is_empty() && to.rsplit_once('@').is_some_and(|(_, n)| n == node);
+    let import_for = get("via").filter(|v| v.is_object()).map(|_| to.to_owned());
     LineFacts {
         ms,
         node,
         class,
         own_node,
+        import_for,
     }
 }
 
@@ -86,14 +93,16 @@ pub fn bound(lines: &[&[u8]], now: i64) -> Bounded {
 /// Bounds `lines` at `now` with `member_bytes` per member and class.
 pub fn bound_with(lines: &[&[u8]], now: i64, member_bytes: usize) -> Bounded {
     let mut out = Bounded::default();
-    // Lines grouped by (member, class, own node), each as (stamp, bytes, index).
+    // Lines grouped by (member, class, own node, import recipient), each as (stamp, bytes,
+    // index).
     type Group<'a> = Vec<(i64, &'a [u8], usize)>;
-    let mut groups: HashMap<(String, Class, bool), Group<'_>> = HashMap::new();
+    type Key = (String, Class, bool, Option<String>);
+    let mut groups: HashMap<Key, Group<'_>> = HashMap::new();
     for (i, raw) in lines.iter().enumerate() {
         let f = facts(raw);
         match f.ms {
             Some(ms) if kept_at(ms, now) => groups
-                .entry((f.node, f.class, f.own_node))
+                .entry((f.node, f.class, f.own_node, f.import_for))
                 .or_default()
                 .push((ms, raw, i)),
             _ => out.expired += 1,

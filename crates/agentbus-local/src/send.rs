@@ -10,13 +10,13 @@ use agentbus_protocol::frame::{Transport, Verified};
 use agentbus_protocol::timestamp::Timestamp;
 
 use crate::address::{Address, is_agent_identity, is_engineer, is_session_id};
-use crate::bound::bound;
+use crate::bound::{bound, kept_at};
 use crate::consts::SEEN_IDS;
 use crate::consts::{LINE_VERSION, V1_RATE_MS};
 use crate::line::{Kind, Line, Message, SEEN, Seen, Via, bound_text, import_id, message_id};
 use crate::pace::{Pace, Window, window_for};
 use crate::redact::redact;
-use crate::store::{Store, StoreError};
+use crate::store::{Snapshot, Store, StoreError};
 
 /// Who sends a message (LM: Sender).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,6 +174,14 @@ pub enum ImportOutcome {
     Duplicate {
         /// The local id.
         id: String,
+    },
+    /// Not written: the log's bound for its recipient's imports would cut one that no session
+    /// of the identity (nor the engineer) was shown yet. Import it again once they have been.
+    Full {
+        /// The local id it will have.
+        id: String,
+        /// The unshown message it would have pushed out.
+        pushed: String,
     },
 }
 
@@ -385,6 +393,9 @@ impl Store {
             held: msg.held.clone(),
         };
         let text = bound_text(&redact(&msg.body));
+        // Read before the lock: a claim made meanwhile only makes the check stricter than it
+        // needs to be, and the import is tried again.
+        let claimed = self.identity_claims(&msg.recipient)?;
         let (outcome, _) = self.write_locked(|snap| {
             let seen = snap.lines.iter().any(|l| match l {
                 Line::Message(m) => m.id == id,
@@ -416,11 +427,34 @@ impl Store {
                     "a field is too long or holds control characters",
                 ));
             }
-            Ok((
-                vec![m.to_line()],
-                true,
-                ImportOutcome::Stored { id: id.clone() },
-            ))
+            let line = m.to_line();
+            // What was put in front of an engineer view of this node counts as shown too.
+            let read_here: HashSet<&str> = snap
+                .lines
+                .iter()
+                .filter_map(|l| match l {
+                    Line::Seen(s) if s.node == snap.node && is_engineer(&s.by) => Some(s),
+                    _ => None,
+                })
+                .flat_map(|s| s.ids.iter().map(String::as_str))
+                .collect();
+            let unshown = |old: &Message| {
+                old.via.is_some()
+                    && old.to == m.to
+                    && !claimed.contains(&old.id)
+                    && !read_here.contains(old.id.as_str())
+            };
+            if let Some(pushed) = would_cut(snap, &line, unshown) {
+                return Ok((
+                    Vec::new(),
+                    false,
+                    ImportOutcome::Full {
+                        id: id.clone(),
+                        pushed,
+                    },
+                ));
+            }
+            Ok((vec![line], true, ImportOutcome::Stored { id: id.clone() }))
         })?;
         Ok(outcome)
     }
@@ -473,25 +507,31 @@ fn check_pair(m: &Message, w: &Window, snap: &crate::store::Snapshot) -> Result<
         return Ok(());
     }
     // Would the byte bound, with this line added, cut one of the pair's unread messages?
-    let line = m.to_line();
+    let unread: HashSet<&str> = w.unread.iter().map(String::as_str).collect();
+    match would_cut(snap, &m.to_line(), |old| unread.contains(old.id.as_str())) {
+        Some(pushed) => Err(SendError::Share {
+            to: m.to.clone(),
+            pushed,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The id of a message `matters` picks that the byte bound would cut were `line` added to the
+/// log as `snap` holds it (a line past the TTL goes either way and is not counted).
+fn would_cut(snap: &Snapshot, line: &str, matters: impl Fn(&Message) -> bool) -> Option<String> {
     let mut all: Vec<&[u8]> = snap.raw.iter().map(Vec::as_slice).collect();
     all.push(line.as_bytes());
     let kept: HashSet<usize> = bound(&all, snap.now).kept.into_iter().collect();
-    let unread: HashSet<&str> = w.unread.iter().map(String::as_str).collect();
-    for (i, raw) in snap.raw.iter().enumerate() {
-        if kept.contains(&i) {
-            continue;
-        }
-        if let Some(Line::Message(old)) = Line::parse(raw)
-            && unread.contains(old.id.as_str())
-        {
-            return Err(SendError::Share {
-                to: m.to.clone(),
-                pushed: old.id,
-            });
-        }
-    }
-    Ok(())
+    snap.raw
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !kept.contains(i))
+        .filter_map(|(_, raw)| match Line::parse(raw) {
+            Some(Line::Message(old)) if kept_at(old.ms, snap.now) && matters(&old) => Some(old.id),
+            _ => None,
+        })
+        .next()
 }
 
 /// The sender-side check of a steer (LM-13, LM-14): only the engineer of this machine steers, and

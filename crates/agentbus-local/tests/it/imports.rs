@@ -403,3 +403,94 @@ fn deliver_claims_frames_acknowledges_and_records_like_the_hook() {
     let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s1");
     assert!(a.shown_ids.is_empty());
 }
+
+#[test]
+fn an_import_waits_for_room_rather_than_push_out_a_message_no_session_was_shown() {
+    let f = bound_fixture();
+    let big = |i: usize| {
+        let mut m = inbound(Transport::Gateway, &format!("msg_big{i}"), REVIEWER);
+        m.body = format!("{i} {}", "x".repeat(15_000));
+        m
+    };
+    // Fill this identity's share of the log; a local broadcast beside it takes none of it.
+    let mut stored_ids = Vec::new();
+    let full = loop {
+        f.clock.advance_ms(10);
+        match f.store.import(&big(stored_ids.len())).unwrap() {
+            ImportOutcome::Stored { id } => stored_ids.push(id),
+            other => break other,
+        }
+        assert!(stored_ids.len() < 200, "never full");
+    };
+    let ImportOutcome::Full { pushed, .. } = full else {
+        panic!("{full:?}")
+    };
+    assert_eq!(
+        pushed, stored_ids[0],
+        "the oldest unshown one would have gone"
+    );
+    assert_eq!(f.store.stats().dropped, 0, "nothing was cut");
+    let held: Vec<String> = f.store.read().unwrap().into_iter().map(|m| m.id).collect();
+    assert!(stored_ids.iter().all(|id| held.contains(id)));
+    // Another identity's mail has its own share.
+    let other = inbound(
+        Transport::Gateway,
+        "msg_other",
+        "agent://acme/backend/other",
+    );
+    assert!(matches!(
+        f.store.import(&other).unwrap(),
+        ImportOutcome::Stored { .. }
+    ));
+    // The session is shown them, newest first, one head per prompt; until the oldest is shown,
+    // there is still no room.
+    let mut shown = Vec::new();
+    while shown.len() < stored_ids.len() {
+        assert!(matches!(
+            f.store.import(&big(999)).unwrap(),
+            ImportOutcome::Full { .. }
+        ));
+        f.clock.advance_ms(10);
+        let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s1");
+        assert!(!a.shown_ids.is_empty(), "a prompt shows one");
+        shown.extend(a.shown_ids);
+    }
+    // Every one was shown once, none cut unseen; now the next import pushes out a shown one.
+    shown.sort();
+    let mut want = stored_ids.clone();
+    want.sort();
+    assert_eq!(shown, want);
+    assert!(matches!(
+        f.store.import(&big(999)).unwrap(),
+        ImportOutcome::Stored { .. }
+    ));
+    assert_eq!(f.store.stats().dropped, 1);
+}
+
+#[test]
+fn an_import_for_an_identity_no_session_is_bound_to_has_room_once_the_engineer_read_its_mail() {
+    let f = Fixture::new();
+    let unbound = "share:acme/nobody";
+    let big = |i: usize| {
+        let mut m = inbound(
+            Transport::Share,
+            &format!("messages/acme/nobody/{i}.md"),
+            unbound,
+        );
+        m.body = format!("{i} {}", "x".repeat(15_000));
+        m
+    };
+    let mut n = 0;
+    while let ImportOutcome::Stored { .. } = f.store.import(&big(n)).unwrap() {
+        n += 1;
+        f.clock.advance_ms(10);
+        assert!(n < 200, "never full");
+    }
+    let items = f.store.inbox(None, false).unwrap();
+    assert_eq!(items.len(), n);
+    f.store.ack_engineer(None, &items).unwrap();
+    assert!(matches!(
+        f.store.import(&big(n)).unwrap(),
+        ImportOutcome::Stored { .. }
+    ));
+}

@@ -425,7 +425,8 @@ pub const EXIT_WARNINGS: u8 = 7;
 /// Imports every message for this operator's agents into the local store, so each reaches a
 /// session bound to its recipient (or the engineer's inbox) through the harness hook, once, framed
 /// like any peer message (one delivery path, issue 7 item 7). The import is idempotent per
-/// (message id, recipient). A message the store refuses is skipped, never the whole delivery:
+/// (message id, recipient). A message the store refuses, or has no room for until the
+/// recipient's sessions are shown earlier ones, is skipped, never the whole delivery:
 /// returns how many were new, and a warning for each refused one among `report`'s arrivals (one
 /// that arrived earlier was reported then). A clone that has not joined has nothing to deliver.
 pub fn deliver_locally(
@@ -471,6 +472,13 @@ pub fn deliver_locally(
         };
         match store.import(&local) {
             Ok(ImportOutcome::Stored { .. }) => fresh += 1,
+            // The file stays in the share; a later sync hands it over once there is room.
+            Ok(ImportOutcome::Full { .. }) if arrived.contains(&m.path) => warnings.push(format!(
+                "not handed to local delivery yet {}: the sessions of {} have not been shown \
+                 its earlier messages; the next sync tries again (`agentbus share inbox` lists it)",
+                m.path.display(),
+                m.to
+            )),
             Ok(_) => {}
             Err(e) if arrived.contains(&m.path) => warnings.push(format!(
                 "not handed to local delivery {}: {e} (`agentbus share inbox` still lists it)",

@@ -1955,3 +1955,34 @@ fn terminal_escapes_never_reach_the_engineer_from_any_command_that_prints_foreig
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("listen"));
 }
+
+#[test]
+fn lm_gateway_mail_local_delivery_has_no_room_for_waits_in_the_agent_inbox_and_none_is_cut_unseen()
+{
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
+    // The reviewer's session is bound to its agent from its first event.
+    assert_eq!(reviewer.prompt("rev-1"), "");
+    // More than the local log keeps of one identity's mail at once (1 MiB): ~70 of these fit.
+    let n = 80;
+    let text = |i: usize| format!("note {i:03} {}", "x".repeat(15_000));
+    for i in 0..n {
+        bot.ok(&["send", &reviewer.address(), &text(i)]);
+    }
+    let _sidecar = Killer(reviewer.spawn(&["--json", "sidecar", "--poll-wait", "5"]));
+    eventually(60, "every message stored by the sidecar", || {
+        (reviewer.stored().len() == n).then_some(())
+    });
+    // The session is shown each of them once, however many prompts it takes; the sidecar hands
+    // the rest to local delivery as the earlier ones are shown.
+    let mut shown = std::collections::BTreeSet::new();
+    eventually(180, "every message shown", || {
+        let out = reviewer.prompt("rev-1");
+        for i in 0..n {
+            if out.contains(&format!("note {i:03} x")) {
+                assert!(shown.insert(i), "note {i} shown twice");
+            }
+        }
+        (shown.len() == n).then_some(())
+    });
+}
