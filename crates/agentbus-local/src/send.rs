@@ -3,6 +3,7 @@
 //! named on the command line (LM-7, LM-8).
 
 use std::collections::HashSet;
+use std::fs;
 
 use serde::Serialize;
 
@@ -16,7 +17,7 @@ use crate::consts::{LINE_VERSION, V1_RATE_MS};
 use crate::line::{Kind, Line, Message, SEEN, Seen, Via, bound_text, import_id, message_id};
 use crate::pace::{Pace, Window, window_for};
 use crate::redact::redact;
-use crate::store::{Snapshot, Store, StoreError};
+use crate::store::{Snapshot, Store, StoreError, io_at, write_file};
 
 /// Who sends a message (LM: Sender).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -364,7 +365,8 @@ impl Store {
     }
 
     /// Imports a message another transport received, so the hook delivers it like a local one:
-    /// claimed once, budgeted, framed naming its transport. Idempotent on (transport, id).
+    /// claimed once, budgeted, framed naming its transport. Idempotent on (transport, id), also
+    /// once its line has left the log.
     pub fn import(&self, msg: &InboundMessage) -> Result<ImportOutcome, ImportError> {
         if msg.transport == Transport::Local {
             return Err(ImportError::LocalTransport);
@@ -392,6 +394,13 @@ impl Store {
             expires_ms: msg.expires_ms,
             held: msg.held.clone(),
         };
+        let imported = self.dir().join("imported").join(&id);
+        if imported.exists() {
+            // Imported before, and its line may have left the log since (the TTL, the bound): a
+            // transport that offers it again (a share file stays in its repository) shows nothing
+            // twice.
+            return Ok(ImportOutcome::Duplicate { id });
+        }
         let text = bound_text(&redact(&msg.body));
         // Read before the lock: a claim made meanwhile only makes the check stricter than it
         // needs to be, and the import is tried again.
@@ -456,6 +465,13 @@ impl Store {
             }
             Ok((vec![line], true, ImportOutcome::Stored { id: id.clone() }))
         })?;
+        if let ImportOutcome::Stored { .. } | ImportOutcome::Duplicate { .. } = outcome {
+            // After the line: a crash between the two leaves a line whose next import (a
+            // duplicate) writes this record.
+            let dir = self.dir().join("imported");
+            fs::create_dir_all(&dir).map_err(io_at(&dir))?;
+            write_file(&imported, b"")?;
+        }
         Ok(outcome)
     }
 

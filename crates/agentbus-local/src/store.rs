@@ -10,6 +10,7 @@
 //!   messages/scanned/<session>  what the session's last full look found (LM-55)
 //!   messages/seen/<session>/<id> delivery claims, created exclusively (LM-39)
 //!   messages/claimed/<key>/<id>  an agent identity's claims: one session of it shows each
+//!   messages/imported/<id>       every message another transport imported, imported once
 //!   messages/sessions/<session>.json  presence: harness, start, name, bound agent (G-LM-18)
 //!   messages/stats.json         cut counts (LM-76)
 //! ```

@@ -494,3 +494,33 @@ fn an_import_for_an_identity_no_session_is_bound_to_has_room_once_the_engineer_r
         ImportOutcome::Stored { .. }
     ));
 }
+
+#[test]
+fn a_share_message_offered_again_after_its_line_left_the_log_is_not_shown_again() {
+    let f = Fixture::new();
+    f.start("s1");
+    f.store.bind("s1", Some("share:acme/reviewer")).unwrap();
+    let msg = inbound(
+        Transport::Share,
+        "messages/acme/reviewer/20261130-globex-planner-x.md#share:acme/reviewer",
+        "share:acme/reviewer",
+    );
+    let id = stored(&f, &msg);
+    let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s1");
+    assert_eq!(a.shown_ids, std::slice::from_ref(&id));
+    // A week and the slack later, any write drops the line from the log.
+    f.clock
+        .advance_ms(agentbus_local::consts::TTL_MS + agentbus_local::consts::SLACK_MS + 1);
+    f.store
+        .import(&inbound(Transport::Gateway, MSG, REVIEWER))
+        .unwrap();
+    assert!(f.store.read().unwrap().iter().all(|m| m.id != id));
+    // The share still holds the file, and the next sync offers it again.
+    assert_eq!(
+        f.store.import(&msg).unwrap(),
+        ImportOutcome::Duplicate { id: id.clone() }
+    );
+    assert!(f.store.read().unwrap().iter().all(|m| m.id != id));
+    let (_, again) = f.hook(Harness::Claude, "claude-prompt.json", "s1");
+    assert!(again.shown_ids.is_empty(), "{again:?}");
+}
