@@ -111,6 +111,7 @@ pub fn router<S: Store>(app: Arc<App<S>>, config: ConsoleConfig) -> Router {
         history: live::History::default(),
     });
     routes::<S>()
+        .method_not_allowed_fallback(pages::wrong_method)
         // A policy document is at most an envelope's size; forms are far smaller.
         .layer(DefaultBodyLimit::max(
             agentbus_protocol::envelope::MAX_ENVELOPE_BYTES + 4096,

@@ -114,6 +114,25 @@ pub async fn create<S: Store>(
         .as_str()
         .ok_or_else(|| ApiError::new(Code::InvalidRequest, "`name` is required"))?;
     check_attachment_name(name).map_err(|m| ApiError::new(Code::InvalidAttachmentName, m))?;
+    // A blob's name becomes a file name on every machine that fetches it, so none that shows other
+    // than it is (an RLO turning `txt.exe` around) or hides characters is taken.
+    if name.chars().any(agentbus_protocol::frame::is_hidden) {
+        return Err(ApiError::new(
+            Code::InvalidAttachmentName,
+            format!("blob name {name:?} contains an invisible or bidirectional control character"),
+        ));
+    }
+    let media_type = match &b["media_type"] {
+        Value::Null => None,
+        Value::String(m) if is_declared_media_type(m) => Some(m.clone()),
+        _ => {
+            return Err(ApiError::new(
+                Code::InvalidRequest,
+                "`media_type` is a media type (`type/subtype`, with any parameters), at most 255 \
+                 printable ASCII characters",
+            ));
+        }
+    };
     let size = b["size"]
         .as_u64()
         .ok_or_else(|| ApiError::new(Code::InvalidRequest, "`size` is a non-negative integer"))?;
@@ -149,7 +168,7 @@ pub async fn create<S: Store>(
         tenant_id: agent.tenant_id.clone(),
         uploader_id: agent.id.clone(),
         name: name.to_owned(),
-        media_type: b["media_type"].as_str().map(str::to_owned),
+        media_type,
         size,
         sha256: sha.to_owned(),
         complete: false,
@@ -565,6 +584,13 @@ fn attachment_headers(resp: &mut Response, b: &BlobRow) {
             h.insert(name, v);
         }
     }
+}
+
+/// What `POST /v1/blobs` takes as a declared media type: `type/subtype` with any parameters, in
+/// at most 255 printable ASCII characters. Served as `Content-Type` only when [`is_media_type`].
+fn is_declared_media_type(m: &str) -> bool {
+    let bare = m.split(';').next().unwrap_or_default().trim();
+    m.len() <= 255 && m.bytes().all(|c| (0x20..0x7f).contains(&c)) && is_media_type(bare)
 }
 
 fn is_media_type(m: &str) -> bool {

@@ -40,6 +40,16 @@ pub(crate) fn missing() -> Response {
     render::error_page(None, &ApiError::new(Code::NotFound, "no such console page"))
 }
 
+/// The page of a console path asked with a method it does not take (a POST to a page), with the
+/// `AB-` code the API gives the same mistake.
+pub(crate) async fn wrong_method() -> Response {
+    let e = ApiError::new(
+        Code::MethodNotAllowed,
+        "this console page does not take that method",
+    );
+    render::error_page(None, &e)
+}
+
 /// Runs a change submitted from a form: refuses it without the session's CSRF token (nothing
 /// else is looked at then), and otherwise answers with `change`'s page.
 pub(crate) async fn change<S: Store, F>(

@@ -171,6 +171,11 @@ async fn wp_9_rejections_at_upload_and_publish(target: Target) {
     // Wrong bytes (a wrong hash or length) are AB-3020 at the inline PUT, or at `complete` after
     // a pre-signed PUT, which then deletes them.
     let (_, reg) = h.post("/v1/blobs", &a.token, json!({"name": "x.txt", "size": 3, "sha256": hex::encode(sha2::Sha256::digest(b"abc"))})).await;
+    // A declared media type may carry parameters; it is kept as declared (the corpus has the
+    // ones refused).
+    let typed = "text/plain; charset=utf-8";
+    let (s, v) = h.post("/v1/blobs", &a.token, json!({"name": "y.txt", "media_type": typed, "size": 3, "sha256": hex::encode(sha2::Sha256::digest(b"abc"))})).await;
+    assert_eq!((s, v["media_type"].as_str()), (201, Some(typed)), "{v}");
     if h.on_s3() {
         // Completing before any upload: AB-3056.
         assert_eq!(code(&h.complete(&a, &reg).await.1), "AB-3056");
