@@ -4,7 +4,8 @@
 //! conversation, a task, a blob, a topic, a policy, a leased delivery) and ten attackers: four of
 //! another tenant (its tenant admin, a workspace admin, a member, an agent), three of another
 //! workspace of the victim's tenant (admin, member, agent), two non-parties of the victim's own
-//! workspace (a member who owns nothing of it, an agent), and the gateway operator. For every
+//! workspace (a member who owns nothing of it, an agent, which also publishes to the victim's
+//! topic, where the victim's private agent is a subscriber), and the gateway operator. For every
 //! route of `agentbus_gateway::ROUTES` (and of the OpenAPI document) each attacker tries the
 //! route's probes. A probe that names an object is sent twice: at the victim's object and at one
 //! that does not exist. The attempt succeeded if the two answers differ (status, code, or the
@@ -39,6 +40,10 @@ struct Attacker {
     agent: Option<(Agent, Agent)>,
     /// Whether its home workspace is the victim's (what it may do there is not an attack).
     in_victim_workspace: bool,
+    /// A message it published to the victim's topic, where the victim's private agent is a
+    /// subscriber (an agent of the victim's workspace only): its delivery states are the
+    /// attacker's to read, the private subscriber in them is not.
+    topic_publish: Option<String>,
 }
 
 /// The victim's objects, and for each a namesake that does not exist.
@@ -488,13 +493,24 @@ fn cases(method: &str, path: &str) -> Option<Vec<Probe>> {
             "one's own workspace's delivery policy",
             Box::new(|_, _, _| get("/v1/inbox/policy")),
         )],
-        ("get", "/v1/messages/{id}/delivery") => vec![Compare(
-            "read the delivery states of the victim's message",
-            Box::new(|w, _, side| {
-                let id = pick(side, &w.victim.delivered_id, &w.ghost.request_id);
-                get(format!("/v1/messages/{id}/delivery"))
-            }),
-        )],
+        ("get", "/v1/messages/{id}/delivery") => vec![
+            Compare(
+                "read the delivery states of the victim's message",
+                Box::new(|w, _, side| {
+                    let id = pick(side, &w.victim.delivered_id, &w.ghost.request_id);
+                    get(format!("/v1/messages/{id}/delivery"))
+                }),
+            ),
+            Alone(
+                "read who got one's own publish to a topic the victim subscribes to privately",
+                Box::new(|_, a, _| {
+                    get(format!(
+                        "/v1/messages/{}/delivery",
+                        a.topic_publish.as_ref()?
+                    ))
+                }),
+            ),
+        ],
         ("get", "/v1/conversations/{id}") => vec![Compare(
             "read the victim's conversation",
             Box::new(|w, _, side| {
@@ -884,6 +900,7 @@ async fn world() -> World {
             token,
             agent,
             in_victim_workspace: inside,
+            topic_publish: None,
         });
     };
     use Category::*;
@@ -957,6 +974,13 @@ async fn world() -> World {
         None,
         false,
     );
+    for a in attackers.iter_mut().filter(|a| a.in_victim_workspace) {
+        if let Some((me, _)) = &a.agent {
+            let m = signed(&h, me, &format!("topic://default/backend/{topic}"), "news");
+            assert_eq!(h.publish(me, &m).await.0, 202);
+            a.topic_publish = m["id"].as_str().map(str::to_owned);
+        }
+    }
     let ghost = Ghost {
         agent_id: mint(IdKind::Agent).to_string(),
         workspace_id: mint(IdKind::Workspace).to_string(),
