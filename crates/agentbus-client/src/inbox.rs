@@ -106,14 +106,20 @@ pub fn file_key(id: &str) -> String {
     }
 }
 
-/// A file name for an attachment that cannot leave its folder: path separators, control
-/// characters and leading dots are replaced, `.`/`..`/empty become `attachment`, and the length
-/// is capped.
+/// A file name for an attachment that cannot leave its folder nor show other than it is: path
+/// separators, control characters, invisible and bidirectional ones (an RLO would show
+/// `invoice<RLO>txt.exe` as `invoiceexe.txt` in a file manager) and leading dots are replaced,
+/// `.`/`..`/empty become `attachment`, and the length is capped.
 pub fn sanitize_name(name: &str) -> String {
     let mut out: String = name
         .chars()
         .map(|c| {
-            if c == '/' || c == '\\' || c == ':' || c.is_control() {
+            if c == '/'
+                || c == '\\'
+                || c == ':'
+                || c.is_control()
+                || agentbus_protocol::frame::is_hidden(c)
+            {
                 '_'
             } else {
                 c
@@ -446,6 +452,10 @@ mod tests {
             assert!(!file.starts_with('.') && !file.is_empty(), "{name:?}");
         }
         assert_eq!(sanitize_name("ok.txt"), "ok.txt");
+        // Nothing that shows other than it is reaches the disk: an RLO, a zero-width space.
+        assert_eq!(sanitize_name("invoice\u{202E}txt.exe"), "invoice_txt.exe");
+        assert_eq!(sanitize_name("notes\u{200B}.txt"), "notes_.txt");
+        assert_eq!(sanitize_name("résumé 📄.pdf"), "résumé 📄.pdf");
     }
 
     #[test]

@@ -114,14 +114,6 @@ pub async fn create<S: Store>(
         .as_str()
         .ok_or_else(|| ApiError::new(Code::InvalidRequest, "`name` is required"))?;
     check_attachment_name(name).map_err(|m| ApiError::new(Code::InvalidAttachmentName, m))?;
-    // A blob's name becomes a file name on every machine that fetches it, so none that shows other
-    // than it is (an RLO turning `txt.exe` around) or hides characters is taken.
-    if name.chars().any(agentbus_protocol::frame::is_hidden) {
-        return Err(ApiError::new(
-            Code::InvalidAttachmentName,
-            format!("blob name {name:?} contains an invisible or bidirectional control character"),
-        ));
-    }
     let media_type = match &b["media_type"] {
         Value::Null => None,
         Value::String(m) if is_declared_media_type(m) => Some(m.clone()),
