@@ -294,43 +294,47 @@ impl AgentInbox {
         self.dir.join("unimported")
     }
 
-    /// Marks the stored envelope `id` as not yet taken by local delivery (its bound for this
-    /// agent's messages held only ones no session was shown), so it is handed over again later.
-    pub fn mark_unimported(&self, id: &str) -> Result<()> {
-        let dir = self.unimported_dir();
-        create_private_dir(&dir)?;
-        write_private_atomic(&dir.join(file_key(id)), id.as_bytes())
+    /// The mark's name: the sequence first, so names sort in the order the envelopes came.
+    fn unimported_path(&self, r: &Received) -> PathBuf {
+        self.unimported_dir()
+            .join(format!("{:020}-{}", r.sequence, file_key(r.id())))
     }
 
-    /// Clears [`Self::mark_unimported`]'s mark.
-    pub fn mark_imported(&self, id: &str) -> Result<()> {
-        let path = self.unimported_dir().join(file_key(id));
-        match fs::remove_file(&path) {
+    /// Marks the stored envelope `r` as not yet taken by local delivery (its bound for this
+    /// agent's messages held only ones no session was shown), so it is handed over again later.
+    pub fn mark_unimported(&self, r: &Received) -> Result<()> {
+        create_private_dir(&self.unimported_dir())?;
+        write_private_atomic(&self.unimported_path(r), r.id().as_bytes())
+    }
+
+    /// Clears a mark [`Self::unimported`] listed.
+    pub fn clear_unimported(&self, mark: &Path) -> Result<()> {
+        match fs::remove_file(mark) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io(&path)(e)),
+            Err(e) => Err(io(mark)(e)),
         }
     }
 
-    /// The stored envelopes marked unimported, in sequence order.
-    pub fn unimported(&self) -> Result<Vec<Received>> {
+    /// The marks of the stored envelopes marked unimported, with their ids, in the order the
+    /// envelopes came; only the marks are read.
+    pub fn unimported(&self) -> Result<Vec<(PathBuf, String)>> {
         let dir = self.unimported_dir();
         let entries = match fs::read_dir(&dir) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(io(&dir)(e)),
         };
-        let mut out = Vec::new();
-        for e in entries.filter_map(|e| e.ok()) {
-            let Ok(id) = fs::read_to_string(e.path()) else {
-                continue;
-            };
-            if let Some(r) = self.get(&id)? {
-                out.push(r);
-            }
-        }
-        out.sort_by_key(|r| r.sequence);
-        Ok(out)
+        let mut marks: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok())
+            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+            .map(|e| e.path())
+            .collect();
+        marks.sort();
+        Ok(marks
+            .into_iter()
+            .filter_map(|p| Some((p.clone(), fs::read_to_string(&p).ok()?)))
+            .collect())
     }
 
     /// The folder for `msg_id`'s attachments.

@@ -167,6 +167,8 @@ pub struct Receiver {
     local: Store,
     clock: Arc<dyn Clock>,
     fault_after_persist: bool,
+    /// [`Store::room_mark`] when local delivery last had no room for a waiting envelope.
+    room_mark: Option<String>,
     signer: Option<Signer>,
     /// The policy and when it was fetched.
     policy: Option<(InboundPolicy, i64)>,
@@ -195,6 +197,7 @@ impl Receiver {
             local,
             clock,
             fault_after_persist: false,
+            room_mark: None,
             signer: None,
             policy: None,
             shown_mark: None,
@@ -490,25 +493,40 @@ impl Receiver {
     /// sessions see the agent's messages in the order they came. One it has no room for is
     /// marked and handed over again by [`Self::import_waiting`]: it is on disk, so the gateway's
     /// copy is acked all the same.
-    fn import(&self, r: &Received) -> Result<()> {
+    fn import(&mut self, r: &Received) -> Result<()> {
         if self.inbox.unimported()?.is_empty() && self.import_one(r)? {
             return Ok(());
         }
-        self.inbox.mark_unimported(r.id())?;
+        self.inbox.mark_unimported(r)?;
+        // Something changed (this envelope is new): try the waiting ones now.
+        self.room_mark = None;
         self.import_waiting()?;
         Ok(())
     }
 
     /// Hands the stored envelopes marked unimported to local delivery, oldest first, until one
-    /// still finds no room. Returns how many still wait.
-    pub fn import_waiting(&self) -> Result<usize> {
+    /// still finds no room. Returns how many still wait. Nothing is tried while neither the log
+    /// nor the identity's claims changed since the last refusal.
+    pub fn import_waiting(&mut self) -> Result<usize> {
         let waiting = self.inbox.unimported()?;
-        for (i, r) in waiting.iter().enumerate() {
-            if !self.import_one(r)? {
+        if waiting.is_empty() {
+            return Ok(0);
+        }
+        let mark = self.local.room_mark(&self.profile.address);
+        if self.room_mark.as_ref() == Some(&mark) {
+            return Ok(waiting.len());
+        }
+        for (i, (path, id)) in waiting.iter().enumerate() {
+            // A mark whose envelope is gone has nothing left to hand over.
+            if let Some(r) = self.inbox.get(id)?
+                && !self.import_one(&r)?
+            {
+                self.room_mark = Some(mark);
                 return Ok(waiting.len() - i);
             }
-            self.inbox.mark_imported(r.id())?;
+            self.inbox.clear_unimported(path)?;
         }
+        self.room_mark = None;
         Ok(0)
     }
 

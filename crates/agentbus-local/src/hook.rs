@@ -40,7 +40,7 @@ use crate::deliver::{
     Recipient, any_early, for_session, identity_of, paused, render_block, select,
 };
 use crate::line::{Message, is_id, seen_ids_of};
-use crate::store::{Store, StoreError, entries, io_at, messages, read_small, write_file};
+use crate::store::{Store, StoreError, entries, io_at, mark_of, messages, read_small, write_file};
 
 /// A harness the hook serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -337,8 +337,10 @@ pub struct Delivery {
 }
 
 /// A delivery whose messages are claimed but not yet known to be in front of the model (see
-/// [`Store::offer`]): [`Store::confirm`] counts them shown, [`Store::withdraw`] gives them back.
+/// [`Store::offer`]): [`Store::confirm`] counts them shown, [`Store::withdraw`] gives them back,
+/// and so does dropping it (a task cancelled while it sent).
 #[derive(Debug)]
+#[must_use = "an offer is confirmed once shown, or withdrawn"]
 pub struct Offer {
     /// What would be shown.
     pub delivery: Delivery,
@@ -349,7 +351,21 @@ pub struct Offer {
     messages: Vec<Message>,
     /// Claims of the session no Seen line lists yet (LM-41), acknowledged with these.
     owed: Vec<String>,
+    /// The store, until the offer is confirmed or withdrawn.
+    store: Option<Store>,
 }
+
+impl Drop for Offer {
+    fn drop(&mut self) {
+        if let Some(store) = self.store.take() {
+            store.give_back(&self.session, &self.messages);
+        }
+    }
+}
+
+/// What an offered claim holds until it is confirmed (see [`Offer`]): a claim holding it does not
+/// count as shown, and is not acknowledged by a look of the session.
+const OFFERED: &str = "offered";
 
 /// One full look at the log for a session: what it is owed and what it may be shown.
 struct Look {
@@ -372,9 +388,10 @@ impl Store {
         let mine = seen_ids_of(&lines, sid, &node);
         let msgs = messages(lines);
         let claimed = self.claims(sid)?;
+        // A claim an offer holds is not owed: the offer confirms or withdraws it.
         let owed = claimed
             .iter()
-            .filter(|id| !mine.contains(*id))
+            .filter(|id| !mine.contains(*id) && !self.offered(&self.seen_path().join(sid).join(id)))
             .cloned()
             .collect();
         let mut settled = claimed.clone();
@@ -400,16 +417,16 @@ impl Store {
     /// the identity shows it), then for the session (LM-39). `Some(true)` when this call claimed
     /// it, `Some(false)` when it waits (a racing look of this session has it, or the claim could
     /// not be made), `None` when another session of its identity has it.
-    fn claim_message(&self, sid: &str, m: &Message) -> Option<bool> {
+    fn claim_message(&self, sid: &str, m: &Message, offered: bool) -> Option<bool> {
         let identity = identity_of(m);
         if let Some(agent) = &identity {
-            match self.claim_for_identity(agent, &m.id, sid) {
+            match self.claim_for_identity(agent, &m.id, sid, offered) {
                 Ok(true) => {}
                 Ok(false) => return None,
                 Err(_) => return Some(false),
             }
         }
-        match self.claim(sid, &m.id) {
+        match self.claim_as(sid, &m.id, offered) {
             Ok(claimed) => Some(claimed),
             Err(_) => {
                 // Not claimed for the session, so not shown: the identity's claim goes too, or
@@ -424,8 +441,13 @@ impl Store {
 
     /// Chooses, claims and frames what `look`'s session is shown on `surface`: the one step that
     /// makes a message delivered, so every caller claims only what it then shows. Returns the
-    /// delivery and the messages it claimed.
-    fn present<'m>(&self, look: &'m Look, surface: &Surface<'_>) -> (Delivery, Vec<&'m Message>) {
+    /// delivery and the messages it claimed; `offered` claims them for an [`Offer`].
+    fn present<'m>(
+        &self,
+        look: &'m Look,
+        surface: &Surface<'_>,
+        offered: bool,
+    ) -> (Delivery, Vec<&'m Message>) {
         let sid = look.recipient.session.as_str();
         let candidates: Vec<_> = for_session(&look.msgs, &look.recipient, look.now)
             .into_iter()
@@ -441,7 +463,7 @@ impl Store {
             // Claimed here: shown here. Claimed by another hook of this session first (LM-39),
             // or not claimable now: it waits, never shown twice and never lost. Claimed by
             // another session of its identity: that session shows it.
-            match self.claim_message(sid, s.message) {
+            match self.claim_message(sid, s.message, offered) {
                 Some(true) => kept.push(s),
                 Some(false) => waiting = true,
                 None => {}
@@ -469,11 +491,13 @@ impl Store {
         look: &'m Look,
         surface: &Surface<'_>,
         note: Option<String>,
+        offered: bool,
     ) -> (Delivery, Vec<&'m Message>) {
         let budget = surface
             .budget
             .saturating_sub(note.as_ref().map_or(0, |n| n.chars().count()));
-        let (mut delivery, shown) = self.present(look, &Surface { budget, ..*surface });
+        let surface = Surface { budget, ..*surface };
+        let (mut delivery, shown) = self.present(look, &surface, offered);
         if let Some(note) = note {
             let rest = delivery.context.take().unwrap_or_default();
             delivery.context = Some(format!("{note}{rest}"));
@@ -516,6 +540,7 @@ impl Store {
             event: surface.event.to_owned(),
             messages: Vec::new(),
             owed: Vec::new(),
+            store: Some(self.clone()),
         };
         if self.talk().is_none() {
             return Ok(offer);
@@ -523,7 +548,7 @@ impl Store {
         let look = self.look(session, &presence)?;
         // A paused session is told so above its messages, as the hook tells it at a prompt.
         let note = paused(&look.msgs, &look.recipient, look.now).map(|r| pause_note(&r));
-        let (delivery, shown) = self.present_noted(&look, surface, note);
+        let (delivery, shown) = self.present_noted(&look, surface, note, true);
         offer.delivery = delivery;
         offer.messages = shown.into_iter().cloned().collect();
         self.prune_claims(&look);
@@ -531,35 +556,54 @@ impl Store {
         Ok(offer)
     }
 
-    /// Counts an [`Offer`] shown: records its gateway messages as shown and acknowledges them
-    /// (and the session's owed claims) with a Seen line.
-    pub fn confirm(&self, offer: Offer) -> Result<Delivery, StoreError> {
+    /// Counts an [`Offer`] shown: its claims become shown ones, its gateway messages are recorded
+    /// as shown, and they (and the session's owed claims) are acknowledged with a Seen line.
+    pub fn confirm(&self, mut offer: Offer) -> Result<Delivery, StoreError> {
+        offer.store = None;
+        let sid = offer.session.clone();
+        for m in &offer.messages {
+            // The session's claim first: once it holds nothing, a look may acknowledge it.
+            replace_file(&self.seen_path().join(&sid).join(&m.id), "")?;
+            if let Some(agent) = identity_of(m) {
+                replace_file(&self.identity_dir(&agent)?.join(&m.id), &sid)?;
+            }
+        }
         let surface = Surface {
             name: &offer.harness,
             event: &offer.event,
             budget: 0,
         };
         let shown: Vec<&Message> = offer.messages.iter().collect();
-        self.record_all(&shown, &offer.session, &surface);
+        self.record_all(&shown, &sid, &surface);
         let mut to_ack = offer.delivery.shown_ids.clone();
-        to_ack.extend(offer.owed);
+        to_ack.append(&mut offer.owed);
         if !to_ack.is_empty() {
-            self.ack(&offer.session, &to_ack)?;
+            self.ack(&sid, &to_ack)?;
         }
-        Ok(offer.delivery)
+        Ok(std::mem::take(&mut offer.delivery))
     }
 
-    /// Gives an [`Offer`]'s messages back: its claims (the session's and its identity's) are
-    /// removed, so the next look shows them. Best effort: a claim left behind is acknowledged at
-    /// the next look (LM-41), as after a crash.
-    pub fn withdraw(&self, offer: Offer) {
-        let dir = self.seen_path().join(&offer.session);
-        for m in &offer.messages {
+    /// Gives an [`Offer`]'s messages back (see [`Store::give_back`]).
+    pub fn withdraw(&self, mut offer: Offer) {
+        offer.store = None;
+        self.give_back(&offer.session, &offer.messages);
+    }
+
+    /// Removes the claims of `messages` (the session's and its identity's), and moves the log's
+    /// generation so every idle hook looks again and the next look shows them. Best effort: a
+    /// claim left behind is acknowledged at the session's next look (LM-41), as after a crash.
+    fn give_back(&self, sid: &str, messages: &[Message]) {
+        if messages.is_empty() {
+            return;
+        }
+        let dir = self.seen_path().join(sid);
+        for m in messages {
             if let Some(agent) = identity_of(m) {
                 self.unclaim_for_identity(&agent, &m.id);
             }
             let _ = fs::remove_file(dir.join(&m.id));
         }
+        let _ = self.write_locked(|_| Ok::<_, StoreError>((Vec::new(), true, ())));
     }
 
     /// Answers one hook event (LM: deliver).
@@ -620,7 +664,7 @@ impl Store {
                 event: &ev.name,
                 budget: ev.harness.context_chars(),
             };
-            let (shown, messages) = self.present_noted(&look, &surface, note);
+            let (shown, messages) = self.present_noted(&look, &surface, note, false);
             self.record_all(&messages, sid, &surface);
             pending |= shown.waiting;
             answer.shown_ids = shown.shown_ids;
@@ -687,35 +731,90 @@ impl Store {
     /// Claims the delivery of `id` to `session` by creating its claim file exclusively: `true`
     /// when this call made it, so only one of any number of racing hooks shows it (LM-39).
     pub fn claim(&self, session: &str, id: &str) -> Result<bool, StoreError> {
+        self.claim_as(session, id, false)
+    }
+
+    /// [`Store::claim`], holding [`OFFERED`] when `offered`.
+    fn claim_as(&self, session: &str, id: &str, offered: bool) -> Result<bool, StoreError> {
         if !is_session_id(session) {
             return Err(StoreError::BadSession(session.to_owned()));
         }
+        if !is_id(id) {
+            return Ok(false);
+        }
         let dir = self.seen_path().join(session);
         fs::create_dir_all(&dir).map_err(io_at(&dir))?;
-        let path = dir.join(id);
-        match OpenOptions::new().write(true).create_new(true).open(&path) {
-            Ok(_) => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-            Err(e) => Err(io_at(&path)(e)),
-        }
+        create_claim(&dir.join(id), if offered { OFFERED } else { "" })
+    }
+
+    /// Whether the claim at `path` is held by an outstanding [`Offer`].
+    fn offered(&self, path: &std::path::Path) -> bool {
+        fs::read_to_string(path).is_ok_and(|c| c.starts_with(OFFERED))
     }
 
     /// `<home>/messages/claimed/<agent key>/`: the claims of an agent identity's messages, one
-    /// file per id holding the session that claimed it.
-    fn identity_claims_dir(&self, agent: &str) -> PathBuf {
-        self.dir()
-            .join("claimed")
-            .join(crate::shown::agent_key(agent))
+    /// file per id holding the session that claimed it (after [`OFFERED`] while an offer holds
+    /// it). Made at first use from the claims of the sessions bound to the identity, so messages
+    /// shown before identities had claims of their own are not shown again.
+    pub(crate) fn identity_dir(&self, agent: &str) -> Result<PathBuf, StoreError> {
+        let parent = self.dir().join("claimed");
+        let dir = parent.join(crate::shown::agent_key(agent));
+        if dir.exists() {
+            return Ok(dir);
+        }
+        let nonce = hex::encode(agentbus_runtime::random_bytes::<6>());
+        let tmp = parent.join(format!(".{}.{nonce}", crate::shown::agent_key(agent)));
+        fs::create_dir_all(&tmp).map_err(io_at(&tmp))?;
+        for p in self.sessions()? {
+            if p.agent.as_deref() == Some(agent) {
+                for id in self.claims(&p.session)? {
+                    write_file(&tmp.join(&id), p.session.as_bytes())?;
+                }
+            }
+        }
+        // Into place whole; when another process made it meanwhile, ours joins theirs.
+        if fs::rename(&tmp, &dir).is_err() {
+            for e in entries(&tmp)? {
+                let _ = fs::hard_link(e.path(), dir.join(e.file_name()));
+            }
+            let _ = fs::remove_dir_all(&tmp);
+        }
+        Ok(dir)
     }
 
     /// The ids of `agent`'s messages a session bound to it has claimed: no other session of the
     /// identity shows them.
     pub fn identity_claims(&self, agent: &str) -> Result<HashSet<String>, StoreError> {
-        Ok(entries(&self.identity_claims_dir(agent))?
+        Ok(entries(&self.identity_dir(agent)?)?
             .into_iter()
             .filter_map(|e| e.file_name().into_string().ok())
             .filter(|n| is_id(n))
             .collect())
+    }
+
+    /// Whether a session of `agent` was shown `id`: claimed for the identity, and not by an offer
+    /// still out.
+    pub(crate) fn shown_to_identity(&self, agent: &str, id: &str) -> bool {
+        is_id(id)
+            && self.identity_dir(agent).is_ok_and(|dir| {
+                fs::read_to_string(dir.join(id)).is_ok_and(|c| !c.starts_with(OFFERED))
+            })
+    }
+
+    /// A mark of what decides whether an import for `agent` finds room (see
+    /// [`Store::import`]): the log as written and the identity's claims. While it stays the same,
+    /// an import refused as full is refused again.
+    pub fn room_mark(&self, agent: &str) -> String {
+        let log = fs::metadata(self.log_path())
+            .map(|m| mark_of(&m))
+            .unwrap_or_default();
+        let claims = self
+            .identity_dir(agent)
+            .ok()
+            .and_then(|d| fs::metadata(d).ok())
+            .map(|m| mark_of(&m))
+            .unwrap_or_default();
+        format!("{log} {claims}")
     }
 
     /// What `session`, bound to `agent`, is not to be shown: its own claims and its identity's.
@@ -732,28 +831,31 @@ impl Store {
     }
 
     /// Claims `id`, a message for the identity `agent`, for `session`, exclusively as
-    /// [`Store::claim`] does: `true` when this call made the claim.
-    fn claim_for_identity(&self, agent: &str, id: &str, session: &str) -> Result<bool, StoreError> {
+    /// [`Store::claim`] does: `true` when this call made the claim. The file holds the session
+    /// (after [`OFFERED`] for an offer).
+    fn claim_for_identity(
+        &self,
+        agent: &str,
+        id: &str,
+        session: &str,
+        offered: bool,
+    ) -> Result<bool, StoreError> {
         if !is_id(id) {
             return Ok(false);
         }
-        let dir = self.identity_claims_dir(agent);
-        fs::create_dir_all(&dir).map_err(io_at(&dir))?;
-        let path = dir.join(id);
-        match OpenOptions::new().write(true).create_new(true).open(&path) {
-            Ok(mut f) => {
-                // Who has it, for a person reading the folder; the file's existence is the claim.
-                let _ = f.write_all(session.as_bytes());
-                Ok(true)
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-            Err(e) => Err(io_at(&path)(e)),
-        }
+        let holder = if offered {
+            format!("{OFFERED} {session}")
+        } else {
+            session.to_owned()
+        };
+        create_claim(&self.identity_dir(agent)?.join(id), &holder)
     }
 
     fn unclaim_for_identity(&self, agent: &str, id: &str) {
-        if is_id(id) {
-            let _ = fs::remove_file(self.identity_claims_dir(agent).join(id));
+        if is_id(id)
+            && let Ok(dir) = self.identity_dir(agent)
+        {
+            let _ = fs::remove_file(dir.join(id));
         }
     }
 
@@ -766,9 +868,9 @@ impl Store {
             self.seen_path().join(&look.recipient.session),
             &look.claimed,
         )];
-        let identity = look.recipient.agent.as_deref().map(|agent| {
+        let identity = look.recipient.agent.as_deref().and_then(|agent| {
             let ids = self.identity_claims(agent).unwrap_or_default();
-            (self.identity_claims_dir(agent), ids)
+            Some((self.identity_dir(agent).ok()?, ids))
         });
         if let Some((dir, ids)) = &identity {
             dirs.push((dir.clone(), ids));
@@ -788,6 +890,44 @@ impl Store {
             }
         }
     }
+}
+
+/// Creates `path` holding `content`, exclusively: `true` when this call made it. The content is in
+/// place before the name exists (written under a temporary name and hard-linked), so no reader
+/// sees a claim without its holder.
+fn create_claim(path: &std::path::Path, content: &str) -> Result<bool, StoreError> {
+    let made = if content.is_empty() {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map(|_| ())
+    } else {
+        let tmp = temporary_beside(path);
+        write_file(&tmp, content.as_bytes())?;
+        let linked = fs::hard_link(&tmp, path);
+        let _ = fs::remove_file(&tmp);
+        linked
+    };
+    match made {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(io_at(path)(e)),
+    }
+}
+
+/// Replaces `path`'s content at once (an offered claim confirmed).
+fn replace_file(path: &std::path::Path, content: &str) -> Result<(), StoreError> {
+    let tmp = temporary_beside(path);
+    write_file(&tmp, content.as_bytes())?;
+    fs::rename(&tmp, path).map_err(io_at(path))
+}
+
+/// A fresh temporary name in `path`'s folder, which no claim listing reads (it starts with a dot).
+fn temporary_beside(path: &std::path::Path) -> PathBuf {
+    let nonce = hex::encode(agentbus_runtime::random_bytes::<6>());
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("claim");
+    path.with_file_name(format!(".{name}.{nonce}.tmp"))
 }
 
 /// Appends `export AGENTBUS_SESSION=<sid>` to Claude Code's `CLAUDE_ENV_FILE`. Best effort: a

@@ -14,6 +14,7 @@ use crate::address::{Address, is_agent_identity, is_engineer, is_session_id};
 use crate::bound::{bound, kept_at};
 use crate::consts::SEEN_IDS;
 use crate::consts::{LINE_VERSION, V1_RATE_MS};
+use crate::deliver::fresh_at;
 use crate::line::{Kind, Line, Message, SEEN, Seen, Via, bound_text, import_id, message_id};
 use crate::pace::{Pace, Window, window_for};
 use crate::redact::redact;
@@ -402,9 +403,6 @@ impl Store {
             return Ok(ImportOutcome::Duplicate { id });
         }
         let text = bound_text(&redact(&msg.body));
-        // Read before the lock: a claim made meanwhile only makes the check stricter than it
-        // needs to be, and the import is tried again.
-        let claimed = self.identity_claims(&msg.recipient)?;
         let (outcome, _) = self.write_locked(|snap| {
             let seen = snap.lines.iter().any(|l| match l {
                 Line::Message(m) => m.id == id,
@@ -447,11 +445,15 @@ impl Store {
                 })
                 .flat_map(|s| s.ids.iter().map(String::as_str))
                 .collect();
+            // What may not be pushed out: the identity's mail that a session could still be shown
+            // and none was. A held message (§13.1) is the engineer's to read, and one an attacker
+            // can make at will: it never holds the identity's mail back.
             let unshown = |old: &Message| {
-                old.via.is_some()
+                old.via.as_ref().is_some_and(|v| v.held.is_none())
                     && old.to == m.to
-                    && !claimed.contains(&old.id)
+                    && fresh_at(old.ms, snap.now)
                     && !read_here.contains(old.id.as_str())
+                    && !self.shown_to_identity(&m.to, &old.id)
             };
             if let Some(pushed) = would_cut(snap, &line, unshown) {
                 return Ok((

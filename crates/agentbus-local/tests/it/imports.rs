@@ -524,3 +524,115 @@ fn a_share_message_offered_again_after_its_line_left_the_log_is_not_shown_again(
     let (_, again) = f.hook(Harness::Claude, "claude-prompt.json", "s1");
     assert!(again.shown_ids.is_empty(), "{again:?}");
 }
+
+/// A 15,000-character gateway message for `REVIEWER`, numbered `i`.
+fn big(i: usize) -> InboundMessage {
+    let mut m = inbound(Transport::Gateway, &format!("msg_big{i}"), REVIEWER);
+    m.body = format!("{i} {}", "x".repeat(15_000));
+    m
+}
+
+#[test]
+fn held_messages_never_hold_an_identitys_mail_back() {
+    let f = bound_fixture();
+    // Far more unverifiable mail than the identity's share holds: never refused as full.
+    for i in 0..90 {
+        let mut m = big(i);
+        m.verified = Verified::False;
+        m.held = Some("require_verified_inbound".into());
+        f.clock.advance_ms(10);
+        assert!(
+            matches!(f.store.import(&m).unwrap(), ImportOutcome::Stored { .. }),
+            "held message {i}"
+        );
+    }
+    assert!(f.store.stats().dropped > 0);
+    // And the mail after it still comes in.
+    assert!(matches!(
+        f.store.import(&big(1000)).unwrap(),
+        ImportOutcome::Stored { .. }
+    ));
+}
+
+#[test]
+fn claims_made_before_identities_had_their_own_still_count_for_the_identity() {
+    let f = bound_fixture();
+    let id = stored(&f, &inbound(Transport::Gateway, MSG, REVIEWER));
+    // As an earlier version claimed it: in the session's folder only.
+    assert!(f.store.claim("s1", &id).unwrap());
+    std::fs::remove_dir_all(f.dir.path().join("messages/claimed")).ok();
+    // A new session of the identity (a harness restarted) is not shown it again.
+    let env = agentbus_local::HookEnv {
+        agent: Some(REVIEWER.into()),
+        ..Default::default()
+    };
+    let ev = crate::event(Harness::Claude, "claude-prompt.json", "s2");
+    assert!(f.store.hook(&ev, &env).unwrap().shown_ids.is_empty());
+    assert!(f.store.identity_claims(REVIEWER).unwrap().contains(&id));
+}
+
+#[test]
+fn an_offer_out_is_not_shown_so_it_is_neither_pushed_out_nor_acknowledged_and_dropping_it_gives_it_back()
+ {
+    let f = bound_fixture();
+    let surface = agentbus_local::Surface {
+        name: "mcp",
+        event: "notifications/claude/channel",
+        budget: 100_000,
+    };
+    let first = stored(&f, &big(0));
+    let offer = f.store.offer("s1", &surface).unwrap();
+    assert_eq!(offer.delivery.shown_ids, std::slice::from_ref(&first));
+    // A look of the same session meanwhile (the hook beside an MCP server given its --session)
+    // acknowledges nothing it holds.
+    f.clock.advance_ms(10);
+    stored(&f, &inbound(Transport::Gateway, "msg_small", REVIEWER));
+    f.hook(Harness::Claude, "claude-prompt.json", "s1");
+    let seen_lines: Vec<String> = f
+        .log()
+        .lines()
+        .filter(|l| l.contains("\"seen\"") && l.contains(&first))
+        .map(str::to_owned)
+        .collect();
+    assert!(seen_lines.is_empty(), "{seen_lines:?}");
+    // Imports may not push it out while it is only offered.
+    let mut n = 1;
+    loop {
+        f.clock.advance_ms(10);
+        match f.store.import(&big(n)).unwrap() {
+            ImportOutcome::Stored { .. } => n += 1,
+            ImportOutcome::Full { pushed, .. } => {
+                assert_eq!(pushed, first);
+                break;
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(n < 200, "never full");
+    }
+    // Dropped unconfirmed (its task cancelled mid-send), it gives its claims back.
+    drop(offer);
+    assert!(!f.store.claims("s1").unwrap().contains(&first));
+    assert!(!f.store.identity_claims(REVIEWER).unwrap().contains(&first));
+}
+
+#[test]
+fn a_withdrawn_offer_wakes_the_idle_sessions_of_its_identity() {
+    let f = bound_fixture();
+    f.start("s2");
+    f.store.bind("s2", Some(REVIEWER)).unwrap();
+    let id = stored(&f, &inbound(Transport::Gateway, MSG, REVIEWER));
+    let surface = agentbus_local::Surface {
+        name: "mcp",
+        event: "notifications/claude/channel",
+        budget: 8_000,
+    };
+    let offer = f.store.offer("s1", &surface).unwrap();
+    // While s1's offer is out, s2 has nothing to show, and its next event answers idle.
+    let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s2");
+    assert!(a.shown_ids.is_empty());
+    let (_, idle) = f.hook(Harness::Claude, "claude-prompt.json", "s2");
+    assert!(idle.idle);
+    f.store.withdraw(offer);
+    let (_, b) = f.hook(Harness::Claude, "claude-prompt.json", "s2");
+    assert_eq!(b.shown_ids, [id]);
+}
