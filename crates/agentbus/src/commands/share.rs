@@ -425,25 +425,25 @@ pub const EXIT_WARNINGS: u8 = 7;
 /// Imports every message for this operator's agents into the local store, so each reaches a
 /// session bound to its recipient (or the engineer's inbox) through the harness hook, once, framed
 /// like any peer message (one delivery path, issue 7 item 7). The import is idempotent per
-/// (message id, recipient). A message the store refuses, or has no room for until the
-/// recipient's sessions are shown earlier ones, is skipped, never the whole delivery:
-/// returns how many were new, and a warning for each refused one among `report`'s arrivals (one
-/// that arrived earlier was reported then). A clone that has not joined has nothing to deliver.
+/// (message id, recipient). A message the store refuses is skipped, never the whole delivery, with
+/// a warning when it is among `report`'s arrivals (one that arrived earlier was reported then);
+/// one it has no room for until the recipient's sessions are shown earlier ones waits, with the
+/// recipient's later ones, for a later sync. A clone that has not joined has nothing to deliver.
 pub fn deliver_locally(
     share: &agentbus_share::Share,
     report: &SyncReport,
-) -> Result<(usize, Vec<String>), CliError> {
+) -> Result<LocalDelivery, CliError> {
     use agentbus_local::{ImportOutcome, InboundMessage as LocalInbound};
     use agentbus_protocol::frame::{Transport, Verified};
     let inbound = match agentbus_share::inbound_messages(share) {
         Ok(i) => i,
-        Err(ShareError::NotJoined) => return Ok((0, Vec::new())),
+        Err(ShareError::NotJoined) => return Ok(LocalDelivery::default()),
         Err(e) => return Err(share_error(e)),
     };
     let store = super::local::open_store()?;
     let now = agentbus_runtime::Clock::now(&agentbus_runtime::SystemClock);
     let arrived = arrived_paths(share, report);
-    let mut fresh = 0;
+    let mut waiting = std::collections::BTreeMap::<String, usize>::new();
     let mut warnings: Vec<String> = inbound
         .malformed
         .iter()
@@ -470,24 +470,34 @@ pub fn deliver_locally(
             expires_ms: None,
             held: None,
         };
-        match store.import(&local) {
-            Ok(ImportOutcome::Stored { .. }) => fresh += 1,
-            // The file stays in the share; a later sync hands it over once there is room.
-            Ok(ImportOutcome::Full { .. }) if arrived.contains(&m.path) => warnings.push(format!(
-                "not handed to local delivery yet {}: the sessions of {} have not been shown \
-                 its earlier messages; the next sync tries again (`agentbus share inbox` lists it)",
-                m.path.display(),
-                m.to
-            )),
-            Ok(_) => {}
-            Err(e) if arrived.contains(&m.path) => warnings.push(format!(
+        // Behind one that found no room, a recipient's mail waits too: it goes in the order it
+        // was sent.
+        let outcome = (!waiting.contains_key(&m.to)).then(|| store.import(&local));
+        match outcome {
+            // The file stays in the share; a later sync hands it over once there is room. Not a
+            // warning: nothing is wrong, the sessions have mail to read first.
+            None | Some(Ok(ImportOutcome::Full { .. })) => {
+                *waiting.entry(m.to.clone()).or_default() += 1
+            }
+            Some(Ok(_)) => {}
+            Some(Err(e)) if arrived.contains(&m.path) => warnings.push(format!(
                 "not handed to local delivery {}: {e} (`agentbus share inbox` still lists it)",
                 m.path.display()
             )),
-            Err(_) => {}
+            Some(Err(_)) => {}
         }
     }
-    Ok((fresh, warnings))
+    Ok(LocalDelivery { warnings, waiting })
+}
+
+/// What [`deliver_locally`] did.
+#[derive(Debug, Default)]
+pub struct LocalDelivery {
+    /// One line per message of this sync that was refused.
+    pub warnings: Vec<String>,
+    /// Per recipient, the messages that wait for room: its sessions have not been shown earlier
+    /// ones yet (`ImportOutcome::Full`).
+    pub waiting: std::collections::BTreeMap<String, usize>,
 }
 
 /// The absolute paths of the files a sync brought in.
@@ -802,7 +812,7 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
                     sign,
                 })
                 .map_err(share_error)?;
-            let (_, warnings) = deliver_locally(&share, &report)?;
+            let LocalDelivery { warnings, waiting } = deliver_locally(&share, &report)?;
             let code = if warnings.is_empty() {
                 ExitCode::SUCCESS
             } else {
@@ -810,7 +820,7 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
             };
             if printer.is_json() {
                 let inbound = arrived_inbound(&share, &report)?;
-                printer.json(&json!({"sync": report, "inbound": inbound, "warnings": warnings}))?;
+                printer.json(&json!({"sync": report, "inbound": inbound, "warnings": warnings, "waiting": waiting}))?;
             } else {
                 say(
                     printer,
@@ -823,6 +833,16 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
                 inbox(&share, None, false, Some(&report), printer)?;
                 for w in &warnings {
                     say(printer, &format!("warning: {w}"))?;
+                }
+                for (to, n) in &waiting {
+                    say(
+                        printer,
+                        &format!(
+                            "{n} message(s) for {to} wait for room in local delivery: its \
+                             sessions have not been shown earlier ones yet; a later sync hands \
+                             them over"
+                        ),
+                    )?;
                 }
             }
             Ok(code)

@@ -795,3 +795,52 @@ fn as_3_2_4_a_matching_hash_is_never_called_a_verified_sender() {
     let notes = std::fs::read_to_string(repo().join("docs/share.md")).unwrap();
     assert!(notes.contains("integrity and deduplication, not authentication"));
 }
+
+#[test]
+fn as_item_7_share_mail_local_delivery_has_no_room_for_is_handed_over_in_order_at_later_syncs() {
+    let tmp = setup();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let home = tmp.path().join("agentbus-home");
+    hook(&b, &home, "sess-architect-1", "SessionStart");
+    // More than local delivery keeps of one identity's mail at once (1 MiB): ~70 of these fit.
+    let n = 80;
+    for i in 0..n {
+        let text = format!("# Note {i:03}\nnote {i:03} {}", "x".repeat(15_000));
+        json(&a, &["share", "send", "--to", "globex/architect", &text]);
+    }
+    let sync = || {
+        let out = env_cmd(&b)
+            .env("AGENTBUS_HOME", &home)
+            .args(["share", "sync"])
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{:?} {text}", out.status);
+        text
+    };
+    let first = sync();
+    assert!(
+        first.contains("message(s) for share:globex/architect wait for room in local delivery"),
+        "{first}"
+    );
+    // Each prompt shows one (newest first) until the oldest is shown; syncs in between hand over
+    // the rest, so every note is shown, once.
+    let mut shown = std::collections::BTreeSet::new();
+    for _ in 0..3 * n {
+        let out = hook(&b, &home, "sess-architect-1", "UserPromptSubmit");
+        for i in 0..n {
+            if out.contains(&format!("note {i:03} x")) {
+                assert!(shown.insert(i), "note {i} shown twice");
+            }
+        }
+        if shown.len() == n {
+            break;
+        }
+        sync();
+    }
+    assert_eq!(shown.len(), n, "shown: {shown:?}");
+}
