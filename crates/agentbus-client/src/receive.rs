@@ -135,6 +135,10 @@ pub struct InboundPolicy {
     pub read_receipts: bool,
 }
 
+/// How long a refusal for want of room stands while nothing local changed (see
+/// [`Receiver::import_waiting`]).
+const ROOM_RETRY_MS: i64 = 60_000;
+
 /// How long a fetched policy is used before it is fetched again.
 const POLICY_TTL_MS: i64 = 60_000;
 /// How long a receipt that could not be sent waits before it is tried again.
@@ -167,8 +171,9 @@ pub struct Receiver {
     local: Store,
     clock: Arc<dyn Clock>,
     fault_after_persist: bool,
-    /// [`Store::room_mark`] when local delivery last had no room for a waiting envelope.
-    room_mark: Option<String>,
+    /// [`Store::room_mark`] when local delivery last had no room for a waiting envelope, and
+    /// when (ms).
+    room_mark: Option<(String, i64)>,
     signer: Option<Signer>,
     /// The policy and when it was fetched.
     policy: Option<(InboundPolicy, i64)>,
@@ -506,14 +511,20 @@ impl Receiver {
 
     /// Hands the stored envelopes marked unimported to local delivery, oldest first, until one
     /// still finds no room. Returns how many still wait. Nothing is tried while neither the log
-    /// nor the identity's claims changed since the last refusal.
+    /// nor the identity's claims changed since the last refusal, for up to a minute (what blocks
+    /// may also pass its TTL, which changes neither).
     pub fn import_waiting(&mut self) -> Result<usize> {
         let waiting = self.inbox.unimported()?;
         if waiting.is_empty() {
             return Ok(0);
         }
         let mark = self.local.room_mark(&self.profile.address);
-        if self.room_mark.as_ref() == Some(&mark) {
+        let now = self.clock.now().millis();
+        if self
+            .room_mark
+            .as_ref()
+            .is_some_and(|(m, at)| *m == mark && now - at < ROOM_RETRY_MS)
+        {
             return Ok(waiting.len());
         }
         for (i, (path, id)) in waiting.iter().enumerate() {
@@ -521,7 +532,7 @@ impl Receiver {
             if let Some(r) = self.inbox.get(id)?
                 && !self.import_one(&r)?
             {
-                self.room_mark = Some(mark);
+                self.room_mark = Some((mark, now));
                 return Ok(waiting.len() - i);
             }
             self.inbox.clear_unimported(path)?;

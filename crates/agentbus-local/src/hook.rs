@@ -367,6 +367,10 @@ impl Drop for Offer {
 /// count as shown, and is not acknowledged by a look of the session.
 const OFFERED: &str = "offered";
 
+/// How long an offer may stay out: one whose process died before confirming or withdrawing it is
+/// given back by the first look after this (its sending is one write to a pipe).
+pub const OFFER_LEASE_MS: i64 = 60_000;
+
 /// One full look at the log for a session: what it is owed and what it may be shown.
 struct Look {
     msgs: Vec<Message>,
@@ -383,8 +387,9 @@ struct Look {
 impl Store {
     fn look(&self, sid: &str, presence: &crate::session::Presence) -> Result<Look, StoreError> {
         let node = self.node()?;
-        let lines = self.lines()?;
         let now = self.now();
+        self.reclaim_abandoned_offers(now);
+        let lines = self.lines()?;
         let mine = seen_ids_of(&lines, sid, &node);
         let msgs = messages(lines);
         let claimed = self.claims(sid)?;
@@ -464,7 +469,12 @@ impl Store {
             // or not claimable now: it waits, never shown twice and never lost. Claimed by
             // another session of its identity: that session shows it.
             match self.claim_message(sid, s.message, offered) {
-                Some(true) => kept.push(s),
+                Some(true) => {
+                    if offered {
+                        self.record_offer(sid, s.message, look.now);
+                    }
+                    kept.push(s)
+                }
                 Some(false) => waiting = true,
                 None => {}
             }
@@ -561,12 +571,20 @@ impl Store {
     pub fn confirm(&self, mut offer: Offer) -> Result<Delivery, StoreError> {
         offer.store = None;
         let sid = offer.session.clone();
+        // Best effort, and never before the acknowledgement below: the messages were sent. A
+        // claim given back meanwhile (an offer out past its lease) is not made again.
         for m in &offer.messages {
             // The session's claim first: once it holds nothing, a look may acknowledge it.
-            replace_file(&self.seen_path().join(&sid).join(&m.id), "")?;
-            if let Some(agent) = identity_of(m) {
-                replace_file(&self.identity_dir(&agent)?.join(&m.id), &sid)?;
+            let claim = self.seen_path().join(&sid).join(&m.id);
+            if self.offered(&claim) {
+                let _ = replace_file(&claim, "");
             }
+            if let Some(dir) = identity_of(m).and_then(|a| self.identity_dir(&a).ok())
+                && self.offered(&dir.join(&m.id))
+            {
+                let _ = replace_file(&dir.join(&m.id), &sid);
+            }
+            let _ = fs::remove_file(self.offer_record(&sid, &m.id));
         }
         let surface = Surface {
             name: &offer.harness,
@@ -589,21 +607,88 @@ impl Store {
         self.give_back(&offer.session, &offer.messages);
     }
 
-    /// Removes the claims of `messages` (the session's and its identity's), and moves the log's
-    /// generation so every idle hook looks again and the next look shows them. Best effort: a
-    /// claim left behind is acknowledged at the session's next look (LM-41), as after a crash.
+    /// Removes the offered claims of `messages` (the session's and its identity's), and moves the
+    /// log's generation so every idle hook looks again and the next look shows them. Best effort:
+    /// a claim left behind is given back by a look once the offer's lease ran out.
     fn give_back(&self, sid: &str, messages: &[Message]) {
         if messages.is_empty() {
             return;
         }
-        let dir = self.seen_path().join(sid);
         for m in messages {
-            if let Some(agent) = identity_of(m) {
-                self.unclaim_for_identity(&agent, &m.id);
-            }
-            let _ = fs::remove_file(dir.join(&m.id));
+            self.unclaim_offered(sid, &m.id, identity_of(m).as_deref());
         }
         let _ = self.write_locked(|_| Ok::<_, StoreError>((Vec::new(), true, ())));
+    }
+
+    /// Removes `sid`'s offered claim of `id` (and `agent`'s, when the message is the identity's)
+    /// and the offer's record.
+    fn unclaim_offered(&self, sid: &str, id: &str, agent: Option<&str>) {
+        let claim = self.seen_path().join(sid).join(id);
+        if self.offered(&claim) {
+            let _ = fs::remove_file(&claim);
+        }
+        if let Some(dir) = agent.and_then(|a| self.identity_dir(a).ok())
+            && self.offered(&dir.join(id))
+        {
+            let _ = fs::remove_file(dir.join(id));
+        }
+        let _ = fs::remove_file(self.offer_record(sid, id));
+    }
+
+    /// `<home>/messages/offers/<session>/<id>`: an offer out, holding when it was made and the
+    /// identity the message is for, so any look can give back what a dead process left.
+    fn offer_record(&self, sid: &str, id: &str) -> PathBuf {
+        self.dir().join("offers").join(sid).join(id)
+    }
+
+    fn record_offer(&self, sid: &str, m: &Message, now: i64) {
+        let path = self.offer_record(sid, &m.id);
+        if let Some(dir) = path.parent() {
+            let _ = fs::create_dir_all(dir);
+        }
+        let agent = identity_of(m).unwrap_or_default();
+        let _ = write_file(&path, format!("{now}\n{agent}").as_bytes());
+    }
+
+    /// Gives back the offers out longer than [`OFFER_LEASE_MS`] (their process died between
+    /// claiming and confirming), and moves the log's generation if there were any, so every idle
+    /// hook looks again. Best effort; cheap when there are none (one directory read).
+    fn reclaim_abandoned_offers(&self, now: i64) {
+        let Ok(sessions) = fs::read_dir(self.dir().join("offers")) else {
+            return;
+        };
+        let mut any = false;
+        for s in sessions.filter_map(Result::ok) {
+            let Some(sid) = s.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            for e in fs::read_dir(s.path())
+                .into_iter()
+                .flatten()
+                .filter_map(Result::ok)
+            {
+                let Some(id) = e
+                    .file_name()
+                    .to_str()
+                    .filter(|n| is_id(n))
+                    .map(str::to_owned)
+                else {
+                    continue;
+                };
+                let record = fs::read_to_string(e.path()).unwrap_or_default();
+                let (at, agent) = record.split_once('\n').unwrap_or((&record, ""));
+                let stale = at
+                    .parse::<i64>()
+                    .map_or(true, |at| now > at + OFFER_LEASE_MS);
+                if stale && is_session_id(&sid) {
+                    self.unclaim_offered(&sid, &id, Some(agent).filter(|a| !a.is_empty()));
+                    any = true;
+                }
+            }
+        }
+        if any {
+            let _ = self.write_locked(|_| Ok::<_, StoreError>((Vec::new(), true, ())));
+        }
     }
 
     /// Answers one hook event (LM: deliver).
@@ -765,10 +850,21 @@ impl Store {
         let nonce = hex::encode(agentbus_runtime::random_bytes::<6>());
         let tmp = parent.join(format!(".{}.{nonce}", crate::shown::agent_key(agent)));
         fs::create_dir_all(&tmp).map_err(io_at(&tmp))?;
+        // Only the identity's own messages (a broadcast one of its sessions was shown is still
+        // every other session's), and only claims shown, not offered.
+        let ours: HashSet<String> = self
+            .read()?
+            .into_iter()
+            .filter(|m| identity_of(m).as_deref() == Some(agent))
+            .map(|m| m.id)
+            .collect();
         for p in self.sessions()? {
             if p.agent.as_deref() == Some(agent) {
-                for id in self.claims(&p.session)? {
-                    write_file(&tmp.join(&id), p.session.as_bytes())?;
+                let seen = self.seen_path().join(&p.session);
+                for id in self.claims(&p.session)?.intersection(&ours) {
+                    if !self.offered(&seen.join(id)) {
+                        write_file(&tmp.join(id), p.session.as_bytes())?;
+                    }
                 }
             }
         }
@@ -907,7 +1003,16 @@ fn create_claim(path: &std::path::Path, content: &str) -> Result<bool, StoreErro
         write_file(&tmp, content.as_bytes())?;
         let linked = fs::hard_link(&tmp, path);
         let _ = fs::remove_file(&tmp);
-        linked
+        match linked {
+            // A file system without hard links: exclusive all the same, its content a moment
+            // later.
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(content.as_bytes())),
+            done => done,
+        }
     };
     match made {
         Ok(()) => Ok(true),

@@ -636,3 +636,41 @@ fn a_withdrawn_offer_wakes_the_idle_sessions_of_its_identity() {
     let (_, b) = f.hook(Harness::Claude, "claude-prompt.json", "s2");
     assert_eq!(b.shown_ids, [id]);
 }
+
+#[test]
+fn an_offer_its_process_never_settled_is_given_back_once_its_lease_ran_out() {
+    let f = bound_fixture();
+    f.start("s2");
+    f.store.bind("s2", Some(REVIEWER)).unwrap();
+    let id = stored(&f, &inbound(Transport::Gateway, MSG, REVIEWER));
+    let surface = agentbus_local::Surface {
+        name: "mcp",
+        event: "notifications/claude/channel",
+        budget: 8_000,
+    };
+    // The MCP server dies while it sends: no confirm, no withdraw, no drop.
+    std::mem::forget(f.store.offer("s1", &surface).unwrap());
+    let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s2");
+    assert!(a.shown_ids.is_empty(), "still out: {a:?}");
+    f.clock.advance_ms(agentbus_local::hook::OFFER_LEASE_MS + 1);
+    stored(&f, &inbound(Transport::Gateway, "msg_later", REVIEWER));
+    let (_, b) = f.hook(Harness::Claude, "claude-prompt.json", "s2");
+    assert!(b.shown_ids.contains(&id), "{b:?}");
+}
+
+#[test]
+fn claims_an_earlier_version_made_of_a_broadcast_stay_that_sessions_alone() {
+    let f = bound_fixture();
+    f.start("s2");
+    f.store.bind("s2", Some(REVIEWER)).unwrap();
+    f.clock.advance_ms(1_000);
+    let all = f.tell(
+        &crate::engineer(),
+        &agentbus_local::Address::All,
+        "all hands at 3",
+    );
+    assert!(f.store.claim("s1", &all).unwrap());
+    std::fs::remove_dir_all(f.dir.path().join("messages/claimed")).ok();
+    let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s2");
+    assert_eq!(a.shown_ids, [all]);
+}
