@@ -156,6 +156,15 @@ fn bound_fixture() -> Fixture {
 }
 
 const MSG: &str = "msg_01J9ZK6Q8R2M3N4P5Q6R7S8T9V";
+
+/// An MCP server's delivery surface at `event`.
+fn mcp_surface(event: &'static str, budget: usize) -> agentbus_local::Surface<'static> {
+    agentbus_local::Surface {
+        name: "mcp",
+        event,
+        budget,
+    }
+}
 const REVIEWER: &str = "agent://acme/backend/reviewer";
 
 #[test]
@@ -319,11 +328,7 @@ fn racing_sessions_of_one_identity_show_each_of_its_messages_once() {
 fn an_offer_withdrawn_is_shown_at_the_next_look_and_one_confirmed_is_recorded() {
     let f = bound_fixture();
     let id = stored(&f, &inbound(Transport::Gateway, MSG, REVIEWER));
-    let surface = agentbus_local::Surface {
-        name: "mcp",
-        event: "notifications/claude/channel",
-        budget: 8_000,
-    };
+    let surface = mcp_surface("notifications/claude/channel", 8_000);
     let offer = f.store.offer("s1", &surface).unwrap();
     assert_eq!(offer.delivery.shown_ids, std::slice::from_ref(&id));
     // Claimed while it is offered: no racing look shows it meanwhile.
@@ -378,11 +383,7 @@ fn wp_13_1_5_a_held_message_is_never_injected_and_stays_in_the_inbox_marked() {
 fn deliver_claims_frames_acknowledges_and_records_like_the_hook() {
     let f = bound_fixture();
     let id = stored(&f, &inbound(Transport::Gateway, MSG, REVIEWER));
-    let surface = agentbus_local::Surface {
-        name: "mcp",
-        event: "tools/call",
-        budget: 8_000,
-    };
+    let surface = mcp_surface("tools/call", 8_000);
     let d = f.store.deliver("s1", &surface).unwrap();
     assert_eq!(d.shown_ids, std::slice::from_ref(&id));
     assert!(d.context.unwrap().contains(&format!("id=\"{MSG}\"")));
@@ -407,11 +408,6 @@ fn deliver_claims_frames_acknowledges_and_records_like_the_hook() {
 #[test]
 fn an_import_waits_for_room_rather_than_push_out_a_message_no_session_was_shown() {
     let f = bound_fixture();
-    let big = |i: usize| {
-        let mut m = inbound(Transport::Gateway, &format!("msg_big{i}"), REVIEWER);
-        m.body = format!("{i} {}", "x".repeat(15_000));
-        m
-    };
     // Fill this identity's share of the log; a local broadcast beside it takes none of it.
     let mut stored_ids = Vec::new();
     let full = loop {
@@ -575,11 +571,7 @@ fn claims_made_before_identities_had_their_own_still_count_for_the_identity() {
 fn an_offer_out_is_not_shown_so_it_is_neither_pushed_out_nor_acknowledged_and_dropping_it_gives_it_back()
  {
     let f = bound_fixture();
-    let surface = agentbus_local::Surface {
-        name: "mcp",
-        event: "notifications/claude/channel",
-        budget: 100_000,
-    };
+    let surface = mcp_surface("notifications/claude/channel", 100_000);
     let first = stored(&f, &big(0));
     let offer = f.store.offer("s1", &surface).unwrap();
     assert_eq!(offer.delivery.shown_ids, std::slice::from_ref(&first));
@@ -621,11 +613,7 @@ fn a_withdrawn_offer_wakes_the_idle_sessions_of_its_identity() {
     f.start("s2");
     f.store.bind("s2", Some(REVIEWER)).unwrap();
     let id = stored(&f, &inbound(Transport::Gateway, MSG, REVIEWER));
-    let surface = agentbus_local::Surface {
-        name: "mcp",
-        event: "notifications/claude/channel",
-        budget: 8_000,
-    };
+    let surface = mcp_surface("notifications/claude/channel", 8_000);
     let offer = f.store.offer("s1", &surface).unwrap();
     // While s1's offer is out, s2 has nothing to show, and its next event answers idle.
     let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s2");
@@ -643,11 +631,7 @@ fn an_offer_its_process_never_settled_is_given_back_once_its_lease_ran_out() {
     f.start("s2");
     f.store.bind("s2", Some(REVIEWER)).unwrap();
     let id = stored(&f, &inbound(Transport::Gateway, MSG, REVIEWER));
-    let surface = agentbus_local::Surface {
-        name: "mcp",
-        event: "notifications/claude/channel",
-        budget: 8_000,
-    };
+    let surface = mcp_surface("notifications/claude/channel", 8_000);
     // The MCP server dies while it sends: no confirm, no withdraw, no drop.
     std::mem::forget(f.store.offer("s1", &surface).unwrap());
     let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s2");
