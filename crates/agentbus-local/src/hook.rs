@@ -468,13 +468,16 @@ impl Store {
             // Claimed here: shown here. Claimed by another hook of this session first (LM-39),
             // or not claimable now: it waits, never shown twice and never lost. Claimed by
             // another session of its identity: that session shows it.
-            match self.claim_message(sid, s.message, offered) {
-                Some(true) => {
-                    if offered {
-                        self.record_offer(sid, s.message, look.now);
-                    }
-                    kept.push(s)
-                }
+            // An offer's record comes first, so no offered claim is ever without one.
+            if offered {
+                self.record_offer(sid, s.message, look.now);
+            }
+            let claimed = self.claim_message(sid, s.message, offered);
+            if offered && claimed != Some(true) {
+                let _ = fs::remove_file(self.offer_record(sid, &s.message.id));
+            }
+            match claimed {
+                Some(true) => kept.push(s),
                 Some(false) => waiting = true,
                 None => {}
             }
@@ -580,7 +583,8 @@ impl Store {
                 let _ = replace_file(&claim, "");
             }
             if let Some(dir) = identity_of(m).and_then(|a| self.identity_dir(&a).ok())
-                && self.offered(&dir.join(&m.id))
+                && fs::read_to_string(dir.join(&m.id))
+                    .is_ok_and(|c| c == format!("{OFFERED} {sid}"))
             {
                 let _ = replace_file(&dir.join(&m.id), &sid);
             }
@@ -627,8 +631,9 @@ impl Store {
         if self.offered(&claim) {
             let _ = fs::remove_file(&claim);
         }
+        // The identity's claim only when this session's offer holds it.
         if let Some(dir) = agent.and_then(|a| self.identity_dir(a).ok())
-            && self.offered(&dir.join(id))
+            && fs::read_to_string(dir.join(id)).is_ok_and(|c| c == format!("{OFFERED} {sid}"))
         {
             let _ = fs::remove_file(dir.join(id));
         }
