@@ -468,13 +468,15 @@ impl Store {
             // Claimed here: shown here. Claimed by another hook of this session first (LM-39),
             // or not claimable now: it waits, never shown twice and never lost. Claimed by
             // another session of its identity: that session shows it.
-            // An offer's record comes first, so no offered claim is ever without one.
-            if offered {
-                self.record_offer(sid, s.message, look.now);
+            // An offer's record comes first, so no offered claim is ever without one; a record
+            // another offer of this session holds means that offer is claiming it: it waits.
+            if offered && !self.record_offer(sid, s.message, look.now) {
+                waiting = true;
+                continue;
             }
             let claimed = self.claim_message(sid, s.message, offered);
             if offered && claimed != Some(true) {
-                let _ = fs::remove_file(self.offer_record(sid, &s.message.id));
+                self.remove_offer_record(sid, &s.message.id);
             }
             match claimed {
                 Some(true) => kept.push(s),
@@ -588,7 +590,7 @@ impl Store {
             {
                 let _ = replace_file(&dir.join(&m.id), &sid);
             }
-            let _ = fs::remove_file(self.offer_record(&sid, &m.id));
+            self.remove_offer_record(&sid, &m.id);
         }
         let surface = Surface {
             name: &offer.harness,
@@ -625,19 +627,32 @@ impl Store {
     }
 
     /// Removes `sid`'s offered claim of `id` (and `agent`'s, when the message is the identity's)
-    /// and the offer's record.
-    fn unclaim_offered(&self, sid: &str, id: &str, agent: Option<&str>) {
+    /// and the offer's record. Returns whether it removed anything.
+    fn unclaim_offered(&self, sid: &str, id: &str, agent: Option<&str>) -> bool {
+        let mut removed = false;
         let claim = self.seen_path().join(sid).join(id);
         if self.offered(&claim) {
-            let _ = fs::remove_file(&claim);
+            removed |= fs::remove_file(&claim).is_ok();
         }
         // The identity's claim only when this session's offer holds it.
         if let Some(dir) = agent.and_then(|a| self.identity_dir(a).ok())
             && fs::read_to_string(dir.join(id)).is_ok_and(|c| c == format!("{OFFERED} {sid}"))
         {
-            let _ = fs::remove_file(dir.join(id));
+            removed |= fs::remove_file(dir.join(id)).is_ok();
         }
-        let _ = fs::remove_file(self.offer_record(sid, id));
+        removed | self.remove_offer_record(sid, id)
+    }
+
+    /// Removes an offer's record, and its session's folder once empty. Returns whether the record
+    /// was there.
+    fn remove_offer_record(&self, sid: &str, id: &str) -> bool {
+        let path = self.offer_record(sid, id);
+        let removed = fs::remove_file(&path).is_ok();
+        if let Some(dir) = path.parent() {
+            // Fails while other records are in it, as it should.
+            let _ = fs::remove_dir(dir);
+        }
+        removed
     }
 
     /// `<home>/messages/offers/<session>/<id>`: an offer out, holding when it was made and the
@@ -646,54 +661,71 @@ impl Store {
         self.dir().join("offers").join(sid).join(id)
     }
 
-    fn record_offer(&self, sid: &str, m: &Message, now: i64) {
+    /// Writes the record of an offer of `m` to `sid`, whole and exclusively: `false` when it
+    /// could not be made (another offer of the session holds `m`, or the disk refused).
+    fn record_offer(&self, sid: &str, m: &Message, now: i64) -> bool {
         let path = self.offer_record(sid, &m.id);
-        if let Some(dir) = path.parent() {
-            let _ = fs::create_dir_all(dir);
+        if !is_session_id(sid) || path.parent().is_none_or(|d| fs::create_dir_all(d).is_err()) {
+            return false;
         }
         let agent = identity_of(m).unwrap_or_default();
-        let _ = write_file(&path, format!("{now}\n{agent}").as_bytes());
+        matches!(create_claim(&path, &format!("{now}\n{agent}")), Ok(true))
     }
 
     /// Gives back the offers out longer than [`OFFER_LEASE_MS`] (their process died between
     /// claiming and confirming), and moves the log's generation if there were any, so every idle
-    /// hook looks again. Best effort; cheap when there are none (one directory read).
+    /// hook looks again. Best effort; cheap when there are none (a directory read per session
+    /// with an offer out).
     fn reclaim_abandoned_offers(&self, now: i64) {
         let Ok(sessions) = fs::read_dir(self.dir().join("offers")) else {
             return;
         };
         let mut any = false;
         for s in sessions.filter_map(Result::ok) {
-            let Some(sid) = s.file_name().to_str().map(str::to_owned) else {
-                continue;
-            };
-            for e in fs::read_dir(s.path())
-                .into_iter()
-                .flatten()
-                .filter_map(Result::ok)
-            {
-                let Some(id) = e
-                    .file_name()
-                    .to_str()
-                    .filter(|n| is_id(n))
-                    .map(str::to_owned)
-                else {
-                    continue;
-                };
-                let record = fs::read_to_string(e.path()).unwrap_or_default();
-                let (at, agent) = record.split_once('\n').unwrap_or((&record, ""));
-                let stale = at
-                    .parse::<i64>()
-                    .map_or(true, |at| now > at + OFFER_LEASE_MS);
-                if stale && is_session_id(&sid) {
-                    self.unclaim_offered(&sid, &id, Some(agent).filter(|a| !a.is_empty()));
-                    any = true;
-                }
+            if let Some(sid) = s.file_name().to_str() {
+                any |= self.give_back_offers(sid, Some(now));
             }
         }
         if any {
             let _ = self.write_locked(|_| Ok::<_, StoreError>((Vec::new(), true, ())));
         }
+    }
+
+    /// Gives back `sid`'s offers out: those past their lease at `now`, or all of them when
+    /// `now` is `None` (the session is forgotten). Returns whether anything was removed.
+    pub(crate) fn give_back_offers(&self, sid: &str, now: Option<i64>) -> bool {
+        if !is_session_id(sid) {
+            return false;
+        }
+        let mut any = false;
+        let dir = self.dir().join("offers").join(sid);
+        for e in fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+        {
+            let Some(id) = e
+                .file_name()
+                .to_str()
+                .filter(|n| is_id(n))
+                .map(str::to_owned)
+            else {
+                continue;
+            };
+            // A record is written whole (see `record_offer`), so one that does not parse is not
+            // one being written. One stamped far ahead is from a clock stepped back.
+            let record = fs::read_to_string(e.path()).unwrap_or_default();
+            let (at, agent) = record.split_once('\n').unwrap_or((&record, ""));
+            let stale = now.is_none_or(|now| {
+                at.parse::<i64>().map_or(true, |at| {
+                    now > at + OFFER_LEASE_MS || at > now + OFFER_LEASE_MS
+                })
+            });
+            if stale {
+                any |= self.unclaim_offered(sid, &id, Some(agent).filter(|a| !a.is_empty()));
+            }
+        }
+        any
     }
 
     /// Answers one hook event (LM: deliver).

@@ -148,7 +148,8 @@ impl Store {
         Ok(record)
     }
 
-    /// Forgets `session`: its presence, scanned stamp and delivery claims (LM-46, G-LM-10).
+    /// Forgets `session`: its presence, scanned stamp, delivery claims and offers out (LM-46,
+    /// G-LM-10).
     pub fn forget(&self, session: &str) -> Result<bool, StoreError> {
         let path = self.presence_path(session)?;
         let existed = path.exists();
@@ -159,11 +160,17 @@ impl Store {
                 Err(e) => return Err(io_at(&p)(e)),
             }
         }
-        let claims = self.seen_path().join(session);
-        match fs::remove_dir_all(&claims) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_at(&claims)(e)),
+        // Its offers out first: an identity's claim they hold would otherwise stay taken.
+        self.give_back_offers(session, None);
+        for dir in [
+            self.seen_path().join(session),
+            self.dir().join("offers").join(session),
+        ] {
+            match fs::remove_dir_all(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_at(&dir)(e)),
+            }
         }
         Ok(existed)
     }

@@ -658,3 +658,27 @@ fn claims_an_earlier_version_made_of_a_broadcast_stay_that_sessions_alone() {
     let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s2");
     assert_eq!(a.shown_ids, [all]);
 }
+
+#[test]
+fn an_abandoned_offer_is_given_back_after_a_clock_stepped_back_and_when_its_session_is_forgotten() {
+    let f = bound_fixture();
+    f.start("s2");
+    f.store.bind("s2", Some(REVIEWER)).unwrap();
+    let surface = mcp_surface("notifications/claude/channel", 8_000);
+    let id = stored(&f, &inbound(Transport::Gateway, MSG, REVIEWER));
+    f.clock.advance_ms(600_000);
+    std::mem::forget(f.store.offer("s1", &surface).unwrap());
+    // The clock steps back past the lease: the offer's stamp is ahead of any live one.
+    let back = crate::T0 + 600_000 - agentbus_local::hook::OFFER_LEASE_MS - 1_000;
+    f.clock.set(agentbus_protocol::timestamp::Timestamp(back));
+    stored(&f, &inbound(Transport::Gateway, "msg_later", REVIEWER));
+    let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s2");
+    assert!(a.shown_ids.contains(&id), "{a:?}");
+    // An offer out when its session is forgotten gives its identity claim back too.
+    let id2 = stored(&f, &inbound(Transport::Gateway, "msg_third", REVIEWER));
+    std::mem::forget(f.store.offer("s1", &surface).unwrap());
+    assert!(f.store.identity_claims(REVIEWER).unwrap().contains(&id2));
+    f.store.forget("s1").unwrap();
+    assert!(!f.store.identity_claims(REVIEWER).unwrap().contains(&id2));
+    assert!(!f.dir.path().join("messages/offers/s1").exists());
+}
