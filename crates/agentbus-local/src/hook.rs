@@ -869,6 +869,15 @@ impl Store {
         create_claim(&dir.join(id), if offered { OFFERED } else { "" })
     }
 
+    /// The ids `session` was shown: its claims, less those an [`Offer`] still holds. For the
+    /// views (`sessions`, `seen_by`); delivery itself reads [`Store::claims`].
+    pub fn shown_claims(&self, session: &str) -> Result<HashSet<String>, StoreError> {
+        let dir = self.seen_path().join(session);
+        let mut ids = self.claims(session)?;
+        ids.retain(|id| !self.offered(&dir.join(id)));
+        Ok(ids)
+    }
+
     /// Whether the claim at `path` is held by an outstanding [`Offer`].
     fn offered(&self, path: &std::path::Path) -> bool {
         fs::read_to_string(path).is_ok_and(|c| c.starts_with(OFFERED))

@@ -109,7 +109,7 @@ impl Store {
             let settled = self.settled(&p.session, p.agent.as_deref())?;
             let (waiting, paused) = state_of(&msgs, &r, &settled, now);
             let unread = waiting.len();
-            let mut shown: Vec<String> = self.claims(&p.session)?.into_iter().collect();
+            let mut shown: Vec<String> = self.shown_claims(&p.session)?.into_iter().collect();
             shown.sort();
             out.push(SessionView {
                 paused,
@@ -144,7 +144,7 @@ impl Store {
     pub fn seen_by(&self) -> Result<HashMap<String, Vec<String>>, StoreError> {
         let mut out: HashMap<String, Vec<String>> = HashMap::new();
         for p in self.sessions()? {
-            for id in self.claims(&p.session)? {
+            for id in self.shown_claims(&p.session)? {
                 out.entry(id).or_default().push(p.session.clone());
             }
         }

@@ -331,8 +331,11 @@ fn an_offer_withdrawn_is_shown_at_the_next_look_and_one_confirmed_is_recorded() 
     let surface = mcp_surface("notifications/claude/channel", 8_000);
     let offer = f.store.offer("s1", &surface).unwrap();
     assert_eq!(offer.delivery.shown_ids, std::slice::from_ref(&id));
-    // Claimed while it is offered: no racing look shows it meanwhile.
+    // Claimed while it is offered: no racing look shows it meanwhile, and no view lists it as
+    // shown yet.
     assert!(f.store.waiting_for("s1").unwrap().0.is_empty());
+    assert!(f.store.session_views().unwrap()[0].shown.is_empty());
+    assert!(f.store.seen_by().unwrap().is_empty());
     // The notification could not be sent: nothing counts it shown.
     f.store.withdraw(offer);
     assert!(f.store.claims("s1").unwrap().is_empty());
