@@ -29,7 +29,7 @@
 
 use std::collections::HashSet;
 use std::fs::{self, OpenOptions};
-use std::io::{self, Write as _};
+use std::io::Write as _;
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
@@ -40,7 +40,10 @@ use crate::deliver::{
     Recipient, any_early, for_session, identity_of, paused, render_block, select,
 };
 use crate::line::{Message, is_id, seen_ids_of};
-use crate::store::{Store, StoreError, entries, io_at, mark_of, messages, read_small, write_file};
+use crate::store::{
+    Store, StoreError, create_exclusive, entries, io_at, mark_of, messages, read_small,
+    replace_file, write_file,
+};
 
 /// A harness the hook serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -582,13 +585,13 @@ impl Store {
             // The session's claim first: once it holds nothing, a look may acknowledge it.
             let claim = self.seen_path().join(&sid).join(&m.id);
             if self.offered(&claim) {
-                let _ = replace_file(&claim, "");
+                let _ = replace_file(&claim, b"");
             }
             if let Some(dir) = identity_of(m).and_then(|a| self.identity_dir(&a).ok())
                 && fs::read_to_string(dir.join(&m.id))
                     .is_ok_and(|c| c == format!("{OFFERED} {sid}"))
             {
-                let _ = replace_file(&dir.join(&m.id), &sid);
+                let _ = replace_file(&dir.join(&m.id), sid.as_bytes());
             }
             self.remove_offer_record(&sid, &m.id);
         }
@@ -669,7 +672,10 @@ impl Store {
             return false;
         }
         let agent = identity_of(m).unwrap_or_default();
-        matches!(create_claim(&path, &format!("{now}\n{agent}")), Ok(true))
+        matches!(
+            create_exclusive(&path, format!("{now}\n{agent}").as_bytes()),
+            Ok(true)
+        )
     }
 
     /// Gives back the offers out longer than [`OFFER_LEASE_MS`] (their process died between
@@ -826,16 +832,13 @@ impl Store {
         let path = self.scanned_path(sid)?;
         let dir = self.dir().join("scanned");
         fs::create_dir_all(&dir).map_err(io_at(&dir))?;
-        // Hooks of one session may run at once: each writes its own temporary file.
-        let nonce = hex::encode(agentbus_runtime::random_bytes::<6>());
-        let tmp = dir.join(format!(".{sid}.{nonce}.tmp"));
         let stamp = Stamp {
             talk: talk.to_owned(),
             // A reason is one line in the stamp.
             paused: paused.map(|p| p.replace(['\n', '\r'], " ")),
         };
-        write_file(&tmp, stamp.render().as_bytes())?;
-        fs::rename(&tmp, &path).map_err(io_at(&path))
+        // Hooks of one session may run at once: each writes its own temporary file.
+        replace_file(&path, stamp.render().as_bytes())
     }
 
     /// The ids `session` has claimed (LM: seen_by, for one session).
@@ -866,7 +869,10 @@ impl Store {
         }
         let dir = self.seen_path().join(session);
         fs::create_dir_all(&dir).map_err(io_at(&dir))?;
-        create_claim(&dir.join(id), if offered { OFFERED } else { "" })
+        create_exclusive(
+            &dir.join(id),
+            if offered { OFFERED.as_bytes() } else { b"" },
+        )
     }
 
     /// The ids `session` was shown: its claims, less those an [`Offer`] still holds. For the
@@ -990,7 +996,7 @@ impl Store {
         } else {
             session.to_owned()
         };
-        create_claim(&self.identity_dir(agent)?.join(id), &holder)
+        create_exclusive(&self.identity_dir(agent)?.join(id), holder.as_bytes())
     }
 
     fn unclaim_for_identity(&self, agent: &str, id: &str) {
@@ -1032,53 +1038,6 @@ impl Store {
             }
         }
     }
-}
-
-/// Creates `path` holding `content`, exclusively: `true` when this call made it. The content is in
-/// place before the name exists (written under a temporary name and hard-linked), so no reader
-/// sees a claim without its holder.
-fn create_claim(path: &std::path::Path, content: &str) -> Result<bool, StoreError> {
-    let made = if content.is_empty() {
-        OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map(|_| ())
-    } else {
-        let tmp = temporary_beside(path);
-        write_file(&tmp, content.as_bytes())?;
-        let linked = fs::hard_link(&tmp, path);
-        let _ = fs::remove_file(&tmp);
-        match linked {
-            // A file system without hard links: exclusive all the same, its content a moment
-            // later.
-            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(path)
-                .and_then(|mut f| f.write_all(content.as_bytes())),
-            done => done,
-        }
-    };
-    match made {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-        Err(e) => Err(io_at(path)(e)),
-    }
-}
-
-/// Replaces `path`'s content at once (an offered claim confirmed).
-fn replace_file(path: &std::path::Path, content: &str) -> Result<(), StoreError> {
-    let tmp = temporary_beside(path);
-    write_file(&tmp, content.as_bytes())?;
-    fs::rename(&tmp, path).map_err(io_at(path))
-}
-
-/// A fresh temporary name in `path`'s folder, which no claim listing reads (it starts with a dot).
-fn temporary_beside(path: &std::path::Path) -> PathBuf {
-    let nonce = hex::encode(agentbus_runtime::random_bytes::<6>());
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("claim");
-    path.with_file_name(format!(".{name}.{nonce}.tmp"))
 }
 
 /// Appends `export AGENTBUS_SESSION=<sid>` to Claude Code's `CLAUDE_ENV_FILE`. Best effort: a

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::address::{is_agent_identity, is_session_id};
 use crate::consts::NAME;
-use crate::store::{Store, StoreError, entries, io_at, read_small, write_file};
+use crate::store::{Store, StoreError, entries, io_at, read_small, replace_file};
 
 /// One session's presence record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -135,15 +135,12 @@ impl Store {
             .ok_or_else(|| BindError::UnknownSession(session.to_owned()))?;
         record.agent = agent.map(str::to_owned);
         let path = self.presence_path(session)?;
-        let nonce = hex::encode(agentbus_runtime::random_bytes::<6>());
-        let tmp = self.sessions_dir().join(format!(".{session}.{nonce}.tmp"));
-        write_file(
-            &tmp,
+        replace_file(
+            &path,
             serde_json::to_string(&record)
                 .unwrap_or_default()
                 .as_bytes(),
         )?;
-        fs::rename(&tmp, &path).map_err(io_at(&path))?;
         self.write_locked(|_| Ok::<_, StoreError>((Vec::new(), true, ())))?;
         Ok(record)
     }

@@ -26,7 +26,7 @@ use agentbus_protocol::frame::Transport;
 
 use crate::consts::{SLACK_MS, TTL_MS};
 use crate::line::{Message, is_id};
-use crate::store::{Store, StoreError, entries, io_at, write_file};
+use crate::store::{Store, StoreError, create_exclusive, entries, io_at};
 
 /// Where and when a message was first shown.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,22 +87,8 @@ impl Store {
             event: event.to_owned(),
             ms: self.now(),
         };
-        let nonce = hex::encode(agentbus_runtime::random_bytes::<6>());
-        let tmp = dir.join(format!(".{}.{nonce}.tmp", m.id));
-        write_file(
-            &tmp,
-            serde_json::to_string(&record)
-                .unwrap_or_default()
-                .as_bytes(),
-        )?;
-        let path = dir.join(&name);
-        let linked = fs::hard_link(&tmp, &path);
-        let _ = fs::remove_file(&tmp);
-        match linked {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-            Err(e) => Err(io_at(&path)(e)),
-        }
+        let record = serde_json::to_string(&record).unwrap_or_default();
+        create_exclusive(&dir.join(&name), record.as_bytes())
     }
 
     /// The records of `agent`'s messages shown and not reported yet, oldest first.

@@ -444,6 +444,53 @@ pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     f.write_all(bytes).map_err(io_at(path))
 }
 
+/// Writes `path` whole in one step, for writers that may race: the bytes go to a temporary name
+/// of this call's own beside it, which is renamed over it.
+pub(crate) fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let tmp = temporary_beside(path);
+    write_file(&tmp, bytes)?;
+    fs::rename(&tmp, path).map_err(io_at(path))
+}
+
+/// Creates `path` holding `bytes`, exclusively: `true` when this call made it, `false` when it
+/// existed. The bytes are in place before the name exists (written under a temporary name and
+/// hard-linked), so no reader sees the file without them; on a file system without hard links it
+/// is created exclusively all the same, its bytes a moment later.
+pub(crate) fn create_exclusive(path: &Path, bytes: &[u8]) -> Result<bool, StoreError> {
+    let create_new = || {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(bytes))
+    };
+    let made = if bytes.is_empty() {
+        create_new()
+    } else {
+        let tmp = temporary_beside(path);
+        write_file(&tmp, bytes)?;
+        let linked = fs::hard_link(&tmp, path);
+        let _ = fs::remove_file(&tmp);
+        match linked {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => create_new(),
+            done => done,
+        }
+    };
+    match made {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(io_at(path)(e)),
+    }
+}
+
+/// A fresh temporary name in `path`'s folder, starting with a dot and ending in `.tmp`, which no
+/// listing of the store reads.
+fn temporary_beside(path: &Path) -> PathBuf {
+    let nonce = hex::encode(agentbus_runtime::random_bytes::<6>());
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    path.with_file_name(format!(".{name}.{nonce}.tmp"))
+}
+
 /// The entries of `dir`, none when it does not exist.
 pub(crate) fn entries(dir: &Path) -> Result<Vec<fs::DirEntry>, StoreError> {
     match fs::read_dir(dir) {
