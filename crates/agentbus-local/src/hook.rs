@@ -380,7 +380,9 @@ struct Look {
     recipient: Recipient,
     /// The session's own claims.
     claimed: HashSet<String>,
-    /// Those and its identity's: the messages not for this session to show.
+    /// Its identity's claims, when it is bound to one.
+    identity_claimed: HashSet<String>,
+    /// Both: the messages not for this session to show.
     settled: HashSet<String>,
     /// Claims no Seen line of the session lists yet (LM-41).
     owed: Vec<String>,
@@ -402,10 +404,11 @@ impl Store {
             .filter(|id| !mine.contains(*id) && !self.offered(&self.seen_path().join(sid).join(id)))
             .cloned()
             .collect();
-        let mut settled = claimed.clone();
-        if let Some(agent) = &presence.agent {
-            settled.extend(self.identity_claims(agent)?);
-        }
+        let identity_claimed = match &presence.agent {
+            Some(agent) => self.identity_claims(agent)?,
+            None => HashSet::new(),
+        };
+        let settled = claimed.union(&identity_claimed).cloned().collect();
         Ok(Look {
             msgs,
             recipient: Recipient {
@@ -415,6 +418,7 @@ impl Store {
                 agent: presence.agent.clone(),
             },
             claimed,
+            identity_claimed,
             settled,
             owed,
             now,
@@ -1016,12 +1020,13 @@ impl Store {
             self.seen_path().join(&look.recipient.session),
             &look.claimed,
         )];
-        let identity = look.recipient.agent.as_deref().and_then(|agent| {
-            let ids = self.identity_claims(agent).unwrap_or_default();
-            Some((self.identity_dir(agent).ok()?, ids))
-        });
-        if let Some((dir, ids)) = &identity {
-            dirs.push((dir.clone(), ids));
+        if let Some(dir) = look
+            .recipient
+            .agent
+            .as_deref()
+            .and_then(|a| self.identity_dir(a).ok())
+        {
+            dirs.push((dir, &look.identity_claimed));
         }
         let cutoff = look.now - TTL_MS - SLACK_MS;
         for (dir, ids) in dirs {
