@@ -370,6 +370,11 @@ impl Drop for Offer {
 /// count as shown, and is not acknowledged by a look of the session.
 const OFFERED: &str = "offered";
 
+/// What an identity's claim holds while `sid`'s offer holds it.
+fn offer_holder(sid: &str) -> String {
+    format!("{OFFERED} {sid}")
+}
+
 /// How long an offer may stay out: one whose process died before confirming or withdrawing it is
 /// given back by the first look after this (its sending is one write to a pipe).
 pub const OFFER_LEASE_MS: i64 = 60_000;
@@ -586,16 +591,13 @@ impl Store {
         // Best effort, and never before the acknowledgement below: the messages were sent. A
         // claim given back meanwhile (an offer out past its lease) is not made again.
         for m in &offer.messages {
+            let (own, identity) = self.offered_claims(&sid, &m.id, identity_of(m).as_deref());
             // The session's claim first: once it holds nothing, a look may acknowledge it.
-            let claim = self.seen_path().join(&sid).join(&m.id);
-            if self.offered(&claim) {
+            if let Some(claim) = own {
                 let _ = replace_file(&claim, b"");
             }
-            if let Some(dir) = identity_of(m).and_then(|a| self.identity_dir(&a).ok())
-                && fs::read_to_string(dir.join(&m.id))
-                    .is_ok_and(|c| c == format!("{OFFERED} {sid}"))
-            {
-                let _ = replace_file(&dir.join(&m.id), sid.as_bytes());
+            if let Some(claim) = identity {
+                let _ = replace_file(&claim, sid.as_bytes());
             }
             self.remove_offer_record(&sid, &m.id);
         }
@@ -636,18 +638,28 @@ impl Store {
     /// Removes `sid`'s offered claim of `id` (and `agent`'s, when the message is the identity's)
     /// and the offer's record. Returns whether it removed anything.
     fn unclaim_offered(&self, sid: &str, id: &str, agent: Option<&str>) -> bool {
+        let (own, identity) = self.offered_claims(sid, id, agent);
         let mut removed = false;
-        let claim = self.seen_path().join(sid).join(id);
-        if self.offered(&claim) {
+        for claim in [own, identity].into_iter().flatten() {
             removed |= fs::remove_file(&claim).is_ok();
         }
-        // The identity's claim only when this session's offer holds it.
-        if let Some(dir) = agent.and_then(|a| self.identity_dir(a).ok())
-            && fs::read_to_string(dir.join(id)).is_ok_and(|c| c == format!("{OFFERED} {sid}"))
-        {
-            removed |= fs::remove_file(dir.join(id)).is_ok();
-        }
         removed | self.remove_offer_record(sid, id)
+    }
+
+    /// The claims of `id` that `sid`'s offer still holds: the session's own, and its identity's
+    /// (`agent`'s) when this session's offer made that one.
+    fn offered_claims(
+        &self,
+        sid: &str,
+        id: &str,
+        agent: Option<&str>,
+    ) -> (Option<PathBuf>, Option<PathBuf>) {
+        let own = Some(self.seen_path().join(sid).join(id)).filter(|p| self.offered(p));
+        let identity = agent
+            .and_then(|a| self.identity_dir(a).ok())
+            .map(|dir| dir.join(id))
+            .filter(|p| fs::read_to_string(p).is_ok_and(|c| c == offer_holder(sid)));
+        (own, identity)
     }
 
     /// Removes an offer's record, and its session's folder once empty. Returns whether the record
@@ -996,7 +1008,7 @@ impl Store {
             return Ok(false);
         }
         let holder = if offered {
-            format!("{OFFERED} {session}")
+            offer_holder(session)
         } else {
             session.to_owned()
         };
