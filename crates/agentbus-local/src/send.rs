@@ -12,8 +12,8 @@ use agentbus_protocol::timestamp::Timestamp;
 
 use crate::address::{Address, is_agent_identity, is_engineer, is_session_id};
 use crate::bound::{bound, kept_at};
-use crate::consts::SEEN_IDS;
 use crate::consts::{LINE_VERSION, V1_RATE_MS};
+use crate::consts::{MEMBER_BYTES, SEEN_IDS};
 use crate::deliver::fresh_at;
 use crate::line::{Kind, Line, Message, SEEN, Seen, Via, bound_text, import_id, message_id};
 use crate::pace::{Pace, Window, window_for};
@@ -435,16 +435,21 @@ impl Store {
                 ));
             }
             let line = m.to_line();
-            // What was put in front of an engineer view of this node counts as shown too.
-            let read_here: HashSet<&str> = snap
-                .lines
-                .iter()
-                .filter_map(|l| match l {
-                    Line::Seen(s) if s.node == snap.node && is_engineer(&s.by) => Some(s),
-                    _ => None,
+            // What was put in front of an engineer view of this node counts as shown too. Read
+            // only if a line would be cut.
+            let read_here = std::cell::OnceCell::new();
+            let read_here = || {
+                read_here.get_or_init(|| {
+                    snap.lines
+                        .iter()
+                        .filter_map(|l| match l {
+                            Line::Seen(s) if s.node == snap.node && is_engineer(&s.by) => Some(s),
+                            _ => None,
+                        })
+                        .flat_map(|s| s.ids.iter().map(String::as_str))
+                        .collect::<HashSet<&str>>()
                 })
-                .flat_map(|s| s.ids.iter().map(String::as_str))
-                .collect();
+            };
             // What may not be pushed out: the identity's mail that a session could still be shown
             // and none was. A held message (§13.1) is the engineer's to read, and one an attacker
             // can make at will: it never holds the identity's mail back.
@@ -452,7 +457,7 @@ impl Store {
                 old.via.as_ref().is_some_and(|v| v.held.is_none())
                     && old.to == m.to
                     && fresh_at(old.ms, snap.now)
-                    && !read_here.contains(old.id.as_str())
+                    && !read_here().contains(old.id.as_str())
                     && !self.shown_to_identity(&m.to, &old.id)
             };
             if let Some(pushed) = would_cut(snap, &line, unshown) {
@@ -538,6 +543,12 @@ fn check_pair(m: &Message, w: &Window, snap: &crate::store::Snapshot) -> Result<
 /// The id of a message `matters` picks that the byte bound would cut were `line` added to the
 /// log as `snap` holds it (a line past the TTL goes either way and is not counted).
 fn would_cut(snap: &Snapshot, line: &str, matters: impl Fn(&Message) -> bool) -> Option<String> {
+    // No group holds more than the whole log: while it all fits one member's share, the byte
+    // bound cuts nothing, and the log need not be bounded here (every import and send asks).
+    let total: usize = snap.raw.iter().map(|r| r.len() + 1).sum::<usize>() + line.len() + 1;
+    if total <= MEMBER_BYTES {
+        return None;
+    }
     let mut all: Vec<&[u8]> = snap.raw.iter().map(Vec::as_slice).collect();
     all.push(line.as_bytes());
     let kept: HashSet<usize> = bound(&all, snap.now).kept.into_iter().collect();
