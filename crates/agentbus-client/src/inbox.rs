@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use agentbus_protocol::ids::{Id, IdKind};
 
 use crate::error::{ClientError, Result, io};
-use crate::profile::{create_private_dir, sync_dir, write_private_atomic};
+use crate::profile::{create_private_dir, entries_of, sync_dir, write_private_atomic};
 
 /// A problem found with a received envelope; it is stored all the same.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -211,13 +211,9 @@ impl AgentInbox {
     /// The file keys of every stored envelope (cheap: no file is read).
     pub fn keys(&self) -> Result<Vec<String>> {
         let dir = self.inbox_dir();
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io(&dir)(e)),
-        };
+        let entries = entries_of(&dir)?;
         Ok(entries
-            .filter_map(|e| e.ok())
+            .into_iter()
             .filter_map(|e| {
                 let name = e.file_name().to_str()?.to_owned();
                 let key = name.strip_suffix(".json")?;
@@ -229,13 +225,9 @@ impl AgentInbox {
     /// Every stored envelope, in sequence order.
     pub fn list(&self) -> Result<Vec<Received>> {
         let dir = self.inbox_dir();
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io(&dir)(e)),
-        };
+        let entries = entries_of(&dir)?;
         let mut out = Vec::new();
-        for e in entries.filter_map(|e| e.ok()) {
+        for e in entries {
             let name = e.file_name();
             let Some(name) = name.to_str() else { continue };
             if name.starts_with('.') || !name.ends_with(".json") {
@@ -320,13 +312,9 @@ impl AgentInbox {
     /// envelopes came; only the marks are read.
     pub fn unimported(&self) -> Result<Vec<(PathBuf, String)>> {
         let dir = self.unimported_dir();
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io(&dir)(e)),
-        };
+        let entries = entries_of(&dir)?;
         let mut marks: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok())
+            .into_iter()
             .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
             .map(|e| e.path())
             .collect();

@@ -112,13 +112,8 @@ impl Profiles {
     /// Every saved profile's name, sorted.
     pub fn names(&self) -> Result<Vec<String>> {
         let dir = self.dir();
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io(&dir)(e)),
-        };
-        let mut names: Vec<String> = entries
-            .filter_map(|e| e.ok())
+        let mut names: Vec<String> = entries_of(&dir)?
+            .into_iter()
             .filter_map(|e| {
                 e.file_name()
                     .to_str()
@@ -198,6 +193,15 @@ pub fn create_private_dir(dir: &Path) -> Result<()> {
     #[cfg(not(unix))]
     {
         fs::create_dir_all(dir).map_err(io(dir))
+    }
+}
+
+/// The entries of `dir` (unreadable ones skipped), none when it does not exist.
+pub(crate) fn entries_of(dir: &Path) -> Result<Vec<fs::DirEntry>> {
+    match fs::read_dir(dir) {
+        Ok(e) => Ok(e.filter_map(|e| e.ok()).collect()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(io(dir)(e)),
     }
 }
 
