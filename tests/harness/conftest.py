@@ -1,5 +1,10 @@
 """Fixtures of the harness conformance suite: the scripted model server and a harness's world."""
 
+import json
+import os
+import pathlib
+import re
+
 import pytest
 
 from model_server import ModelServer
@@ -7,10 +12,19 @@ from runner import BINARIES, Env
 
 
 @pytest.fixture
-def server():
+def server(request):
+    """The scripted model server; with AGENTBUS_HARNESS_DUMP=DIR every request body it got is
+    written to DIR/<test>/<n>.json, to see what the model was sent."""
     s = ModelServer()
     yield s
     s.close()
+    dump = os.environ.get("AGENTBUS_HARNESS_DUMP")
+    if dump:
+        out = pathlib.Path(dump) / re.sub(r"[^\w.-]+", "_", request.node.name)
+        out.mkdir(parents=True, exist_ok=True)
+        for i, r in enumerate(s.requests):
+            (out / f"{i:02d}.json").write_text(json.dumps(
+                {"path": r.path, "at": r.at, "body": r.body}, indent=1))
 
 
 @pytest.fixture

@@ -90,9 +90,11 @@ class Env:
                                  f"{proc.stderr}")
         return proc
 
-    def tell(self, text, to=None):
-        """`agentbus tell` from the engineer's terminal to this env's session."""
-        return self.agentbus("tell", to or self.address(), text)
+    def tell(self, text, to=None, sender=None):
+        """`agentbus tell` from the engineer's terminal to this env's session (as `sender`, when
+        given: each sender has its own window of unacknowledged messages)."""
+        extra = ["--from", sender] if sender else []
+        return self.agentbus("tell", *extra, to or self.address(), text)
 
     def address(self):
         """The session's address: its id, once the harness has named it (a running session is

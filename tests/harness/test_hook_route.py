@@ -103,8 +103,9 @@ def test_over_the_budget_messages_wait_and_are_each_shown_once(make_env, server,
     env.turn(prompt("first"))
     # Each about 3,500 characters: the harness's budget (8,000 to 9,000) holds two at one event.
     words = [token(f"long{i}") for i in range(5)]
-    for w in words:
-        env.tell(w + " " + ("lorem ipsum dolor " * 190))
+    for i, w in enumerate(words):
+        # One sender each: a fresh pair's window admits one unacknowledged message.
+        env.tell(w + " " + ("lorem ipsum dolor " * 190), sender=f"peer{i}")
     server.script(run("echo a"), run("echo b"), run("echo c"), run("echo d"), say("Done."))
     env.turn(prompt("second"))
     per_request = [[w for w in words if w in r] for r in env.requests_of_session()]
