@@ -6,11 +6,14 @@ runs turns with `env.turn(prompt)` (the first starts a session, later ones resum
 the message with `shown_once`, `framed` and `recorded`.
 """
 
+import atexit
 import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
+import tempfile
 import time
 import uuid
 
@@ -25,6 +28,13 @@ BINARIES = {
     "opencode": NPM / "opencode-linux-x64" / "bin" / "opencode",
 }
 RUN_TIMEOUT = 120
+
+# OpenCode, with a plugin in its config folder, installs `@opencode-ai/plugin` there from the npm
+# registry at start-up. The first run's install is kept here and hard-linked into later worlds, so
+# the suite waits for the registry once, not at every run.
+_OPENCODE_DEPS = pathlib.Path(tempfile.gettempdir()) / f"agentbus-harness-opencode-{os.getpid()}"
+_OPENCODE_DEP_FILES = ("node_modules", "package.json", "package-lock.json", ".gitignore")
+atexit.register(shutil.rmtree, _OPENCODE_DEPS, True)
 
 # The §13.1 frame (crates/agentbus-protocol/src/frame.rs): the open tag with its attributes, the
 # preamble verbatim, lines the frame adds, `---`, the body, the close tag.
@@ -179,6 +189,10 @@ stream_max_retries = 0
                 "models": {"test-model": {"name": "test-model"}},
             }},
         }))
+        if _OPENCODE_DEPS.exists():
+            for name in _OPENCODE_DEP_FILES:
+                if (_OPENCODE_DEPS / name).exists():
+                    subprocess.run(["cp", "-al", str(_OPENCODE_DEPS / name), str(conf)], check=True)
         self.env.update({
             "OPENCODE_DISABLE_MODELS_FETCH": "1",
             "OPENCODE_DISABLE_AUTOUPDATE": "1",
@@ -241,6 +255,15 @@ stream_max_retries = 0
             out, err = self._proc.communicate()
             raise AssertionError(f"{self.harness} did not finish in {RUN_TIMEOUT}s: {err[-2000:]}")
         self.runs.append((self._proc.returncode, out, err))
+        conf = self.home / ".config" / "opencode"
+        if self.harness == "opencode" and not _OPENCODE_DEPS.exists() and (
+                conf / "node_modules" / "@opencode-ai" / "plugin").exists():
+            keep = _OPENCODE_DEPS.with_suffix(".tmp")
+            keep.mkdir()
+            for name in _OPENCODE_DEP_FILES:
+                if (conf / name).exists():
+                    subprocess.run(["cp", "-al", str(conf / name), str(keep)], check=True)
+            keep.rename(_OPENCODE_DEPS)
         self._learn_session(out)
         if self._proc.returncode != 0:
             raise AssertionError(f"{self.harness} exited {self._proc.returncode}: "

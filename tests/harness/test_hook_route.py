@@ -9,7 +9,7 @@ output.
 import pytest
 
 from model_server import call, run, say
-from runner import prompt, spelt, token
+from runner import BINARY, prompt, spelt, token
 
 HARNESSES = ["claude", "codex", "opencode"]
 
@@ -20,8 +20,10 @@ SESSION_VARS = "${AGENTBUS_SESSION:-${CLAUDE_CODE_SESSION_ID:-${CODEX_THREAD_ID:
 
 
 def engineer_tell(env, word):
+    """The binary by its path: Codex runs commands in a login shell, which resets PATH. It prints
+    `told-ok` (spelt so the command itself does not contain it) once the tell is written."""
     return (f'to="{SESSION_VARS}"; env -i HOME="$HOME" AGENTBUS_HOME="$AGENTBUS_HOME" '
-            f'PATH="$PATH" agentbus tell "$to" {spelt(word)} && echo told')
+            f'{BINARY} tell "$to" {spelt(word)} && echo told-$(echo ok)')
 
 
 @pytest.mark.parametrize("harness", ["claude"])
@@ -58,7 +60,7 @@ def test_tell_during_a_tool(make_env, server, harness):
     word = token()
     server.script(run(engineer_tell(env, word)), run("echo step-two"), say("Done."))
     env.turn(prompt())
-    assert any("told" in r for r in env.requests()), "the tool's tell did not run"
+    assert any("told-ok" in r for r in env.requests()), "the tool's tell did not run"
     env.check(word)
 
 
