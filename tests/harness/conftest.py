@@ -29,12 +29,13 @@ def server(request):
 
 @pytest.fixture
 def make_env(tmp_path, server):
-    """make_env(harness, agent=None): a fresh world for one harness, its hook installed."""
+    """make_env(harness, agent=None, program=None): a fresh world for one harness, its hook
+    installed (running `program` instead of the binary under test, when given)."""
 
-    def make(harness, agent=None):
+    def make(harness, agent=None, program=None):
         if not BINARIES[harness].exists():
             pytest.fail(f"{BINARIES[harness]} is missing: run python3 tests/harness/install.py")
-        return Env(harness, tmp_path / harness, server, agent=agent)
+        return Env(harness, tmp_path / harness, server, agent=agent, program=program)
 
     return make
 
