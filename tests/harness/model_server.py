@@ -42,7 +42,7 @@ def run(*commands, before=None):
 
 
 def call(name, tool_input, before=None):
-    """A call of the harness's tool `name` (Anthropic Messages only)."""
+    """A call of the harness's tool `name` (Anthropic Messages and chat completions)."""
     return Reply(tool=(name, tool_input), before=before)
 
 
@@ -337,12 +337,16 @@ class ModelServer:
                                                 "finish_reason": finish}], **extra})
 
         usage = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
-        if reply.commands:
+        if reply.tool:
+            calls = [{"index": 0, "id": f"call_{n:04d}", "type": "function",
+                      "function": {"name": reply.tool[0], "arguments": json.dumps(reply.tool[1])}}]
+        elif reply.commands:
             tool = self._tool(req, ["bash"])
             calls = [{"index": i, "id": f"call_{n:04d}{i:02d}", "type": "function",
                       "function": {"name": tool, "arguments": json.dumps(
                           {"command": cmd, "description": f"step {i}"})}}
                      for i, cmd in enumerate(reply.commands)]
+        if reply.commands or reply.tool:
             events = [chunk({"role": "assistant", "content": None, "tool_calls": calls}),
                       chunk({}, "tool_calls", usage=usage)]
         else:
@@ -350,9 +354,9 @@ class ModelServer:
                       chunk({}, "stop", usage=usage)]
         if not req.body.get("stream"):
             msg = {"role": "assistant", "content": reply.text}
-            if reply.commands:
+            if reply.commands or reply.tool:
                 msg["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in calls]
             return h._json(200, {**base, "object": "chat.completion", "usage": usage, "choices": [
                 {"index": 0, "message": msg,
-                 "finish_reason": "tool_calls" if reply.commands else "stop"}]})
+                 "finish_reason": "tool_calls" if reply.commands or reply.tool else "stop"}]})
         h._sse(events + [(None, "[DONE]")])

@@ -114,11 +114,12 @@ class Env:
         return self.session
 
     def _only_session(self):
+        """The first session this machine saw (a subagent's child session, OpenCode's, starts
+        later)."""
         listed = json.loads(self.agentbus("--json", "sessions").stdout or "null")
         rows = listed.get("sessions", []) if isinstance(listed, dict) else listed or []
-        ids = [row.get("session") or row.get("id") for row in rows]
-        assert len(ids) <= 1, f"several sessions: {ids}"
-        return ids[0] if ids else None
+        rows = sorted(rows, key=lambda row: row.get("started_ms", 0))
+        return rows[0]["session"] if rows else None
 
     def address_before_start(self):
         """`<session>@<node>`: a session this machine has not seen yet (Claude Code's session id
