@@ -310,13 +310,15 @@ stream_max_retries = 0
                     out.append((m.group("attrs"), m.group("head"), m.group("body"), i))
         return out
 
-    def framed(self, word):
-        """`word` sits in the body of a §13.1 frame whose head starts with the preamble."""
+    def framed(self, word, transport="local"):
+        """`word` sits in the body of a §13.1 frame whose head starts with the preamble and
+        whose attributes name the message, its sender and `transport`."""
         hits = [f for f in self.frames() if word in f[2]]
         assert hits, f"{word} is in no agentbus-message frame"
         for attrs, head, _, _ in hits:
             assert head.startswith(PREAMBLE), f"frame without the §13.1 preamble: {head!r}"
-            assert 'id="' in attrs and 'from="' in attrs and 'transport="' in attrs, attrs
+            assert 'id="' in attrs and 'from="' in attrs, attrs
+            assert f'transport="{transport}"' in attrs, attrs
         return True
 
     def contained(self, word):
@@ -360,7 +362,7 @@ stream_max_retries = 0
         """Every case's three assertions: shown exactly once, framed, and recorded as shown if and
         only if a model request contained it."""
         self.shown_once(word)
-        self.framed(word)
+        self.framed(word, "gateway" if gateway else "local")
         recorded = self.recorded_gateway(word) if gateway else self.recorded_local(word)
         assert recorded == self.contained(word), (
             f"{word}: recorded as shown={recorded}, in a model request={self.contained(word)}")
