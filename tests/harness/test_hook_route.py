@@ -39,7 +39,8 @@ def test_tell_before_the_session_starts(make_env, server, harness):
 @pytest.mark.parametrize("harness", ["codex", "opencode"])
 def test_tell_before_the_session_starts_needs_a_session_id(harness):
     pytest.skip(f"{harness} names its session when it starts, so a local tell has no address "
-                "before it: a message waiting at a session's start is the resume case")
+                "before it: messages waiting at a start are the resume case and "
+                "test_gateway_message_waiting_when_the_session_starts")
 
 
 @pytest.mark.parametrize("harness", HARNESSES)
@@ -195,5 +196,19 @@ def test_gateway_message_imported_mid_turn(make_env, server, gateway, harness):
         env.agentbus("sidecar", "--once")
 
     server.script(run("echo step-one", before=import_now), say("Done."))
+    env.turn(prompt())
+    env.check(word, gateway=True)
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_gateway_message_waiting_when_the_session_starts(make_env, server, gateway, harness):
+    # The agent identity is an address before any session exists: the session bound to it at its
+    # first event is shown what its gateway inbox held (every harness, unlike a local tell).
+    env = make_env(harness, agent=gateway.address("worker"))
+    gateway.connect(env, "worker")
+    word = token()
+    gateway.send("worker", word)
+    env.agentbus("sidecar", "--once")
+    server.script(say("Noted."))
     env.turn(prompt())
     env.check(word, gateway=True)
