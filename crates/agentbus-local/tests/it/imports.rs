@@ -235,8 +235,7 @@ fn wp_5_8_a_gateway_message_shown_is_recorded_once_with_where_it_was_shown() {
             .unwrap()
             .is_empty()
     );
-    // Once reported, it is not pending, and no later showing records it again (the engineer's
-    // view of it among them).
+    // Once reported, it is not pending, and no later showing records it again.
     f.store.shown_reported(r).unwrap();
     assert!(f.store.shown_pending(REVIEWER).unwrap().is_empty());
     let msg = f
@@ -707,7 +706,7 @@ fn an_engineers_view_records_no_showing_of_an_agents_message() {
     f.start("s1");
     f.store.bind("s1", Some(REVIEWER)).unwrap();
     let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s1");
-    assert_eq!(a.shown_ids, [id.clone()]);
+    assert_eq!(a.shown_ids, std::slice::from_ref(&id));
     assert_eq!(f.store.shown_record(REVIEWER, &id).unwrap().by, "s1");
 }
 

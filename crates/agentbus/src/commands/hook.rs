@@ -243,16 +243,11 @@ pub fn hooks(args: HooksArgs, printer: &Printer) -> CliResult {
         }
         offline = Some(matches!(prepared, offline::Prepared::Offline(_)));
     }
-    if harness == Harness::Codex {
-        if path.components().any(|c| c.as_os_str() == ".codex")
-            && !path.starts_with(install::config_dir(
-                harness,
-                &super::home_dir("--settings")?,
-                |v| std::env::var_os(v),
-            ))
-        {
-            notes.push("note: Codex loads a project's hooks only once the project is trusted (trust the folder when Codex asks).".to_owned());
-        }
+    if harness == Harness::Codex
+        && path.components().any(|c| c.as_os_str() == ".codex")
+        && !path.starts_with(codex_home()?)
+    {
+        notes.push("note: Codex loads a project's hooks only once the project is trusted (trust the folder when Codex asks).".to_owned());
     }
     let what = match change {
         install::Change::Changed => "installed the hook in",
