@@ -133,7 +133,7 @@ pub fn command(program: &str, harness: Harness, pre_tool_context: bool) -> Strin
 }
 
 /// Whether `cmd` is an agentbus hook command for `harness`, whatever path runs it.
-fn is_ours(cmd: &str, harness: Harness) -> bool {
+pub(crate) fn is_ours(cmd: &str, harness: Harness) -> bool {
     let words: Vec<&str> = cmd.split_whitespace().collect();
     let hook_at = words
         .windows(2)

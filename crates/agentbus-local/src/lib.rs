@@ -17,7 +17,8 @@
 //!   flow (claims, Seen, stamps), the per-harness adapters, and [`Store::deliver`], the same
 //!   delivery for callers outside a hook (an MCP server); [`shown`]: records of gateway messages
 //!   shown, which the sidecar turns into receipts; [`view`]: inbox and sessions; [`install`]:
-//!   adding the hook to each harness's settings.
+//!   adding the hook to each harness's settings; [`trust`]: Codex's trust of our hook entries;
+//!   [`offline`]: OpenCode's start-up with our plugin and no npm registry.
 
 pub mod address;
 pub mod bound;
@@ -26,12 +27,14 @@ pub mod deliver;
 pub mod hook;
 pub mod install;
 pub mod line;
+pub mod offline;
 pub mod pace;
 pub mod redact;
 pub mod send;
 pub mod session;
 pub mod shown;
 pub mod store;
+pub mod trust;
 pub mod view;
 
 pub use address::Address;

@@ -1,5 +1,5 @@
 //! "Shown" records: which message that arrived through the gateway was first put in front of a
-//! model (or the engineer), when, and into which harness, so the receiving sidecar can report it
+//! model, when, and into which harness, so the receiving sidecar can report it
 //! to the gateway and send the read receipt §5.8 describes. The hook stays network-free: it only
 //! writes a record, and only when it shows such a message, never when idle.
 //!
@@ -37,10 +37,11 @@ pub struct ShownRecord {
     pub message_id: String,
     /// The agent identity it was for.
     pub to: String,
-    /// Who was shown it: a session id, or `engineer[:<email>]`.
+    /// Who was shown it: a session id (records written before a person's view stopped counting
+    /// as a showing may say `engineer[:<email>]`).
     pub by: String,
-    /// What showed it: `claude`, `codex`, `opencode`, `inbox` (the engineer's view), or the name
-    /// another delivery surface gives (an MCP server's).
+    /// What showed it: `claude`, `codex`, `opencode`, or the name another delivery surface gives
+    /// (an MCP server's). A person's view (`agentbus inbox`) writes no record: it is no showing.
     pub harness: String,
     /// The harness event that put it in context (`UserPromptSubmit`, `tool.execute.after`, …).
     pub event: String,

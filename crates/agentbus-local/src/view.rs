@@ -36,6 +36,29 @@ pub struct SessionView {
     pub paused: Option<String>,
 }
 
+/// Whose mail from the gateway an engineer view lists, beside the engineer's own: a machine can
+/// hold several agents' profiles, and `agentbus --profile X inbox` is X's mail, not theirs all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Agents {
+    /// Every agent's (`agentbus inbox --all-agents`).
+    All,
+    /// These identities' (`agent://…`) only; none lists only the engineer's own mail.
+    Only(Vec<String>),
+}
+
+impl Agents {
+    /// Whether `m` is listed: messages not for a gateway identity (the engineer's, a share's)
+    /// always are.
+    fn lists(&self, m: &Message) -> bool {
+        match (self, m.address()) {
+            (Agents::Only(ids), Some(crate::Address::Agent(id))) if id.starts_with("agent://") => {
+                ids.contains(&id)
+            }
+            _ => true,
+        }
+    }
+}
+
 /// The `by` a Seen line of an engineer view writes (G-LM-9).
 pub fn engineer_by(email: Option<&str>) -> String {
     match email {
@@ -45,9 +68,14 @@ pub fn engineer_by(email: Option<&str>) -> String {
 }
 
 impl Store {
-    /// The engineer's messages, newest last; with `all` false only those this engineer has not
-    /// been shown (LM-81).
-    pub fn inbox(&self, email: Option<&str>, all: bool) -> Result<Vec<InboxItem>, StoreError> {
+    /// The engineer's messages, newest last, of `agents`' mail; with `all` false only those this
+    /// engineer has not been shown (LM-81).
+    pub fn inbox(
+        &self,
+        email: Option<&str>,
+        all: bool,
+        agents: &Agents,
+    ) -> Result<Vec<InboxItem>, StoreError> {
         let node = self.node()?;
         let lines = self.lines()?;
         let by = engineer_by(email);
@@ -61,6 +89,7 @@ impl Store {
             .collect();
         Ok(for_engineer(&msgs, email, &bound, self.now())
             .into_iter()
+            .filter(|m| agents.lists(m))
             .map(|m| InboxItem {
                 seen: seen.contains(&m.id),
                 unanswered: m.kind == Kind::Ask && !answered.contains(m.id.as_str()),
@@ -71,20 +100,20 @@ impl Store {
     }
 
     /// Acknowledges, as this engineer, the items shown that no Seen of theirs lists yet
-    /// (LM: ack_engineer, LM-45), and records the gateway messages among them as shown in the
-    /// engineer's inbox, for their senders' receipts.
+    /// (LM: ack_engineer, LM-45): the engineer's own Seen, so the next look lists only what is
+    /// new. It records no showing: an engineer's view puts nothing in front of a model, so the
+    /// gateway's "shown" receipt (§5.8) is left to a harness's hook.
     pub fn ack_engineer(
         &self,
         email: Option<&str>,
         shown: &[InboxItem],
     ) -> Result<usize, StoreError> {
         let by = engineer_by(email);
-        let fresh: Vec<&InboxItem> = shown.iter().filter(|i| !i.seen).collect();
-        for i in &fresh {
-            // Best effort: a record not written costs a receipt, never the message.
-            let _ = self.record_shown(&i.message, &by, "inbox", "agentbus inbox");
-        }
-        let ids: Vec<String> = fresh.iter().map(|i| i.message.id.clone()).collect();
+        let ids: Vec<String> = shown
+            .iter()
+            .filter(|i| !i.seen)
+            .map(|i| i.message.id.clone())
+            .collect();
         self.ack(&by, &ids)
     }
 

@@ -98,3 +98,32 @@ fn lm_36_the_opencode_answer_names_the_ids_it_shows() {
             .contains(&format!("id=\"{id}\""))
     );
 }
+
+#[test]
+fn a_codex_answer_says_its_developer_position_lends_no_authority() {
+    for harness in [Harness::Codex, Harness::Claude] {
+        let f = Fixture::new();
+        f.start("s1");
+        f.tell(&engineer(), &f.session("s1"), "hi");
+        let file = match harness {
+            Harness::Codex => "codex-prompt.json",
+            _ => "claude-prompt.json",
+        };
+        let (ev, a) = f.hook(harness, file, "s1");
+        let doc = render_answer(&ev, &a).unwrap();
+        let ctx = doc["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap();
+        let preamble = format!("{}\n\n", agentbus_local::hook::CODEX_PREAMBLE);
+        // Codex only: Claude Code already shows hook text as a user-role reminder.
+        assert_eq!(
+            ctx.starts_with(&preamble),
+            harness == Harness::Codex,
+            "{ctx}"
+        );
+        assert_eq!(
+            ctx.trim_start_matches(&preamble),
+            a.context.as_deref().unwrap()
+        );
+    }
+}

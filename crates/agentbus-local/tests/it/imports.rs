@@ -1,6 +1,7 @@
 //! The one delivery path (issue item 9): messages another transport imports are claimed,
 //! budgeted and framed like local ones, named by their transport, and shown once.
 
+use agentbus_local::view::Agents;
 use agentbus_local::{Harness, ImportError, ImportOutcome, InboundMessage};
 use agentbus_protocol::frame::{Transport, Verified};
 use agentbus_protocol::timestamp::Timestamp;
@@ -84,7 +85,10 @@ fn an_imported_share_message_with_no_bound_session_goes_to_the_engineer() {
         a.context.is_none(),
         "no session is bound to share:acme/reviewer"
     );
-    let items = f.store.inbox(Some("ada@example.com"), false).unwrap();
+    let items = f
+        .store
+        .inbox(Some("ada@example.com"), false, &Agents::All)
+        .unwrap();
     assert_eq!(items.len(), 1);
     assert_eq!(
         items[0].message.via.as_ref().unwrap().transport,
@@ -95,7 +99,7 @@ fn an_imported_share_message_with_no_bound_session_goes_to_the_engineer() {
         .unwrap();
     assert!(
         f.store
-            .inbox(Some("ada@example.com"), false)
+            .inbox(Some("ada@example.com"), false, &Agents::All)
             .unwrap()
             .is_empty()
     );
@@ -231,8 +235,7 @@ fn wp_5_8_a_gateway_message_shown_is_recorded_once_with_where_it_was_shown() {
             .unwrap()
             .is_empty()
     );
-    // Once reported, it is not pending, and no later showing records it again (the engineer's
-    // view of it among them).
+    // Once reported, it is not pending, and no later showing records it again.
     f.store.shown_reported(r).unwrap();
     assert!(f.store.shown_pending(REVIEWER).unwrap().is_empty());
     let msg = f
@@ -370,7 +373,7 @@ fn wp_13_1_5_a_held_message_is_never_injected_and_stays_in_the_inbox_marked() {
     }
     assert!(f.store.claims("s1").unwrap().is_empty());
     // The session is bound, yet the engineer's inbox lists it: held messages are the engineer's.
-    let items = f.store.inbox(None, false).unwrap();
+    let items = f.store.inbox(None, false, &Agents::All).unwrap();
     assert_eq!(items.len(), 1);
     let via = items[0].message.via.as_ref().unwrap();
     assert_eq!(via.held.as_deref(), Some("require_verified_inbound"));
@@ -485,7 +488,7 @@ fn an_import_for_an_identity_no_session_is_bound_to_has_room_once_the_engineer_r
         f.clock.advance_ms(10);
         assert!(n < 200, "never full");
     }
-    let items = f.store.inbox(None, false).unwrap();
+    let items = f.store.inbox(None, false, &Agents::All).unwrap();
     assert_eq!(items.len(), n);
     f.store.ack_engineer(None, &items).unwrap();
     assert!(matches!(
@@ -684,4 +687,68 @@ fn an_abandoned_offer_is_given_back_after_a_clock_stepped_back_and_when_its_sess
     f.store.forget("s1").unwrap();
     assert!(!f.store.identity_claims(REVIEWER).unwrap().contains(&id2));
     assert!(!f.dir.path().join("messages/offers/s1").exists());
+}
+
+#[test]
+fn an_engineers_view_records_no_showing_of_an_agents_message() {
+    // No session is bound to the reviewer: its message is the engineer's to look at, and a
+    // look puts it in front of no model, so no "shown" record (the sidecar's receipt) is made.
+    let f = Fixture::new();
+    let id = stored(&f, &inbound(Transport::Gateway, MSG, REVIEWER));
+    let items = f.store.inbox(None, false, &Agents::All).unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(f.store.ack_engineer(None, &items).unwrap(), 1);
+    assert!(f.store.shown_pending(REVIEWER).unwrap().is_empty());
+    assert!(f.store.shown_record(REVIEWER, &id).is_none());
+    // The engineer's own Seen stands: the next look lists nothing new.
+    assert!(f.store.inbox(None, false, &Agents::All).unwrap().is_empty());
+    // And a session bound later is still shown it, and that showing is recorded.
+    f.start("s1");
+    f.store.bind("s1", Some(REVIEWER)).unwrap();
+    let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s1");
+    assert_eq!(a.shown_ids, std::slice::from_ref(&id));
+    assert_eq!(f.store.shown_record(REVIEWER, &id).unwrap().by, "s1");
+}
+
+#[test]
+fn an_inbox_lists_the_chosen_agents_mail_and_every_agents_only_when_asked() {
+    let f = Fixture::new();
+    const OTHER: &str = "agent://acme/backend/other";
+    stored(&f, &inbound(Transport::Gateway, MSG, REVIEWER));
+    stored(
+        &f,
+        &inbound(Transport::Gateway, "msg_01J9ZK6Q8R2M3N4P5Q6R7S8T9W", OTHER),
+    );
+    stored(
+        &f,
+        &inbound(
+            Transport::Share,
+            "messages/acme/reviewer/20261130-globex-planner-x.md",
+            "share:acme/reviewer",
+        ),
+    );
+    let to = |agents: &Agents| -> Vec<String> {
+        let mut v: Vec<String> = f
+            .store
+            .inbox(None, false, agents)
+            .unwrap()
+            .into_iter()
+            .map(|i| i.message.to)
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        to(&Agents::Only(vec![REVIEWER.into()])),
+        [REVIEWER, "share:acme/reviewer"]
+    );
+    assert_eq!(to(&Agents::Only(Vec::new())), ["share:acme/reviewer"]);
+    assert_eq!(to(&Agents::All), [OTHER, REVIEWER, "share:acme/reviewer"]);
+    // A view of the reviewer's mail acknowledges nothing of the other agent's.
+    let mine = f
+        .store
+        .inbox(None, false, &Agents::Only(vec![REVIEWER.into()]))
+        .unwrap();
+    f.store.ack_engineer(None, &mine).unwrap();
+    assert_eq!(to(&Agents::All), [OTHER]);
 }

@@ -16,6 +16,7 @@ use serde_json::json;
 
 use agentbus_local::hook::{Harness, HookEnv, parse_event, render_answer};
 use agentbus_local::install::{self, InstallError};
+use agentbus_local::{offline, trust};
 
 use super::local::{open_store, store_error};
 use crate::error::{CliError, CliResult, ErrorKind};
@@ -65,8 +66,13 @@ pub enum HooksArgs {
     /// Remove the hook from a harness's settings; other hooks stay.
     #[command(after_help = "Example:\n  agentbus hooks uninstall claude")]
     Uninstall(InstallArgs),
+    /// Record that Codex may run the installed hook, as its /hooks review does (only Codex asks).
+    #[command(
+        after_help = "Examples:\n  agentbus hooks trust codex\n  agentbus hooks trust codex --project ."
+    )]
+    Trust(TrustArgs),
     /// Per harness: whether the hook is installed, where, what it runs, and whether that is this
-    /// binary.
+    /// binary (for Codex, whether each entry is trusted).
     #[command(
         after_help = "Examples:\n  agentbus hooks status\n  agentbus --json hooks status codex"
     )]
@@ -83,6 +89,19 @@ pub struct StatusArgs {
     project: Option<PathBuf>,
 }
 
+/// Arguments of `hooks trust`.
+#[derive(Debug, Args)]
+pub struct TrustArgs {
+    /// The harness (only `codex` reviews hooks).
+    harness: HarnessArg,
+    /// Trust the hook of this project's settings instead of the user's.
+    #[arg(long, conflicts_with = "settings")]
+    project: Option<PathBuf>,
+    /// Trust the hook of this exact hooks file.
+    #[arg(long)]
+    settings: Option<PathBuf>,
+}
+
 /// Where to install.
 #[derive(Debug, Args)]
 pub struct InstallArgs {
@@ -97,6 +116,10 @@ pub struct InstallArgs {
     /// The program the hook runs (default: this agentbus binary).
     #[arg(long)]
     program: Option<String>,
+    /// Codex: also record that Codex may run the hook, as its /hooks review does (until then
+    /// Codex skips it). Ignored by `uninstall`.
+    #[arg(long)]
+    trust: bool,
 }
 
 /// Runs `agentbus hook <harness>`.
@@ -140,6 +163,7 @@ pub fn hooks(args: HooksArgs, printer: &Printer) -> CliResult {
         HooksArgs::Install(a) => (true, a),
         HooksArgs::Uninstall(a) => (false, a),
         HooksArgs::Status(a) => return status(a, printer),
+        HooksArgs::Trust(a) => return trust(a, printer),
     };
     let harness = a.harness.harness();
     let path = match (a.settings, a.project) {
@@ -148,6 +172,9 @@ pub fn hooks(args: HooksArgs, printer: &Printer) -> CliResult {
     };
     if !installing {
         let change = install::uninstall(harness, &path).map_err(install_error)?;
+        if harness == Harness::OpenCode {
+            offline::unprepare(&path).map_err(store_error)?;
+        }
         let what = match change {
             install::Change::Changed => "removed the hook from",
             install::Change::Unchanged => "no hook to remove in",
@@ -189,20 +216,38 @@ pub fn hooks(args: HooksArgs, printer: &Printer) -> CliResult {
             harness.as_str()
         ));
     }
-    if harness == Harness::Codex {
+    let mut trusted = None;
+    if harness == Harness::Codex && a.trust {
+        let config = trust::config_path(&codex_home()?);
+        let (_, entries) = trust::trust(&path, &config).map_err(trust_error)?;
+        notes.push(format!(
+            "trusted {} hook entries in {}: Codex runs them",
+            entries.len(),
+            config.display()
+        ));
+        trusted = Some(entries);
+    } else if harness == Harness::Codex {
         notes.push(
-            "note: Codex runs a new or changed hook only after you trust it: open /hooks in Codex and trust the agentbus hook (until then it is skipped, and no message is delivered)."
+            "note: Codex runs a new or changed hook only after you trust it: run `agentbus hooks trust codex` (or open /hooks in Codex and trust the agentbus hook); until then it is skipped, and no message is delivered."
                 .to_owned(),
         );
-        if path.components().any(|c| c.as_os_str() == ".codex")
-            && !path.starts_with(install::config_dir(
-                harness,
-                &super::home_dir("--settings")?,
-                |v| std::env::var_os(v),
-            ))
-        {
-            notes.push("note: Codex loads a project's hooks only once the project is trusted (trust the folder when Codex asks).".to_owned());
+    }
+    let mut offline = None;
+    if harness == Harness::OpenCode {
+        let prepared = offline::prepare(&path).map_err(store_error)?;
+        if let offline::Prepared::LeftAlone(why) = &prepared {
+            notes.push(format!(
+                "note: OpenCode installs {} from the npm registry at start-up and loads the plugin only after ({why}): without the registry, sessions start late or not at all.",
+                offline::PLUGIN_PACKAGE
+            ));
         }
+        offline = Some(matches!(prepared, offline::Prepared::Offline(_)));
+    }
+    if harness == Harness::Codex
+        && path.components().any(|c| c.as_os_str() == ".codex")
+        && !path.starts_with(codex_home()?)
+    {
+        notes.push("note: Codex loads a project's hooks only once the project is trusted (trust the folder when Codex asks).".to_owned());
     }
     let what = match change {
         install::Change::Changed => "installed the hook in",
@@ -222,11 +267,71 @@ pub fn hooks(args: HooksArgs, printer: &Printer) -> CliResult {
             "program": program,
             "harness_version": version.map(|v| v.to_string()),
             "pre_tool_context": pre_tool_context,
+            "trust": trusted,
+            "offline": offline,
             "notes": notes,
         }),
         &human,
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `hooks trust codex`: records Codex's trust of our installed entries.
+fn trust(a: TrustArgs, printer: &Printer) -> CliResult {
+    let harness = a.harness.harness();
+    if harness != Harness::Codex {
+        return Err(CliError::new(
+            ErrorKind::Usage,
+            format!(
+                "{} runs its hooks without a trust review",
+                harness_name(harness)
+            ),
+        )
+        .fix("only `agentbus hooks trust codex` applies"));
+    }
+    let path = match (a.settings, a.project) {
+        (Some(p), _) => p,
+        (None, project) => settings_path(harness, project.as_deref())?,
+    };
+    let config = trust::config_path(&codex_home()?);
+    let (change, entries) = trust::trust(&path, &config).map_err(trust_error)?;
+    if entries.is_empty() {
+        return Err(CliError::new(
+            ErrorKind::Config,
+            format!("no agentbus hook is installed in {}", path.display()),
+        )
+        .fix("run `agentbus hooks install codex --trust`"));
+    }
+    let what = match change {
+        install::Change::Changed => "trusted",
+        install::Change::Unchanged => "already trusted:",
+    };
+    printer.either(
+        &json!({"harness": harness.as_str(), "path": path, "config": config, "change": change, "trust": entries}),
+        &format!(
+            "{what} {} hook entries of {} in {}",
+            entries.len(),
+            path.display(),
+            config.display()
+        ),
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Codex's home folder, where its `config.toml` (and so its hooks' trust) lives.
+fn codex_home() -> Result<PathBuf, CliError> {
+    Ok(install::config_dir(
+        Harness::Codex,
+        &super::home_dir("--settings")?,
+        |v| std::env::var_os(v),
+    ))
+}
+
+fn trust_error(e: trust::TrustError) -> CliError {
+    match e {
+        trust::TrustError::Install(e) => install_error(e),
+        e => CliError::new(ErrorKind::Config, e.to_string()),
+    }
 }
 
 /// `hooks status`: for each harness, whether the hook is installed where the harness looks, what
@@ -277,6 +382,38 @@ fn status(a: StatusArgs, printer: &Printer) -> CliResult {
         if harness.pre_tool_context_since().is_some() && !found.pre_tool_context {
             line.push_str(" — PreToolUse shows no messages (--no-pre-tool-context)");
         }
+        let mut trust_doc = None;
+        if harness == Harness::Codex {
+            let config = trust::config_path(&codex_home()?);
+            let entries = trust::status(&path, &config).map_err(trust_error)?;
+            for e in &entries {
+                let state = match (e.status, e.enabled) {
+                    (_, false) => "disabled in Codex",
+                    (trust::TrustStatus::Trusted, true) => "trusted",
+                    (trust::TrustStatus::Untrusted, true) => {
+                        "NOT TRUSTED: Codex skips it; run `agentbus hooks trust codex`"
+                    }
+                    (trust::TrustStatus::Modified, true) => {
+                        "CHANGED since trusted: Codex skips it; run `agentbus hooks trust codex`"
+                    }
+                };
+                line.push_str(&format!("\n  {:<17} {state}", e.event));
+            }
+            trust_doc = Some(entries);
+        }
+        let mut offline_doc = None;
+        if harness == Harness::OpenCode
+            && let Some(folder) = offline::config_folder(&path)
+        {
+            let needs = offline::needs_registry(&folder);
+            if needs {
+                line.push_str(&format!(
+                    " — OpenCode installs {} from the npm registry at start-up",
+                    offline::PLUGIN_PACKAGE
+                ));
+            }
+            offline_doc = Some(!needs);
+        }
         human.push(line);
         docs.push(json!({
             "harness": harness.as_str(),
@@ -288,6 +425,8 @@ fn status(a: StatusArgs, printer: &Printer) -> CliResult {
             "is_running_binary": is_running,
             "in_build_dir": build_dir,
             "pre_tool_context": found.pre_tool_context,
+            "trust": trust_doc,
+            "offline": offline_doc,
         }));
     }
     printer.either(&json!({"hooks": docs}), &human.join("\n"))?;

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use agentbus_local::address::short_node;
 use agentbus_local::deliver::{sender_label, transport_of};
 use agentbus_local::send::{ResolveError, Sent};
-use agentbus_local::view::InboxItem;
+use agentbus_local::view::{Agents, InboxItem};
 use agentbus_local::{Address, Kind, Message, Outgoing, SendError, Sender, Store, StoreError};
 use agentbus_protocol::frame::Transport;
 use agentbus_runtime::SystemClock;
@@ -119,6 +119,9 @@ pub struct InboxArgs {
     /// Include messages you have already seen.
     #[arg(long)]
     all: bool,
+    /// List every agent's mail held on this machine, not only the profile's (`--profile`).
+    #[arg(long)]
+    all_agents: bool,
 }
 
 /// Arguments of `listen`.
@@ -472,8 +475,9 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
         return Ok(ExitCode::SUCCESS);
     }
     let email = engineer_email();
+    let agents = inbox_agents(args.all_agents, printer)?;
     let mut items = store
-        .inbox(email.as_deref(), args.all)
+        .inbox(email.as_deref(), args.all, &agents)
         .map_err(store_error)?;
     // Unread first, each group in arrival order.
     items.sort_by_key(|i| i.seen);
@@ -537,6 +541,31 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
         .ack_engineer(email.as_deref(), &items)
         .map_err(store_error)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whose gateway mail `inbox` lists: the profile's (`--profile`, `AGENTBUS_PROFILE`, or the only
+/// one saved), every agent's with `--all-agents`, and none but a note when several profiles are
+/// saved and none is chosen.
+fn inbox_agents(all_agents: bool, printer: &Printer) -> Result<Agents, CliError> {
+    if all_agents {
+        return Ok(Agents::All);
+    }
+    let profiles =
+        agentbus_client::profile::Profiles::open_default().map_err(super::gw::client_error)?;
+    let chosen = super::gw::PROFILE.get().cloned().flatten();
+    match profiles.select(chosen.as_deref()) {
+        Ok(p) => Ok(Agents::Only(vec![p.address])),
+        Err(agentbus_client::ClientError::NoProfile(n)) if n.is_empty() => {
+            Ok(Agents::Only(Vec::new()))
+        }
+        Err(agentbus_client::ClientError::AmbiguousProfile(names)) => {
+            printer.commentary(&format!(
+                "agents' mail not listed: several profiles are saved ({names}); pass --profile <name> or --all-agents"
+            ));
+            Ok(Agents::Only(Vec::new()))
+        }
+        Err(e) => Err(super::gw::client_error(e)),
+    }
 }
 
 fn inbox_item_json(i: &InboxItem, now: i64) -> Value {

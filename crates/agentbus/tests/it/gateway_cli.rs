@@ -1696,6 +1696,91 @@ fn wp_5_8_2_wp_5_8_3_a_message_shown_in_a_session_gets_one_read_receipt_and_its_
 }
 
 #[test]
+fn an_engineers_inbox_view_is_not_a_showing_and_lists_the_chosen_profiles_mail() {
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
+    // A second agent on the reviewer's machine: two profiles saved there.
+    reviewer.ok(&[
+        "--json",
+        "connect",
+        "--gateway",
+        &gw.url,
+        "--token",
+        &gw.admin,
+        "--name",
+        "other",
+    ]);
+    let other = "agent://default/default/other";
+    let _sidecar = Killer(reviewer.spawn(&[
+        "--json",
+        "--profile",
+        "reviewer",
+        "sidecar",
+        "--poll-wait",
+        "5",
+    ]));
+    let _other_sidecar = Killer(reviewer.spawn(&[
+        "--json",
+        "--profile",
+        "other",
+        "sidecar",
+        "--poll-wait",
+        "5",
+    ]));
+    let sent = bot.ok(&[
+        "--json",
+        "send",
+        &reviewer.address(),
+        "please review change 482",
+    ]);
+    let qid = sent["id"].as_str().unwrap().to_owned();
+    let sent = bot.ok(&["--json", "send", other, "a note for the other agent"]);
+    let oid = sent["id"].as_str().unwrap().to_owned();
+    for id in [&qid, &oid] {
+        eventually(20, "acknowledged by the receiving sidecar", || {
+            (bot.delivery(id)["state"] == "acknowledged").then_some(())
+        });
+    }
+    let listed = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let doc = reviewer.ok(&all);
+        doc["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["to"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    // Several profiles, none chosen: no agent's mail, and a word on why.
+    let out = reviewer.run(&["inbox"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--all-agents"));
+    assert_eq!(listed(&["inbox"]), Vec::<String>::new());
+    // The chosen profile's mail only.
+    assert_eq!(
+        listed(&["--profile", "reviewer", "inbox"]),
+        [reviewer.address()]
+    );
+    assert_eq!(listed(&["inbox", "--all", "--all-agents"]).len(), 2);
+    // Nothing of the engineer's views is a showing: no shown record is written, so no sidecar
+    // reports one.
+    let shown_dir = reviewer.home().join("messages").join("shown");
+    assert!(
+        std::fs::read_dir(&shown_dir).map_or(true, |d| d.count() == 0),
+        "a view wrote a shown record"
+    );
+    // The first showing is a session's, and the gateway's state says so.
+    assert!(reviewer.prompt("rev-1").contains(&qid));
+    let d = eventually(20, "shown", || {
+        let d = bot.delivery(&qid);
+        (d["state"] == "shown").then_some(d)
+    });
+    assert_eq!(d["shown"]["harness"], "claude", "{d}");
+    // The other agent's message, read by the engineer only, never reached `shown`.
+    assert_eq!(bot.delivery(&oid)["state"], "acknowledged");
+}
+
+#[test]
 fn wp_13_1_5_with_require_verified_inbound_a_tampered_message_is_held_from_sessions() {
     let gw = Gw::start();
     let (bot, reviewer) = pair(&gw, "sender", "receiver");
