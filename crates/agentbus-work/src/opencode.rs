@@ -32,7 +32,7 @@ use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::sync::mpsc;
 
 use crate::adapter::{
-    Adapter, Control, Event, Finish, Program, Running, json_in, launch, one_line,
+    Adapter, Control, Event, Finish, Group, Program, Running, json_in, launch, one_line,
 };
 use crate::error::WorkError;
 use crate::job::{Job, Usage};
@@ -74,7 +74,7 @@ impl Adapter for OpenCode {
             .build()
             .map_err(|e| fail(e.to_string()))?;
         let job = job.clone();
-        Ok(launch(move |tx, rx| async move {
+        Ok(launch(Group::of(&child), move |tx, rx| async move {
             let mut child = child;
             let why = match drive(&mut child, &http, job, &tx, rx).await {
                 Ok(()) => return,
