@@ -47,13 +47,20 @@ impl Adapter for Codex {
     }
 
     fn start(&self, job: &Job) -> Result<Running, WorkError> {
-        let child = self.program.spawn(job, &["app-server".to_owned()])?;
+        // Codex offers its ask-the-user tool only in Plan mode unless this feature is on; the
+        // worker relays questions as `task.needs_input`, so the model may ask.
+        let args = ["-c", ASK_IN_DEFAULT_MODE, "app-server"].map(str::to_owned);
+        let child = self.program.spawn(job, &args)?;
         let job = job.clone();
         Ok(launch(Group::of(&child), move |tx, rx| {
             drive(child, job, tx, rx)
         }))
     }
 }
+
+/// The setting that offers `request_user_input` outside Plan mode (Codex 0.169: "unavailable in
+/// Default mode" without it).
+pub const ASK_IN_DEFAULT_MODE: &str = "features.default_mode_request_user_input=true";
 
 /// Request ids of the client's requests.
 const INITIALIZE: u64 = 1;
