@@ -418,6 +418,10 @@ catalogue! {
     NothingToServe = 4101, 0, Project, "The worker serves no capability",
         cause: "The agent's card declares no capability, or a `--capability` given to `agentbus work` is not on the card.",
         fix: "Declare what the agent serves (`agentbus card edit --capability name@major`), or pass only capabilities its card declares.";
+    /// The worker's harness program cannot be run.
+    HarnessMissing = 4102, 0, Project, "The harness program cannot be run",
+        cause: "`agentbus work` checks its harness program at start: `--program` (a path is read against the folder the worker was started in; a bare name is looked up on PATH), else `claude`, `codex` or `opencode` on PATH, is missing or not an executable file.",
+        fix: "Install the harness, or pass its path: `agentbus work --harness <name> --program /path/to/program`.";
 
     /// The publish rate limit was exceeded.
     RateLimited = 5001, 429, Spec, "Rate limit exceeded",

@@ -2,19 +2,34 @@
 //! as [`Event`]s, and takes [`Control`]s (an answer to its question, an interrupt) back.
 //! Adapters speak the harness's own protocol; the worker speaks AgentBus.
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use rustix::process::{Pid, Signal};
 use serde_json::Value;
-use std::future::Future;
-
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use agentbus_runtime::Clock;
+
 use crate::error::WorkError;
 use crate::job::{Job, Usage};
+
+/// How long a harness has, after its own interrupt, to end its turn before its process group is
+/// sent SIGTERM (a cancel is answered within seconds, whatever the harness does).
+pub const INTERRUPT_GRACE_MS: i64 = 3_000;
+/// How long a harness's process group has, after SIGTERM, before SIGKILL.
+pub const KILL_GRACE_MS: i64 = 2_000;
+/// How often a wait on a grace looks at the clock and the group.
+const TICK: Duration = Duration::from_millis(50);
+/// How long the output a harness left in its pipes is read once it has exited: a process it
+/// started may hold the pipes open for as long as it lives, so their end is not waited for.
+pub(crate) const DRAIN: Duration = Duration::from_millis(500);
 
 /// What the harness did.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,13 +110,209 @@ pub enum Control {
     Message(String),
 }
 
-/// A running harness: its events, and where to send controls. Dropping it kills the harness.
+impl Event {
+    /// Whether this is the turn's last event.
+    pub fn is_end(&self) -> bool {
+        matches!(
+            self,
+            Event::Finished(_) | Event::Failed { .. } | Event::Interrupted | Event::Exited { .. }
+        )
+    }
+}
+
+/// A running harness: its events, where to send controls, and its process group. Dropping it
+/// stops its driver, which kills the harness.
 #[derive(Debug)]
 pub struct Running {
     /// What the harness does; closed when its driver ends.
     pub events: mpsc::UnboundedReceiver<Event>,
     /// Controls for it.
     pub control: mpsc::UnboundedSender<Control>,
+    /// The harness's process group, when it runs as a process of its own.
+    pub group: Option<Group>,
+    driver: JoinHandle<()>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // A driver may wait on pipes that a leftover process holds; its child is killed on drop.
+        self.driver.abort();
+    }
+}
+
+/// How a halted harness ended.
+#[derive(Debug, Default)]
+pub struct Halted {
+    /// The events it sent after the interrupt, its last one included when its turn ended in
+    /// the grace.
+    pub events: Vec<Event>,
+    /// Whether its turn ended on the interrupt within the grace.
+    pub turn_ended: bool,
+    /// Whether a process of its group outlived SIGTERM and was killed.
+    pub killed: bool,
+}
+
+impl Running {
+    /// Stops the harness: its own interrupt first (a turn it can end cleanly), then, once the
+    /// turn has ended or [`INTERRUPT_GRACE_MS`] has passed on `clock`, its whole process group
+    /// ([`Running::end_group`]). Never waits on the harness's pipes, so it returns within the
+    /// graces whatever the harness and its children do.
+    pub async fn halt(&mut self, clock: &dyn Clock) -> Halted {
+        // The harnesses run their tools in sessions of their own, and a tool's process that
+        // outlives the harness's own stop is no longer theirs to find once its parent is gone:
+        // the processes descended from the harness are noted before the interrupt.
+        let strays = self.group.map(|g| descendants(g.id())).unwrap_or_default();
+        let _ = self.control.send(Control::Interrupt);
+        let since = clock.now().millis();
+        let mut halted = Halted::default();
+        while clock.now().millis() - since < INTERRUPT_GRACE_MS {
+            tokio::select! {
+                ev = self.events.recv() => match ev {
+                    Some(ev) => {
+                        let end = ev.is_end();
+                        halted.events.push(ev);
+                        if end {
+                            halted.turn_ended = true;
+                            break;
+                        }
+                    }
+                    None => break,
+                },
+                _ = tokio::time::sleep(TICK) => {}
+            }
+        }
+        halted.killed = self.end(&strays, clock).await;
+        halted
+    }
+
+    /// Ends the harness's process group, and the processes it had started that are still
+    /// descended from it: SIGTERM, then SIGKILL when one of them is still there after
+    /// [`KILL_GRACE_MS`] on `clock`. True when SIGKILL was sent. A process that has already left
+    /// both (a new session whose parent has exited) is out of reach.
+    pub async fn end_group(&self, clock: &dyn Clock) -> bool {
+        let strays = self.group.map(|g| descendants(g.id())).unwrap_or_default();
+        self.end(&strays, clock).await
+    }
+
+    async fn end(&self, strays: &[Stray], clock: &dyn Clock) -> bool {
+        let Some(group) = self.group else {
+            return false;
+        };
+        let alive = || group.alive() || strays.iter().any(Stray::alive);
+        let signal = |s: Signal| {
+            group.signal(s);
+            for stray in strays {
+                stray.signal(s);
+            }
+        };
+        if !alive() {
+            return false;
+        }
+        signal(Signal::TERM);
+        let since = clock.now().millis();
+        loop {
+            if !alive() {
+                return false;
+            }
+            if clock.now().millis() - since >= KILL_GRACE_MS {
+                signal(Signal::KILL);
+                return true;
+            }
+            tokio::time::sleep(TICK).await;
+        }
+    }
+}
+
+/// A process descended from a harness, known by its id and start time (a reused id is never
+/// signalled).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Stray {
+    pid: i32,
+    started: u64,
+}
+
+impl Stray {
+    /// Whether it still runs (not reaped, not a zombie, not a new process with its id).
+    fn alive(&self) -> bool {
+        stat(self.pid).is_some_and(|s| s.started == self.started && s.state != 'Z')
+    }
+
+    fn signal(&self, signal: Signal) {
+        if self.alive()
+            && let Some(pid) = Pid::from_raw(self.pid)
+        {
+            let _ = rustix::process::kill_process(pid, signal);
+        }
+    }
+}
+
+/// What `/proc/<pid>/stat` says of a process.
+struct Stat {
+    state: char,
+    ppid: i32,
+    started: u64,
+}
+
+/// A process's `/proc` record (Linux; elsewhere none, and only the group is reached).
+fn stat(pid: i32) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command's name may hold spaces and parentheses: the fields follow the last ')'.
+    let rest: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
+    Some(Stat {
+        state: rest.first()?.chars().next()?,
+        ppid: rest.get(1)?.parse().ok()?,
+        started: rest.get(19)?.parse().ok()?,
+    })
+}
+
+/// The processes descended from `root`, now.
+fn descendants(root: i32) -> Vec<Stray> {
+    let mut children: std::collections::HashMap<i32, Vec<(i32, u64)>> = Default::default();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if let Some(s) = stat(pid) {
+            children.entry(s.ppid).or_default().push((pid, s.started));
+        }
+    }
+    let mut found = Vec::new();
+    let mut next = vec![root];
+    while let Some(parent) = next.pop() {
+        for &(pid, started) in children.get(&parent).into_iter().flatten() {
+            found.push(Stray { pid, started });
+            next.push(pid);
+        }
+    }
+    found
+}
+
+/// A harness's process group: the harness is its leader ([`Program::spawn`]), and the tools it
+/// starts are in it unless they leave it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Group(Pid);
+
+impl Group {
+    /// The group a child spawned by [`Program::spawn`] leads.
+    pub fn of(child: &Child) -> Option<Group> {
+        child.id().and_then(|p| Pid::from_raw(p as i32)).map(Group)
+    }
+
+    /// The group's id (its leader's process id).
+    pub fn id(&self) -> i32 {
+        self.0.as_raw_nonzero().get()
+    }
+
+    /// Sends `signal` to every process of the group.
+    pub fn signal(&self, signal: Signal) {
+        let _ = rustix::process::kill_process_group(self.0, signal);
+    }
+
+    /// Whether a process of the group is still there (an exited leader not yet waited for
+    /// counts, until its driver waits for it).
+    pub fn alive(&self) -> bool {
+        rustix::process::test_kill_process_group(self.0).is_ok()
+    }
 }
 
 /// A harness adapter.
@@ -122,7 +333,9 @@ pub struct Program {
 }
 
 impl Program {
-    /// Spawns it in the job's folder with all three pipes, killed when its handle drops.
+    /// Spawns it in the job's folder with all three pipes, killed when its handle drops, as the
+    /// leader of a process group of its own: a cancel ends the group, so the tools it started
+    /// end with it.
     pub(crate) fn spawn(&self, job: &Job, more: &[String]) -> Result<Child, WorkError> {
         let fail = |why: String| WorkError::Spawn {
             program: self.program.clone(),
@@ -137,6 +350,7 @@ impl Program {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| fail(e.to_string()))
@@ -144,15 +358,66 @@ impl Program {
 }
 
 /// Runs an adapter's driver on fresh channels: it sends [`Event`]s and takes [`Control`]s.
-pub(crate) fn launch<F, Fut>(drive: F) -> Running
+/// `group` is the process group of the harness it drives.
+pub(crate) fn launch<F, Fut>(group: Option<Group>, drive: F) -> Running
 where
     F: FnOnce(mpsc::UnboundedSender<Event>, mpsc::UnboundedReceiver<Control>) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let (tx, events) = mpsc::unbounded_channel();
     let (control, rx) = mpsc::unbounded_channel();
-    tokio::spawn(drive(tx, rx));
-    Running { events, control }
+    let driver = tokio::spawn(drive(tx, rx));
+    Running {
+        events,
+        control,
+        group,
+        driver,
+    }
+}
+
+/// Reads a pipe to its end into a shared buffer, so that what was written is there to read even
+/// while a process the harness started keeps the pipe open.
+pub(crate) fn collect<R>(mut pipe: R) -> (Arc<Mutex<Vec<u8>>>, JoinHandle<()>)
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+{
+    let buf = Arc::new(Mutex::new(Vec::new()));
+    let sink = buf.clone();
+    let task = tokio::spawn(async move {
+        let mut chunk = [0u8; 8192];
+        while let Ok(n) = pipe.read(&mut chunk).await {
+            if n == 0 {
+                break;
+            }
+            if let Ok(mut b) = sink.lock() {
+                b.extend_from_slice(&chunk[..n]);
+            }
+        }
+    });
+    (buf, task)
+}
+
+/// What a [`collect`]ed pipe holds, once it has ended or [`DRAIN`] has passed.
+pub(crate) async fn collected(buf: &Arc<Mutex<Vec<u8>>>, task: JoinHandle<()>) -> String {
+    let _ = tokio::time::timeout(DRAIN, task).await;
+    buf.lock()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+/// The next line of a harness's stdout; once the harness has exited, only what it left in the
+/// pipe (a process it started may hold the pipe open for as long as it lives).
+pub(crate) async fn next_line(
+    lines: &mut Lines<BufReader<ChildStdout>>,
+    exited: bool,
+) -> std::io::Result<Option<String>> {
+    if exited {
+        tokio::time::timeout(DRAIN, lines.next_line())
+            .await
+            .unwrap_or(Ok(None))
+    } else {
+        lines.next_line().await
+    }
 }
 
 /// A line-protocol harness's pipes: stdin to write, stdout's lines, stderr kept for the reason
@@ -162,31 +427,26 @@ pub(crate) struct Pipes {
     pub stdin: ChildStdin,
     /// Its stdout, line by line.
     pub lines: Lines<BufReader<ChildStdout>>,
-    errors: JoinHandle<String>,
+    errors: (Arc<Mutex<Vec<u8>>>, JoinHandle<()>),
 }
 
 impl Pipes {
     /// Takes the pipes of a child spawned by [`Program::spawn`].
     pub(crate) fn take(child: &mut Child) -> Option<Pipes> {
-        let (stdin, stdout, mut stderr) = (
+        let (stdin, stdout, stderr) = (
             child.stdin.take()?,
             child.stdout.take()?,
             child.stderr.take()?,
         );
-        let errors = tokio::spawn(async move {
-            let mut s = String::new();
-            let _ = stderr.read_to_string(&mut s).await;
-            s
-        });
         Some(Pipes {
             stdin,
             lines: BufReader::new(stdout).lines(),
-            errors,
+            errors: collect(stderr),
         })
     }
 
-    /// How `what` ended when its stdout closed before its last word: interrupted, or exited
-    /// with its status and the tail of its stderr.
+    /// How `what` ended when its stdout closed, or it exited, before its last word:
+    /// interrupted, or exited with its status and the tail of its stderr.
     pub(crate) async fn ended(self, child: &mut Child, interrupting: bool, what: &str) -> Event {
         drop(self.stdin);
         let status = child
@@ -194,7 +454,8 @@ impl Pipes {
             .await
             .map(|s| s.to_string())
             .unwrap_or_default();
-        let err = self.errors.await.unwrap_or_default();
+        let (buf, task) = self.errors;
+        let err = collected(&buf, task).await;
         if interrupting {
             Event::Interrupted
         } else {

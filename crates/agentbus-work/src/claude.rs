@@ -27,7 +27,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::adapter::{
-    Adapter, Control, Event, Finish, Pipes, Program, Running, json_in, launch, one_line, write_line,
+    Adapter, Control, Event, Finish, Group, Pipes, Program, Running, json_in, launch, next_line,
+    one_line, write_line,
 };
 use crate::error::WorkError;
 use crate::job::{Job, Usage};
@@ -60,7 +61,9 @@ impl Adapter for ClaudeCode {
         let args: Vec<String> = HEADLESS_ARGS.iter().map(|s| s.to_string()).collect();
         let child = self.program.spawn(job, &args)?;
         let job = job.prompt.clone();
-        Ok(launch(move |tx, rx| drive(child, job, tx, rx)))
+        Ok(launch(Group::of(&child), move |tx, rx| {
+            drive(child, job, tx, rx)
+        }))
     }
 }
 
@@ -87,9 +90,13 @@ async fn drive(
     let mut interrupting = false;
     let mut model: Option<String> = None;
     let mut requests = 0u64;
+    // Once the CLI has exited, only what it left in the pipe is read: a tool it started may
+    // hold stdout for as long as it lives.
+    let mut exited = false;
     loop {
         tokio::select! {
-            line = pipes.lines.next_line() => {
+            _ = child.wait(), if !exited => exited = true,
+            line = next_line(&mut pipes.lines, exited) => {
                 let Ok(Some(line)) = line else { break };
                 let Ok(msg) = serde_json::from_str::<Value>(&line) else {
                     continue; // not a protocol line (the CLI prints nothing else on stdout)

@@ -28,7 +28,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::adapter::{
-    Adapter, Control, Event, Finish, Pipes, Program, Running, json_in, launch, one_line, write_line,
+    Adapter, Control, Event, Finish, Group, Pipes, Program, Running, json_in, launch, next_line,
+    one_line, write_line,
 };
 use crate::error::WorkError;
 use crate::job::{Job, Usage};
@@ -46,11 +47,20 @@ impl Adapter for Codex {
     }
 
     fn start(&self, job: &Job) -> Result<Running, WorkError> {
-        let child = self.program.spawn(job, &["app-server".to_owned()])?;
+        // Codex offers its ask-the-user tool only in Plan mode unless this feature is on; the
+        // worker relays questions as `task.needs_input`, so the model may ask.
+        let args = ["-c", ASK_IN_DEFAULT_MODE, "app-server"].map(str::to_owned);
+        let child = self.program.spawn(job, &args)?;
         let job = job.clone();
-        Ok(launch(move |tx, rx| drive(child, job, tx, rx)))
+        Ok(launch(Group::of(&child), move |tx, rx| {
+            drive(child, job, tx, rx)
+        }))
     }
 }
+
+/// The setting that offers `request_user_input` outside Plan mode (Codex 0.169: "unavailable in
+/// Default mode" without it).
+pub const ASK_IN_DEFAULT_MODE: &str = "features.default_mode_request_user_input=true";
 
 /// Request ids of the client's requests.
 const INITIALIZE: u64 = 1;
@@ -79,9 +89,13 @@ async fn drive(
     let mut asked: Option<(Value, String)> = None;
     let mut interrupting = false;
     let mut usage = Usage::default();
+    // Once the app server has exited, only what it left in the pipe is read: a command it
+    // started may hold stdout for as long as it lives.
+    let mut exited = false;
     loop {
         tokio::select! {
-            line = pipes.lines.next_line() => {
+            _ = child.wait(), if !exited => exited = true,
+            line = next_line(&mut pipes.lines, exited) => {
                 let Ok(Some(line)) = line else { break };
                 let Ok(msg) = serde_json::from_str::<Value>(&line) else { continue };
                 let method = msg["method"].as_str().unwrap_or_default();

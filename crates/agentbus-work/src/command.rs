@@ -18,11 +18,13 @@
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
+use tokio::io::{AsyncBufReadExt as _, BufReader, Lines};
+use tokio::process::ChildStderr;
 use tokio::sync::mpsc;
 
 use crate::adapter::{
-    Adapter, Control, Event, Finish, Program, Running, launch, one_line, tail, write_line,
+    Adapter, Control, DRAIN, Event, Finish, Group, Program, Running, collect, collected, launch,
+    one_line, tail, write_line,
 };
 use crate::error::WorkError;
 use crate::job::{Job, Usage};
@@ -42,7 +44,9 @@ impl Adapter for CommandAdapter {
     fn start(&self, job: &Job) -> Result<Running, WorkError> {
         let child = self.program.spawn(job, &[])?;
         let job = job.clone();
-        Ok(launch(move |tx, rx| drive(child, job, tx, rx)))
+        Ok(launch(Group::of(&child), move |tx, rx| {
+            drive(child, job, tx, rx)
+        }))
     }
 }
 
@@ -52,24 +56,24 @@ async fn drive(
     tx: mpsc::UnboundedSender<Event>,
     mut rx: mpsc::UnboundedReceiver<Control>,
 ) {
-    let (Some(mut stdin), Some(mut stdout), Some(stderr)) =
+    let (Some(mut stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
         return;
     };
     let _ = tx.send(Event::Started { session: None });
     let _ = write_line(&mut stdin, &job.to_json()).await;
-    let result = tokio::spawn(async move {
-        let mut s = String::new();
-        let _ = stdout.read_to_string(&mut s).await;
-        s
-    });
+    let (result, reading) = collect(stdout);
     let mut lines = BufReader::new(stderr).lines();
     let mut errors = String::new();
     let mut interrupting = false;
+    // Once the command has exited, only what it left in its pipes is read: a process it
+    // started in the background may hold them for as long as it lives.
+    let mut status = None;
     loop {
         tokio::select! {
-            line = lines.next_line() => {
+            s = child.wait(), if status.is_none() => status = Some(s),
+            line = drained(&mut lines, status.is_some()) => {
                 let Ok(Some(line)) = line else { break };
                 errors.push_str(&line);
                 errors.push('\n');
@@ -93,11 +97,13 @@ async fn drive(
             }
         }
     }
-    let status = child.wait().await;
-    let out = result.await.unwrap_or_default();
+    let status = match status {
+        Some(s) => s,
+        None => child.wait().await,
+    };
     let ev = match status {
         _ if interrupting => Event::Interrupted,
-        Ok(s) if s.success() => finish(&job, &out),
+        Ok(s) if s.success() => finish(&job, &collected(&result, reading).await),
         Ok(s) => Event::Exited {
             why: format!("the command exited ({s}): {}", tail(&errors, 5)),
         },
@@ -106,6 +112,20 @@ async fn drive(
         },
     };
     let _ = tx.send(ev);
+}
+
+/// The next stderr line; once the command has exited, only what it left in the pipe.
+async fn drained(
+    lines: &mut Lines<BufReader<ChildStderr>>,
+    exited: bool,
+) -> std::io::Result<Option<String>> {
+    if exited {
+        tokio::time::timeout(DRAIN, lines.next_line())
+            .await
+            .unwrap_or(Ok(None))
+    } else {
+        lines.next_line().await
+    }
 }
 
 /// What one stderr line means.

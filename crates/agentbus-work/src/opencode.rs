@@ -32,7 +32,7 @@ use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::sync::mpsc;
 
 use crate::adapter::{
-    Adapter, Control, Event, Finish, Program, Running, json_in, launch, one_line,
+    Adapter, Control, DRAIN, Event, Finish, Group, Program, Running, json_in, launch, one_line,
 };
 use crate::error::WorkError;
 use crate::job::{Job, Usage};
@@ -74,14 +74,15 @@ impl Adapter for OpenCode {
             .build()
             .map_err(|e| fail(e.to_string()))?;
         let job = job.clone();
-        Ok(launch(move |tx, rx| async move {
+        Ok(launch(Group::of(&child), move |tx, rx| async move {
             let mut child = child;
             let why = match drive(&mut child, &http, job, &tx, rx).await {
                 Ok(()) => return,
                 Err(why) => why,
             };
-            let status = match child.try_wait() {
-                Ok(Some(s)) => format!(" (it exited: {s})"),
+            // A server that crashed is seen by its connections first: its exit status follows.
+            let status = match tokio::time::timeout(DRAIN, child.wait()).await {
+                Ok(Ok(s)) => format!(" (it exited: {s})"),
                 _ => String::new(),
             };
             let _ = tx.send(Event::Exited {

@@ -28,7 +28,7 @@ use agentbus_protocol::schema::KnownType;
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_runtime::Clock;
 
-use crate::adapter::{Adapter, Answer, Control, Event, Finish, out_files};
+use crate::adapter::{Adapter, Answer, Control, Event, Finish, Running, out_files};
 use crate::error::WorkError;
 use crate::job::{Job, Usage};
 
@@ -474,23 +474,18 @@ impl Task {
                 return self.fail("harness_unavailable", &e.to_string(), true).await;
             }
         };
-        let mut halt: Option<Halt> = None;
         loop {
             tokio::select! {
                 ev = running.events.recv() => {
                     let Some(ev) = ev else {
-                        return self.end(halt, Event::Exited { why: "the adapter ended without a result".into() }).await;
+                        return self.finish(&running, Event::Exited { why: "the adapter ended without a result".into() }).await;
                     };
                     match ev {
                         Event::Started { session } => {
                             let note = session.map(|s| format!("{} session {s}", self.shared.adapter.name()));
                             self.accept(note).await?;
                         }
-                        Event::Activity { note } => {
-                            if halt.is_none() {
-                                self.heartbeat(note).await?;
-                            }
-                        }
+                        Event::Activity { note } => self.heartbeat(note).await?,
                         Event::Question { question, options } => {
                             self.accept(None).await?;
                             self.pace.pause();
@@ -505,7 +500,7 @@ impl Task {
                             }
                         }
                         Event::Usage(u) => self.usage.get_or_insert_with(Usage::default).add(&u),
-                        end => return self.end(halt, end).await,
+                        end => return self.finish(&running, end).await,
                     }
                 }
                 m = inbound.recv() => match m {
@@ -519,22 +514,51 @@ impl Task {
                         let _ = running.control.send(Control::Message(text));
                     }
                     Some(Inbound::Cancel) => {
-                        halt = Some(Halt::Cancel);
-                        let _ = running.control.send(Control::Interrupt);
                         (self.shared.notify)(json!({"event": "interrupting", "task_id": self.job.task_id}));
+                        return self.halt(&mut running, Halt::Cancel).await;
                     }
                     Some(Inbound::Gone(state)) => {
-                        halt = Some(Halt::Gone);
-                        let _ = running.control.send(Control::Interrupt);
                         (self.shared.notify)(json!({"event": "ended", "task_id": self.job.task_id, "state": state}));
+                        return self.halt(&mut running, Halt::Gone).await;
                     }
-                    Some(Inbound::Stop) | None => {
-                        halt.get_or_insert(Halt::Stop);
-                        let _ = running.control.send(Control::Interrupt);
-                    }
+                    Some(Inbound::Stop) | None => return self.halt(&mut running, Halt::Stop).await,
                 }
             }
         }
+    }
+
+    /// Ends the task on the harness's last event, then ends what is left of the harness's
+    /// process group (a background process of a finished turn does not outlive its task).
+    async fn finish(&mut self, running: &Running, last: Event) -> Result<(), ClientError> {
+        let sent = self.end(None, last).await;
+        if running.end_group(&*self.shared.clock).await {
+            self.killed();
+        }
+        sent
+    }
+
+    /// Stops the running turn (§6.2) and its process group, then ends the task for `halt`:
+    /// within the graces of [`Running::halt`], whatever the harness's children do, since the
+    /// requester waits for the answer to its cancel.
+    async fn halt(&mut self, running: &mut Running, halt: Halt) -> Result<(), ClientError> {
+        let halted = running.halt(&*self.shared.clock).await;
+        if halted.killed {
+            self.killed();
+        }
+        let mut last = Event::Interrupted;
+        for ev in halted.events {
+            match ev {
+                Event::Usage(u) => self.usage.get_or_insert_with(Usage::default).add(&u),
+                end if end.is_end() => last = end,
+                _ => {}
+            }
+        }
+        self.end(Some(halt), last).await
+    }
+
+    /// Says that a process of the harness's group outlived SIGTERM and was killed.
+    fn killed(&self) {
+        (self.shared.notify)(json!({"event": "killed", "task_id": self.job.task_id}));
     }
 
     /// Sends `task.accept` once.
@@ -683,14 +707,23 @@ impl Task {
         files: &[PathBuf],
         extra: Extra,
     ) -> Result<String, ClientError> {
+        // A failed result's event names why, so that the worker's log says it.
+        let failure = match &action {
+            TaskAction::Fail { code, message, .. } => Some((code.clone(), message.clone())),
+            _ => None,
+        };
         let acted = self
             .shared
             .agent
             .act_with(&self.job.task_id, action, files, &Quiet, extra)
             .await?;
-        (self.shared.notify)(
-            json!({"event": "sent", "task_id": acted.task_id, "type": acted.verb, "id": acted.sent.id()}),
-        );
+        let mut event = json!({"event": "sent", "task_id": acted.task_id, "type": acted.verb, "id": acted.sent.id()});
+        if let Some((code, message)) = failure {
+            event["status"] = json!("failed");
+            event["code"] = json!(code);
+            event["message"] = json!(message);
+        }
+        (self.shared.notify)(event);
         Ok(acted.sent.id().to_owned())
     }
 }

@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod halt;
 mod inbound;
 
 use std::path::{Path, PathBuf};
@@ -428,4 +429,73 @@ fn wp_6_2_4_the_opencode_adapter_interrupts_with_session_abort() {
             .iter()
             .any(|e| e["POST"].as_str().is_some_and(|p| p.ends_with("/abort")))
     );
+}
+
+#[test]
+fn wp_6_2_4_a_deaf_claude_and_a_child_ignoring_sigterm_end_by_the_group_signals() {
+    let tmp = tempfile::tempdir().unwrap();
+    halt::deaf_harness_and_a_child_that_ignores_sigterm(
+        &standin(tmp.path(), "linger-deaf.json"),
+        tmp.path(),
+    );
+}
+
+#[test]
+fn wp_6_2_4_a_claude_that_exits_on_its_interrupt_is_halted_at_once_though_a_child_holds_stdout() {
+    let tmp = tempfile::tempdir().unwrap();
+    halt::harness_exits_and_its_child_holds_its_pipes(
+        &standin(tmp.path(), "linger-exit.json"),
+        tmp.path(),
+    );
+}
+
+#[test]
+fn wp_6_2_4_a_deaf_codex_and_a_child_ignoring_sigterm_end_by_the_group_signals() {
+    let tmp = tempfile::tempdir().unwrap();
+    halt::deaf_harness_and_a_child_that_ignores_sigterm(
+        &codex_standin(tmp.path(), "linger-deaf.json"),
+        tmp.path(),
+    );
+}
+
+#[test]
+fn wp_6_2_4_a_codex_that_exits_on_its_interrupt_is_halted_at_once_though_a_child_holds_stdout() {
+    let tmp = tempfile::tempdir().unwrap();
+    halt::harness_exits_and_its_child_holds_its_pipes(
+        &codex_standin(tmp.path(), "linger-exit.json"),
+        tmp.path(),
+    );
+}
+
+#[test]
+fn wp_6_2_4_a_deaf_opencode_and_a_child_ignoring_sigterm_end_by_the_group_signals() {
+    let tmp = tempfile::tempdir().unwrap();
+    halt::deaf_harness_and_a_child_that_ignores_sigterm(
+        &opencode_standin(tmp.path(), "linger-deaf.json"),
+        tmp.path(),
+    );
+}
+
+#[test]
+fn wp_6_2_4_an_opencode_that_exits_on_its_abort_is_halted_at_once_though_a_child_holds_stdout() {
+    let tmp = tempfile::tempdir().unwrap();
+    halt::harness_exits_and_its_child_holds_its_pipes(
+        &opencode_standin(tmp.path(), "linger-exit.json"),
+        tmp.path(),
+    );
+}
+
+/// Starts a background process holding its stdout and stderr (its pid in `log`), works, and
+/// exits on SIGTERM (its documented interrupt).
+const LINGERING: &str = r#"trap 'exit 143' TERM
+read -r task
+sleep 600 &
+printf '{"linger": %s}\n' $! > log
+echo working >&2
+while true; do sleep 0.05; done"#;
+
+#[test]
+fn wp_6_2_4_a_command_that_exits_on_sigterm_is_halted_at_once_though_a_child_holds_its_pipes() {
+    let tmp = tempfile::tempdir().unwrap();
+    halt::harness_exits_and_its_child_holds_its_pipes(&sh(LINGERING), tmp.path());
 }

@@ -22,6 +22,8 @@ appended to a log (--standin-log), so tests can see the interrupt and the answer
 import json
 import os
 import queue
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -187,6 +189,31 @@ def gate(name):
     log({"gate": name})
 
 
+def linger(spec):
+    """A tool's background process: it keeps the CLI's stdout and stderr (inherited) open for as
+    long as it lives; with "ignore_term" it outlives SIGTERM."""
+    def ignore():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # With "session", in a session of its own, as Claude Code runs its Bash tool.
+    p = subprocess.Popen(["sleep", "600"], preexec_fn=ignore if spec.get("ignore_term") else None,
+                         start_new_session=bool(spec.get("session")))
+    log({"linger": p.pid})
+
+
+def wait_interrupt(mode):
+    """Waits for the interrupt. true: the turn ends interrupted; "exit": the CLI exits at once,
+    without a result; "deaf": the CLI never acts on it."""
+    while True:
+        try:
+            take(timeout=0.05)
+        except Interrupted:
+            if mode == "exit":
+                log({"exit": "on the interrupt"})
+                os._exit(0)
+            if mode != "deaf":
+                raise
+
+
 def run(steps):
     started = time.time()
     turns = 1
@@ -238,9 +265,10 @@ def run(steps):
             else:
                 tool_result(tid, resp.get("message", "denied"), is_error=True)
             turns += 1
+        elif "linger" in step:
+            linger(step["linger"])
         elif "wait_interrupt" in step:
-            while True:
-                take(timeout=0.05)
+            wait_interrupt(step["wait_interrupt"])
         elif "crash" in step:
             sys.stdout.flush()
             os._exit(step["crash"])

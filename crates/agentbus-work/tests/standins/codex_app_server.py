@@ -9,13 +9,16 @@ turn/completed (status completed | interrupted | failed); the server request
 item/tool/requestUserInput, answered {answers: {<question id>: {answers: [...]}}}.
 
 Scenario (--standin-scenario, JSON): {"model", "steps": [{"say"}, {"run": cmd}, {"ask": {...}},
-{"wait_interrupt": true}, {"fail": message}, {"usage": {...}}, {"crash": code}]}. Everything it
+{"wait_interrupt": true | "exit" | "deaf"}, {"linger": {"ignore_term": bool}}, {"fail": message},
+{"usage": {...}}, {"crash": code}]}. Everything it
 receives is appended to --standin-log.
 """
 
 import json
 import os
 import queue
+import signal
+import subprocess
 import sys
 import threading
 import uuid
@@ -146,9 +149,24 @@ def main():
                 while answer is None:
                     answer = take(want=rid)
                 log({"answered": answer})
+            elif "linger" in step:
+                # A command's background process: it keeps the server's stdout and stderr
+                # (inherited) open while it lives; with "ignore_term" it outlives SIGTERM.
+                ignore = (lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN)) if step["linger"].get("ignore_term") else None
+                log({"linger": subprocess.Popen(["sleep", "600"], preexec_fn=ignore).pid})
             elif "wait_interrupt" in step:
+                # true: the turn ends interrupted; "exit": the server exits at once; "deaf": it
+                # never acts on the interrupt.
+                mode = step["wait_interrupt"]
                 while True:
-                    take()
+                    try:
+                        take()
+                    except Interrupted:
+                        if mode == "exit":
+                            log({"exit": "on the interrupt"})
+                            os._exit(0)
+                        if mode != "deaf":
+                            raise
             elif "fail" in step:
                 completed("failed", {"message": step["fail"]})
                 return

@@ -10,12 +10,15 @@ GET /event (server-sent events of {type, properties}), POST /session, POST
 
 Scenario (--standin-scenario, JSON): {"model", "provider", "steps": [{"tool": name}, {"say": text},
 {"ask": {"question", "options"}}, {"permission": tool}, {"tokens": {...}, "cost": n},
-{"wait_interrupt": true}]}. Every request is appended to --standin-log.
+{"wait_interrupt": true | "exit" | "deaf"}, {"linger": {"ignore_term": bool}}]}. Every request is
+appended to --standin-log.
 """
 
 import json
 import os
 import queue
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -104,8 +107,21 @@ def run(sid):
             elif "permission" in step:
                 emit("permission.updated", {"id": "per_" + uuid.uuid4().hex[:8], "sessionID": sid,
                      "type": step["permission"], "title": "Run " + step["permission"], "metadata": {}})
+            elif "linger" in step:
+                # A tool's background process: it keeps the server's stdout and stderr
+                # (inherited) open while it lives; with "ignore_term" it outlives SIGTERM.
+                ignore = (lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN)) if step["linger"].get("ignore_term") else None
+                log({"linger": subprocess.Popen(["sleep", "600"], preexec_fn=ignore).pid})
             elif "wait_interrupt" in step:
+                # true: the turn ends aborted; "exit": the server exits at once; "deaf": it
+                # never acts on the abort.
+                mode = step["wait_interrupt"]
+                if mode == "deaf":
+                    threading.Event().wait()
                 aborted.wait()
+                if mode == "exit":
+                    log({"exit": "on the abort"})
+                    os._exit(0)
                 raise InterruptedError()
         info["time"]["completed"] = now()
     except InterruptedError:

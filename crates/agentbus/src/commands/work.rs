@@ -1,7 +1,7 @@
 //! `agentbus work`: a headless worker for the connected agent. The loop and the harness adapters
 //! are `agentbus-work` (`docs/work.md`); this is argument parsing and wiring.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,39 +78,36 @@ pub fn run(args: WorkArgs, printer: &Printer) -> CliResult {
             CliError::input("--concurrency must be at least 1").fix("pass --concurrency 1 or more")
         );
     }
-    let adapter: Arc<dyn Adapter> = match args.harness {
-        HarnessKind::Claude => Arc::new(ClaudeCode {
-            program: Program {
-                program: args.program.unwrap_or_else(|| "claude".into()),
-                args: args.args,
-            },
-        }),
-        HarnessKind::Codex => Arc::new(Codex {
-            program: Program {
-                program: args.program.unwrap_or_else(|| "codex".into()),
-                args: args.args,
-            },
-        }),
-        HarnessKind::Opencode => Arc::new(OpenCode {
-            program: Program {
-                program: args.program.unwrap_or_else(|| "opencode".into()),
-                args: args.args,
-            },
-        }),
+    let default = match args.harness {
+        HarnessKind::Claude => "claude",
+        HarnessKind::Codex => "codex",
+        HarnessKind::Opencode => "opencode",
         HarnessKind::Command => {
-            let Some(program) = args.program else {
+            if args.program.is_none() {
                 return Err(
                     CliError::new(ErrorKind::Usage, "--harness command needs --program")
                         .fix("pass --program <path> (and its arguments with --arg)"),
                 );
-            };
-            Arc::new(CommandAdapter {
-                program: Program {
-                    program,
-                    args: args.args,
-                },
-            })
+            }
+            ""
         }
+    };
+    // Each task's harness runs in the task's folder: a relative --program is read here, against
+    // the folder the worker was started in, and checked once rather than failing every task.
+    let named = args.program.as_deref().unwrap_or(default);
+    let program = resolve_program(named, std::env::current_dir().ok().as_deref())
+        .map_err(|why| harness_missing(args.harness, named, &why))?
+        .display()
+        .to_string();
+    let program = Program {
+        program,
+        args: args.args,
+    };
+    let adapter: Arc<dyn Adapter> = match args.harness {
+        HarnessKind::Claude => Arc::new(ClaudeCode { program }),
+        HarnessKind::Codex => Arc::new(Codex { program }),
+        HarnessKind::Opencode => Arc::new(OpenCode { program }),
+        HarnessKind::Command => Arc::new(CommandAdapter { program }),
     };
     let capabilities = args
         .capabilities
@@ -163,6 +160,60 @@ pub fn run(args: WorkArgs, printer: &Printer) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The harness program as the worker runs it: a name with a `/` read against `cwd` (the folder
+/// the worker was started in), a bare name looked up on `PATH`; an executable file, or why not.
+fn resolve_program(named: &str, cwd: Option<&Path>) -> Result<PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let runnable = |p: &Path| {
+        std::fs::metadata(p)
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    };
+    if named.is_empty() {
+        return Err("no program was named".into());
+    }
+    if named.contains('/') {
+        let path = match cwd {
+            Some(cwd) => cwd.join(named),
+            None => PathBuf::from(named),
+        };
+        return match std::fs::metadata(&path) {
+            Err(e) => Err(format!("{}: {e}", path.display())),
+            Ok(_) if !runnable(&path) => {
+                Err(format!("{} is not an executable file", path.display()))
+            }
+            Ok(_) => Ok(path),
+        };
+    }
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|dir| match cwd {
+            Some(cwd) if dir.is_relative() => cwd.join(dir).join(named),
+            _ => dir.join(named),
+        })
+        .find(|p| runnable(p))
+        .ok_or_else(|| "it is not on PATH".into())
+}
+
+/// The refusal when the harness program cannot be run (AB-4102).
+fn harness_missing(harness: HarnessKind, named: &str, why: &str) -> CliError {
+    let name = match harness {
+        HarnessKind::Claude => "claude",
+        HarnessKind::Codex => "codex",
+        HarnessKind::Opencode => "opencode",
+        HarnessKind::Command => "command",
+    };
+    CliError::new(
+        ErrorKind::Config,
+        format!("cannot run the harness program {named}: {why}"),
+    )
+    .code(Code::HarnessMissing)
+    .fix(format!(
+        "install it, or pass its path: agentbus work --harness {name} --program /path/to/program"
+    ))
+}
+
 /// Completes on SIGINT or SIGTERM.
 async fn stopped() {
     let term = async {
@@ -183,7 +234,19 @@ async fn stopped() {
 fn human(v: &Value) -> String {
     let s = |k: &str| v[k].as_str().unwrap_or_default();
     match s("event") {
+        "sent" if v.get("code").is_some() => format!(
+            "{} {} failed: {}: {} ({})",
+            s("task_id"),
+            s("type"),
+            s("code"),
+            s("message"),
+            s("id")
+        ),
         "sent" => format!("{} {} ({})", s("task_id"), s("type"), s("id")),
+        "killed" => format!(
+            "{} killed: a process of the harness outlived SIGTERM",
+            s("task_id")
+        ),
         "error" => format!("error: {} {}", s("task_id"), s("message")).replace("  ", " "),
         e => format!("{} {e}", s("task_id")),
     }
@@ -221,6 +284,39 @@ mod tests {
         assert_eq!(
             human(&json!({"event": "queued", "task_id": "tsk_1"})),
             "tsk_1 queued"
+        );
+        // A failed result names its failure, not only the message id.
+        let failed = json!({"event": "sent", "task_id": "tsk_1", "type": "task.result", "id": "msg_2",
+            "status": "failed", "code": "harness_crashed", "message": "Claude Code exited (exit status: 3)"});
+        assert_eq!(
+            human(&failed),
+            "tsk_1 task.result failed: harness_crashed: Claude Code exited (exit status: 3) (msg_2)"
+        );
+    }
+
+    #[test]
+    fn programs_are_read_against_the_starting_folder_and_checked() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let script = dir.join("review.sh");
+        std::fs::write(&script, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(
+            resolve_program("./review.sh", Some(dir)).unwrap(),
+            dir.join("./review.sh")
+        );
+        let abs = script.display().to_string();
+        assert_eq!(resolve_program(&abs, Some(Path::new("/"))).unwrap(), script);
+        let missing = resolve_program("./nope.sh", Some(dir)).unwrap_err();
+        assert!(missing.contains("nope.sh"), "{missing}");
+        std::fs::write(dir.join("plain.txt"), "").unwrap();
+        let plain = resolve_program("./plain.txt", Some(dir)).unwrap_err();
+        assert!(plain.contains("not an executable"), "{plain}");
+        assert!(resolve_program("sh", Some(dir)).unwrap().is_absolute());
+        assert_eq!(
+            resolve_program("no-such-harness-anywhere", Some(dir)).unwrap_err(),
+            "it is not on PATH"
         );
     }
 }

@@ -506,18 +506,62 @@ fn concurrency_holds_later_requests_submitted_until_a_slot_frees() {
 }
 
 #[test]
-fn a_harness_that_cannot_start_fails_its_task() {
+fn a_harness_program_that_cannot_run_stops_the_worker_at_start_with_the_fix() {
     let gw = Gw::start();
-    let (bot, reviewer) = setup(&gw);
+    let (_bot, reviewer) = setup(&gw);
     let missing = reviewer.home().join("no-such-claude");
-    let _worker = Work(reviewer.spawn(&[
-        "--json",
+    let out = reviewer.run(&[
         "work",
         "--harness",
         "claude",
         "--program",
         missing.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("AB-4102"), "{err}");
+    assert!(err.contains("no-such-claude"), "{err}");
+    assert!(
+        err.contains("agentbus work --harness claude --program"),
+        "{err}"
+    );
+    // Not on PATH either.
+    let out = reviewer.run(&[
+        "--json",
+        "work",
+        "--harness",
+        "command",
+        "--program",
+        "no-such-review-tool",
+    ]);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("AB-4102"));
+}
+
+#[test]
+fn a_harness_gone_after_the_start_fails_its_task() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let gw = Gw::start();
+    let (bot, reviewer) = setup(&gw);
+    let program = reviewer.home().join("review.sh");
+    std::fs::write(&program, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut worker = Work(reviewer.spawn(&[
+        "work",
+        "--harness",
+        "command",
+        "--program",
+        program.to_str().unwrap(),
     ]));
+    // Its first line says it runs: the program passed the start check.
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(worker.0.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert!(first.starts_with("worker for"), "{first}");
+    std::fs::remove_file(&program).unwrap();
     let task = delegate(&bot, &reviewer, "Review.", &[]);
     let t = until_state(&bot, &task, "failed");
     let result = result_of(&t);
@@ -526,8 +570,67 @@ fn a_harness_that_cannot_start_fails_its_task() {
         result["failure"]["message"]
             .as_str()
             .unwrap()
-            .contains("no-such-claude")
+            .contains("review.sh")
     );
+}
+
+#[test]
+fn a_relative_program_is_read_against_the_folder_the_worker_started_in() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let gw = Gw::start();
+    let (bot, reviewer) = setup(&gw);
+    let here = reviewer.home().join("scripts");
+    std::fs::create_dir_all(&here).unwrap();
+    let program = here.join("review.sh");
+    std::fs::write(
+        &program,
+        "#!/bin/sh\nread -r task\necho '{\"summary\": \"reviewed by the script\"}'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut worker = reviewer.cmd(&["work", "--harness", "command", "--program", "./review.sh"]);
+    let worker = Work(worker.current_dir(&here).spawn().unwrap());
+    let task = delegate(&bot, &reviewer, "Review.", &[]);
+    let t = until_state(&bot, &task, "succeeded");
+    assert_eq!(result_of(&t)["summary"], "reviewed by the script");
+    drop(worker);
+}
+
+#[test]
+fn the_worker_log_names_a_failed_tasks_code_and_message() {
+    let gw = Gw::start();
+    let (bot, reviewer) = setup(&gw);
+    // Human lines, not --json.
+    let mut worker = Work(reviewer.spawn(&[
+        "work",
+        "--harness",
+        "command",
+        "--program",
+        "sh",
+        "--arg=-c",
+        "--arg=read -r task; echo 'lint: cannot parse main.go' >&2; exit 4",
+    ]));
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let out = worker.0.stdout.take().unwrap();
+    let sink = lines.clone();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    let task = delegate(&bot, &reviewer, "Review.", &[]);
+    until_state(&bot, &task, "failed");
+    let line = eventually(30, "the failed result in the worker's log", || {
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|l| l.contains("task.result"))
+            .cloned()
+    });
+    assert!(line.contains("failed: harness_crashed: "), "{line}");
+    assert!(line.contains("cannot parse main.go"), "{line}");
 }
 
 /// Asks a clarifying question, reports, then waits for the reply on stdin and returns it.
@@ -710,4 +813,124 @@ fn wp_13_1_5_a_request_held_from_the_agents_sessions_is_rejected_not_worked() {
     assert_eq!(result_of(&t)["rejection_reason"], "policy");
     // The harness never saw it.
     assert!(!standin_log(&log).iter().any(|e| e.get("argv").is_some()));
+}
+
+/// Whether process `pid` is gone (a zombie no one has waited for yet counts as gone).
+fn gone(pid: i64) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// The pid of the process a harness left behind, from the log its stand-in (or script) wrote.
+fn lingering(log: &Path) -> i64 {
+    eventually(30, "the lingering process in the log", || {
+        standin_log(log).iter().find_map(|e| e["linger"].as_i64())
+    })
+}
+
+/// A task cancelled mid-turn, whose harness exits on its interrupt and leaves a process that
+/// holds its stdout and stderr: the `cancelled` result comes within seconds (not when the
+/// process ends), and the process is gone with the harness's group.
+fn cancelled_at_once(worker: Work, bot: &Machine, reviewer: &Machine, log: &Path) {
+    let task = delegate(bot, reviewer, "Review slowly.", &[]);
+    until_state(bot, &task, "in_progress");
+    let linger = lingering(log);
+    assert!(!gone(linger));
+    let asked = std::time::Instant::now();
+    bot.ok(&["--json", "cancel", &task]);
+    let t = until_state(bot, &task, "cancelled");
+    assert!(
+        asked.elapsed() < std::time::Duration::from_secs(15),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert_eq!(result_of(&t)["failure"]["code"], "cancelled");
+    eventually(30, "the lingering process ended", || {
+        gone(linger).then_some(())
+    });
+    drop(worker);
+}
+
+#[test]
+fn wp_6_2_4_claude_a_cancel_is_answered_at_once_though_a_tool_process_holds_the_pipes() {
+    let gw = Gw::start();
+    let (bot, reviewer) = setup(&gw);
+    let log = reviewer.home().join("standin.log");
+    let worker = claude_worker(&reviewer, "linger-exit.json", &log);
+    cancelled_at_once(worker, &bot, &reviewer, &log);
+}
+
+#[test]
+fn wp_6_2_4_codex_a_cancel_is_answered_at_once_though_a_tool_process_holds_the_pipes() {
+    let gw = Gw::start();
+    let (bot, reviewer) = setup(&gw);
+    let log = reviewer.home().join("standin.log");
+    let worker = standin_worker(
+        &reviewer,
+        "codex",
+        "codex_app_server.py",
+        "codex",
+        "linger-exit.json",
+        &log,
+    );
+    cancelled_at_once(worker, &bot, &reviewer, &log);
+}
+
+#[test]
+fn wp_6_2_4_opencode_a_cancel_is_answered_at_once_and_a_tool_process_ends_with_the_group() {
+    let gw = Gw::start();
+    let (bot, reviewer) = setup(&gw);
+    let log = reviewer.home().join("standin.log");
+    let worker = standin_worker(
+        &reviewer,
+        "opencode",
+        "opencode_server.py",
+        "opencode",
+        "linger-exit.json",
+        &log,
+    );
+    cancelled_at_once(worker, &bot, &reviewer, &log);
+}
+
+/// Leaves a background process holding its stdout and stderr (its pid in `$1.log`), then works
+/// until its interrupt (SIGTERM).
+const LINGERING: &str = r##"trap 'exit 143' TERM
+read -r task
+sleep 600 &
+printf '{"linger": %s}\n' $! >> "$1.log"
+echo "working" >&2
+while true; do sleep 0.05; done
+"##;
+
+#[test]
+fn wp_6_2_4_command_a_cancel_is_answered_at_once_though_a_child_holds_the_pipes() {
+    let gw = Gw::start();
+    let (bot, reviewer) = setup(&gw);
+    let worker = command_worker(&reviewer, LINGERING, &[]);
+    let log = reviewer.home().join("gate.log");
+    cancelled_at_once(worker, &bot, &reviewer, &log);
+}
+
+#[test]
+fn a_finished_commands_background_process_neither_holds_its_result_back_nor_outlives_it() {
+    let gw = Gw::start();
+    let (bot, reviewer) = setup(&gw);
+    let script = r##"read -r task
+sleep 600 &
+printf '{"linger": %s}\n' $! >> "$1.log"
+echo '{"summary": "done, with a server left running"}'
+"##;
+    let _worker = command_worker(&reviewer, script, &[]);
+    let task = delegate(&bot, &reviewer, "Review.", &[]);
+    let t = until_state(&bot, &task, "succeeded");
+    assert_eq!(result_of(&t)["summary"], "done, with a server left running");
+    let linger = lingering(&reviewer.home().join("gate.log"));
+    eventually(30, "the background process ended", || {
+        gone(linger).then_some(())
+    });
 }
