@@ -259,7 +259,15 @@ pub fn frame_of(m: &Message, answerer: Option<&str>, head: Option<usize>, now_ms
                 &[],
             ),
         };
-    frame::render(&Frame {
+    // The engineer's own message is framed as theirs (a line of this store by `engineer[:…]`,
+    // not imported), every other one as §13.1's "another agent".
+    let preamble = if m.via.is_none() && is_engineer(&m.by) {
+        frame::ENGINEER_PREAMBLE
+    } else {
+        frame::PREAMBLE
+    };
+    frame::render_with(
+        &Frame {
         id,
         local_id,
         from: &from,
@@ -275,7 +283,9 @@ pub fn frame_of(m: &Message, answerer: Option<&str>, head: Option<usize>, now_ms
         reply_command: reply.as_deref(),
         rest_command: head.map(|_| rest.as_str()),
         body: &body,
-    })
+    },
+        preamble,
+    )
 }
 
 /// One message as an event shows it (LM: Shown, LM-84).
