@@ -1174,18 +1174,17 @@ follow as this hook's additional context. Read them before you stop.";
 /// Renders `answer` in `ev`'s harness's hook output format; `None` prints nothing.
 pub fn render_answer(ev: &HookEvent, answer: &HookAnswer) -> Option<Value> {
     match ev.harness {
-        Harness::OpenCode => {
-            (answer.context.is_some() || answer.block.is_some() || answer.continue_turn).then(
-                || {
-                    json!({
-                        "context": answer.context,
-                        "block": answer.block,
-                        "shown_ids": answer.shown_ids,
-                        "continue": answer.continue_turn,
-                    })
-                },
-            )
-        }
+        Harness::OpenCode => (answer.context.is_some()
+            || answer.block.is_some()
+            || answer.continue_turn)
+            .then(|| {
+                json!({
+                    "context": answer.context,
+                    "block": answer.block,
+                    "shown_ids": answer.shown_ids,
+                    "continue": answer.continue_turn,
+                })
+            }),
         Harness::Claude | Harness::Codex if ev.kind == EventKind::Stop => {
             // A blocking answer keeps the session going (seen on Claude Code 2.1.328 and Codex
             // 0.169.0): Claude Code shows `additionalContext` once; Codex shows `reason` once, as

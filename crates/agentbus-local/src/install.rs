@@ -221,8 +221,8 @@ pub fn installed(harness: Harness, path: &Path) -> Result<Option<Installed>, Ins
                 text.contains(&format!("{quoted}:"))
                     || (**e == "session.idle" && text.contains(&quoted))
             })
-        .map(|e| (*e).to_owned())
-        .collect();
+            .map(|e| (*e).to_owned())
+            .collect();
         return Ok(Some(Installed {
             events,
             program,

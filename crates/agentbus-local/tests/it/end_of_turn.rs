@@ -75,7 +75,9 @@ fn a_message_waiting_at_stop_keeps_claude_code_and_codex_going_shown_once() {
             // The content goes where Claude Code puts it once; the reason stays short.
             Harness::Claude => {
                 assert_eq!(doc["reason"], STOP_REASON);
-                doc["hookSpecificOutput"]["additionalContext"].as_str().unwrap()
+                doc["hookSpecificOutput"]["additionalContext"]
+                    .as_str()
+                    .unwrap()
             }
             _ => doc["reason"].as_str().unwrap(),
         };
@@ -93,7 +95,11 @@ fn priority_decides_high_always_normal_by_the_setting_low_waits_for_the_prompt()
     let f = Fixture::new();
     f.start("s1");
     let local = f.tell(&engineer(), &f.session("s1"), "normal news");
-    let a = run(&f, &stop(Harness::Claude, "s1", false, false), &HookEnv::default());
+    let a = run(
+        &f,
+        &stop(Harness::Claude, "s1", false, false),
+        &HookEnv::default(),
+    );
     assert!(!a.continue_turn && a.shown_ids.is_empty());
     assert!(f.store.claims("s1").unwrap().is_empty());
     let (_, p) = f.hook(Harness::Claude, "claude-prompt.json", "s1");
@@ -105,13 +111,19 @@ fn priority_decides_high_always_normal_by_the_setting_low_waits_for_the_prompt()
     let a = run(&f, &stop(Harness::Codex, "s1", false, true), &bound());
     assert!(!a.continue_turn && a.shown_ids.is_empty());
     assert!(f.store.claims("s1").unwrap().is_empty());
-    let p = run(&f, &event(Harness::Codex, "codex-prompt.json", "s1"), &bound());
+    let p = run(
+        &f,
+        &event(Harness::Codex, "codex-prompt.json", "s1"),
+        &bound(),
+    );
     assert!(p.context.unwrap().contains("low priority news"));
 
     // High keeps it going even with normal set to wait, and what else waits comes with it.
     let f = Fixture::new();
     f.store.import(&gateway("msg_low", Priority::Low)).unwrap();
-    f.store.import(&gateway("msg_high", Priority::High)).unwrap();
+    f.store
+        .import(&gateway("msg_high", Priority::High))
+        .unwrap();
     let a = run(&f, &stop(Harness::Codex, "s1", false, false), &bound());
     assert!(a.continue_turn);
     let ctx = a.context.unwrap();
@@ -121,8 +133,12 @@ fn priority_decides_high_always_normal_by_the_setting_low_waits_for_the_prompt()
 #[test]
 fn an_imported_message_keeps_its_priority_on_its_line() {
     let f = Fixture::new();
-    f.store.import(&gateway("msg_high", Priority::High)).unwrap();
-    f.store.import(&gateway("msg_norm", Priority::Normal)).unwrap();
+    f.store
+        .import(&gateway("msg_high", Priority::High))
+        .unwrap();
+    f.store
+        .import(&gateway("msg_norm", Priority::Normal))
+        .unwrap();
     let log = f.log();
     let line = |ext: &str| {
         log.lines()
@@ -162,16 +178,28 @@ fn continuations_without_a_prompt_are_bounded_and_a_prompt_starts_the_count_agai
     for i in 0..STOP_CONTINUES {
         f.clock.advance_ms(20_000);
         f.tell(&session("s2"), &f.session("s1"), &format!("round {i}"));
-        let a = run(&f, &stop(Harness::Claude, "s1", i > 0, true), &HookEnv::default());
+        let a = run(
+            &f,
+            &stop(Harness::Claude, "s1", i > 0, true),
+            &HookEnv::default(),
+        );
         assert!(a.continue_turn, "continuation {i}");
     }
     f.clock.advance_ms(20_000);
     let last = f.tell(&session("s2"), &f.session("s1"), "one round too many");
-    let a = run(&f, &stop(Harness::Claude, "s1", true, true), &HookEnv::default());
+    let a = run(
+        &f,
+        &stop(Harness::Claude, "s1", true, true),
+        &HookEnv::default(),
+    );
     assert!(!a.continue_turn && a.shown_ids.is_empty(), "over the bound");
     assert!(!f.store.claims("s1").unwrap().contains(&last));
     // The user prompted (stop_hook_active false): it may keep going again.
-    let a = run(&f, &stop(Harness::Claude, "s1", false, true), &HookEnv::default());
+    let a = run(
+        &f,
+        &stop(Harness::Claude, "s1", false, true),
+        &HookEnv::default(),
+    );
     assert!(a.continue_turn);
     assert_eq!(a.shown_ids, [last]);
 }
@@ -182,7 +210,9 @@ fn a_paused_session_is_not_kept_going() {
     f.start("s1");
     f.send(&engineer(), &f.session("s1"), Kind::Pause, "hold on")
         .unwrap();
-    f.store.import(&gateway("msg_high", Priority::High)).unwrap();
+    f.store
+        .import(&gateway("msg_high", Priority::High))
+        .unwrap();
     let a = run(&f, &stop(Harness::Claude, "s1", false, true), &bound());
     assert!(!a.continue_turn && a.shown_ids.is_empty() && a.context.is_none());
 }
@@ -212,7 +242,11 @@ fn opencode_idle_asks_for_a_prompt_and_claims_nothing_that_prompt_shows_it() {
     // The plugin's prompt: its chat.message shows the message, once.
     let (_, p) = f.hook(Harness::OpenCode, "opencode-prompt.json", "s1");
     assert_eq!(p.shown_ids, [id]);
-    let again = run(&f, &stop(Harness::OpenCode, "s1", true, true), &HookEnv::default());
+    let again = run(
+        &f,
+        &stop(Harness::OpenCode, "s1", true, true),
+        &HookEnv::default(),
+    );
     assert!(!again.continue_turn);
 }
 
@@ -258,9 +292,15 @@ fn the_engineer_s_tell_is_framed_as_the_engineer_s_and_a_session_s_as_another_ag
     f.tell(&engineer(), &f.session("s1"), "from the terminal");
     let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s1");
     let ctx = a.context.unwrap();
-    assert!(ctx.contains(ENGINEER_PREAMBLE) && !ctx.contains(PREAMBLE), "{ctx}");
+    assert!(
+        ctx.contains(ENGINEER_PREAMBLE) && !ctx.contains(PREAMBLE),
+        "{ctx}"
+    );
     f.tell(&session("s2"), &f.session("s1"), "from a peer");
     let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s1");
     let ctx = a.context.unwrap();
-    assert!(ctx.contains(PREAMBLE) && !ctx.contains(ENGINEER_PREAMBLE), "{ctx}");
+    assert!(
+        ctx.contains(PREAMBLE) && !ctx.contains(ENGINEER_PREAMBLE),
+        "{ctx}"
+    );
 }

@@ -131,8 +131,12 @@ fn answer(harness: Harness, pre_tool_context: bool, printer: &Printer) -> Result
         Some(other) => {
             // Reported, never fatal: the hook must not fail its harness.
             printer.error(
-                &CliError::input(format!("{STOP_NORMAL}={other:?} is neither continue nor wait"))
-                    .fix(format!("export {STOP_NORMAL}=wait (or continue, the default)")),
+                &CliError::input(format!(
+                    "{STOP_NORMAL}={other:?} is neither continue nor wait"
+                ))
+                .fix(format!(
+                    "export {STOP_NORMAL}=wait (or continue, the default)"
+                )),
             );
             true
         }
@@ -290,7 +294,10 @@ fn status(a: StatusArgs, printer: &Printer) -> CliResult {
         if build_dir {
             line.push_str(" — in a build directory: `cargo install --path crates/agentbus`, then install again");
         }
-        let end_of_turn = found.events.iter().any(|e| e == "Stop" || e == "session.idle");
+        let end_of_turn = found
+            .events
+            .iter()
+            .any(|e| e == "Stop" || e == "session.idle");
         if !end_of_turn {
             line.push_str(&format!(
                 " — no end of turn (a message waiting when the session stops waits for the next prompt): run `agentbus hooks install {}` again",

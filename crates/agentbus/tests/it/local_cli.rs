@@ -363,17 +363,30 @@ fn hooks_install_adds_the_end_of_turn_to_an_older_install_and_status_says_when_i
     std::fs::create_dir_all(&project).unwrap();
     let p = project.join("settings.json");
     let hook = |event: &str| {
-        format!(r#""{event}":[{{"hooks":[{{"type":"command","command":"/opt/agentbus hook claude","timeout":10}}]}}]"#)
+        format!(
+            r#""{event}":[{{"hooks":[{{"type":"command","command":"/opt/agentbus hook claude","timeout":10}}]}}]"#
+        )
     };
-    let old: Vec<String> = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse"]
-        .iter()
-        .map(|e| hook(e))
-        .collect();
+    let old: Vec<String> = [
+        "SessionStart",
+        "UserPromptSubmit",
+        "PreToolUse",
+        "PostToolUse",
+    ]
+    .iter()
+    .map(|e| hook(e))
+    .collect();
     std::fs::write(&p, format!(r#"{{"hooks":{{{}}}}}"#, old.join(","))).unwrap();
     let status = || {
         let out = run(
             dir.path(),
-            &["hooks", "status", "claude", "--project", dir.path().to_str().unwrap()],
+            &[
+                "hooks",
+                "status",
+                "claude",
+                "--project",
+                dir.path().to_str().unwrap(),
+            ],
             b"",
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
@@ -381,14 +394,23 @@ fn hooks_install_adds_the_end_of_turn_to_an_older_install_and_status_says_when_i
     assert!(status().contains("no end of turn"), "{}", status());
     let install = |path: &str| {
         let args = [
-            "--json", "hooks", "install", "claude", "--settings", path, "--program", "/opt/agentbus",
+            "--json",
+            "hooks",
+            "install",
+            "claude",
+            "--settings",
+            path,
+            "--program",
+            "/opt/agentbus",
         ];
         json(&run(dir.path(), &args, b""))
     };
     assert_eq!(install(p.to_str().unwrap())["change"], "changed");
     assert!(!status().contains("no end of turn"), "{}", status());
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
-    let stop = v["hooks"]["Stop"][0]["hooks"][0]["command"].as_str().unwrap();
+    let stop = v["hooks"]["Stop"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap();
     assert!(stop.starts_with("/opt/agentbus hook claude"), "{stop}");
     // Once there, installing again changes nothing.
     assert_eq!(install(p.to_str().unwrap())["change"], "unchanged");

@@ -230,9 +230,16 @@ fn the_opencode_plugin_keeps_a_session_going_at_idle_with_the_message_shown_once
     let bin = env!("CARGO_BIN_EXE_agentbus");
     let between = (0..6)
         .map(|i| {
-            [bin, "tell", "--from", &format!("peer{i}"), "ses_main", "again"]
-                .map(str::to_owned)
-                .to_vec()
+            [
+                bin,
+                "tell",
+                "--from",
+                &format!("peer{i}"),
+                "ses_main",
+                "again",
+            ]
+            .map(str::to_owned)
+            .to_vec()
         })
         .collect();
     let prompts = idle("ses_main", between);
