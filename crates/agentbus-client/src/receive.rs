@@ -20,7 +20,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use agentbus_local::shown::ShownRecord;
-use agentbus_local::{ImportError, ImportOutcome, InboundMessage, Store};
+use agentbus_local::{ImportError, ImportOutcome, InboundMessage, Priority, Store};
 use agentbus_protocol::envelope::Envelope;
 use agentbus_protocol::frame::{self, Transport, Verified};
 use agentbus_protocol::schema::KnownType;
@@ -579,6 +579,7 @@ impl Receiver {
             late: r.late,
             expires_ms: r.expires_ms,
             held: r.held.clone(),
+            priority: Priority::parse(env.priority()),
         };
         match self.local.import(&msg) {
             Ok(ImportOutcome::Stored { .. } | ImportOutcome::Duplicate { .. }) => Ok(true),

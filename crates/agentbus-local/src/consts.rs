@@ -65,3 +65,9 @@ pub const LINE_VERSION: u64 = 1;
 /// The longest line read; a longer one is skipped (a text of [`WIRE_TEXT`] characters at four
 /// bytes each, escaped, plus its fields, fits).
 pub const MAX_LINE_BYTES: usize = 160_000;
+
+/// The most times in a row the end of a turn is kept going by messages without a prompt of the
+/// session's user in between (see `Store::hook`, "End of turn" in `docs/local.md`). Three lets a
+/// short exchange finish (a question, its answer, a follow-up) while two sessions that answer
+/// each other stop after three rounds each and wait for a person.
+pub const STOP_CONTINUES: u32 = 3;

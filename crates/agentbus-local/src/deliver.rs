@@ -259,23 +259,33 @@ pub fn frame_of(m: &Message, answerer: Option<&str>, head: Option<usize>, now_ms
                 &[],
             ),
         };
-    frame::render(&Frame {
-        id,
-        local_id,
-        from: &from,
-        kind,
-        verified,
-        conversation,
-        transport: transport_of(m),
-        subject,
-        task,
-        late,
-        expired: expired.as_deref(),
-        attachments,
-        reply_command: reply.as_deref(),
-        rest_command: head.map(|_| rest.as_str()),
-        body: &body,
-    })
+    // The engineer's own message is framed as theirs (a line of this store by `engineer[:…]`,
+    // not imported), every other one as §13.1's "another agent".
+    let preamble = if m.via.is_none() && is_engineer(&m.by) {
+        frame::ENGINEER_PREAMBLE
+    } else {
+        frame::PREAMBLE
+    };
+    frame::render_with(
+        &Frame {
+            id,
+            local_id,
+            from: &from,
+            kind,
+            verified,
+            conversation,
+            transport: transport_of(m),
+            subject,
+            task,
+            late,
+            expired: expired.as_deref(),
+            attachments,
+            reply_command: reply.as_deref(),
+            rest_command: head.map(|_| rest.as_str()),
+            body: &body,
+        },
+        preamble,
+    )
 }
 
 /// One message as an event shows it (LM: Shown, LM-84).

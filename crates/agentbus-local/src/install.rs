@@ -3,13 +3,13 @@
 //! Each user-level file lies in the harness's own configuration directory ([`config_dir`]).
 //!
 //! - Claude Code: `~/.claude/settings.json` (or a project's `.claude/settings.json`), a command
-//!   hook on `SessionStart`, `UserPromptSubmit`, `PreToolUse` and `PostToolUse`.
-//! - Codex: `~/.codex/hooks.json` (or a project's `.codex/hooks.json`), the same four events in
+//!   hook on `SessionStart`, `UserPromptSubmit`, `PreToolUse`, `PostToolUse` and `Stop`.
+//! - Codex: `~/.codex/hooks.json` (or a project's `.codex/hooks.json`), the same five events in
 //!   the same shape.
 //! - OpenCode runs no command hooks; it loads plugins. We write a small plugin,
 //!   `~/.config/opencode/plugins/agentbus.js`, that runs `agentbus hook opencode` on
-//!   `chat.message` and `tool.execute.after` (context) and `tool.execute.before` (a paused
-//!   session's deny); see [`plugin_source`].
+//!   `chat.message` and `tool.execute.after` (context), `tool.execute.before` (a paused
+//!   session's deny) and the `session.idle` event (the end of a turn); see [`plugin_source`].
 //!
 //! The session id always comes from the event, never from the settings.
 
@@ -22,12 +22,23 @@ use serde_json::{Map, Value, json};
 use crate::hook::Harness;
 use crate::store::{StoreError, io_at, write_file};
 
-/// The events the hook runs on in Claude Code and Codex.
-pub const EVENTS: [&str; 4] = [
+/// The events the hook runs on in Claude Code and Codex (`Stop`: the end of a turn, which a
+/// waiting message may keep going).
+pub const EVENTS: [&str; 5] = [
     "SessionStart",
     "UserPromptSubmit",
     "PreToolUse",
     "PostToolUse",
+    "Stop",
+];
+
+/// What the OpenCode plugin handles: its hooks, and `session.idle` among the bus events.
+pub const PLUGIN_EVENTS: [&str; 5] = [
+    "chat.message",
+    "tool.execute.before",
+    "tool.execute.after",
+    "shell.env",
+    "session.idle",
 ];
 
 /// The first line of the OpenCode plugin, by which uninstall knows the file is ours.
@@ -202,16 +213,16 @@ pub fn installed(harness: Harness, path: &Path) -> Result<Option<Installed>, Ins
             .lines()
             .find_map(|l| l.strip_prefix("const AGENTBUS = "))
             .and_then(|v| serde_json::from_str::<String>(v.trim()).ok());
-        let events = [
-            "chat.message",
-            "tool.execute.before",
-            "tool.execute.after",
-            "shell.env",
-        ]
-        .iter()
-        .filter(|e| text.contains(&format!("\"{e}\":")))
-        .map(|e| (*e).to_owned())
-        .collect();
+        // A hook is a key of the plugin's object; a bus event is a string its handler compares.
+        let events = PLUGIN_EVENTS
+            .iter()
+            .filter(|e| {
+                let quoted = format!("\"{e}\"");
+                text.contains(&format!("{quoted}:"))
+                    || (**e == "session.idle" && text.contains(&quoted))
+            })
+            .map(|e| (*e).to_owned())
+            .collect();
         return Ok(Some(Installed {
             events,
             program,
@@ -461,6 +472,12 @@ fn install_plugin(path: &Path, program: &str) -> Result<Change, InstallError> {
 ///   is used only to block a paused session, and shows (and claims) nothing.
 /// - `shell.env(input, output)`: exports `AGENTBUS_SESSION` to the session's shell commands, so
 ///   `agentbus tell` from the session is sent as the session.
+/// - `event({ event })` with `session.idle`, the end of a turn: when the hook answers
+///   `continue`, the plugin prompts the session through the server (`client.session.prompt`),
+///   and that prompt's `chat.message` shows the messages: nothing is claimed at idle, so a
+///   prompt that never runs (`opencode run` exits at its first idle) loses nothing. The hook
+///   is told whether the idle session is one the plugin's own prompt kept going
+///   (`stop_hook_active`), which bounds the continuations; any other prompt starts over.
 ///
 /// The plugin tells the hook whether it can show an answer at all (`context: false` when the
 /// output it would write to is not there), so nothing is claimed that it then cannot show.
@@ -485,6 +502,12 @@ function partID() {{
   return "prt_agentbus" + Date.now().toString(36) + parts.toString(36) + Math.random().toString(36).slice(2, 8)
 }}
 
+// The end of a turn: sessions whose current run our prompt started, and prompts sent whose
+// chat.message has not come yet (that one is ours, not the user's).
+const continued = new Set()
+const prompting = new Set()
+const NUDGE = "AgentBus: messages for this session arrived as it finished its last answer; they are shown with this prompt. Read them before you stop."
+
 export const AgentBus = async ({{ client }}) => {{
   // A child session (a subagent) has a parentID; its events show nothing, so messages wait.
   const subagent = async (id) => {{
@@ -492,6 +515,8 @@ export const AgentBus = async ({{ client }}) => {{
   }}
   return {{
     "chat.message": async (input, output) => {{
+      if (prompting.has(input.sessionID)) prompting.delete(input.sessionID)
+      else continued.delete(input.sessionID)
       const canShow = !!(output && output.message && Array.isArray(output.parts))
       const answer = hook({{ event: "chat.message", session_id: input.sessionID, subagent: await subagent(input.sessionID), context: canShow }})
       if (canShow && answer.context) {{
@@ -516,6 +541,19 @@ export const AgentBus = async ({{ client }}) => {{
     }},
     "shell.env": async (input, output) => {{
       if (input && input.sessionID && output && output.env) output.env.AGENTBUS_SESSION = input.sessionID
+    }},
+    event: async ({{ event }}) => {{
+      if (!event || event.type !== "session.idle") return
+      const id = event.properties && event.properties.sessionID
+      if (!id) return
+      const answer = hook({{ event: "session.idle", session_id: id, subagent: await subagent(id), stop_hook_active: continued.has(id) }})
+      if (!answer.continue) return
+      continued.add(id)
+      prompting.add(id)
+      // Not awaited: the prompt runs a whole turn, and this handler must not hold the bus.
+      Promise.resolve()
+        .then(() => client.session.prompt({{ path: {{ id }}, body: {{ parts: [{{ type: "text", text: NUDGE }}] }} }}))
+        .catch(() => {{ prompting.delete(id) }})
     }},
   }}
 }}

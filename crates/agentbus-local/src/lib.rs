@@ -39,6 +39,6 @@ pub mod view;
 
 pub use address::Address;
 pub use hook::{Delivery, Harness, HookAnswer, HookEnv, HookEvent, Offer, Surface};
-pub use line::{Kind, Line, Message, Seen};
+pub use line::{Kind, Line, Message, Priority, Seen};
 pub use send::{ImportError, ImportOutcome, InboundMessage, Outgoing, SendError, Sender};
 pub use store::{Store, StoreError};

@@ -69,6 +69,52 @@ impl Kind {
 /// (LM: SEEN, LM-43).
 pub const SEEN: &str = "seen";
 
+/// A message's `priority` (wire protocol §2.1: `low`, `normal` or `high`), which decides only
+/// whether it keeps a session going at the end of its turn (see `Store::hook`); it never changes
+/// delivery itself. A local line has none and counts as [`Priority::Normal`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    /// Waits for the session's next prompt.
+    Low,
+    /// Keeps the session going unless the engineer turned that off.
+    #[default]
+    Normal,
+    /// Always keeps the session going (within the bound on continuations).
+    High,
+}
+
+impl Priority {
+    /// Parses the attribute; an unknown value falls back to `normal` (checklist G-WP-32).
+    pub fn parse(s: &str) -> Priority {
+        match s {
+            "low" => Priority::Low,
+            "high" => Priority::High,
+            _ => Priority::Normal,
+        }
+    }
+
+    /// The attribute value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Low => "low",
+            Priority::Normal => "normal",
+            Priority::High => "high",
+        }
+    }
+
+    fn is_normal(&self) -> bool {
+        *self == Priority::Normal
+    }
+}
+
+impl<'de> Deserialize<'de> for Priority {
+    // Leniently: a line whose priority this version does not know is still read, as `normal`.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Priority, D::Error> {
+        Ok(Priority::parse(&String::deserialize(d)?))
+    }
+}
+
 /// Where an imported message came from: the fields another transport hands to
 /// [`crate::Store::import`], kept so the hook frames it as that transport would.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,6 +161,9 @@ pub struct Via {
     /// the engineer's `inbox`, never shown by the hook.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<String>,
+    /// The sender's `priority` (absent: `normal`).
+    #[serde(default, skip_serializing_if = "Priority::is_normal")]
+    pub priority: Priority,
 }
 
 impl Via {

@@ -15,7 +15,9 @@ use crate::bound::{bound, kept_at};
 use crate::consts::{LINE_VERSION, V1_RATE_MS};
 use crate::consts::{MEMBER_BYTES, SEEN_IDS};
 use crate::deliver::fresh_at;
-use crate::line::{Kind, Line, Message, SEEN, Seen, Via, bound_text, import_id, message_id};
+use crate::line::{
+    Kind, Line, Message, Priority, SEEN, Seen, Via, bound_text, import_id, message_id,
+};
 use crate::pace::{Pace, Window, window_for};
 use crate::redact::redact;
 use crate::store::{Snapshot, Store, StoreError, io_at, write_file};
@@ -161,6 +163,9 @@ pub struct InboundMessage {
     /// Set when it must not be injected (`require_verified_inbound`, §13.1): why. The message is
     /// kept, marked, for the engineer's `inbox`.
     pub held: Option<String>,
+    /// The sender's `priority` (§2.1), kept on the line: it decides whether the message keeps a
+    /// session going at the end of its turn.
+    pub priority: Priority,
 }
 
 /// What an import did.
@@ -394,6 +399,7 @@ impl Store {
             late: msg.late,
             expires_ms: msg.expires_ms,
             held: msg.held.clone(),
+            priority: msg.priority,
         };
         let imported = self.dir().join("imported").join(&id);
         if imported.exists() {

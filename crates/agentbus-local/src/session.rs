@@ -145,12 +145,13 @@ impl Store {
         Ok(record)
     }
 
-    /// Forgets `session`: its presence, scanned stamp, delivery claims and offers out (LM-46,
-    /// G-LM-10).
+    /// Forgets `session`: its presence, scanned stamp, count of continuations, delivery claims
+    /// and offers out (LM-46, G-LM-10).
     pub fn forget(&self, session: &str) -> Result<bool, StoreError> {
         let path = self.presence_path(session)?;
         let existed = path.exists();
-        for p in [path, self.scanned_path(session)?] {
+        let continued = self.dir().join("continued").join(session);
+        for p in [path, self.scanned_path(session)?, continued] {
             match fs::remove_file(&p) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}

@@ -8,6 +8,7 @@
 //!   messages/lock               the write lock (std File::lock); the log is replaced by rename
 //!   messages/generation         the talk record: `<generation> <log mark>` (LM-53)
 //!   messages/scanned/<session>  what the session's last full look found (LM-55)
+//!   messages/continued/<session> ends of turns kept going since its user's last prompt
 //!   messages/seen/<session>/<id> delivery claims, created exclusively (LM-39)
 //!   messages/claimed/<key>/<id>  an agent identity's claims: one session of it shows each
 //!   messages/imported/<id>       every message another transport imported, imported once

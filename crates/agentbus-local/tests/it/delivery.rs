@@ -41,8 +41,10 @@ fn lm_25_an_event_that_takes_no_context_shows_nothing() {
     let f = Fixture::new();
     f.start("s1");
     f.tell(&engineer(), &f.session("s1"), "hello");
-    let stop = br#"{"session_id":"s1","hook_event_name":"Stop","stop_hook_active":false}"#;
-    let ev = agentbus_local::hook::parse_event(Harness::Claude, stop).unwrap();
+    // `Stop` shows messages when it keeps the session going (end_of_turn.rs); `Notification`
+    // never takes context.
+    let other = br#"{"session_id":"s1","hook_event_name":"Notification","message":"idle"}"#;
+    let ev = agentbus_local::hook::parse_event(Harness::Claude, other).unwrap();
     assert_eq!(ev.kind, EventKind::Other);
     let a = f.store.hook(&ev, &Default::default()).unwrap();
     assert!(a.context.is_none());

@@ -24,6 +24,9 @@ struct Row {
     pre_tool_context: Option<bool>,
     reads: Option<String>,
     expect: String,
+    /// Whether the answer keeps the session going (end-of-turn rows); absent: it does not.
+    #[serde(default)]
+    continues: bool,
 }
 
 fn seen_by(f: &Fixture, sid: &str) -> Vec<String> {
@@ -77,6 +80,10 @@ fn check_table(harness: Harness) {
             }
             _ => String::new(),
         };
+        assert_eq!(
+            answer.continue_turn, row.continues,
+            "{what}: keeps the session going"
+        );
         let claimed = f.store.claims("s1").unwrap();
         match row.expect.as_str() {
             "shown" => {

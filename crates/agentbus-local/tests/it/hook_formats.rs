@@ -35,6 +35,7 @@ fn lm_25_every_answer_matches_its_harness_schema() {
                 "claude-pretool.json",
                 "claude-posttool.json",
                 "claude-subagent.json",
+                "claude-stop.json",
             ],
         ),
         (
@@ -44,6 +45,7 @@ fn lm_25_every_answer_matches_its_harness_schema() {
                 "codex-prompt.json",
                 "codex-pretool.json",
                 "codex-posttool.json",
+                "codex-stop.json",
             ],
         ),
         (
@@ -53,6 +55,7 @@ fn lm_25_every_answer_matches_its_harness_schema() {
                 "opencode-pretool.json",
                 "opencode-posttool.json",
                 "opencode-dropped.json",
+                "opencode-idle.json",
             ],
         ),
     ];

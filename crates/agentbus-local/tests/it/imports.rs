@@ -30,6 +30,7 @@ fn inbound(transport: Transport, id: &str, recipient: &str) -> InboundMessage {
         late: false,
         expires_ms: None,
         held: None,
+        priority: agentbus_local::Priority::Normal,
     }
 }
 

@@ -5,6 +5,7 @@
 
 mod bounds;
 mod delivery;
+mod end_of_turn;
 mod frames;
 mod harness_tables;
 mod hook_formats;

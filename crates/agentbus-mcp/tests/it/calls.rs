@@ -124,6 +124,7 @@ fn task_request(f: &Fixture, id: &str, expires_ms: i64) {
         late: false,
         expires_ms: Some(expires_ms),
         held: None,
+        priority: agentbus_local::Priority::Normal,
     };
     f.store.import(&msg).unwrap();
 }

@@ -122,6 +122,10 @@ pub struct InstallArgs {
     trust: bool,
 }
 
+/// Whether a `normal` message keeps a session going at the end of its turn: `continue` (the
+/// default) or `wait` (docs/local.md, "End of turn").
+const STOP_NORMAL: &str = "AGENTBUS_STOP_NORMAL";
+
 /// Runs `agentbus hook <harness>`.
 pub fn hook(args: HookArgs, printer: &Printer) -> CliResult {
     if let Err(e) = answer(args.harness.harness(), !args.no_pre_tool_context, printer) {
@@ -144,6 +148,22 @@ fn answer(harness: Harness, pre_tool_context: bool, printer: &Printer) -> Result
     })?;
     event.pre_tool_context = pre_tool_context;
     let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    event.normal_continues = match var(STOP_NORMAL).as_deref() {
+        None | Some("continue") => true,
+        Some("wait") => false,
+        Some(other) => {
+            // Reported, never fatal: the hook must not fail its harness.
+            printer.error(
+                &CliError::input(format!(
+                    "{STOP_NORMAL}={other:?} is neither continue nor wait"
+                ))
+                .fix(format!(
+                    "export {STOP_NORMAL}=wait (or continue, the default)"
+                )),
+            );
+            true
+        }
+    };
     let env = HookEnv {
         agent: var("AGENTBUS_AGENT"),
         name: var("AGENTBUS_NAME"),
@@ -379,6 +399,16 @@ fn status(a: StatusArgs, printer: &Printer) -> CliResult {
         if build_dir {
             line.push_str(" — in a build directory: `cargo install --path crates/agentbus`, then install again");
         }
+        let end_of_turn = found
+            .events
+            .iter()
+            .any(|e| e == "Stop" || e == "session.idle");
+        if !end_of_turn {
+            line.push_str(&format!(
+                " — no end of turn (a message waiting when the session stops waits for the next prompt): run `agentbus hooks install {}` again",
+                harness.as_str()
+            ));
+        }
         if harness.pre_tool_context_since().is_some() && !found.pre_tool_context {
             line.push_str(" — PreToolUse shows no messages (--no-pre-tool-context)");
         }
@@ -427,6 +457,7 @@ fn status(a: StatusArgs, printer: &Printer) -> CliResult {
             "pre_tool_context": found.pre_tool_context,
             "trust": trust_doc,
             "offline": offline_doc,
+            "end_of_turn": end_of_turn,
         }));
     }
     printer.either(&json!({"hooks": docs}), &human.join("\n"))?;

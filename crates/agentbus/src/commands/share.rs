@@ -469,6 +469,8 @@ pub fn deliver_locally(
             late: false,
             expires_ms: None,
             held: None,
+            // agentshare 0.1 has no priority: a share message counts as normal.
+            priority: agentbus_local::Priority::Normal,
         };
         // Behind one that found no room, a recipient's mail waits too: it goes in the order it
         // was sent.

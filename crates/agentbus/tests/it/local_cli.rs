@@ -356,6 +356,67 @@ fn hooks_install_is_idempotent_and_uninstall_leaves_other_hooks() {
 }
 
 #[test]
+fn hooks_install_adds_the_end_of_turn_to_an_older_install_and_status_says_when_it_lacks_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // `--project` looks in <dir>/.claude/settings.json: an install from before the end of turn.
+    let project = dir.path().join(".claude");
+    std::fs::create_dir_all(&project).unwrap();
+    let p = project.join("settings.json");
+    let hook = |event: &str| {
+        format!(
+            r#""{event}":[{{"hooks":[{{"type":"command","command":"/opt/agentbus hook claude","timeout":10}}]}}]"#
+        )
+    };
+    let old: Vec<String> = [
+        "SessionStart",
+        "UserPromptSubmit",
+        "PreToolUse",
+        "PostToolUse",
+    ]
+    .iter()
+    .map(|e| hook(e))
+    .collect();
+    std::fs::write(&p, format!(r#"{{"hooks":{{{}}}}}"#, old.join(","))).unwrap();
+    let status = || {
+        let out = run(
+            dir.path(),
+            &[
+                "hooks",
+                "status",
+                "claude",
+                "--project",
+                dir.path().to_str().unwrap(),
+            ],
+            b"",
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(status().contains("no end of turn"), "{}", status());
+    let install = |path: &str| {
+        let args = [
+            "--json",
+            "hooks",
+            "install",
+            "claude",
+            "--settings",
+            path,
+            "--program",
+            "/opt/agentbus",
+        ];
+        json(&run(dir.path(), &args, b""))
+    };
+    assert_eq!(install(p.to_str().unwrap())["change"], "changed");
+    assert!(!status().contains("no end of turn"), "{}", status());
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    let stop = v["hooks"]["Stop"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap();
+    assert!(stop.starts_with("/opt/agentbus hook claude"), "{stop}");
+    // Once there, installing again changes nothing.
+    assert_eq!(install(p.to_str().unwrap())["change"], "unchanged");
+}
+
+#[test]
 fn every_local_verb_has_help_with_an_example() {
     let home = tempfile::tempdir().unwrap();
     for verb in [
@@ -550,7 +611,7 @@ fn hooks_install_writes_where_each_harness_looks_and_says_what_would_fail() {
     assert!(!hooks.contains("--no-pre-tool-context"), "{hooks}");
     assert_eq!(
         hooks.matches("hook codex").count(),
-        4,
+        agentbus_local::install::EVENTS.len(),
         "one command per event: {hooks}"
     );
     // Claude Code and OpenCode land in their own configuration directories.
@@ -583,7 +644,10 @@ fn hooks_install_writes_where_each_harness_looks_and_says_what_would_fail() {
             "{s}"
         );
     }
-    assert_eq!(by("codex")["events"].as_array().unwrap().len(), 4);
+    assert_eq!(by("codex")["events"].as_array().unwrap().len(), 5);
+    for h in ["claude", "codex", "opencode"] {
+        assert_eq!(by(h)["end_of_turn"], true, "{h}");
+    }
     // A hook left pointing into a build directory, then removed by `cargo clean`, is flagged.
     with(&new, &["hooks", "install", "claude", "--program", program]);
     std::fs::remove_file(&built).unwrap();

@@ -197,3 +197,55 @@ fn lm_25_lm_26_the_installed_opencode_plugin_claims_only_what_the_model_sees() {
     let shell = h.run(json!({"type": "shell", "session": "ses_main"}));
     assert_eq!(shell["env"]["AGENTBUS_SESSION"], "ses_main");
 }
+
+#[test]
+fn the_opencode_plugin_keeps_a_session_going_at_idle_with_the_message_shown_once_and_bounded() {
+    let h = Host::install();
+    h.prompt("ses_main");
+    h.prompt("ses_child");
+    let idle = |session: &str, between: Vec<Vec<String>>| {
+        let v = h.run(json!({"type": "idle", "session": session, "between": between}));
+        v["prompts"].as_array().unwrap().clone()
+    };
+
+    // Nothing waiting: the turn just ends.
+    assert!(idle("ses_main", Vec::new()).is_empty());
+
+    // A message waiting at idle: the plugin's prompt shows it, claimed there, and the turn that
+    // prompt started ends without another.
+    let one = h.tell("ses_main", "arrived while you finished");
+    let prompts = idle("ses_main", Vec::new());
+    assert_eq!(prompts.len(), 1, "{prompts:?}");
+    let seen = prompts[0]["model_sees"].as_str().unwrap();
+    assert!(seen.contains("arrived while you finished"), "{seen}");
+    assert_eq!(frames(seen), BTreeSet::from([one.clone()]));
+    assert_eq!(h.claimed("ses_main"), BTreeSet::from([one]));
+
+    // A subagent's idle prompts nothing; its message waits.
+    h.tell("ses_child", "for the child");
+    assert!(idle("ses_child", Vec::new()).is_empty());
+    assert!(h.claimed("ses_child").is_empty());
+
+    // Peers that answer at every turn's end: the continuations stop at the bound.
+    let bin = env!("CARGO_BIN_EXE_agentbus");
+    let between = (0..6)
+        .map(|i| {
+            [
+                bin,
+                "tell",
+                "--from",
+                &format!("peer{i}"),
+                "ses_main",
+                "again",
+            ]
+            .map(str::to_owned)
+            .to_vec()
+        })
+        .collect();
+    let prompts = idle("ses_main", between);
+    assert_eq!(
+        prompts.len(),
+        agentbus_local::consts::STOP_CONTINUES as usize,
+        "{prompts:?}"
+    );
+}

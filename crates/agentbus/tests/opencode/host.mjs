@@ -13,9 +13,14 @@
 //   message is the tool result the model reads; otherwise the tool runs and
 //   `tool.execute.after(input, output)` may change `output.output`, which is the result the model
 //   reads;
-// - a shell command: `shell.env(input, output)` fills `output.env`.
+// - a shell command: `shell.env(input, output)` fills `output.env`;
+// - the end of a turn: `session.idle` reaches the `event` hook as OpenCode publishes bus events
+//   (`{ event: { type: "session.idle", properties: { sessionID } } }`); a prompt the plugin then
+//   sends through `client.session.prompt` runs as OpenCode runs one (a user message whose parts go
+//   through `chat.message`), and the turn it starts ends in `session.idle` again.
 //
 // Usage: node host.mjs <plugin.js> <step.json>; prints one JSON object.
+import { spawnSync } from "node:child_process"
 import { readFileSync } from "node:fs"
 import { pathToFileURL } from "node:url"
 
@@ -23,12 +28,19 @@ const [pluginPath, stepPath] = process.argv.slice(2)
 const step = JSON.parse(readFileSync(stepPath, "utf8"))
 const sessions = step.sessions || {}
 
-// client.session.get as the SDK answers it: { data: Session } (a child session has a parentID).
+// client.session.get as the SDK answers it: { data: Session } (a child session has a parentID);
+// client.session.prompt({ path: { id }, body: { parts } }) runs a prompt through the hooks.
+const prompted = []
 const client = {
   session: {
     get: async ({ path: { id } }) => {
       if (!(id in sessions)) throw new Error(`no session ${id}`)
       return { data: { id, ...sessions[id] } }
+    },
+    prompt: async ({ path: { id }, body }) => {
+      const run = prompt(id, body.parts)
+      prompted.push(run)
+      return { data: await run }
     },
   },
 }
@@ -58,19 +70,38 @@ async function trigger(name, input, output) {
 let n = 0
 const id = (prefix) => `${prefix}_host${(++n).toString().padStart(6, "0")}`
 
-let result
-if (step.type === "prompt") {
-  const message = { id: id("msg"), sessionID: step.session, role: "user", time: { created: Date.now() } }
-  const parts = [{ id: id("prt"), messageID: message.id, sessionID: step.session, type: "text", text: step.text }]
+// A user message of `session` with `given` parts ({ type: "text", text }), through chat.message.
+async function prompt(session, given) {
+  const message = { id: id("msg"), sessionID: session, role: "user", time: { created: Date.now() } }
+  const parts = given.map((p) => ({ id: id("prt"), messageID: message.id, sessionID: session, ...p }))
   await trigger(
     "chat.message",
-    { sessionID: step.session, agent: "build", model: { providerID: "test", modelID: "test" }, messageID: message.id },
+    { sessionID: session, agent: "build", model: { providerID: "test", modelID: "test" }, messageID: message.id },
     { message, parts },
   )
   const ids = new Set(parts.map((p) => p.id))
-  const wellFormed = ids.size === parts.length && parts.every((p) => p.messageID === message.id && p.sessionID === step.session)
+  const wellFormed = ids.size === parts.length && parts.every((p) => p.messageID === message.id && p.sessionID === session)
   const seen = parts.filter((p) => p.type === "text" && !p.ignored).map((p) => p.text).join("\n")
-  result = { model_sees: seen, parts: parts.length, well_formed: wellFormed }
+  return { model_sees: seen, parts: parts.length, well_formed: wellFormed }
+}
+
+let result
+if (step.type === "prompt") {
+  result = await prompt(step.session, [{ type: "text", text: step.text }])
+} else if (step.type === "idle") {
+  // Turn ends until one ends without a prompt (at most `rounds`); before each, `between[i]` (an
+  // argv) runs, as a peer sending while the session works.
+  const prompts = []
+  for (let round = 0; round < (step.rounds || 10); round++) {
+    const cmd = (step.between || [])[round]
+    if (cmd) spawnSync(cmd[0], cmd.slice(1), { stdio: "ignore" })
+    const before = prompted.length
+    await trigger("event", { event: { type: "session.idle", properties: { sessionID: step.session } } })
+    await new Promise((r) => setTimeout(r, 0))
+    if (prompted.length === before) break
+    prompts.push(await prompted[prompted.length - 1])
+  }
+  result = { prompts }
 } else if (step.type === "tool") {
   const callID = id("call")
   const args = { command: "ls" }
