@@ -37,7 +37,8 @@ use serde_json::{Value, json};
 use crate::address::is_session_id;
 use crate::consts::{SLACK_MS, TTL_MS};
 use crate::deliver::{
-    AnswerWith, Answerer, Recipient, any_early, for_session, identity_of, paused, render_block, select,
+    AnswerWith, Answerer, Recipient, any_early, for_session, identity_of, paused, render_block_for,
+    select,
 };
 use crate::line::{Message, is_id, seen_ids_of};
 use crate::store::{
@@ -512,7 +513,7 @@ impl Store {
         }
         let delivery = Delivery {
             shown_ids: sel.shown.iter().map(|s| s.message.id.clone()).collect(),
-            context: Some(render_block(&sel)),
+            context: Some(render_block_for(&sel, surface.answer)),
             waiting,
         };
         (delivery, sel.shown.iter().map(|s| s.message).collect())

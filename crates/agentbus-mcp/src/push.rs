@@ -30,7 +30,7 @@ use tokio::sync::{Mutex, Notify};
 
 use agentbus_client::{Agent, ClientError};
 use agentbus_local::Message;
-use agentbus_local::deliver::{render_block, select};
+use agentbus_local::deliver::{AnswerWith, render_block_for, select};
 
 use crate::INBOX_URI;
 use crate::error::ToolResult;
@@ -41,7 +41,8 @@ pub const CHANNEL_METHOD: &str = "notifications/claude/channel";
 /// The experimental capability that names Claude Code's channel.
 pub const CHANNEL_CAPABILITY: &str = "claude/channel";
 /// Below a channel notification's frames: a push is not a reading, so the messages stay unread.
-const PUSH_NOTE: &str = "AgentBus: pushed as they arrived and still unread; read_inbox takes them.\n";
+const PUSH_NOTE: &str =
+    "AgentBus: pushed as they arrived and still unread; read_inbox takes them.\n";
 
 /// Who is told, and what they were told about.
 #[derive(Default)]
@@ -120,7 +121,10 @@ impl Push {
     /// The listen stream `stream` ended: channel notifications it carried stop.
     pub async fn end_channel_stream(&self, stream: &RequestId) {
         let mut t = self.targets.lock().await;
-        if t.channel.as_ref().is_some_and(|(_, s)| s.as_ref() == Some(stream)) {
+        if t.channel
+            .as_ref()
+            .is_some_and(|(_, s)| s.as_ref() == Some(stream))
+        {
             t.channel = None;
         }
     }
@@ -140,7 +144,7 @@ impl Push {
         if sel.shown.is_empty() {
             return true;
         }
-        let mut content = render_block(&sel);
+        let mut content = render_block_for(&sel, AnswerWith::Tools);
         content.push_str(PUSH_NOTE);
         let ids: Vec<&str> = sel.shown.iter().map(|x| x.message.id.as_str()).collect();
         let params = json!({
@@ -157,7 +161,9 @@ impl Push {
         match peer.send_notification(n).await {
             Ok(()) => {
                 for x in &sel.shown {
-                    let _ = s.store.record_pushed(x.message, &s.id, "mcp", CHANNEL_METHOD);
+                    let _ = s
+                        .store
+                        .record_pushed(x.message, &s.id, "mcp", CHANNEL_METHOD);
                 }
                 true
             }
@@ -184,7 +190,8 @@ impl Push {
             return Ok(());
         }
         if let Some((peer, stream)) = t.channel.clone() {
-            let arrivals: Vec<&Message> = waiting.iter().filter(|m| fresh.contains(&m.id)).collect();
+            let arrivals: Vec<&Message> =
+                waiting.iter().filter(|m| fresh.contains(&m.id)).collect();
             if !self.push_channel(&peer, stream.as_ref(), &arrivals).await {
                 t.channel = None;
             }

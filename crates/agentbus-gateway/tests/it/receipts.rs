@@ -46,7 +46,11 @@ async fn wp_5_8_the_sender_sees_each_delivery_state_in_turn() {
     let pushed_at = h.now().to_string();
     let push = json!({"receipts": [{"sequence": d["sequence"], "id": id, "shown_at": pushed_at, "harness": "mcp", "event": "notifications/claude/channel", "state": "pushed"}]});
     let (s, v) = h.post("/v1/inbox/receipts", &b.token, push).await;
-    assert_eq!((s, v["results"][0]["status"].as_str()), (200, Some("recorded")), "{v}");
+    assert_eq!(
+        (s, v["results"][0]["status"].as_str()),
+        (200, Some("recorded")),
+        "{v}"
+    );
     let (_, v) = states(&h, &a, &id).await;
     assert_eq!(state(&v), "pushed");
     assert!(v["recipients"][0]["shown"].is_null(), "{v}");

@@ -10,9 +10,28 @@ use crate::{Fixture, SID, rt};
 #[test]
 fn a_wait_returns_the_reply_as_structured_fields_and_leaves_other_mail_unread() {
     let f = Fixture::new();
-    f.store.register("s2", "claude", Some("peer"), None).unwrap();
+    f.store
+        .register("s2", "claude", Some("peer"), None)
+        .unwrap();
     f.from_engineer(Kind::Tell, "unrelated one");
-    f.from_engineer(Kind::Tell, "unrelated two");
+    // Another sender (the engineer's window to the session holds one unanswered message).
+    f.store.register("s3", "codex", None, None).unwrap();
+    f.clock.advance_ms(1);
+    let other = Outgoing {
+        from: Sender {
+            by: "s3".into(),
+            name: None,
+            harness: Some("codex".into()),
+        },
+        to: Address::Session {
+            session: SID.into(),
+            node: f.store.node().unwrap(),
+        },
+        kind: Kind::Tell,
+        text: "unrelated two".into(),
+        re: None,
+    };
+    f.store.send(&other, false).unwrap();
     // The peer answers the ask once it is in the log (no timer: it looks until it is there).
     let store = f.store.clone();
     let peer = std::thread::spawn(move || {
@@ -55,7 +74,10 @@ fn a_wait_returns_the_reply_as_structured_fields_and_leaves_other_mail_unread() 
     assert!(reply["id"].as_str().unwrap().starts_with("lm_"), "{reply}");
     assert!(reply["from"].as_str().unwrap().contains("peer"), "{reply}");
     let frame = reply["frame"].as_str().unwrap();
-    assert!(frame.contains("<agentbus-message") && frame.contains("yes, green"), "{frame}");
+    assert!(
+        frame.contains("<agentbus-message") && frame.contains("yes, green"),
+        "{frame}"
+    );
     assert_eq!(out.structured["shown"].as_array().unwrap().len(), 1);
     assert_eq!(out.structured["waiting"], 2);
     // What the model reads either way holds the reply, and nothing else of the inbox.

@@ -192,12 +192,23 @@ fn a_declared_claude_channel_gets_the_framed_message_recorded_pushed_not_shown()
             "{content}"
         );
         // Answered with the tools, not a shell the client may not have.
-        assert!(content.contains("the reply tool with {\"id\": \"msg_"), "{content}");
+        assert!(
+            content.contains("the reply tool with {\"id\": \"msg_"),
+            "{content}"
+        );
         assert!(!content.contains("agentbus reply"), "{content}");
         assert_eq!(n["params"]["meta"]["source"], "agentbus");
         // A push the client may drop is `pushed`, never shown: nothing claimed, no shown
         // record; read_inbox shows it, and that is the showing.
-        let pending = f.store.shown_pending(REVIEWER).unwrap();
+        // The record is written once the send returned, just after the client read it.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let pending = loop {
+            let p = f.store.shown_pending(REVIEWER).unwrap();
+            if !p.is_empty() || std::time::Instant::now() > deadline {
+                break p;
+            }
+            tokio::task::yield_now().await;
+        };
         assert_eq!(pending.len(), 1, "{pending:?}");
         assert_eq!(pending[0].state, SeenState::Pushed);
         assert_eq!(pending[0].event, "notifications/claude/channel");
@@ -275,11 +286,19 @@ fn with_channel_the_server_refuses_discover_so_claude_code_falls_back_to_initial
     rt().block_on(async {
         let f = Fixture::new();
         let mut w = Wire::start(&f, true);
-        let d = w.request("server/discover", json!({})).await;
+        // Claude Code's probe, as it sends it.
+        let probe = json!({"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "claude-code", "version": "2.1.328"},
+            "io.modelcontextprotocol/clientCapabilities": {"roots": {"listChanged": true}},
+        }});
+        let d = w.request("server/discover", probe.clone()).await;
         assert_eq!(d["error"]["code"], -32601, "{d}");
         let r = w.initialize("2025-11-25", json!({})).await;
         assert_eq!(r["result"]["protocolVersion"], "2025-11-25", "{r}");
-        let plain = Wire::start(&f, false).request("server/discover", json!({})).await;
+        let plain = Wire::start(&f, false)
+            .request("server/discover", probe)
+            .await;
         assert!(plain["error"].is_null(), "{plain}");
     });
 }

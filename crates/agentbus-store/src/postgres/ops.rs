@@ -2124,7 +2124,15 @@ impl Store for PgStore {
             let n = exec(
                 &tx,
                 sql,
-                &[&agent_id, &sequence, &message_seq, &shown_at, &r.harness, &r.event, &now],
+                &[
+                    &agent_id,
+                    &sequence,
+                    &message_seq,
+                    &shown_at,
+                    &r.harness,
+                    &r.event,
+                    &now,
+                ],
             )
             .await?;
             out.push(if n == 1 {

@@ -39,17 +39,15 @@ pub(crate) fn record(
             "INSERT INTO receipts (agent_id, sequence, message_seq, shown_at, harness, event, reported_at) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (agent_id, sequence) DO NOTHING"
         };
-        let n = t
-            .prepare_cached(sql)?
-            .execute(params![
-                agent,
-                r.sequence as i64,
-                message_seq,
-                shown_at,
-                r.harness,
-                r.event,
-                now
-            ])?;
+        let n = t.prepare_cached(sql)?.execute(params![
+            agent,
+            r.sequence as i64,
+            message_seq,
+            shown_at,
+            r.harness,
+            r.event,
+            now
+        ])?;
         out.push(if n == 1 {
             ReceiptOutcome::Recorded
         } else {

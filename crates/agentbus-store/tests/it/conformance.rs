@@ -1530,7 +1530,10 @@ pub async fn store_receipts_and_delivery_states<S: Store + Clone>(store: S) {
     );
     assert_eq!(b.answer.as_ref().map(|a| a.id.as_str()), Some("reply"));
     let p = b.pushed.as_ref().unwrap();
-    assert_eq!((p.shown_at, p.harness.as_str(), p.pushed), (T0 + 7, "mcp", true));
+    assert_eq!(
+        (p.shown_at, p.harness.as_str(), p.pushed),
+        (T0 + 7, "mcp", true)
+    );
     let c = &states[1];
     assert_eq!(
         (
