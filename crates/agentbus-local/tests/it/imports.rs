@@ -234,7 +234,7 @@ fn deliver_only_shows_the_awaited_message_and_leaves_the_rest_unread() {
             std::slice::from_ref(&awaited),
         )
         .unwrap();
-    assert_eq!(d.shown_ids, [awaited.clone()]);
+    assert_eq!(d.shown_ids, std::slice::from_ref(&awaited));
     let (left, _) = f.store.waiting_for("s1").unwrap();
     assert_eq!(
         left.iter().map(|m| m.id.clone()).collect::<Vec<_>>(),
