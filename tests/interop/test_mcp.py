@@ -103,7 +103,12 @@ def test_wp_9_14_mcp_every_tool_attachments_push_and_refusal_over_the_initialize
             inbox = await alpha.call_tool("read_inbox", {})
             framed = text_of(inbox)
             assert "build 42 is green" in framed and "<agentbus-message" in framed
-            assert msg_id in framed  # the reply command names the envelope
+            # The frame names the tool and id to answer with, not a shell command.
+            assert f'the reply tool with {{"id": "{msg_id}"' in framed, framed
+            assert "agentbus reply" not in framed
+            # A client may hand its model the structured content instead (Claude Code does):
+            # the frame is there too.
+            assert inbox.structured_content["text"] == framed
             again = await alpha.call_tool("read_inbox", {})
             assert "build 42 is green" not in text_of(again)
 
@@ -121,7 +126,7 @@ def test_wp_9_14_mcp_every_tool_attachments_push_and_refusal_over_the_initialize
             async def answer():
                 inbox = await until(lambda: _read_contains(beta, "deploy now?"))
                 assert "report.md" in inbox, inbox
-                mid = re.search(r"reply (msg_[0-9A-Z]+)", inbox).group(1)
+                mid = re.search(r'the reply tool with \{"id": "(msg_[0-9A-Z]+)"', inbox).group(1)
                 await beta.call_tool("reply", {"id": mid, "text": "yes, go"})
             waited, _ = await asyncio.gather(
                 alpha.call_tool("send", {"to": address("beta"), "text": "deploy now?", "wait_s": 30,
@@ -129,8 +134,12 @@ def test_wp_9_14_mcp_every_tool_attachments_push_and_refusal_over_the_initialize
                 answer(),
             )
             assert not waited.is_error, text_of(waited)
-            assert waited.structured_content["reply"].startswith("msg_")
-            assert "yes, go" in text_of(waited)
+            # The awaited reply as structured fields, its frame in both the text and the
+            # structured content.
+            reply = waited.structured_content["reply"]
+            assert reply["id"].startswith("msg_") and "yes, go" in reply["frame"]
+            assert reply["from"] == address("beta")
+            assert "yes, go" in text_of(waited) and "yes, go" in waited.structured_content["text"]
 
             # delegate with wait_s; beta works the task with the task tool.
             # Task requests name a capability the worker declares (§5.2).
@@ -138,11 +147,13 @@ def test_wp_9_14_mcp_every_tool_attachments_push_and_refusal_over_the_initialize
             async def work():
                 inbox = await until(lambda: _read_contains(beta, "review this"))
                 # The frame suggests the task's verbs, by its tsk_ id (§13.1).
-                request = re.search(r"accept ((?:tsk|msg)_[0-9A-Z]+)", inbox).group(1)
+                request = re.search(r'the task tool with \{"task": "((?:tsk|msg)_[0-9A-Z]+)"', inbox).group(1)
                 for action, extra in (("accept", {}), ("progress", {"percent": 50, "text": "halfway"}),
                                       ("complete", {"text": "no findings", "output": {"findings": []}})):
                     r = await beta.call_tool("task", {"task": request, "action": action, **extra})
                     assert not r.is_error, text_of(r)
+            # Mail that is not the result stays unread through the wait.
+            bus.cli("beta", "send", address("alpha"), "unrelated while you wait")
             delegated, _ = await asyncio.gather(
                 alpha.call_tool("delegate", {"to": address("beta"), "capability": "code.review",
                                              "instructions": "review this", "input": {"change": 482},
@@ -151,6 +162,11 @@ def test_wp_9_14_mcp_every_tool_attachments_push_and_refusal_over_the_initialize
             )
             assert not delegated.is_error, text_of(delegated)
             assert delegated.structured_content["state"] == "succeeded"
+            result = delegated.structured_content["result"]
+            assert "no findings" in result["frame"], result
+            assert "unrelated while you wait" not in text_of(delegated)
+            assert "unrelated while you wait" in await until(
+                lambda: _read_contains(alpha, "unrelated while you wait"))
             task_id = delegated.structured_content["task_id"]
 
             # trace: the task's timeline.
@@ -208,8 +224,53 @@ def test_mcp_current_revision_discover_listen_and_push(bus):
                 assert event.uri == INBOX
             inbox = await alpha.call_tool("read_inbox", {})
             assert "modern hello" in text_of(inbox)
+            assert "modern hello" in inbox.structured_content["text"]
             refused = await alpha.call_tool("reply", {"id": "lm_00000000000000000000", "text": "x"})
             assert refused.is_error and text_of(refused).startswith("AB-4075")
+
+    asyncio.run(run())
+
+
+def channel_server(bus, name):
+    """`agentbus mcp --channel`: pushes Claude Code channel notifications, and answers only the
+    initialize lifecycle (Claude Code takes channel notifications on no other)."""
+    return StdioServerParameters(command=BINARY, args=["mcp", "--name", name, "--channel"],
+                                 env=bus.env(name))
+
+
+async def _state(client, msg_id):
+    t = await client.call_tool("trace", {"id": msg_id})
+    assert not t.is_error, text_of(t)
+    return t.structured_content["delivery"]["recipients"][0]["state"]
+
+
+def test_mcp_a_channel_push_is_pushed_not_shown_until_read_inbox(bus):
+    """A channel notification the client may drop is `pushed` for the sender, and the message
+    stays unread; read_inbox shows it, and then the sender sees `shown`."""
+
+    async def run():
+        async with Client(channel_server(bus, "alpha"), mode="auto") as alpha, \
+                Client(server(bus, "beta"), mode="legacy") as beta:
+            # The probe is refused, so even `auto` lands on the handshake revision.
+            assert alpha.session.protocol_version == "2025-11-25"
+            sent = await beta.call_tool("send", {"to": address("alpha"), "text": "pushed to you"})
+            assert not sent.is_error, text_of(sent)
+            msg_id = sent.structured_content["sent"]["id"]
+
+            async def pushed_state():
+                s = await _state(beta, msg_id)
+                return s if s == "pushed" else None
+            # Recorded only once the notification was written to the client (the SDK drops a
+            # method it does not know before any handler sees it).
+            await until(pushed_state)
+
+            inbox = await alpha.call_tool("read_inbox", {})
+            assert "pushed to you" in text_of(inbox)
+
+            async def shown_state():
+                s = await _state(beta, msg_id)
+                return s if s == "shown" else None
+            await until(shown_state)
 
     asyncio.run(run())
 

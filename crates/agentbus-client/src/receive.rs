@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use agentbus_local::shown::ShownRecord;
+use agentbus_local::shown::{SeenState, ShownRecord};
 use agentbus_local::{ImportError, ImportOutcome, InboundMessage, Priority, Store};
 use agentbus_protocol::envelope::Envelope;
 use agentbus_protocol::frame::{self, Transport, Verified};
@@ -153,6 +153,8 @@ pub type Signer = Box<dyn Fn() -> Result<SigningKey> + Send + Sync>;
 pub struct ReceiptReport {
     /// Messages reported to the gateway as shown (ids).
     pub reported: Vec<String>,
+    /// Messages reported as pushed to a client that may drop them (ids).
+    pub pushed: Vec<String>,
     /// Read receipts (`ack.v1`, `level: read`) sent, by the id they acknowledge.
     pub read_receipts: Vec<String>,
     /// Receipts that could not be sent now and will be tried again, with why.
@@ -681,13 +683,18 @@ impl Receiver {
         for rec in records {
             match self.inbox.get(&rec.message_id)? {
                 Some(r) => {
-                    items.push(json!({
+                    let mut item = json!({
                         "sequence": r.sequence,
                         "id": rec.message_id,
                         "shown_at": Timestamp(rec.ms).to_string(),
                         "harness": rec.harness,
                         "event": rec.event,
-                    }));
+                    });
+                    // A push the client may drop is reported as such, never as a showing.
+                    if rec.state == SeenState::Pushed {
+                        item["state"] = json!(rec.state.as_str());
+                    }
+                    items.push(item);
                     known.push((rec, r));
                 }
                 // Not a copy this agent received here: nothing to report.
@@ -715,7 +722,9 @@ impl Receiver {
                 .get(i)
                 .and_then(|v| v["status"].as_str())
                 .unwrap_or("refused");
-            if status != "refused" {
+            if status != "refused" && rec.state == SeenState::Pushed {
+                out.pushed.push(rec.message_id.clone());
+            } else if status != "refused" {
                 out.reported.push(rec.message_id.clone());
                 if owes_read_receipt(&r.envelope, policy) {
                     match self.send_read_receipt(r).await {

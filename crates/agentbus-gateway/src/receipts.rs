@@ -6,8 +6,8 @@
 //!   with. Only the inbox's own agent reports on it; a sequence it has no delivery at answers
 //!   exactly as one that does not exist (AB-4050).
 //! - `GET /v1/messages/{id}/delivery` (the sender): per recipient, how far the message got:
-//!   `persisted` → `leased` → `acknowledged` (the recipient's sidecar stored it) → `shown` (a
-//!   session's context) → `answered` (an envelope from the recipient correlated to it). Only the
+//!   `persisted` → `leased` → `acknowledged` (the recipient's sidecar stored it) → `pushed` (sent
+//!   to a client that may drop it) → `shown` (a session's context) → `answered` (an envelope from the recipient correlated to it). Only the
 //!   sender may read it; anyone else gets what an unknown id gets (AB-4051).
 //! - `GET /v1/messages/sent` (the sender): its own sent messages, newest first, a page at a time
 //!   (`limit`, default 20, at most 100; `before`, the `next` cursor of the page before), each
@@ -44,6 +44,9 @@ struct ReceiptIn {
     harness: String,
     #[serde(default)]
     event: String,
+    /// `shown` (the default) or `pushed`: sent to a client that may drop it.
+    #[serde(default)]
+    state: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -89,12 +92,23 @@ pub async fn report<S: Store>(
                 ),
             ));
         }
+        let pushed = match r.state.as_deref() {
+            None | Some("shown") => false,
+            Some("pushed") => true,
+            Some(_) => {
+                return Err(ApiError::new(
+                    Code::InvalidRequest,
+                    format!("receipts[{i}].state is `shown` or `pushed`"),
+                ));
+            }
+        };
         receipts.push(ShownReceipt {
             sequence: r.sequence,
             message_id: r.id,
             shown_at: at.millis(),
             harness: r.harness,
             event: r.event,
+            pushed,
         });
     }
     let seqs: Vec<u64> = receipts.iter().map(|r| r.sequence).collect();
@@ -137,6 +151,10 @@ fn state_name(d: &DeliveryStateRow) -> &'static str {
     }
     if d.shown.is_some() {
         return "shown";
+    }
+    // Sent to a client that may drop it: further than the sidecar's ack, short of a showing.
+    if d.pushed.is_some() {
+        return "pushed";
     }
     match d.state {
         EntryState::Ready => "persisted",
@@ -218,6 +236,11 @@ async fn delivery_json<S: Store>(
             "attempts": d.attempts,
             "acknowledged_at": d.acked_at.map(at),
             "shown": d.shown.as_ref().map(|s| json!({
+                "at": at(s.shown_at),
+                "harness": s.harness,
+                "event": s.event,
+            })),
+            "pushed": d.pushed.as_ref().map(|s| json!({
                 "at": at(s.shown_at),
                 "harness": s.harness,
                 "event": s.event,

@@ -43,7 +43,8 @@ use serde_json::{Value, json};
 use crate::address::is_session_id;
 use crate::consts::{SLACK_MS, STOP_CONTINUES, TTL_MS};
 use crate::deliver::{
-    Recipient, any_early, for_session, identity_of, paused, render_block, select,
+    AnswerWith, Answerer, Recipient, any_early, for_session, identity_of, paused, render_block_for,
+    select,
 };
 use crate::line::{Message, Priority, is_id, seen_ids_of};
 use crate::store::{
@@ -357,6 +358,8 @@ pub struct Surface<'a> {
     pub event: &'a str,
     /// The characters the messages may take.
     pub budget: usize,
+    /// How the model there answers: the frames' "To answer" line names a command or a tool.
+    pub answer: AnswerWith,
 }
 
 /// What one delivery put in front of a session (see [`Store::deliver`] and [`Store::offer`]).
@@ -504,7 +507,11 @@ impl Store {
         if candidates.is_empty() {
             return (Delivery::default(), Vec::new());
         }
-        let mut sel = select(&candidates, Some(sid), surface.budget, look.now);
+        let answerer = Answerer {
+            session: Some(sid),
+            with: surface.answer,
+        };
+        let mut sel = select(&candidates, answerer, surface.budget, look.now);
         let mut waiting = sel.waiting > 0;
         let mut kept = Vec::new();
         for s in sel.shown.drain(..) {
@@ -537,7 +544,7 @@ impl Store {
         }
         let delivery = Delivery {
             shown_ids: sel.shown.iter().map(|s| s.message.id.clone()).collect(),
-            context: Some(render_block(&sel)),
+            context: Some(render_block_for(&sel, surface.answer)),
             waiting,
         };
         (delivery, sel.shown.iter().map(|s| s.message).collect())
@@ -587,6 +594,30 @@ impl Store {
     /// `session`, and records nothing yet. Hand the result to [`Store::confirm`] once it is in
     /// front of the model, or to [`Store::withdraw`] when it could not be put there.
     pub fn offer(&self, session: &str, surface: &Surface<'_>) -> Result<Offer, StoreError> {
+        self.offer_where(session, surface, |_| true)
+    }
+
+    /// [`Store::deliver`] of only the messages `ids` names (the reply a call waited for), leaving
+    /// the rest of the session's mail unread for the surfaces that show it.
+    pub fn deliver_only(
+        &self,
+        session: &str,
+        surface: &Surface<'_>,
+        ids: &[String],
+    ) -> Result<Delivery, StoreError> {
+        let offer = self.offer_where(session, surface, |m| {
+            ids.contains(&m.id) || !m.kind.is_conversation()
+        })?;
+        self.confirm(offer)
+    }
+
+    /// [`Store::offer`] of the messages `keep` accepts (steers must stay, for the pause note).
+    fn offer_where(
+        &self,
+        session: &str,
+        surface: &Surface<'_>,
+        keep: impl Fn(&Message) -> bool,
+    ) -> Result<Offer, StoreError> {
         let presence = match self.presence(session)? {
             Some(p) => p,
             None => self.register(session, surface.name, None, None)?,
@@ -603,14 +634,16 @@ impl Store {
         if self.talk().is_none() {
             return Ok(offer);
         }
-        let look = self.look(session, &presence)?;
+        let mut look = self.look(session, &presence)?;
+        // Pruned before `keep` narrows the messages: it forgets claims of messages gone.
+        self.prune_claims(&look);
+        look.msgs.retain(|m| keep(m));
         // A paused session is told so above its messages, as the hook tells it at a prompt.
         let note = paused(&look.msgs, &look.recipient, look.now).map(|r| pause_note(&r));
         let (delivery, shown) = self.present_noted(&look, surface, note, true);
         offer.delivery = delivery;
         offer.messages = shown.into_iter().cloned().collect();
-        self.prune_claims(&look);
-        offer.owed = look.owed;
+        offer.owed = std::mem::take(&mut look.owed);
         Ok(offer)
     }
 
@@ -636,6 +669,7 @@ impl Store {
             name: &offer.harness,
             event: &offer.event,
             budget: 0,
+            answer: AnswerWith::Shell,
         };
         let shown: Vec<&Message> = offer.messages.iter().collect();
         self.record_all(&shown, &sid, &surface);
@@ -863,6 +897,7 @@ impl Store {
                 name: ev.harness.as_str(),
                 event: &ev.name,
                 budget: ev.harness.context_chars(),
+                answer: AnswerWith::Shell,
             };
             let (shown, messages) = self.present_noted(&look, &surface, note, false);
             self.record_all(&messages, sid, &surface);

@@ -7,8 +7,12 @@
 //!
 //! ```text
 //! <home>/messages/shown/<agent key>/<lm id>.json          written once, at the first showing
-//! <home>/messages/shown/<agent key>/reported/<lm id>.json  moved there once the gateway has it
+//! <home>/messages/shown/<agent key>/<lm id>.pushed.json   written once, at the first push
+//! <home>/messages/shown/<agent key>/reported/<name>       moved there once the gateway has it
 //! ```
+//!
+//! A push (an MCP channel notification) is sent to a client that may drop it, so it is its own
+//! state, `pushed`, and never a showing: the message stays unclaimed for a surface that shows it.
 //!
 //! The first showing wins: the record is written under a temporary name and hard-linked into
 //! place, which fails when the name exists, so of any number of hooks showing the message to
@@ -47,6 +51,42 @@ pub struct ShownRecord {
     pub event: String,
     /// When, in Unix milliseconds.
     pub ms: i64,
+    /// Shown, or only pushed to a client that may drop it.
+    #[serde(default, skip_serializing_if = "SeenState::is_shown")]
+    pub state: SeenState,
+}
+
+/// How far a record says a message got.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SeenState {
+    /// Put in front of the model.
+    #[default]
+    Shown,
+    /// Sent to a client that may drop it (`docs/delivery.md`: between acknowledged and shown).
+    Pushed,
+}
+
+impl SeenState {
+    /// Its name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SeenState::Shown => "shown",
+            SeenState::Pushed => "pushed",
+        }
+    }
+
+    fn is_shown(&self) -> bool {
+        *self == SeenState::Shown
+    }
+
+    /// The record's file name for message `id`.
+    fn file_name(self, id: &str) -> String {
+        match self {
+            SeenState::Shown => format!("{id}.json"),
+            SeenState::Pushed => format!("{id}.pushed.json"),
+        }
+    }
 }
 
 /// The directory name of `agent`'s records.
@@ -70,11 +110,41 @@ impl Store {
         harness: &str,
         event: &str,
     ) -> Result<bool, StoreError> {
+        self.record_seen(m, by, harness, event, SeenState::Shown)
+    }
+
+    /// Records that `m` was pushed to `by` through `harness` at `event` (a notification the
+    /// client may drop), if `m` came through the gateway and neither a push nor a showing of it
+    /// was recorded. Returns whether this call wrote the record; best effort like
+    /// [`Store::record_shown`].
+    pub fn record_pushed(
+        &self,
+        m: &Message,
+        by: &str,
+        harness: &str,
+        event: &str,
+    ) -> Result<bool, StoreError> {
+        let dir = self.shown_dir(&m.to);
+        let shown = SeenState::Shown.file_name(&m.id);
+        if dir.join(&shown).exists() || dir.join("reported").join(&shown).exists() {
+            return Ok(false);
+        }
+        self.record_seen(m, by, harness, event, SeenState::Pushed)
+    }
+
+    fn record_seen(
+        &self,
+        m: &Message,
+        by: &str,
+        harness: &str,
+        event: &str,
+        state: SeenState,
+    ) -> Result<bool, StoreError> {
         let Some(via) = m.via.as_ref().filter(|v| v.transport == Transport::Gateway) else {
             return Ok(false);
         };
         let dir = self.shown_dir(&m.to);
-        let name = format!("{}.json", m.id);
+        let name = state.file_name(&m.id);
         if dir.join("reported").join(&name).exists() {
             return Ok(false);
         }
@@ -87,6 +157,7 @@ impl Store {
             harness: harness.to_owned(),
             event: event.to_owned(),
             ms: self.now(),
+            state,
         };
         let record = serde_json::to_string(&record).unwrap_or_default();
         create_exclusive(&dir.join(&name), record.as_bytes())
@@ -100,13 +171,19 @@ impl Store {
                 e.file_name()
                     .to_str()
                     .and_then(|n| n.strip_suffix(".json"))
+                    .map(|n| n.strip_suffix(".pushed").unwrap_or(n))
                     .is_some_and(is_id)
             })
             .filter_map(|e| fs::read(e.path()).ok())
             .filter_map(|b| serde_json::from_slice::<ShownRecord>(&b).ok())
             .filter(|r| r.to == agent)
             .collect();
-        out.sort_by(|a, b| a.ms.cmp(&b.ms).then(a.id.cmp(&b.id)));
+        // A message's push before its showing, whatever the clock says.
+        out.sort_by(|a, b| {
+            a.ms.cmp(&b.ms)
+                .then(a.id.cmp(&b.id))
+                .then((a.state == SeenState::Shown).cmp(&(b.state == SeenState::Shown)))
+        });
         Ok(out)
     }
 
@@ -128,7 +205,7 @@ impl Store {
         let dir = self.shown_dir(&record.to);
         let done = dir.join("reported");
         fs::create_dir_all(&done).map_err(io_at(&done))?;
-        let name = format!("{}.json", record.id);
+        let name = record.state.file_name(&record.id);
         let to = done.join(&name);
         match fs::rename(dir.join(&name), &to) {
             Ok(()) => {}

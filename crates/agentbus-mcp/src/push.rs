@@ -1,4 +1,4 @@
-//! Push, not polling (issue item 2): when a message arrives for the session, the server tells the
+//! Push, not polling: when a message arrives for the session, the server tells the
 //! client without being asked.
 //!
 //! - Any client: `notifications/resources/updated` for [`crate::INBOX_URI`], to whoever
@@ -6,8 +6,11 @@
 //!   `subscriptions/listen` stream (2026-07-28). The notification carries no content; reading
 //!   the resource claims nothing, and `read_inbox` shows the messages.
 //! - Claude Code's channel (`notifications/claude/channel`), where the client declared
-//!   `experimental["claude/channel"]` or the server was started with `--channel`: the content is
-//!   the hook's frames, claimed as shown through the same delivery path as `read_inbox`.
+//!   `experimental["claude/channel"]` (in `initialize`, or in a `subscriptions/listen` request's
+//!   `_meta` on 2026-07-28, where it goes on that stream) or the server was started with
+//!   `--channel`: the content is the frames `read_inbox` would show. The client may drop it, so
+//!   it claims nothing and counts as `pushed`, never shown: the message waits for `read_inbox` or
+//!   the hook, which show it.
 //!
 //! Arrival is noticed two ways: the server's own receive loop wakes the watcher as soon as it has
 //! imported a gateway message (when no sidecar holds the agent's receive lock), and the watcher
@@ -17,13 +20,17 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{CustomNotification, ResourceUpdatedNotificationParam, ServerNotification};
+use rmcp::model::{
+    CustomNotification, RequestId, ResourceUpdatedNotificationParam, ServerNotification,
+};
 use rmcp::service::SubscriptionSink;
 use rmcp::{Peer, RoleServer};
 use serde_json::json;
 use tokio::sync::{Mutex, Notify};
 
 use agentbus_client::{Agent, ClientError};
+use agentbus_local::Message;
+use agentbus_local::deliver::{AnswerWith, render_block_for, select};
 
 use crate::INBOX_URI;
 use crate::error::ToolResult;
@@ -33,6 +40,9 @@ use crate::tools::Session;
 pub const CHANNEL_METHOD: &str = "notifications/claude/channel";
 /// The experimental capability that names Claude Code's channel.
 pub const CHANNEL_CAPABILITY: &str = "claude/channel";
+/// Below a channel notification's frames: a push is not a reading, so the messages stay unread.
+const PUSH_NOTE: &str =
+    "AgentBus: pushed as they arrived and still unread; read_inbox takes them.\n";
 
 /// Who is told, and what they were told about.
 #[derive(Default)]
@@ -41,8 +51,9 @@ struct Targets {
     subscribed: Option<Peer<RoleServer>>,
     /// Open `subscriptions/listen` streams that accepted the inbox.
     sinks: Vec<(u64, SubscriptionSink)>,
-    /// A client whose context takes channel notifications.
-    channel: Option<Peer<RoleServer>>,
+    /// A client whose context takes channel notifications, and the `subscriptions/listen`
+    /// stream they go on (2026-07-28: a connection has no other path for them).
+    channel: Option<(Peer<RoleServer>, Option<RequestId>)>,
     /// Ids already announced, so an update goes out once per arrival.
     announced: HashSet<String>,
     /// The next sink's handle.
@@ -100,10 +111,67 @@ impl Push {
             .retain(|(h, _)| *h != handle);
     }
 
-    /// The client takes Claude Code's channel notifications.
-    pub async fn enable_channel(&self, peer: Peer<RoleServer>) {
-        self.targets.lock().await.channel = Some(peer);
+    /// The client takes Claude Code's channel notifications, on the listen stream `stream` when
+    /// one is named.
+    pub async fn enable_channel(&self, peer: Peer<RoleServer>, stream: Option<RequestId>) {
+        self.targets.lock().await.channel = Some((peer, stream));
         self.wake.notify_one();
+    }
+
+    /// The listen stream `stream` ended: channel notifications it carried stop.
+    pub async fn end_channel_stream(&self, stream: &RequestId) {
+        let mut t = self.targets.lock().await;
+        if t.channel
+            .as_ref()
+            .is_some_and(|(_, s)| s.as_ref() == Some(stream))
+        {
+            t.channel = None;
+        }
+    }
+
+    /// Pushes `fresh` (arrivals not announced yet) as one channel notification, framed as
+    /// `read_inbox` frames them, and records each as `pushed`: the client may drop it, so nothing
+    /// is claimed and the messages wait for a surface that shows them. Returns whether it sent.
+    async fn push_channel(
+        &self,
+        peer: &Peer<RoleServer>,
+        stream: Option<&RequestId>,
+        fresh: &[&Message],
+    ) -> bool {
+        let s = &self.session;
+        let now = s.store.now();
+        let sel = select(fresh, s.answerer(), s.harness.context_chars(), now);
+        if sel.shown.is_empty() {
+            return true;
+        }
+        let mut content = render_block_for(&sel, AnswerWith::Tools);
+        content.push_str(PUSH_NOTE);
+        let ids: Vec<&str> = sel.shown.iter().map(|x| x.message.id.as_str()).collect();
+        let params = json!({
+            "content": content,
+            "meta": {"source": "agentbus", "session": s.id, "pushed": ids.join(",")},
+        });
+        let mut n = ServerNotification::CustomNotification(CustomNotification::new(
+            CHANNEL_METHOD,
+            Some(params),
+        ));
+        if let Some(id) = stream {
+            rmcp::model::GetMeta::get_meta_mut(&mut n).set_subscription_id(id.clone());
+        }
+        match peer.send_notification(n).await {
+            Ok(()) => {
+                for x in &sel.shown {
+                    let _ = s
+                        .store
+                        .record_pushed(x.message, &s.id, "mcp", CHANNEL_METHOD);
+                }
+                true
+            }
+            Err(e) => {
+                eprintln!("agentbus mcp: the channel notification was not sent: {e}");
+                false
+            }
+        }
     }
 
     /// Tells every target about messages that arrived since the last announcement.
@@ -121,32 +189,11 @@ impl Push {
         if fresh.is_empty() {
             return Ok(());
         }
-        if let Some(peer) = t.channel.clone() {
-            // Shown through the hook's path, claimed exactly as `read_inbox`; counted shown only
-            // once the notification is sent, and given back when it is not.
-            let offer = self.session.offer(CHANNEL_METHOD)?;
-            if let Some(content) = offer.delivery.context.clone() {
-                let params = json!({
-                    "content": content,
-                    "meta": {"source": "agentbus", "session": self.session.id, "shown": offer.delivery.shown_ids.join(",")},
-                });
-                let n = CustomNotification::new(CHANNEL_METHOD, Some(params));
-                match peer
-                    .send_notification(ServerNotification::CustomNotification(n))
-                    .await
-                {
-                    Ok(()) => {
-                        self.session.store.confirm(offer)?;
-                    }
-                    Err(e) => {
-                        eprintln!("agentbus mcp: the channel notification was not sent: {e}");
-                        self.session.store.withdraw(offer);
-                        t.channel = None;
-                    }
-                }
-            } else {
-                // Nothing shown, but the session's owed claims are acknowledged as a look does.
-                self.session.store.confirm(offer)?;
+        if let Some((peer, stream)) = t.channel.clone() {
+            let arrivals: Vec<&Message> =
+                waiting.iter().filter(|m| fresh.contains(&m.id)).collect();
+            if !self.push_channel(&peer, stream.as_ref(), &arrivals).await {
+                t.channel = None;
             }
         }
         if let Some(peer) = t.subscribed.clone() {

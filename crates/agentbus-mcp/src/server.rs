@@ -193,6 +193,23 @@ impl ServerHandler for Server {
         serde_json::from_value(info).unwrap_or_else(|_| ServerConfig::default())
     }
 
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DiscoverResult, McpError> {
+        // Claude Code takes channel notifications only on an `initialize` connection; refusing
+        // its `server/discover` probe makes it fall back to 2025-11-25 (docs/mcp.md).
+        if self.channel {
+            return Err(McpError::method_not_found::<
+                rmcp::model::DiscoverRequestMethod,
+            >());
+        }
+        Ok(rmcp::model::DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -331,22 +348,39 @@ impl ServerHandler for Server {
         } else {
             None
         };
+        // 2026-07-28 has no `initialized`: a client declares the channel in the request's
+        // `_meta`, and the stream is the one path a notification it did not ask for may take.
+        let request = subscription.request_context();
+        let channel = self.channel || declares_channel(request.client_capabilities().as_ref());
+        if channel {
+            let stream = subscription.sink().id().clone();
+            self.push
+                .enable_channel(request.peer.clone(), Some(stream))
+                .await;
+        }
         subscription.cancelled().await;
         if let Some(h) = handle {
             self.push.remove_sink(h).await;
+        }
+        if channel {
+            self.push.end_channel_stream(subscription.sink().id()).await;
         }
         Ok(())
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        let declared = context.peer.peer_info().is_some_and(|info| {
-            info.capabilities
-                .experimental
-                .as_ref()
-                .is_some_and(|x| x.contains_key(CHANNEL_CAPABILITY))
-        });
+        let declared = context
+            .peer
+            .peer_info()
+            .is_some_and(|info| declares_channel(Some(&info.capabilities)));
         if declared || self.channel {
-            self.push.enable_channel(context.peer.clone()).await;
+            self.push.enable_channel(context.peer.clone(), None).await;
         }
     }
+}
+
+/// Whether a client's capabilities name Claude Code's channel.
+fn declares_channel(caps: Option<&rmcp::model::ClientCapabilities>) -> bool {
+    caps.and_then(|c| c.experimental.as_ref())
+        .is_some_and(|x| x.contains_key(CHANNEL_CAPABILITY))
 }

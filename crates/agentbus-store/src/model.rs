@@ -771,6 +771,9 @@ pub struct ShownReceipt {
     pub harness: String,
     /// At which harness event.
     pub event: String,
+    /// Only pushed to a client that may drop it (an MCP channel notification): the state
+    /// `pushed`, between acknowledged and shown, recorded apart from the showing.
+    pub pushed: bool,
 }
 
 /// The answer to one receipt.
@@ -801,6 +804,8 @@ pub struct DeliveryStateRow {
     pub acked_at: Option<i64>,
     /// The shown receipt, when reported.
     pub shown: Option<ShownReceipt>,
+    /// The pushed receipt, when reported.
+    pub pushed: Option<ShownReceipt>,
     /// The recipient's first answer: a message or task envelope correlated to it, not an ack.
     pub answer: Option<AnswerRow>,
     /// The recipient's first `ack.v1` correlated to it.

@@ -476,19 +476,34 @@ fn cases(method: &str, path: &str) -> Option<Vec<Probe>> {
                 post(format!("/v1/inbox/{seq}/ack"), json!({"delivery": token}))
             }),
         )],
-        ("post", "/v1/inbox/receipts") => vec![Compare(
-            "report the victim's delivery shown",
-            Box::new(|w, _, side| {
-                let (seq, id) = match side {
-                    Side::Victim => (w.victim.delivery.0, w.victim.delivered_id.clone()),
-                    Side::Ghost => (999_999, w.ghost.request_id.clone()),
-                };
-                post(
-                    "/v1/inbox/receipts",
-                    json!({"receipts": [{"sequence": seq, "id": id, "shown_at": "2026-01-01T00:00:00Z", "harness": "claude", "event": "UserPromptSubmit"}]}),
-                )
-            }),
-        )],
+        ("post", "/v1/inbox/receipts") => vec![
+            Compare(
+                "report the victim's delivery shown",
+                Box::new(|w, _, side| {
+                    let (seq, id) = match side {
+                        Side::Victim => (w.victim.delivery.0, w.victim.delivered_id.clone()),
+                        Side::Ghost => (999_999, w.ghost.request_id.clone()),
+                    };
+                    post(
+                        "/v1/inbox/receipts",
+                        json!({"receipts": [{"sequence": seq, "id": id, "shown_at": "2026-01-01T00:00:00Z", "harness": "claude", "event": "UserPromptSubmit"}]}),
+                    )
+                }),
+            ),
+            Compare(
+                "report the victim's delivery pushed",
+                Box::new(|w, _, side| {
+                    let (seq, id) = match side {
+                        Side::Victim => (w.victim.delivery.0, w.victim.delivered_id.clone()),
+                        Side::Ghost => (999_999, w.ghost.request_id.clone()),
+                    };
+                    post(
+                        "/v1/inbox/receipts",
+                        json!({"receipts": [{"sequence": seq, "id": id, "shown_at": "2026-01-01T00:00:00Z", "harness": "mcp", "event": "notifications/claude/channel", "state": "pushed"}]}),
+                    )
+                }),
+            ),
+        ],
         ("get", "/v1/inbox/policy") => vec![Alone(
             "one's own workspace's delivery policy",
             Box::new(|_, _, _| get("/v1/inbox/policy")),

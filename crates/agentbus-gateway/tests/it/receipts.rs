@@ -41,8 +41,26 @@ async fn wp_5_8_the_sender_sees_each_delivery_state_in_turn() {
     assert_eq!(r["acknowledged_at"], (h.now()).to_string());
     assert_eq!(r["attempts"], 1);
 
+    // A push the client may drop is `pushed`: past acknowledged, short of shown.
+    h.clock.advance_ms(50);
+    let pushed_at = h.now().to_string();
+    let push = json!({"receipts": [{"sequence": d["sequence"], "id": id, "shown_at": pushed_at, "harness": "mcp", "event": "notifications/claude/channel", "state": "pushed"}]});
+    let (s, v) = h.post("/v1/inbox/receipts", &b.token, push).await;
+    assert_eq!(
+        (s, v["results"][0]["status"].as_str()),
+        (200, Some("recorded")),
+        "{v}"
+    );
+    let (_, v) = states(&h, &a, &id).await;
+    assert_eq!(state(&v), "pushed");
+    assert!(v["recipients"][0]["shown"].is_null(), "{v}");
+    assert_eq!(
+        v["recipients"][0]["pushed"],
+        json!({"at": pushed_at, "harness": "mcp", "event": "notifications/claude/channel"})
+    );
+
     // The recipient's sidecar reports the first showing; a second report changes nothing.
-    h.clock.advance_ms(100);
+    h.clock.advance_ms(50);
     let shown_at = h.now().to_string();
     let receipt = json!({"receipts": [{"sequence": d["sequence"], "id": id, "shown_at": shown_at, "harness": "claude", "event": "UserPromptSubmit"}]});
     let (s, v) = h

@@ -168,7 +168,121 @@ fn mcp_surface(event: &'static str, budget: usize) -> agentbus_local::Surface<'s
         name: "mcp",
         event,
         budget,
+        answer: agentbus_local::deliver::AnswerWith::Tools,
     }
+}
+
+#[test]
+fn an_mcp_surface_names_the_tool_and_id_to_answer_with() {
+    let f = bound_fixture();
+    let mut task = inbound(
+        Transport::Gateway,
+        "msg_01J9ZK6Q8R2M3N4P5Q6R7S8T1A",
+        REVIEWER,
+    );
+    task.kind = "agentbus.task.request.v1".into();
+    task.task = Some("tsk_01J9ZK8A0000000000000000T1".into());
+    task.reply_command = Some("agentbus accept tsk_01J9ZK8A0000000000000000T1".into());
+    f.store.import(&task).unwrap();
+    f.store
+        .import(&inbound(Transport::Gateway, MSG, REVIEWER))
+        .unwrap();
+    let d = f
+        .store
+        .deliver("s1", &mcp_surface("tools/call", 8_000))
+        .unwrap();
+    let ctx = d.context.unwrap();
+    assert!(
+        ctx.contains(&format!(
+            "To answer: the reply tool with {{\"id\": \"{MSG}\""
+        )),
+        "{ctx}"
+    );
+    assert!(
+        ctx.contains(
+            "To answer: the task tool with {\"task\": \"tsk_01J9ZK8A0000000000000000T1\", \"action\": \"accept\"}"
+        ),
+        "{ctx}"
+    );
+    assert!(
+        !ctx.contains("agentbus "),
+        "no shell command on an MCP surface: {ctx}"
+    );
+}
+
+#[test]
+fn deliver_only_shows_the_awaited_message_and_leaves_the_rest_unread() {
+    let f = bound_fixture();
+    let ImportOutcome::Stored { id: first } = f
+        .store
+        .import(&inbound(Transport::Gateway, MSG, REVIEWER))
+        .unwrap()
+    else {
+        panic!("not stored")
+    };
+    let ImportOutcome::Stored { id: awaited } = f
+        .store
+        .import(&inbound(
+            Transport::Gateway,
+            "msg_01J9ZK6Q8R2M3N4P5Q6R7S8T1B",
+            REVIEWER,
+        ))
+        .unwrap()
+    else {
+        panic!("not stored")
+    };
+    let d = f
+        .store
+        .deliver_only(
+            "s1",
+            &mcp_surface("tools/call", 8_000),
+            std::slice::from_ref(&awaited),
+        )
+        .unwrap();
+    assert_eq!(d.shown_ids, std::slice::from_ref(&awaited));
+    let (left, _) = f.store.waiting_for("s1").unwrap();
+    assert_eq!(
+        left.iter().map(|m| m.id.clone()).collect::<Vec<_>>(),
+        [first]
+    );
+    assert!(f.store.shown_record(REVIEWER, &awaited).is_some());
+}
+
+#[test]
+fn a_push_is_recorded_pushed_and_a_later_showing_shown_both_reported() {
+    use agentbus_local::shown::SeenState;
+    let f = bound_fixture();
+    f.store
+        .import(&inbound(Transport::Gateway, MSG, REVIEWER))
+        .unwrap();
+    let (waiting, _) = f.store.waiting_for("s1").unwrap();
+    let m = &waiting[0];
+    assert!(
+        f.store
+            .record_pushed(m, "s1", "mcp", "notifications/claude/channel")
+            .unwrap()
+    );
+    assert!(
+        !f.store
+            .record_pushed(m, "s1", "mcp", "notifications/claude/channel")
+            .unwrap()
+    );
+    // The push claimed nothing: the hook still shows it, and that is recorded shown.
+    let (_, a) = f.hook(Harness::Claude, "claude-prompt.json", "s1");
+    assert!(a.context.unwrap().contains(MSG));
+    let pending = f.store.shown_pending(REVIEWER).unwrap();
+    let states: Vec<SeenState> = pending.iter().map(|r| r.state).collect();
+    assert_eq!(states, [SeenState::Pushed, SeenState::Shown]);
+    for r in &pending {
+        f.store.shown_reported(r).unwrap();
+    }
+    assert!(f.store.shown_pending(REVIEWER).unwrap().is_empty());
+    // Once shown, a push is no news.
+    assert!(
+        !f.store
+            .record_pushed(m, "s1", "mcp", "notifications/claude/channel")
+            .unwrap()
+    );
 }
 const REVIEWER: &str = "agent://acme/backend/reviewer";
 

@@ -8,6 +8,7 @@
 mod calls;
 mod install;
 mod tools;
+mod waits;
 mod wire;
 
 use std::path::PathBuf;
@@ -24,6 +25,9 @@ pub const T0: i64 = 1_764_504_000_000;
 
 /// The session every fixture's server acts as.
 pub const SID: &str = "s1";
+
+/// The agent a session is bound to for gateway messages.
+pub const REVIEWER: &str = "agent://acme/backend/reviewer";
 
 /// A local store in a temporary directory on a manual clock, with the session [`SID`] known.
 pub struct Fixture {
@@ -51,6 +55,39 @@ impl Fixture {
             name: None,
             agent: None,
             share: None,
+        }
+    }
+
+    /// A gateway message for the agent `REVIEWER` the session is bound to (binding it first),
+    /// imported as the receive path imports one; returns its local id. `kind` is its type
+    /// (`agentbus.message.v1`, `agentbus.task.request.v1`, …).
+    pub fn from_gateway(&self, msg_id: &str, kind: &str, task: Option<&str>, text: &str) -> String {
+        use agentbus_local::{ImportOutcome, InboundMessage};
+        use agentbus_protocol::frame::{Transport, Verified};
+        self.store.bind(SID, Some(REVIEWER)).unwrap();
+        self.clock.advance_ms(1);
+        let msg = InboundMessage {
+            transport: Transport::Gateway,
+            transport_id: msg_id.into(),
+            from: "agent://acme/frontend/builder".into(),
+            kind: kind.into(),
+            conversation: Some("cnv_01J9ZK6Q8R2M3N4P5Q6R7S8T9V".into()),
+            subject: None,
+            body: text.into(),
+            verified: Verified::True,
+            attachments: vec![],
+            reply_command: Some(format!("agentbus reply {msg_id} \"<your answer>\"")),
+            sent: Timestamp(T0),
+            recipient: REVIEWER.into(),
+            message_id: None,
+            task: task.map(Into::into),
+            late: false,
+            expires_ms: None,
+            held: None,
+        };
+        match self.store.import(&msg).unwrap() {
+            ImportOutcome::Stored { id } => id,
+            other => panic!("not stored: {other:?}"),
         }
     }
 

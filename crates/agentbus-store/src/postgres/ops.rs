@@ -2113,11 +2113,26 @@ impl Store for PgStore {
             };
             // Kept within the message's life, as SQLite does.
             let shown_at = r.shown_at.clamp(received_at, now.max(received_at));
+            // A push and a showing are recorded apart: the first of each stands.
+            let sql = if r.pushed {
+                "INSERT INTO pushes (agent_id, sequence, message_seq, pushed_at, harness, event, reported_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (agent_id, sequence) DO NOTHING"
+            } else {
+                "INSERT INTO receipts (agent_id, sequence, message_seq, shown_at, harness, event, reported_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (agent_id, sequence) DO NOTHING"
+            };
             let n = exec(
                 &tx,
-                "INSERT INTO receipts (agent_id, sequence, message_seq, shown_at, harness, event, reported_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (agent_id, sequence) DO NOTHING",
-                &[&agent_id, &sequence, &message_seq, &shown_at, &r.harness, &r.event, &now],
+                sql,
+                &[
+                    &agent_id,
+                    &sequence,
+                    &message_seq,
+                    &shown_at,
+                    &r.harness,
+                    &r.event,
+                    &now,
+                ],
             )
             .await?;
             out.push(if n == 1 {
@@ -2175,8 +2190,9 @@ impl Store for PgStore {
         for r in rows(
             &c,
             "SELECT i.agent_id, i.sequence, i.state, i.attempts, i.last_attempt_at, i.acked_at, \
-             r.shown_at, r.harness, r.event FROM inbox i \
+             r.shown_at, r.harness, r.event, p.pushed_at, p.harness, p.event FROM inbox i \
              LEFT JOIN receipts r ON r.agent_id = i.agent_id AND r.sequence = i.sequence \
+             LEFT JOIN pushes p ON p.agent_id = i.agent_id AND p.sequence = i.sequence \
              WHERE i.message_seq = $1 ORDER BY i.agent_id",
             &[&seq],
         )
@@ -2190,6 +2206,18 @@ impl Store for PgStore {
                     shown_at: at,
                     harness: get(&r, 7)?,
                     event: get(&r, 8)?,
+                    pushed: false,
+                }),
+                None => None,
+            };
+            let pushed = match get::<Option<i64>>(&r, 9)? {
+                Some(at) => Some(ShownReceipt {
+                    sequence,
+                    message_id: String::new(),
+                    shown_at: at,
+                    harness: get(&r, 10)?,
+                    event: get(&r, 11)?,
+                    pushed: true,
                 }),
                 None => None,
             };
@@ -2201,6 +2229,7 @@ impl Store for PgStore {
                 last_attempt_at: get(&r, 4)?,
                 acked_at: get(&r, 5)?,
                 shown,
+                pushed,
                 answer: None,
                 ack: None,
             };

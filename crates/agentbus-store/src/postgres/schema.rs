@@ -211,6 +211,16 @@ ALTER TABLE task_events ADD COLUMN reason TEXT COLLATE "C";
 ALTER TABLE inbox ADD COLUMN hold SMALLINT;
 CREATE INDEX inbox_holds ON inbox (agent_id, sequence) WHERE hold IS NOT NULL;
 "#,
+    // Pushes: a message sent to a client that may drop it (an MCP channel notification) is its
+    // own delivery state, recorded apart from the showing, which may come later.
+    r#"
+CREATE TABLE pushes (
+    agent_id TEXT COLLATE "C" NOT NULL, sequence BIGINT NOT NULL, message_seq BIGINT NOT NULL,
+    pushed_at BIGINT NOT NULL, harness TEXT COLLATE "C" NOT NULL, event TEXT COLLATE "C" NOT NULL, reported_at BIGINT NOT NULL,
+    PRIMARY KEY (agent_id, sequence)
+);
+CREATE INDEX pushes_message ON pushes (message_seq);
+"#,
 ];
 
 /// The `schema_version` of a database with every migration applied.

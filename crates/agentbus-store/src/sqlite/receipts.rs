@@ -31,20 +31,23 @@ pub(crate) fn record(
             continue;
         };
         let shown_at = r.shown_at.clamp(received_at, now.max(received_at));
-        let n = t
-            .prepare_cached(
-                "INSERT INTO receipts (agent_id, sequence, message_seq, shown_at, harness, event, reported_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (agent_id, sequence) DO NOTHING",
-            )?
-            .execute(params![
-                agent,
-                r.sequence as i64,
-                message_seq,
-                shown_at,
-                r.harness,
-                r.event,
-                now
-            ])?;
+        // A push and a showing are recorded apart: the first of each stands.
+        let sql = if r.pushed {
+            "INSERT INTO pushes (agent_id, sequence, message_seq, pushed_at, harness, event, reported_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (agent_id, sequence) DO NOTHING"
+        } else {
+            "INSERT INTO receipts (agent_id, sequence, message_seq, shown_at, harness, event, reported_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (agent_id, sequence) DO NOTHING"
+        };
+        let n = t.prepare_cached(sql)?.execute(params![
+            agent,
+            r.sequence as i64,
+            message_seq,
+            shown_at,
+            r.harness,
+            r.event,
+            now
+        ])?;
         out.push(if n == 1 {
             ReceiptOutcome::Recorded
         } else {
@@ -100,8 +103,9 @@ pub(crate) fn states(
     let mut out = Vec::new();
     let mut stmt = c.prepare_cached(
         "SELECT i.agent_id, i.sequence, i.state, i.attempts, i.last_attempt_at, i.acked_at, \
-         r.shown_at, r.harness, r.event FROM inbox i \
+         r.shown_at, r.harness, r.event, p.pushed_at, p.harness, p.event FROM inbox i \
          LEFT JOIN receipts r ON r.agent_id = i.agent_id AND r.sequence = i.sequence \
+         LEFT JOIN pushes p ON p.agent_id = i.agent_id AND p.sequence = i.sequence \
          WHERE i.message_seq = ?1 ORDER BY i.agent_id",
     )?;
     let rows = stmt.query_map([seq], |r| {
@@ -113,6 +117,18 @@ pub(crate) fn states(
                 shown_at: at,
                 harness: r.get(7)?,
                 event: r.get(8)?,
+                pushed: false,
+            }),
+            None => None,
+        };
+        let pushed = match r.get::<_, Option<i64>>(9)? {
+            Some(at) => Some(ShownReceipt {
+                sequence,
+                message_id: String::new(),
+                shown_at: at,
+                harness: r.get(10)?,
+                event: r.get(11)?,
+                pushed: true,
             }),
             None => None,
         };
@@ -124,6 +140,7 @@ pub(crate) fn states(
             last_attempt_at: r.get(4)?,
             acked_at: r.get(5)?,
             shown,
+            pushed,
             answer: None,
             ack: None,
         })

@@ -188,6 +188,16 @@ ALTER TABLE task_events ADD COLUMN reason TEXT;
 ALTER TABLE inbox ADD COLUMN hold INTEGER;
 CREATE INDEX inbox_holds ON inbox (agent_id, sequence) WHERE hold IS NOT NULL;
 "#,
+    // Pushes: a message sent to a client that may drop it (an MCP channel notification) is its
+    // own delivery state, recorded apart from the showing, which may come later.
+    r#"
+CREATE TABLE pushes (
+    agent_id TEXT NOT NULL, sequence INTEGER NOT NULL, message_seq INTEGER NOT NULL,
+    pushed_at INTEGER NOT NULL, harness TEXT NOT NULL, event TEXT NOT NULL, reported_at INTEGER NOT NULL,
+    PRIMARY KEY (agent_id, sequence)
+) WITHOUT ROWID;
+CREATE INDEX pushes_message ON pushes (message_seq);
+"#,
 ];
 
 /// The `user_version` of a database with every migration applied.

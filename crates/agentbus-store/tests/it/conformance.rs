@@ -1470,7 +1470,22 @@ pub async fn store_receipts_and_delivery_states<S: Store + Clone>(store: S) {
         shown_at: at,
         harness: "claude".into(),
         event: "UserPromptSubmit".into(),
+        pushed: false,
     };
+    // A push is its own state: recorded apart from the showing, the first of each standing.
+    let pushed = |seq: u64, at: i64| ShownReceipt {
+        pushed: true,
+        harness: "mcp".into(),
+        event: "notifications/claude/channel".into(),
+        ..shown(seq, "ask", at)
+    };
+    assert_eq!(
+        store
+            .record_receipts("agt_b", vec![pushed(1, T0 + 7), pushed(1, T0 + 8)], T0 + 10)
+            .await
+            .unwrap(),
+        [ReceiptOutcome::Recorded, ReceiptOutcome::AlreadyRecorded]
+    );
     assert_eq!(
         store
             .record_receipts(
@@ -1514,12 +1529,17 @@ pub async fn store_receipts_and_delivery_states<S: Store + Clone>(store: S) {
         "clamped to receipt time"
     );
     assert_eq!(b.answer.as_ref().map(|a| a.id.as_str()), Some("reply"));
+    let p = b.pushed.as_ref().unwrap();
+    assert_eq!(
+        (p.shown_at, p.harness.as_str(), p.pushed),
+        (T0 + 7, "mcp", true)
+    );
     let c = &states[1];
     assert_eq!(
         (
             c.agent_id.as_str(),
             c.state,
-            c.shown.is_none(),
+            c.shown.is_none() && c.pushed.is_none(),
             c.answer.is_none()
         ),
         ("agt_c", EntryState::Ready, true, true)

@@ -180,6 +180,13 @@ fn report_pass(
             printer.line(&format!("reported {id} shown"))?;
         }
     }
+    for id in &receipts.pushed {
+        if printer.is_json() {
+            printer.data_line(&json!({"pushed": id, "via": mode}).to_string())?;
+        } else {
+            printer.line(&format!("reported {id} pushed (not shown yet)"))?;
+        }
+    }
     for (id, why) in &receipts.deferred {
         say(&format!("sidecar: receipt for {id} deferred: {why}"));
     }

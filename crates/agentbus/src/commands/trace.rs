@@ -158,6 +158,12 @@ pub fn state_line(r: &Value) -> String {
             one(&r["shown"]["harness"]),
             one(&r["shown"]["event"])
         ),
+        "pushed" => format!(
+            "{} to {} ({}), which may drop it; not shown yet",
+            one(&r["pushed"]["at"]),
+            one(&r["pushed"]["harness"]),
+            one(&r["pushed"]["event"])
+        ),
         "acknowledged" => format!("{} by its sidecar", one(&r["acknowledged_at"])),
         "leased" => format!("{} (attempt {})", one(&r["leased_at"]), r["attempts"]),
         _ => one(&r["persisted_at"]).into_owned(),
