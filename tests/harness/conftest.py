@@ -29,15 +29,22 @@ def server(request):
 
 @pytest.fixture
 def make_env(tmp_path, server):
-    """make_env(harness, agent=None, program=None): a fresh world for one harness, its hook
-    installed (running `program` instead of the binary under test, when given)."""
+    """make_env(harness, agent=None, program=None, trust=True): a fresh world for one harness,
+    its hook installed (running `program` instead of the binary under test, when given; for Codex
+    trusted with `--trust` unless `trust=False`)."""
 
-    def make(harness, agent=None, program=None):
+    made = []
+
+    def make(harness, agent=None, program=None, trust=True):
         if not BINARIES[harness].exists():
             pytest.fail(f"{BINARIES[harness]} is missing: run python3 tests/harness/install.py")
-        return Env(harness, tmp_path / harness, server, agent=agent, program=program)
+        env = Env(harness, tmp_path / harness, server, agent=agent, program=program, trust=trust)
+        made.append(env)
+        return env
 
-    return make
+    yield make
+    for env in made:
+        env.close()
 
 
 class Gateway:

@@ -6,14 +6,11 @@ runs turns with `env.turn(prompt)` (the first starts a session, later ones resum
 the message with `shown_once`, `framed` and `recorded`.
 """
 
-import atexit
 import json
 import os
 import pathlib
 import re
-import shutil
 import subprocess
-import tempfile
 import time
 import uuid
 
@@ -29,12 +26,36 @@ BINARIES = {
 }
 RUN_TIMEOUT = 120
 
-# OpenCode, with a plugin in its config folder, installs `@opencode-ai/plugin` there from the npm
-# registry at start-up. The first run's install is kept here and hard-linked into later worlds, so
-# the suite waits for the registry once, not at every run.
-_OPENCODE_DEPS = pathlib.Path(tempfile.gettempdir()) / f"agentbus-harness-opencode-{os.getpid()}"
-_OPENCODE_DEP_FILES = ("node_modules", "package.json", "package-lock.json", ".gitignore")
-atexit.register(shutil.rmtree, _OPENCODE_DEPS, True)
+class Registry:
+    """A stand-in for the npm registry on loopback that answers every request with 503 and
+    counts them: OpenCode runs with it as its registry, so a start-up that needs the registry
+    (an npm install into its config folder) is seen, and never reaches the real one."""
+
+    def __init__(self):
+        import http.server
+        import threading
+        registry = self
+        self.hits = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _refuse(self):
+                registry.hits.append(self.path)
+                self.send_response(503)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            do_GET = do_POST = do_PUT = do_HEAD = _refuse
+
+        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}/"
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+
+
+REGISTRY = Registry()
 
 # The §13.1 frame (crates/agentbus-protocol/src/frame.rs): the open tag with its attributes, the
 # preamble verbatim, lines the frame adds, `---`, the body, the close tag.
@@ -57,7 +78,7 @@ def spelt(word):
 
 
 class Env:
-    def __init__(self, harness, tmp, server, agent=None, program=None):
+    def __init__(self, harness, tmp, server, agent=None, program=None, trust=True):
         self.harness = harness
         self.tmp = pathlib.Path(tmp)
         self.server = server
@@ -88,7 +109,10 @@ class Env:
         if agent:
             self.env["AGENTBUS_AGENT"] = agent
         getattr(self, f"_setup_{harness}")()
-        self.agentbus("hooks", "install", harness, *(["--program", program] if program else []))
+        # Codex runs a hook only once trusted: the suite trusts it the way a user would, by asking.
+        trust = ["--trust"] if harness == "codex" and trust else []
+        self.agentbus("hooks", "install", harness, *trust,
+                      *(["--program", program] if program else []))
 
     # -- agentbus -------------------------------------------------------------------------------
 
@@ -129,6 +153,13 @@ class Env:
         if not node.exists():
             self.agentbus("sessions")
         return f"{self.session}@{node.read_text().strip()}"
+
+    def address_of_thread(self):
+        """`<thread>@<node>`: the Codex thread the last run named, addressed in full (this machine
+        has not seen the session when its hooks never ran)."""
+        self.agentbus("sessions")
+        node = (self.bus / "node").read_text().strip()
+        return f"{self.session}@{node}"
 
     # -- per harness ----------------------------------------------------------------------------
 
@@ -190,12 +221,10 @@ stream_max_retries = 0
                 "models": {"test-model": {"name": "test-model"}},
             }},
         }))
-        if _OPENCODE_DEPS.exists():
-            for name in _OPENCODE_DEP_FILES:
-                if (_OPENCODE_DEPS / name).exists():
-                    subprocess.run(["cp", "-al", str(_OPENCODE_DEPS / name), str(conf)], check=True)
         self.env.update({
             "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            # Offline: what OpenCode would fetch from the npm registry goes to REGISTRY instead.
+            "npm_config_registry": REGISTRY.url,
             "OPENCODE_DISABLE_AUTOUPDATE": "1",
             "OPENCODE_DISABLE_SHARE": "1",
             "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
@@ -211,9 +240,7 @@ stream_max_retries = 0
             cmd += ["--resume", self.session] if self.runs else ["--session-id", self.session]
             return cmd
         if self.harness == "codex":
-            # Codex runs hooks only once trusted; until `hooks install codex --trust` exists the
-            # suite skips its check here, and only here.
-            flags = ["--skip-git-repo-check", "--json", "--dangerously-bypass-hook-trust"]
+            flags = ["--skip-git-repo-check", "--json"]
             if self.runs:
                 return [exe, "exec", "resume", *flags, self.session, prompt]
             return [exe, "exec", *flags, prompt]
@@ -256,15 +283,6 @@ stream_max_retries = 0
             out, err = self._proc.communicate()
             raise AssertionError(f"{self.harness} did not finish in {RUN_TIMEOUT}s: {err[-2000:]}")
         self.runs.append((self._proc.returncode, out, err))
-        conf = self.home / ".config" / "opencode"
-        if self.harness == "opencode" and not _OPENCODE_DEPS.exists() and (
-                conf / "node_modules" / "@opencode-ai" / "plugin").exists():
-            keep = _OPENCODE_DEPS.with_suffix(".tmp")
-            keep.mkdir()
-            for name in _OPENCODE_DEP_FILES:
-                if (conf / name).exists():
-                    subprocess.run(["cp", "-al", str(conf / name), str(keep)], check=True)
-            keep.rename(_OPENCODE_DEPS)
         self._learn_session(out)
         if self._proc.returncode != 0:
             raise AssertionError(f"{self.harness} exited {self._proc.returncode}: "
@@ -277,6 +295,58 @@ stream_max_retries = 0
         """One headless turn: the first starts the session, later ones resume it."""
         self.start(prompt)
         return self.finish()
+
+    # -- OpenCode's server ----------------------------------------------------------------------
+
+    def serve(self):
+        """Starts `opencode serve` (what OpenCode's TUI talks to), which keeps its sessions after
+        they go idle, unlike `opencode run`: the end-of-turn cases need a session that can go on.
+        `serve_turn` then prompts it; `close` stops it."""
+        assert self.harness == "opencode"
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self._serve = subprocess.Popen(
+            [str(BINARIES["opencode"]), "serve", "--port", str(port), "--hostname", "127.0.0.1"],
+            env=self.env, cwd=self.work, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True)
+        self._serve_url = f"http://127.0.0.1:{port}"
+        # The session list may wait for the start-up; /config answers once the server is up.
+        wait_until(lambda: self._http("GET", "/config", timeout=2) is not None, timeout=90,
+                   what="opencode serve to answer")
+        created = self._http("POST", "/session", {})
+        self.session = created["id"]
+        return self
+
+    def serve_turn(self, prompt):
+        """Sends a prompt to the served session and returns once its answer is complete."""
+        return self._http("POST", f"/session/{self.session}/message",
+                          {"parts": [{"type": "text", "text": prompt}]}, timeout=RUN_TIMEOUT)
+
+    def _http(self, method, path, body=None, timeout=10):
+        import urllib.request
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self._serve_url + path, data=data, method=method,
+                                     headers={"content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                raw = r.read()
+        except OSError:
+            if method == "GET":
+                return None
+            raise
+        return json.loads(raw) if raw else {}
+
+    def close(self):
+        serve = getattr(self, "_serve", None)
+        if serve and serve.poll() is None:
+            os.killpg(serve.pid, 15)
+            try:
+                serve.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(serve.pid, 9)
+                serve.wait()
 
     # -- what the model was sent ------------------------------------------------------------------
 
