@@ -89,6 +89,9 @@ pub struct Message {
     pub attach: Vec<PathBuf>,
     /// Ask the recipient for a reply.
     pub expects_reply: bool,
+    /// `low`, `normal` or `high` (§2.1): whether it keeps a recipient's session going at the
+    /// end of its turn (docs/local.md, "End of turn"); `None` is `normal`.
+    pub priority: Option<String>,
 }
 
 /// A `task.request.v1` to send.
@@ -569,6 +572,7 @@ impl Agent {
         }
         let mut draft = Draft::new(KnownType::Message, &m.to, data);
         draft.subject = m.subject;
+        draft.priority = m.priority;
         self.publish(draft).await
     }
 

@@ -37,6 +37,8 @@ pub struct Draft {
     pub usage: Option<Value>,
     /// `budget`: `{currency, max}` (§2.1; task requests).
     pub budget: Option<Value>,
+    /// `priority` (§2.1: `low`, `normal`, `high`); absent reads as `normal`.
+    pub priority: Option<String>,
 }
 
 impl Draft {
@@ -55,6 +57,7 @@ impl Draft {
             capability: None,
             usage: None,
             budget: None,
+            priority: None,
         }
     }
 
@@ -137,6 +140,9 @@ pub fn seal(
     }
     if let Some(b) = draft.budget {
         env.insert("budget".into(), b);
+    }
+    if let Some(p) = draft.priority.filter(|p| p != "normal") {
+        env.insert("priority".into(), json!(p));
     }
     env.insert("data".into(), draft.data);
     sign_envelope(&mut env, key, key_id)

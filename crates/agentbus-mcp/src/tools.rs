@@ -337,6 +337,7 @@ impl Session {
                     subject: a.subject,
                     attach: paths(&a.attachments),
                     expects_reply,
+                    priority: None,
                 };
                 let sent = agent.send(message, &Quiet).await?;
                 let summary = sent.summary();

@@ -122,6 +122,10 @@ pub struct SendArgs {
     /// Ask the recipient for a reply.
     #[arg(long)]
     expects_reply: bool,
+    /// high keeps the recipient's session going at the end of its turn; low waits for its next
+    /// prompt; normal does as the recipient's machine is set (docs/local.md, "End of turn").
+    #[arg(long, default_value = "normal", value_parser = ["low", "normal", "high"])]
+    priority: String,
     /// Wait this long (30s, 2m) for the first message whose correlation_id is the sent id, and
     /// print it (implies --expects-reply).
     #[arg(long, value_name = "DURATION")]
@@ -527,6 +531,7 @@ pub fn tell(to: &str, text: &str, expects_reply: bool, printer: &Printer) -> Cli
             subject: None,
             attach: Vec::new(),
             expects_reply,
+            priority: "normal".to_owned(),
             wait: None,
         },
         printer,
@@ -550,6 +555,7 @@ fn send(args: SendArgs, printer: &Printer) -> CliResult {
         subject: args.subject,
         attach: args.attach,
         expects_reply: args.expects_reply || wait.is_some(),
+        priority: Some(args.priority),
     };
     let progress = Transfer::uploads(message.attach.len());
     let sent = ctx
