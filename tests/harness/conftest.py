@@ -11,6 +11,30 @@ from model_server import ModelServer
 from runner import BINARIES, Env
 
 
+def pytest_configure(config):
+    config._harness_passed = set()
+    config.addinivalue_line("markers", "tables: runs after every other case (test_tables.py)")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The tables check reads the results of every other case, so it runs last."""
+    items.sort(key=lambda item: item.get_closest_marker("tables") is not None)
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.passed:
+        _CONFIG._harness_passed.add(report.nodeid)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    global _CONFIG
+    _CONFIG = session.config
+
+
+_CONFIG = None
+
+
 @pytest.fixture
 def server(request):
     """The scripted model server; with AGENTBUS_HARNESS_DUMP=DIR every request body it got is
@@ -91,8 +115,9 @@ class Gateway:
         """Connects `name` as the agent of env's AGENTBUS_HOME."""
         env.agentbus("connect", "--gateway", self.url, "--token", self.admin, "--name", name)
 
-    def send(self, name, text):
-        self._run(self._env(self.sender_home), "send", self.address(name), text)
+    def send(self, name, text, priority=None):
+        extra = ["--priority", priority] if priority else []
+        self._run(self._env(self.sender_home), "send", *extra, self.address(name), text)
 
     def close(self):
         self.proc.terminate()

@@ -10,11 +10,13 @@ import pytest
 
 from model_server import say
 from runner import prompt, token
+from tables import row
 
 # crates/agentbus-local/src/consts.rs
 STOP_CONTINUES = 3
 
 
+@row("hook", "end of turn", "shown")
 @pytest.mark.parametrize("harness", ["claude", "codex"])
 def test_a_message_arriving_during_the_last_answer_keeps_the_session_going(
         make_env, server, harness):
@@ -29,6 +31,7 @@ def test_a_message_arriving_during_the_last_answer_keeps_the_session_going(
     env.check(word)
 
 
+@row("hook", "end of turn", "shown", ["opencode"])
 def test_opencode_goes_on_at_session_idle_with_the_message(make_env, server):
     env = make_env("opencode").serve()
     word = token()
@@ -38,6 +41,7 @@ def test_opencode_goes_on_at_session_idle_with_the_message(make_env, server):
     env.check(word)
 
 
+@row("hook", "end of turn, normal set to wait", "not claimed")
 @pytest.mark.parametrize("harness", ["claude", "codex"])
 def test_with_normal_set_to_wait_a_tell_waits_for_the_next_prompt(make_env, server, harness):
     env = make_env(harness)
@@ -67,3 +71,42 @@ def test_continuations_in_a_row_are_bounded(make_env, server, harness):
                 times=None)
     env.turn(prompt())
     assert len(env.requests_of_session()) == 1 + STOP_CONTINUES
+
+
+@row("hook", "end of turn, a low-priority gateway message", "not claimed")
+@pytest.mark.parametrize("harness", ["claude", "codex"])
+def test_a_low_priority_message_waits_for_the_next_prompt(make_env, server, gateway, harness):
+    env = make_env(harness, agent=gateway.address("worker"))
+    gateway.connect(env, "worker")
+    word = token()
+
+    def arrive(_):
+        gateway.send("worker", word, priority="low")
+        env.agentbus("sidecar", "--once")
+
+    server.script(say("All done.", before=arrive))
+    env.turn(prompt("first"))
+    assert len(env.requests_of_session()) == 1, "a low-priority message kept the session going"
+    assert not env.contained(word) and not env.recorded_gateway(word)
+    server.script(say("Second turn done."))
+    env.turn(prompt("second"))
+    env.check(word, gateway=True)
+
+
+@row("hook", "end of turn, a high-priority gateway message, normal set to wait", "shown")
+@pytest.mark.parametrize("harness", ["claude", "codex"])
+def test_a_high_priority_message_keeps_the_session_going_when_normal_waits(
+        make_env, server, gateway, harness):
+    env = make_env(harness, agent=gateway.address("worker"))
+    env.env["AGENTBUS_STOP_NORMAL"] = "wait"
+    gateway.connect(env, "worker")
+    word = token()
+
+    def arrive(_):
+        gateway.send("worker", word, priority="high")
+        env.agentbus("sidecar", "--once")
+
+    server.script(say("All done.", before=arrive), say("Read it."))
+    env.turn(prompt())
+    assert len(env.requests_of_session()) == 2, "the session did not go on for the message"
+    env.check(word, gateway=True)

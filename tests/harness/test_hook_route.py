@@ -10,6 +10,7 @@ import pytest
 
 from model_server import call, run, say
 from runner import BINARY, prompt, spelt, token
+from tables import row
 
 HARNESSES = ["claude", "codex", "opencode"]
 
@@ -26,6 +27,7 @@ def engineer_tell(env, word):
             f'{BINARY} tell "$to" {spelt(word)} && echo told-$(echo ok)')
 
 
+@row("hook", "a tell waiting when the session starts", "shown")
 @pytest.mark.parametrize("harness", ["claude"])
 def test_tell_before_the_session_starts(make_env, server, harness):
     env = make_env(harness)
@@ -43,6 +45,7 @@ def test_tell_before_the_session_starts_needs_a_session_id(harness):
                 "test_gateway_message_waiting_when_the_session_starts")
 
 
+@row("hook", "mid-turn, before a tool call", "shown")
 @pytest.mark.parametrize("harness", HARNESSES)
 def test_tell_mid_turn_between_prompt_and_tool_call(make_env, server, harness):
     env = make_env(harness)
@@ -55,6 +58,7 @@ def test_tell_mid_turn_between_prompt_and_tool_call(make_env, server, harness):
     env.check(word)
 
 
+@row("hook", "during a tool", "shown")
 @pytest.mark.parametrize("harness", HARNESSES)
 def test_tell_during_a_tool(make_env, server, harness):
     env = make_env(harness)
@@ -65,6 +69,7 @@ def test_tell_during_a_tool(make_env, server, harness):
     env.check(word)
 
 
+@row("hook", "between turns, on resume", "shown")
 @pytest.mark.parametrize("harness", HARNESSES)
 def test_tell_between_turns_is_shown_on_resume(make_env, server, harness):
     env = make_env(harness)
@@ -79,6 +84,8 @@ def test_tell_between_turns_is_shown_on_resume(make_env, server, harness):
     env.check(word)
 
 
+@row("hook", "a tool call while paused", "not claimed")
+@row("hook", "after the resume", "shown")
 @pytest.mark.parametrize("harness", HARNESSES)
 def test_pause_denies_the_tool_call_and_resume_shows_the_message(make_env, server, harness):
     env = make_env(harness)
@@ -102,15 +109,7 @@ def test_pause_denies_the_tool_call_and_resume_shows_the_message(make_env, serve
     env.check(word)
 
 
-PAUSE_NOTE_TWICE = pytest.mark.xfail(
-    strict=True, reason="a resumed session's SessionStart and UserPromptSubmit each add the pause "
-    "note (the issue's 'one pause note per turn'); strict, so the fix flips this to a failure")
-
-
-@pytest.mark.parametrize("harness", [
-    pytest.param("claude", marks=PAUSE_NOTE_TWICE),
-    pytest.param("codex", marks=PAUSE_NOTE_TWICE),
-])
+@pytest.mark.parametrize("harness", ["claude", "codex"])
 def test_a_paused_session_is_told_once_per_turn(make_env, server, harness):
     env = make_env(harness)
     reason = token("reason")
@@ -123,6 +122,7 @@ def test_a_paused_session_is_told_once_per_turn(make_env, server, harness):
     assert first_of_turn.count(reason) == 1, f"pause note {first_of_turn.count(reason)} times"
 
 
+@row("hook", "over the budget", "shown")
 @pytest.mark.parametrize("harness", HARNESSES)
 def test_over_the_budget_messages_wait_and_are_each_shown_once(make_env, server, harness):
     env = make_env(harness)
@@ -142,6 +142,7 @@ def test_over_the_budget_messages_wait_and_are_each_shown_once(make_env, server,
         env.check(w)
 
 
+@row("hook", "parallel tool calls", "shown")
 @pytest.mark.parametrize("harness", HARNESSES)
 def test_parallel_tool_calls_show_the_message_once(make_env, server, harness):
     env = make_env(harness)
@@ -161,6 +162,7 @@ SUBAGENT_TOOL = {
 }
 
 
+@row("hook", "a subagent's events", "not claimed")
 @pytest.mark.parametrize("harness", ["claude", "opencode"])
 def test_subagent_events_leave_the_message_for_the_session(make_env, server, harness):
     env = make_env(harness)
@@ -185,6 +187,7 @@ def test_subagent_events_leave_the_message_for_the_session_not_run(harness):
                 "agent_id to tell a subagent's events apart")
 
 
+@row("hook", "a gateway message, mid-turn", "shown")
 @pytest.mark.parametrize("harness", HARNESSES)
 def test_gateway_message_imported_mid_turn(make_env, server, gateway, harness):
     env = make_env(harness, agent=gateway.address("worker"))
@@ -200,6 +203,7 @@ def test_gateway_message_imported_mid_turn(make_env, server, gateway, harness):
     env.check(word, gateway=True)
 
 
+@row("hook", "a gateway message waiting when the session starts", "shown")
 @pytest.mark.parametrize("harness", HARNESSES)
 def test_gateway_message_waiting_when_the_session_starts(make_env, server, gateway, harness):
     # The agent identity is an address before any session exists: the session bound to it at its

@@ -4,8 +4,11 @@ plugin while the npm registry is unreachable."""
 
 from model_server import run, say
 from runner import REGISTRY, prompt, token
+from tables import row
 
 
+@row("hook", "installed, not trusted", "not claimed", ["codex"])
+@row("hook", "after hooks trust", "shown", ["codex"])
 def test_codex_runs_no_hook_until_trusted_then_shows_the_waiting_message(make_env, server):
     env = make_env("codex", trust=False)
     server.script(say("First turn done."))
@@ -35,6 +38,7 @@ def untrusted(env):
     return "untrusted" in trust or "not_trusted" in trust or "not trusted" in trust
 
 
+@row("hook", "the npm registry unreachable", "shown", ["opencode"])
 def test_opencode_starts_and_delivers_with_the_registry_unreachable(make_env, server):
     env = make_env("opencode")
     before = len(REGISTRY.hits)
