@@ -29,13 +29,14 @@ def server(request):
 
 @pytest.fixture
 def make_env(tmp_path, server):
-    """make_env(harness, agent=None, program=None): a fresh world for one harness, its hook
-    installed (running `program` instead of the binary under test, when given)."""
+    """make_env(harness, agent=None, program=None, hooks=True): a fresh world for one harness, its
+    hook installed (running `program` instead of the binary under test, when given) unless
+    `hooks` is false."""
 
-    def make(harness, agent=None, program=None):
+    def make(harness, agent=None, program=None, hooks=True):
         if not BINARIES[harness].exists():
             pytest.fail(f"{BINARIES[harness]} is missing: run python3 tests/harness/install.py")
-        return Env(harness, tmp_path / harness, server, agent=agent, program=program)
+        return Env(harness, tmp_path / harness, server, agent=agent, program=program, hooks=hooks)
 
     return make
 

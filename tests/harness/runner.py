@@ -57,7 +57,7 @@ def spelt(word):
 
 
 class Env:
-    def __init__(self, harness, tmp, server, agent=None, program=None):
+    def __init__(self, harness, tmp, server, agent=None, program=None, hooks=True):
         self.harness = harness
         self.tmp = pathlib.Path(tmp)
         self.server = server
@@ -88,7 +88,8 @@ class Env:
         if agent:
             self.env["AGENTBUS_AGENT"] = agent
         getattr(self, f"_setup_{harness}")()
-        self.agentbus("hooks", "install", harness, *(["--program", program] if program else []))
+        if hooks:
+            self.agentbus("hooks", "install", harness, *(["--program", program] if program else []))
 
     # -- agentbus -------------------------------------------------------------------------------
 
