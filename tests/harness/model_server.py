@@ -6,10 +6,11 @@ One server speaks the three APIs the harnesses use, each with SSE streaming:
 - OpenAI chat completions (`POST /v1/chat/completions`, OpenCode's `@ai-sdk/openai-compatible`).
 
 A script is a queue of model turns (`say(text)`, `run(cmd, ...)` for one or several parallel calls
-of the harness's shell tool) taken in order by the harness's main requests (those offering tools),
-and rules (`when(match, reply)`) that answer any request matching first; a request without tools
-(a title, a summary) that no rule matches gets a short text. A turn's `before` runs when its
-request arrives, before the answer is sent, so a test can act "while the model thinks".
+of the harness's shell tool, `call(name, input)` for another of its tools) taken in order by the
+harness's main requests (those offering tools), and rules (`when(match, reply)`) that answer any
+request matching first; a request without tools (a title, a summary) that no rule matches gets a
+short text. A turn's `before` runs when its request arrives, before the answer is sent, so a
+test can act "while the model thinks".
 """
 
 import http.server
@@ -42,7 +43,7 @@ def run(*commands, before=None):
 
 
 def call(name, tool_input, before=None):
-    """A call of the harness's tool `name` (Anthropic Messages and chat completions)."""
+    """A call of the harness's tool `name`, with `tool_input` as its arguments (all three APIs)."""
     return Reply(tool=(name, tool_input), before=before)
 
 
@@ -295,7 +296,10 @@ class ModelServer:
     def _responses(self, h, req, reply):
         n = next(_ids)
         items = []
-        if reply.commands:
+        if reply.tool:
+            items.append({"type": "function_call", "id": f"fc_{n:04d}", "call_id": f"call_{n:04d}",
+                          "name": reply.tool[0], "arguments": json.dumps(reply.tool[1])})
+        elif reply.commands:
             tool = self._tool(req, ["exec_command", "shell", "local_shell"])
             for i, cmd in enumerate(reply.commands):
                 args = {"cmd": cmd} if tool == "exec_command" else {"command": ["bash", "-lc", cmd]}

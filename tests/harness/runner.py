@@ -78,7 +78,7 @@ def spelt(word):
 
 
 class Env:
-    def __init__(self, harness, tmp, server, agent=None, program=None, trust=True):
+    def __init__(self, harness, tmp, server, agent=None, program=None, trust=True, hooks=True):
         self.harness = harness
         self.tmp = pathlib.Path(tmp)
         self.server = server
@@ -109,10 +109,12 @@ class Env:
         if agent:
             self.env["AGENTBUS_AGENT"] = agent
         getattr(self, f"_setup_{harness}")()
-        # Codex runs a hook only once trusted: the suite trusts it the way a user would, by asking.
-        trust = ["--trust"] if harness == "codex" and trust else []
-        self.agentbus("hooks", "install", harness, *trust,
-                      *(["--program", program] if program else []))
+        if hooks:
+            # Codex runs a hook only once trusted: the suite trusts it the way a user would, by
+            # asking.
+            trust = ["--trust"] if harness == "codex" and trust else []
+            self.agentbus("hooks", "install", harness, *trust,
+                          *(["--program", program] if program else []))
 
     # -- agentbus -------------------------------------------------------------------------------
 
