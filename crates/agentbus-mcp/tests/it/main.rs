@@ -84,6 +84,7 @@ impl Fixture {
             late: false,
             expires_ms: None,
             held: None,
+            priority: agentbus_local::Priority::Normal,
         };
         match self.store.import(&msg).unwrap() {
             ImportOutcome::Stored { id } => id,
