@@ -29,16 +29,17 @@ def server(request):
 
 @pytest.fixture
 def make_env(tmp_path, server):
-    """make_env(harness, agent=None, program=None, trust=True): a fresh world for one harness,
-    its hook installed (running `program` instead of the binary under test, when given; for Codex
-    trusted with `--trust` unless `trust=False`)."""
+    """make_env(harness, agent=None, program=None, trust=True, hooks=True): a fresh world for one
+    harness, its hook installed unless `hooks=False` (running `program` instead of the binary under
+    test, when given; for Codex trusted with `--trust` unless `trust=False`)."""
 
     made = []
 
-    def make(harness, agent=None, program=None, trust=True):
+    def make(harness, agent=None, program=None, trust=True, hooks=True):
         if not BINARIES[harness].exists():
             pytest.fail(f"{BINARIES[harness]} is missing: run python3 tests/harness/install.py")
-        env = Env(harness, tmp_path / harness, server, agent=agent, program=program, trust=trust)
+        env = Env(harness, tmp_path / harness, server, agent=agent, program=program, trust=trust,
+                  hooks=hooks)
         made.append(env)
         return env
 

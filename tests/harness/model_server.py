@@ -42,7 +42,7 @@ def run(*commands, before=None):
 
 
 def call(name, tool_input, before=None):
-    """A call of the harness's tool `name` (Anthropic Messages and chat completions)."""
+    """A call of the harness's tool `name`."""
     return Reply(tool=(name, tool_input), before=before)
 
 
@@ -295,7 +295,17 @@ class ModelServer:
     def _responses(self, h, req, reply):
         n = next(_ids)
         items = []
-        if reply.commands:
+        if reply.tool:
+            item = {"type": "function_call", "id": f"fc_{n:04d}", "call_id": f"call_{n:04d}",
+                    "name": reply.tool[0], "arguments": json.dumps(reply.tool[1])}
+            # Codex offers an MCP server's tools as a `namespace` tool (`mcp__<server>`): a call
+            # names the namespace and the tool apart.
+            for t in req.body.get("tools") or []:
+                ns = t.get("name") or ""
+                if t.get("type") == "namespace" and reply.tool[0].startswith(ns + "__"):
+                    item.update(namespace=ns, name=reply.tool[0][len(ns) + 2:])
+            items.append(item)
+        elif reply.commands:
             tool = self._tool(req, ["exec_command", "shell", "local_shell"])
             for i, cmd in enumerate(reply.commands):
                 args = {"cmd": cmd} if tool == "exec_command" else {"command": ["bash", "-lc", cmd]}
