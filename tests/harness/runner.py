@@ -394,12 +394,14 @@ stream_max_retries = 0
         return out
 
     def framed(self, word, transport="local"):
-        """`word` sits in the body of a §13.1 frame whose head starts with the preamble and
-        whose attributes name the message, its sender and `transport`."""
+        """`word` sits in the body of a §13.1 frame whose head starts with the preamble (the
+        engineer's, for the engineer's tell) and whose attributes name the message, its sender and
+        `transport`."""
         hits = [f for f in self.frames() if word in f[2]]
         assert hits, f"{word} is in no agentbus-message frame"
         for attrs, head, _, _ in hits:
-            assert head.startswith(PREAMBLE), f"frame without the §13.1 preamble: {head!r}"
+            preamble = ENGINEER_PREAMBLE if 'from="engineer"' in attrs else PREAMBLE
+            assert head.startswith(preamble), f"frame without the §13.1 preamble: {attrs} {head!r}"
             assert 'id="' in attrs and 'from="' in attrs, attrs
             assert f'transport="{transport}"' in attrs, attrs
         return True

@@ -102,15 +102,7 @@ def test_pause_denies_the_tool_call_and_resume_shows_the_message(make_env, serve
     env.check(word)
 
 
-PAUSE_NOTE_TWICE = pytest.mark.xfail(
-    strict=True, reason="a resumed session's SessionStart and UserPromptSubmit each add the pause "
-    "note (the issue's 'one pause note per turn'); strict, so the fix flips this to a failure")
-
-
-@pytest.mark.parametrize("harness", [
-    pytest.param("claude", marks=PAUSE_NOTE_TWICE),
-    pytest.param("codex", marks=PAUSE_NOTE_TWICE),
-])
+@pytest.mark.parametrize("harness", ["claude", "codex"])
 def test_a_paused_session_is_told_once_per_turn(make_env, server, harness):
     env = make_env(harness)
     reason = token("reason")
