@@ -54,8 +54,8 @@ def server(request):
 @pytest.fixture
 def make_env(tmp_path, server):
     """make_env(harness, agent=None, program=None, trust=True, hooks=True): a fresh world for one
-    harness, its hook installed (running `program` instead of the binary under test, when given;
-    for Codex trusted with `--trust` unless `trust=False`) unless `hooks` is false."""
+    harness, its hook installed unless `hooks=False` (running `program` instead of the binary under
+    test, when given; for Codex trusted with `--trust` unless `trust=False`)."""
 
     made = []
 

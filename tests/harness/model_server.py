@@ -297,8 +297,15 @@ class ModelServer:
         n = next(_ids)
         items = []
         if reply.tool:
-            items.append({"type": "function_call", "id": f"fc_{n:04d}", "call_id": f"call_{n:04d}",
-                          "name": reply.tool[0], "arguments": json.dumps(reply.tool[1])})
+            item = {"type": "function_call", "id": f"fc_{n:04d}", "call_id": f"call_{n:04d}",
+                    "name": reply.tool[0], "arguments": json.dumps(reply.tool[1])}
+            # Codex offers an MCP server's tools as a `namespace` tool (`mcp__<server>`): a call
+            # names the namespace and the tool apart.
+            for t in req.body.get("tools") or []:
+                ns = t.get("name") or ""
+                if t.get("type") == "namespace" and reply.tool[0].startswith(ns + "__"):
+                    item.update(namespace=ns, name=reply.tool[0][len(ns) + 2:])
+            items.append(item)
         elif reply.commands:
             tool = self._tool(req, ["exec_command", "shell", "local_shell"])
             for i, cmd in enumerate(reply.commands):

@@ -91,6 +91,8 @@ class Env:
         self.server = server
         self.session = None
         self.runs = []
+        # Claude Code's tools the model may call without a prompt (`--allowedTools`).
+        self.allowed = ["Bash"]
         self.home = self.tmp / "home"
         self.bus = self.tmp / "agentbus"
         self.work = self.tmp / "work"
@@ -116,12 +118,18 @@ class Env:
         if agent:
             self.env["AGENTBUS_AGENT"] = agent
         getattr(self, f"_setup_{harness}")()
-        if hooks:
-            # Codex runs a hook only once trusted: the suite trusts it the way a user would, by
-            # asking.
-            trust = ["--trust"] if harness == "codex" and trust else []
-            self.agentbus("hooks", "install", harness, *trust,
-                          *(["--program", program] if program else []))
+        if not hooks:
+            return
+        # Codex runs a hook only once trusted: the suite trusts it the way a user would, by asking.
+        trust = ["--trust"] if harness == "codex" and trust else []
+        self.agentbus("hooks", "install", harness, *trust,
+                      *(["--program", program] if program else []))
+
+    def install_mcp(self, *args):
+        """`agentbus mcp install <harness>` into this env's config folders, as a user would; Claude
+        Code then may call the server's tools (`--allowedTools mcp__agentbus`)."""
+        self.agentbus("mcp", "install", self.harness, *args)
+        self.allowed.append("mcp__agentbus")
 
     # -- agentbus -------------------------------------------------------------------------------
 
@@ -245,7 +253,7 @@ stream_max_retries = 0
         exe = str(BINARIES[self.harness])
         if self.harness == "claude":
             cmd = [exe, "-p", prompt, "--output-format", "stream-json", "--verbose",
-                   "--allowedTools", "Bash", "--model", "claude-sonnet-4-5"]
+                   "--allowedTools", ",".join(self.allowed), "--model", "claude-sonnet-4-5"]
             cmd += ["--resume", self.session] if self.runs else ["--session-id", self.session]
             return cmd
         if self.harness == "codex":
@@ -394,8 +402,9 @@ stream_max_retries = 0
         return out
 
     def framed(self, word, transport="local"):
-        """`word` sits in the body of a §13.1 frame whose head starts with the preamble and
-        whose attributes name the message, its sender and `transport`."""
+        """`word` sits in the body of a §13.1 frame whose head starts with the preamble (the
+        engineer's, for the engineer's tell) and whose attributes name the message, its sender and
+        `transport`."""
         hits = [f for f in self.frames() if word in f[2]]
         assert hits, f"{word} is in no agentbus-message frame"
         for attrs, head, _, _ in hits:

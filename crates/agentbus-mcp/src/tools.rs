@@ -423,7 +423,8 @@ impl Session {
     /// The answer of a call that waited: `doc` with the awaited message under `field` (`reply`
     /// or `result`) as structured fields (its ids, sender, type and §13.1 frame), that message
     /// alone claimed as shown, and the session's other mail left unread for `read_inbox` and the
-    /// hook: a wait shows what it waited for, not the inbox.
+    /// hook: a wait shows what it waited for, not the inbox. The frame is once in the text and
+    /// once in the structured content, since a client hands its model one or the other.
     async fn after_wait(
         &self,
         mut doc: Value,
@@ -478,8 +479,11 @@ impl Session {
         // The frame is already escaped for the model; every other string is escaped here.
         let frame = doc[field]["frame"].take();
         let mut doc = for_model(doc);
+        // Each reading shows the message once: the structured content holds the frame in
+        // `frame` (and no `text` copy of it), the text holds the fields without it, then it.
+        let fields = doc.to_string();
         doc[field]["frame"] = frame.clone();
-        let mut text = doc.to_string();
+        let mut text = fields;
         text.push('\n');
         match frame.as_str() {
             Some(f) => text.push_str(f),
@@ -494,7 +498,10 @@ impl Session {
                 if left.len() == 1 { "" } else { "s" }
             ));
         }
-        Ok(Output::framed(text, doc))
+        Ok(Output {
+            text,
+            structured: doc,
+        })
     }
 
     async fn reply(&self, a: ReplyArgs) -> ToolResult<Output> {

@@ -238,7 +238,7 @@ fn for_model_escapes_every_string_and_keeps_the_json_valid() {
 }
 
 /// Every string of `v`, keys and values, unescaped, one a line.
-fn strings_of(v: &Value, out: &mut String) {
+pub(crate) fn strings_of(v: &Value, out: &mut String) {
     match v {
         Value::String(s) => {
             out.push_str(s);
