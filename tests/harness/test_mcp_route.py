@@ -20,6 +20,7 @@ import pytest
 
 from model_server import call, run, say
 from runner import FRAME, prompt, token, wait_until
+from tables import row
 
 HARNESSES = ["claude", "codex", "opencode"]
 
@@ -133,6 +134,8 @@ def check_mcp(env, snap, word, gateway=False):
         f"{word}: recorded as shown={recorded}, in a model request={env.contained(word)}")
 
 
+@row("MCP", "read_inbox, a local tell to the server's session", "shown")
+@row("MCP", "read_inbox, a gateway message for the agent", "shown")
 @pytest.mark.parametrize("harness", HARNESSES)
 def test_read_inbox_shows_a_local_and_a_gateway_message_once(make_env, server, gateway, harness):
     env = make_env(harness, hooks=False)
@@ -190,6 +193,8 @@ def gateway_peer(gateway, ask, answer):
     return gateway.address("sender"), replies
 
 
+@row("MCP", "send with wait_s, the reply", "shown")
+@row("MCP", "send with wait_s, another message waiting", "not claimed")
 @pytest.mark.parametrize("peer", ["local", "gateway"])
 @pytest.mark.parametrize("harness", HARNESSES)
 def test_send_wait_returns_the_reply_and_leaves_other_mail_unread(make_env, server, gateway,
@@ -224,6 +229,7 @@ def test_send_wait_returns_the_reply_and_leaves_other_mail_unread(make_env, serv
     assert snap.unread().get("unread") == 1, f"the waiting message is not counted: {snap.rows}"
 
 
+@row("MCP", "the hook and the server together", "shown", ["claude"])
 def test_hook_and_mcp_together_show_each_message_once(make_env, server, gateway):
     """Claude Code with both `hooks install claude` and `mcp install claude`: a tell to the hook's
     session, a tell to the server's session and a gateway message for the agent both are bound to

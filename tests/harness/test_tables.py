@@ -1,6 +1,8 @@
 """The delivery tables in docs/ are what the suite proves: every documented row is proven by a
 passing case of this run, and every row a passing case proves is documented (tables.py)."""
 
+import pathlib
+
 import pytest
 
 from tables import HARNESS_NAMES, ROWS, documented
@@ -10,7 +12,13 @@ def proven(session):
     """{harness: {(route, moment): outcome}} from this run's passing cases, and whether every case
     that proves a row ran (a partial run, `-k` or one file, checks only what ran)."""
     out = {h: {} for h in HARNESS_NAMES}
-    complete = True
+    # A run that left out a module whose cases prove rows, or some of those cases (`-k`), is
+    # partial: it checks only that what ran is documented.
+    here = pathlib.Path(__file__).parent
+    collected = {pathlib.Path(str(item.fspath)).name for item in session.items}
+    proving = {f.name for f in here.glob("test_*.py") if "@row(" in f.read_text()}
+    ran = {getattr(item, "originalname", item.name) for item in session.items}
+    complete = proving <= collected and set(ROWS) <= ran
     for item in session.items:
         rows = ROWS.get(getattr(item, "originalname", item.name))
         if not rows:
