@@ -1,7 +1,8 @@
-//! Whole-process timings of the delivery hook (issue item 6): `cargo bench -p agentbus --bench
-//! hook`. Times, as separate processes, a bare start-and-exit of the binary (`agentbus
-//! --version`), an idle hook (nothing new since the session's last look), and a hook that delivers
-//! one message; prints median and p90 of each. Figures go in `docs/benchmarks.md`.
+//! Whole-process timings of the delivery hook: `cargo bench -p agentbus --bench hook`. Times, as
+//! separate processes, a bare start-and-exit of the binary (`agentbus --version`), an idle hook
+//! (nothing new since the session's last look), an idle `Stop` (the end of a turn with nothing
+//! new), and a hook that delivers one message; prints median and p90 of each. Figures go in
+//! `docs/benchmarks.md`.
 
 #![allow(clippy::unwrap_used, clippy::print_stdout, missing_docs)]
 
@@ -67,6 +68,11 @@ fn main() {
     let idle: Vec<_> = (0..RUNS)
         .map(|_| agentbus(h, &["hook", "claude"], prompt))
         .collect();
+    // The end of a turn with nothing new: every turn of every session ends in one.
+    let stop = br#"{"session_id":"bench","hook_event_name":"Stop","stop_hook_active":false}"#;
+    let idle_stop: Vec<_> = (0..RUNS)
+        .map(|_| agentbus(h, &["hook", "claude"], stop))
+        .collect();
     let mut one = Vec::with_capacity(RUNS / 3);
     for i in 0..RUNS / 3 {
         agentbus(
@@ -84,5 +90,6 @@ fn main() {
     }
     report("bare start and exit", bare);
     report("idle hook (nothing new)", idle);
+    report("idle Stop (nothing new)", idle_stop);
     report("hook delivering one message", one);
 }
