@@ -405,10 +405,10 @@ pub(crate) async fn collected(buf: &Arc<Mutex<Vec<u8>>>, task: JoinHandle<()>) -
         .unwrap_or_default()
 }
 
-/// The next line of a harness's stdout; once the harness has exited, only what it left in the
-/// pipe (a process it started may hold the pipe open for as long as it lives).
-pub(crate) async fn next_line(
-    lines: &mut Lines<BufReader<ChildStdout>>,
+/// The next line of a harness's output pipe; once the harness has exited, only what it left in
+/// the pipe (a process it started may hold the pipe open for as long as it lives).
+pub(crate) async fn next_line<R: tokio::io::AsyncRead + Unpin>(
+    lines: &mut Lines<BufReader<R>>,
     exited: bool,
 ) -> std::io::Result<Option<String>> {
     if exited {

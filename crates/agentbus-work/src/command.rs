@@ -18,13 +18,12 @@
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt as _, BufReader, Lines};
-use tokio::process::ChildStderr;
+use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::sync::mpsc;
 
 use crate::adapter::{
-    Adapter, Control, DRAIN, Event, Finish, Group, Program, Running, collect, collected, launch,
-    one_line, tail, write_line,
+    Adapter, Control, Event, Finish, Group, Program, Running, collect, collected, launch, one_line,
+    tail, write_line,
 };
 use crate::error::WorkError;
 use crate::job::{Job, Usage};
@@ -73,7 +72,7 @@ async fn drive(
     loop {
         tokio::select! {
             s = child.wait(), if status.is_none() => status = Some(s),
-            line = drained(&mut lines, status.is_some()) => {
+            line = crate::adapter::next_line(&mut lines, status.is_some()) => {
                 let Ok(Some(line)) = line else { break };
                 errors.push_str(&line);
                 errors.push('\n');
@@ -112,20 +111,6 @@ async fn drive(
         },
     };
     let _ = tx.send(ev);
-}
-
-/// The next stderr line; once the command has exited, only what it left in the pipe.
-async fn drained(
-    lines: &mut Lines<BufReader<ChildStderr>>,
-    exited: bool,
-) -> std::io::Result<Option<String>> {
-    if exited {
-        tokio::time::timeout(DRAIN, lines.next_line())
-            .await
-            .unwrap_or(Ok(None))
-    } else {
-        lines.next_line().await
-    }
 }
 
 /// What one stderr line means.
