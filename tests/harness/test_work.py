@@ -17,7 +17,7 @@ import time
 import pytest
 
 from model_server import _strings, call, run, say
-from runner import BINARIES, BINARY, FRAME, PREAMBLE, token
+from runner import BINARIES, BINARY, FRAME, PREAMBLE, token, wait_until
 
 HARNESSES = ["claude", "codex", "opencode"]
 CAPABILITY = "code.review"
@@ -85,17 +85,6 @@ def processes_with(marker):
     return found
 
 
-def wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
-
-
 class Work:
     """A worker agent on the gateway running `agentbus work` with one real harness, and the
     requester's commands against it."""
@@ -135,7 +124,7 @@ class Work:
             return last["t"] if last["t"]["task"]["state"] in states else None
 
         try:
-            return wait_for(reached, timeout, f"task {task} to be {'/'.join(states)}")
+            return wait_until(reached, timeout, f"task {task} to be {'/'.join(states)}")
         except AssertionError as e:
             state = last.get("t", {}).get("task", {}).get("state")
             raise AssertionError(f"{e}; it is {state}; worker:\n{self.worker_log()}") from None
@@ -270,7 +259,7 @@ def test_work_cancel_mid_turn_ends_a_lingering_tool(work, server, harness):
     task = w.delegate(f"harness-suite: review change {token('review')}.")
     try:
         # Mid-turn: both tails run, one of them deaf to SIGTERM.
-        wait_for(lambda: len([p for p in processes_with(marker) if p[1][0] == "tail"]) == 2,
+        wait_until(lambda: len([p for p in processes_with(marker) if p[1][0] == "tail"]) == 2,
                  STATE_TIMEOUT, "the tool's two tail processes")
         asked = len(main_requests(server))
         started = time.monotonic()
