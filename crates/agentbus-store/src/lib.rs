@@ -9,6 +9,8 @@
 //! there too even though database sequences commit out of order.
 
 mod any;
+#[cfg(feature = "memory")]
+pub mod memory;
 pub mod model;
 pub mod postgres;
 pub mod sqlite;
@@ -16,6 +18,8 @@ pub mod sqlite;
 use std::future::Future;
 
 pub use any::AnyStore;
+#[cfg(feature = "memory")]
+pub use memory::MemoryStore;
 pub use model::*;
 pub use postgres::{PgOptions, PgStore};
 pub use sqlite::SqliteStore;
