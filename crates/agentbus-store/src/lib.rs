@@ -240,8 +240,7 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// they were given back after the receiver's cursor passed them, so they are redelivered
     /// rather than stranded below every cursor until they expire (the receiver may hold them;
     /// one published a visibility timeout before a lost lease comes at once). Each gets a new lease token
-    /// and `visible_at = now + visibility_ms`. Answers the lowest sequences deliverable, in
-    /// sequence order.
+    /// and `visible_at = now + visibility_ms`. Answers them in sequence order.
     /// A backend may answer before the lease is durable, but it must be in effect for every
     /// store call made after this one returns (an ack of the delivery finds its token), and no
     /// other lease may hand out the same entry meanwhile.
