@@ -1,14 +1,20 @@
-//! [`AnyStore`]: the store a gateway runs on, chosen by its `store` setting at start.
+//! [`AnyStore`]: the store a gateway runs on, chosen by its `store` setting at start (or, in tests
+//! with the `memory` feature, the strict in-memory store).
 
 use crate::*;
 
 /// SQLite (the default) or PostgreSQL; implements [`Store`] by handing each call to the backend.
+/// Code outside this crate should ask the methods below rather than match on the variants: the
+/// `memory` feature adds one.
 #[derive(Clone, Debug)]
 pub enum AnyStore {
     /// The embedded SQLite file.
     Sqlite(SqliteStore),
     /// A PostgreSQL database several replicas may share.
     Postgres(PgStore),
+    /// The strict in-memory store, for tests ([`crate::memory`]).
+    #[cfg(feature = "memory")]
+    Memory(crate::MemoryStore),
 }
 
 impl AnyStore {
@@ -18,6 +24,8 @@ impl AnyStore {
         match self {
             AnyStore::Sqlite(s) => s.dump().await,
             AnyStore::Postgres(s) => s.dump().await,
+            #[cfg(feature = "memory")]
+            AnyStore::Memory(s) => s.dump().await,
         }
     }
 
@@ -27,14 +35,41 @@ impl AnyStore {
         match self {
             AnyStore::Sqlite(_) => None,
             AnyStore::Postgres(s) => Some(s.listen()),
+            #[cfg(feature = "memory")]
+            AnyStore::Memory(_) => None,
         }
     }
 
-    /// Which backend this is, for logs and readiness (`sqlite` or `postgres`).
+    /// Which backend this is, for logs and readiness (`sqlite`, `postgres`, or `memory` in tests).
     pub fn backend(&self) -> &'static str {
         match self {
             AnyStore::Sqlite(_) => "sqlite",
             AnyStore::Postgres(_) => "postgres",
+            #[cfg(feature = "memory")]
+            AnyStore::Memory(_) => "memory",
+        }
+    }
+
+    /// The schema version this build's backend migrates to (`agentbus gateway migrate` reports
+    /// it); 0 for the in-memory store, which has no schema.
+    pub fn schema_version(&self) -> i64 {
+        match self {
+            AnyStore::Sqlite(_) => crate::sqlite::current_version() as i64,
+            AnyStore::Postgres(_) => crate::postgres::current_version(),
+            #[cfg(feature = "memory")]
+            AnyStore::Memory(_) => 0,
+        }
+    }
+
+    /// Whether blob content, without an object store, belongs in the store itself
+    /// ([`Store::put_blob_content`]) rather than in files beside it: where replicas share the
+    /// store (PostgreSQL), and in the in-memory store, which has no data directory.
+    pub fn keeps_blob_content(&self) -> bool {
+        match self {
+            AnyStore::Sqlite(_) => false,
+            AnyStore::Postgres(_) => true,
+            #[cfg(feature = "memory")]
+            AnyStore::Memory(_) => true,
         }
     }
 }
@@ -49,6 +84,8 @@ macro_rules! dispatch {
                     match self {
                         AnyStore::Sqlite(s) => s.$name($($arg),*).await,
                         AnyStore::Postgres(s) => s.$name($($arg),*).await,
+                        #[cfg(feature = "memory")]
+                        AnyStore::Memory(s) => s.$name($($arg),*).await,
                     }
                 }
             )*

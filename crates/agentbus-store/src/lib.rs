@@ -1,5 +1,6 @@
 //! The gateway's storage: one interface of plain data, its embedded SQLite backend, and its
-//! PostgreSQL backend for several replicas on one database.
+//! PostgreSQL backend for several replicas on one database; with the `memory` feature, a strict
+//! in-memory backend for tests (the `memory` module).
 //!
 //! The gateway talks to storage only through [`Store`]; nothing above this crate knows SQL or
 //! SQLite. Each operation is one atomic unit the backend must provide: a publish stores the message,
@@ -9,6 +10,8 @@
 //! there too even though database sequences commit out of order.
 
 mod any;
+#[cfg(feature = "memory")]
+pub mod memory;
 pub mod model;
 pub mod postgres;
 pub mod sqlite;
@@ -16,6 +19,8 @@ pub mod sqlite;
 use std::future::Future;
 
 pub use any::AnyStore;
+#[cfg(feature = "memory")]
+pub use memory::MemoryStore;
 pub use model::*;
 pub use postgres::{PgOptions, PgStore};
 pub use sqlite::SqliteStore;
@@ -64,7 +69,7 @@ pub trait Store: Clone + Send + Sync + 'static {
         &self,
         slug: &str,
     ) -> impl Future<Output = StoreResult<Option<TenantRow>>> + Send;
-    /// Every tenant (a gateway holds few).
+    /// Every tenant (a gateway holds few), in no promised order.
     fn tenants(&self) -> impl Future<Output = StoreResult<Vec<TenantRow>>> + Send;
     /// Creates a workspace; its slug is unique within the tenant.
     fn create_workspace(&self, w: WorkspaceRow) -> impl Future<Output = StoreResult<()>> + Send;
@@ -132,9 +137,9 @@ pub trait Store: Clone + Send + Sync + 'static {
         workspace_id: &str,
         name: &str,
     ) -> impl Future<Output = StoreResult<Option<AgentRow>>> + Send;
-    /// Every live agent of a tenant.
+    /// Every live agent of a tenant, by workspace, then name.
     fn agents(&self, tenant_id: &str) -> impl Future<Output = StoreResult<Vec<AgentRow>>> + Send;
-    /// The agent's aliases.
+    /// The agent's aliases, sorted.
     fn aliases(&self, agent_id: &str) -> impl Future<Output = StoreResult<Vec<String>>> + Send;
     /// Replaces the card and, when given, the aliases.
     fn update_agent(
@@ -142,9 +147,9 @@ pub trait Store: Clone + Send + Sync + 'static {
         a: AgentRow,
         aliases: Option<Vec<String>>,
     ) -> impl Future<Output = StoreResult<()>> + Send;
-    /// Marks an agent deleted and dead-letters its pending inbox; returns those entries. Those
-    /// whose sender is a live agent are marked in the same transaction as owing it AB-4003
-    /// ([`NoticeKind::Deleted`], see [`Store::pending_notices`]).
+    /// Marks an agent deleted and dead-letters its pending inbox; returns those entries as they
+    /// were, in inbox order. Those whose sender is a live agent are marked in the same
+    /// transaction as owing it AB-4003 ([`NoticeKind::Deleted`], see [`Store::pending_notices`]).
     fn delete_agent(
         &self,
         id: &str,
@@ -164,14 +169,14 @@ pub trait Store: Clone + Send + Sync + 'static {
         key_id: &str,
         at: i64,
     ) -> impl Future<Output = StoreResult<()>> + Send;
-    /// Every key of the agent, revoked ones included.
+    /// Every key of the agent, revoked ones included, oldest first (by creation, then id).
     fn keys(&self, agent_id: &str) -> impl Future<Output = StoreResult<Vec<KeyRow>>> + Send;
     /// One key.
     fn key(&self, key_id: &str) -> impl Future<Output = StoreResult<Option<KeyRow>>> + Send;
     /// Suspends a live agent at `at` (§5.9). Its undelivered inbox entries stay queued; those whose
     /// sender is a live agent are marked in the same transaction as owing it AB-4013
-    /// ([`NoticeKind::Held`], see [`Store::pending_notices`]) and returned. Suspending a suspended
-    /// agent changes nothing and returns none.
+    /// ([`NoticeKind::Held`], see [`Store::pending_notices`]) and returned, in inbox order.
+    /// Suspending a suspended agent changes nothing and returns none.
     fn suspend_agent(
         &self,
         id: &str,
@@ -197,13 +202,13 @@ pub trait Store: Clone + Send + Sync + 'static {
         topic: &str,
         agent_id: &str,
     ) -> impl Future<Output = StoreResult<()>> + Send;
-    /// The topic and its subscribers, if the topic exists.
+    /// The topic and its subscribers (sorted), if the topic exists.
     fn topic(
         &self,
         workspace_id: &str,
         topic: &str,
     ) -> impl Future<Output = StoreResult<Option<(TopicRow, Vec<String>)>>> + Send;
-    /// Topics of a workspace with their subscriber counts.
+    /// Topics of a workspace with their subscriber counts, by name.
     fn topics(
         &self,
         workspace_id: &str,
@@ -235,7 +240,7 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// they were given back after the receiver's cursor passed them, so they are redelivered
     /// rather than stranded below every cursor until they expire (the receiver may hold them;
     /// one published a visibility timeout before a lost lease comes at once). Each gets a new lease token
-    /// and `visible_at = now + visibility_ms`.
+    /// and `visible_at = now + visibility_ms`. Answers them in sequence order.
     /// A backend may answer before the lease is durable, but it must be in effect for every
     /// store call made after this one returns (an ack of the delivery finds its token), and no
     /// other lease may hand out the same entry meanwhile.
@@ -248,10 +253,11 @@ pub trait Store: Clone + Send + Sync + 'static {
         at: i64,
     ) -> impl Future<Output = StoreResult<Vec<AckOutcome>>> + Send;
     /// Dead-letters leased entries at their maximum attempts whose lease expired, and expires
-    /// unacknowledged entries past their message's `expires_at`. The entries whose sender is
-    /// owed a notice are marked so in the same transaction, and stay in
-    /// [`Store::pending_notices`] until a publish with [`NewMessage::notice_of`] stores it: a
-    /// notice is never lost to a failure between the settling commit and its own.
+    /// unacknowledged entries past their message's `expires_at` (each list in no promised order,
+    /// the entries as they were). The entries whose sender is owed a notice are marked so in the
+    /// same transaction, and stay in [`Store::pending_notices`] until a publish with
+    /// [`NewMessage::notice_of`] stores it: a notice is never lost to a failure between the
+    /// settling commit and its own.
     fn reap_inboxes(
         &self,
         now: i64,
@@ -259,9 +265,9 @@ pub trait Store: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = StoreResult<ReapReport>> + Send;
     /// Inbox entries whose sender is still owed a notice, each with the notice's kind: settled by
     /// the reaper ([`Store::reap_inboxes`]) or an agent's deletion ([`Store::delete_agent`]), or
-    /// held for a suspended recipient ([`Store::suspend_agent`], [`NewMessage::held`]). At most
-    /// `limit` of those past `after` (agent, sequence; `("", 0)` for the first page), in inbox
-    /// order, with their messages and states as they are now.
+    /// held for a suspended recipient ([`Store::suspend_agent`], [`NewMessage::recipients`]). At
+    /// most `limit` of those past `after` (agent, sequence; `("", 0)` for the first page), in
+    /// inbox order, with their messages and states as they are now.
     fn pending_notices(
         &self,
         after: (String, u64),
@@ -282,8 +288,9 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// lease runs out), if any. Ready entries are deliverable already.
     fn next_visible(&self, agent_id: &str)
     -> impl Future<Output = StoreResult<Option<i64>>> + Send;
-    /// The messages of a conversation that `viewer` may read (§7), in `received_at` order; `None`
-    /// when it may read none, exactly as for a conversation that does not exist.
+    /// The messages of a conversation that `viewer` may read (§7), in `received_at` order (storage
+    /// order within an instant); `None` when it may read none, exactly as for a conversation that
+    /// does not exist.
     fn conversation(
         &self,
         tenant_id: &str,
@@ -302,13 +309,14 @@ pub trait Store: Clone + Send + Sync + 'static {
         before: Option<(i64, i64)>,
         limit: u32,
     ) -> impl Future<Output = StoreResult<Vec<ConversationSummary>>> + Send;
-    /// Every inbox copy of these stored messages (by storage sequence), with its delivery state.
+    /// Every inbox copy of these stored messages (by storage sequence), with its delivery state, by
+    /// message, then recipient.
     fn copies(
         &self,
         message_seqs: Vec<i64>,
     ) -> impl Future<Output = StoreResult<Vec<CopyState>>> + Send;
     /// The messages of a task (its request and lifecycle messages, notices about it), in
-    /// `received_at` order.
+    /// `received_at` order (storage order within an instant).
     fn task_messages(
         &self,
         tenant_id: &str,
@@ -321,9 +329,9 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn task(&self, id: &str) -> impl Future<Output = StoreResult<Option<TaskRow>>> + Send;
     /// A task's timeline, in order.
     fn task_events(&self, id: &str) -> impl Future<Output = StoreResult<Vec<TaskEventRow>>> + Send;
-    /// Tasks matching a filter, newest first.
+    /// Tasks matching a filter, newest first (by creation, then id, as [`TaskFilter::before`]).
     fn tasks(&self, f: TaskFilter) -> impl Future<Output = StoreResult<Vec<TaskRow>>> + Send;
-    /// Non-terminal tasks whose earliest deadline is at or before `now`.
+    /// Non-terminal tasks whose earliest deadline is at or before `now`, earliest deadline first.
     fn due_tasks(
         &self,
         now: i64,
@@ -363,7 +371,8 @@ pub trait Store: Clone + Send + Sync + 'static {
         pending_since: i64,
     ) -> impl Future<Output = StoreResult<u64>> + Send;
     /// Up to `limit` blobs whose content is due for deletion and not yet purged: complete ones
-    /// expired at `now`, pending ones registered at or before `pending_since`.
+    /// expired at `now`, pending ones registered at or before `pending_since`; which ones, and in
+    /// what order, is not promised.
     fn due_blobs(
         &self,
         now: i64,
@@ -379,7 +388,7 @@ pub trait Store: Clone + Send + Sync + 'static {
         pending_since: i64,
     ) -> impl Future<Output = StoreResult<bool>> + Send;
     /// The workspaces of the agents a blob concerns: its uploader, and the senders and recipients
-    /// of every message referencing it.
+    /// of every message referencing it; each once, sorted.
     fn blob_workspaces(
         &self,
         blob_id: &str,
@@ -387,7 +396,8 @@ pub trait Store: Clone + Send + Sync + 'static {
 
     // Usage.
 
-    /// Usage and cost reported by messages (§5.5), summed per agent, capability, day and source.
+    /// Usage and cost reported by messages (§5.5), summed per agent, capability, day and source;
+    /// newest day first, then by agent.
     fn usage(&self, f: UsageFilter) -> impl Future<Output = StoreResult<Vec<UsageTotal>>> + Send;
 
     // Console sessions.
@@ -442,7 +452,8 @@ pub trait Store: Clone + Send + Sync + 'static {
         now: i64,
     ) -> impl Future<Output = StoreResult<Vec<ReceiptOutcome>>> + Send;
     /// The message `source` (an agent's address) sent with `message_id`, and its delivery to
-    /// every recipient: entry state, lease, transport ack, shown receipt, first answer and ack.
+    /// every recipient (by agent id): entry state, lease, transport ack, shown receipt, first
+    /// answer and ack.
     fn delivery_states(
         &self,
         tenant_id: &str,

@@ -119,7 +119,7 @@ pub(super) fn blob_workspaces(c: &Connection, blob_id: &str) -> rusqlite::Result
          UNION SELECT a.workspace_id FROM blob_refs r JOIN messages m ON m.seq = r.message_seq \
          JOIN agents a ON a.id = m.source_agent_id WHERE r.blob_id = ?1 \
          UNION SELECT a.workspace_id FROM blob_refs r JOIN inbox i ON i.message_seq = r.message_seq \
-         JOIN agents a ON a.id = i.agent_id WHERE r.blob_id = ?1",
+         JOIN agents a ON a.id = i.agent_id WHERE r.blob_id = ?1 ORDER BY 1",
     )?;
     let rows = s.query_map([blob_id], |r| r.get(0))?;
     rows.collect()

@@ -1,6 +1,6 @@
 //! The store's conformance suite: every test body is written once over a generic [`Store`] and
 //! runs against SQLite and PostgreSQL (a fresh database each), so both backends keep one
-//! contract.
+//! contract; with the `memory` feature, against the strict in-memory store as well.
 
 // Tests fail by panicking.
 #![allow(clippy::unwrap_used, missing_docs)]
@@ -41,6 +41,13 @@ macro_rules! conformance {
             async fn postgres() {
                 let store = crate::pg_store().await;
                 crate::conformance::$name(store).await;
+            }
+
+            // The third backend: `cargo test -p agentbus-store --features memory`.
+            #[cfg(feature = "memory")]
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn memory() {
+                crate::conformance::$name(agentbus_store::MemoryStore::new()).await;
             }
         }
     )* };
