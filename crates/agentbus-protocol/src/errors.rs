@@ -130,12 +130,10 @@ impl Kind {
     /// server that cannot serve now a 5xx, and the other kinds never travel over HTTP (0);
     /// any kind may be a diagnostic that is no HTTP answer at all (0).
     pub fn admits_http_status(self, status: u16) -> bool {
-        match (self, status) {
-            (_, 0) => true,
-            (Kind::Refused, 400..=499) => true,
-            (Kind::Unavailable, 500..=599) => true,
-            _ => false,
-        }
+        matches!(
+            (self, status),
+            (_, 0) | (Kind::Refused, 400..=499) | (Kind::Unavailable, 500..=599)
+        )
     }
 }
 
