@@ -3,15 +3,17 @@
 use std::path::PathBuf;
 
 use agentbus_protocol::Code;
+use agentbus_protocol::errors::Catalogued;
 use agentbus_runtime::keyfile::KeyFileError;
 
+use crate::http::CONNECTION_REFUSED;
 use crate::keystore::{KEYSTORE_ENV, SERVICE};
 
 /// A failure of the client.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The gateway could not be reached (connection refused, DNS, TLS, timeout).
-    #[error("cannot reach the gateway at {url}: {detail}")]
+    #[error("{}", unreachable(url, detail))]
     Unreachable {
         /// The URL called.
         url: String,
@@ -33,8 +35,8 @@ pub enum ClientError {
     /// The gateway answered, but not with what the API promises.
     #[error("the gateway answered unexpectedly: {0}")]
     Protocol(String),
-    /// No profile of that name (or none at all).
-    #[error("no profile {0:?} is saved here")]
+    /// No profile of that name (or, with an empty name, none at all).
+    #[error("{}", no_profile(.0))]
     NoProfile(String),
     /// Several profiles and no choice made.
     #[error("several profiles are saved ({0}) and none was chosen")]
@@ -121,13 +123,63 @@ pub enum ClientError {
     },
 }
 
+impl Catalogued for ClientError {
+    fn code(&self) -> Code {
+        match self {
+            ClientError::Unreachable { detail, .. } if detail == CONNECTION_REFUSED => {
+                Code::NoGatewayListening
+            }
+            ClientError::Unreachable { .. } => Code::GatewayUnreachable,
+            // The gateway's own code; one this build does not know is kept in the message.
+            ClientError::Api { code, .. } => code.unwrap_or(Code::UnknownGatewayCode),
+            ClientError::Protocol(_) => Code::NotAGateway,
+            ClientError::NoProfile(name) if name.is_empty() => Code::NoAgentConnected,
+            ClientError::NoProfile(_) => Code::NoSuchProfile,
+            ClientError::AmbiguousProfile(_) => Code::ProfileNotChosen,
+            ClientError::NoHome => Code::NoStateHome,
+            ClientError::Io { .. } => Code::LocalStateFailed,
+            ClientError::Key(e) => e.code(),
+            ClientError::KeychainUnavailable(_) => Code::KeychainUnavailable,
+            ClientError::Keychain(_) => Code::KeychainFailed,
+            ClientError::KeychainKey(_) => Code::KeychainKeyMissing,
+            ClientError::KeychainKeyExists(_) => Code::KeychainKeyExists,
+            ClientError::Invalid(_) => Code::ValueInvalid,
+            ClientError::Address(_) => Code::NotAnAddress,
+            ClientError::GatewayUrl { .. } => Code::NotAGatewayUrl,
+            ClientError::Import(_) => Code::ImportFailed,
+            ClientError::Attachment { .. } => Code::AttachmentUnreadable,
+            ClientError::UnknownMessage { .. } => Code::NothingHeldHere,
+            ClientError::WrongId { .. } => Code::WrongIdKind,
+            ClientError::UnknownTask { .. } => Code::UnknownTaskRequest,
+        }
+    }
+}
+
 impl ClientError {
-    /// The catalogue code the gateway gave, if any.
-    pub fn code(&self) -> Option<Code> {
+    /// The catalogue code the gateway refused with, if it refused and this build knows its code.
+    pub fn gateway_code(&self) -> Option<Code> {
         match self {
             ClientError::Api { code, .. } => *code,
             _ => None,
         }
+    }
+}
+
+/// A refused connection says that nothing listens there, the likeliest mistake; other failures
+/// give the HTTP stack's words.
+fn unreachable(url: &str, detail: &str) -> String {
+    if detail == CONNECTION_REFUSED {
+        format!("connection refused at {url}: no gateway is listening there")
+    } else {
+        format!("cannot reach the gateway at {url}: {detail}")
+    }
+}
+
+fn no_profile(name: &str) -> String {
+    if name.is_empty() {
+        "no agent is connected on this machine".to_owned()
+    } else {
+        format!("no profile {name:?} is saved here")
     }
 }
 

@@ -38,6 +38,12 @@ pub enum Address {
 )]
 pub struct AddressError(pub String);
 
+impl agentbus_protocol::errors::Catalogued for AddressError {
+    fn code(&self) -> agentbus_protocol::Code {
+        agentbus_protocol::Code::NotALocalAddress
+    }
+}
+
 /// The command word for every session everywhere (a synonym of `all`).
 pub const COLLECTIVE: &str = "collective";
 /// Every session everywhere, as a line writes it.
@@ -219,6 +225,15 @@ pub enum RouteError {
     /// `share:` without `<operator>/<agent>`.
     #[error("{0:?} is not a share address")]
     BadShare(String),
+}
+
+impl agentbus_protocol::errors::Catalogued for RouteError {
+    fn code(&self) -> agentbus_protocol::Code {
+        match self {
+            RouteError::Empty => agentbus_protocol::Code::NoRecipient,
+            RouteError::BadShare(_) => agentbus_protocol::Code::NotAShareAddress,
+        }
+    }
 }
 
 impl Route {

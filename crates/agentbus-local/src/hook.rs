@@ -226,6 +226,22 @@ pub enum HookError {
     },
 }
 
+impl agentbus_protocol::errors::Catalogued for HookError {
+    fn code(&self) -> agentbus_protocol::Code {
+        match self {
+            HookError::Store(e) => e.code(),
+            HookError::BadEvent { .. } => agentbus_protocol::Code::BadHookEvent,
+        }
+    }
+
+    fn fix_values(&self) -> Vec<(&'static str, String)> {
+        match self {
+            HookError::Store(e) => e.fix_values(),
+            HookError::BadEvent { .. } => Vec::new(),
+        }
+    }
+}
+
 /// Reads a harness's event JSON (Claude Code and Codex: `session_id`, `hook_event_name`,
 /// optional `agent_id`; OpenCode's plugin: `event`, `session_id`, optional `subagent`).
 pub fn parse_event(harness: Harness, input: &[u8]) -> Result<HookEvent, HookError> {

@@ -63,6 +63,17 @@ pub enum InstallError {
     NotOurs(PathBuf),
 }
 
+impl agentbus_protocol::errors::Catalogued for InstallError {
+    fn code(&self) -> agentbus_protocol::Code {
+        use agentbus_protocol::Code;
+        match self {
+            InstallError::Store(e) => e.code(),
+            InstallError::NotJson { .. } => Code::SettingsUnreadable,
+            InstallError::NotOurs(_) => Code::NotOurs,
+        }
+    }
+}
+
 /// What an install or uninstall changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -7,6 +7,8 @@ use std::fs;
 
 use serde::Serialize;
 
+use agentbus_protocol::Code;
+use agentbus_protocol::errors::Catalogued;
 use agentbus_protocol::frame::{Transport, Verified};
 use agentbus_protocol::timestamp::Timestamp;
 
@@ -59,7 +61,8 @@ pub struct Sent {
     pub dry_run: bool,
 }
 
-/// Why a message was not sent (LM: SendError, LM-68).
+/// Why a message was not sent (LM: SendError, LM-68). Each refusal's text starts with its
+/// [`reason`](SendError::reason), as the command line and the MCP server show it.
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
     /// The store failed.
@@ -67,7 +70,7 @@ pub enum SendError {
     Store(#[from] StoreError),
     /// The sender's window to this recipient is full (LM-57), or its fixed pace is (LM-63,
     /// LM-64); the message states the rule that refused it.
-    #[error("{}", refusal(to, *pace, *outstanding, *size, *next_in_ms))]
+    #[error("refused (window_full): {}", refusal(to, *pace, *outstanding, *size, *next_in_ms))]
     WindowFull {
         /// The recipient.
         to: String,
@@ -83,7 +86,7 @@ pub enum SendError {
     /// The message would push one of the sender's own unread messages to the same recipient out
     /// of the log (LM-67).
     #[error(
-        "it would push your own unread message {pushed} to {to} out of the log; wait until it is read"
+        "refused (share): it would push your own unread message {pushed} to {to} out of the log; wait until it is read"
     )]
     Share {
         /// The recipient.
@@ -93,7 +96,7 @@ pub enum SendError {
     },
     /// The clock is behind a message already admitted to this recipient (LM-66, G-LM-5).
     #[error(
-        "this clock is behind a message you already sent to {to} (stamped {latest_ms}); wait, or fix the clock"
+        "refused (clock_behind): this clock is behind a message you already sent to {to} (stamped {latest_ms}); wait, or fix the clock"
     )]
     ClockBehind {
         /// The recipient.
@@ -102,11 +105,34 @@ pub enum SendError {
         latest_ms: i64,
     },
     /// A steer from a sender whose steers would not count (LM-13, LM-14).
-    #[error("{0}")]
+    #[error("refused (not_admitted): {0}")]
     NotAdmitted(String),
     /// Every reader would drop the line (LM-68).
-    #[error("every reader would drop this message: {0}")]
+    #[error("refused (malformed): every reader would drop this message: {0}")]
     Malformed(String),
+}
+
+impl Catalogued for SendError {
+    fn code(&self) -> Code {
+        match self {
+            SendError::Store(e) => e.code(),
+            SendError::WindowFull {
+                pace: Pace::Floor | Pace::Rate,
+                ..
+            } => Code::Paced,
+            SendError::WindowFull { .. } | SendError::Share { .. } => Code::LocalRefused,
+            SendError::ClockBehind { .. } => Code::ClockBehind,
+            SendError::NotAdmitted(_) => Code::SteerNotAdmitted,
+            SendError::Malformed(_) => Code::LocalMalformed,
+        }
+    }
+
+    fn fix_values(&self) -> Vec<(&'static str, String)> {
+        match self {
+            SendError::Store(e) => e.fix_values(),
+            _ => Vec::new(),
+        }
+    }
 }
 
 impl SendError {
@@ -212,6 +238,18 @@ pub enum ImportError {
     Malformed(&'static str),
 }
 
+impl Catalogued for ImportError {
+    fn code(&self) -> Code {
+        match self {
+            ImportError::Store(e) => e.code(),
+            ImportError::LocalTransport
+            | ImportError::BadRecipient(_)
+            | ImportError::BadSender(_)
+            | ImportError::Malformed(_) => Code::ImportRefused,
+        }
+    }
+}
+
 /// Why a name on the command line names no one session (LM-8).
 #[derive(Debug, thiserror::Error)]
 pub enum ResolveError {
@@ -232,6 +270,16 @@ pub enum ResolveError {
         /// The matching session ids.
         candidates: Vec<String>,
     },
+}
+
+impl Catalogued for ResolveError {
+    fn code(&self) -> Code {
+        match self {
+            ResolveError::Store(e) => e.code(),
+            ResolveError::Address(e) => e.code(),
+            ResolveError::Unknown(_) | ResolveError::Ambiguous { .. } => Code::UnknownRecipient,
+        }
+    }
 }
 
 impl Store {

@@ -53,6 +53,17 @@ pub enum BindError {
     BadAgent(String),
 }
 
+impl agentbus_protocol::errors::Catalogued for BindError {
+    fn code(&self) -> agentbus_protocol::Code {
+        use agentbus_protocol::Code;
+        match self {
+            BindError::Store(e) => e.code(),
+            BindError::UnknownSession(_) => Code::UnknownSession,
+            BindError::BadAgent(_) => Code::NotAnAgentIdentity,
+        }
+    }
+}
+
 impl Store {
     fn sessions_dir(&self) -> PathBuf {
         self.dir().join("sessions")

@@ -28,6 +28,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use agentbus_protocol::Code;
+use agentbus_protocol::errors::Catalogued;
 use agentbus_runtime::Clock;
 
 use crate::bound::{Bounded, bound};
@@ -54,6 +56,16 @@ pub enum StoreError {
     /// A session id that cannot be used (it would become a path).
     #[error("{0:?} is not a session id: use letters, digits, '.', '_' and '-' (at most 128)")]
     BadSession(String),
+}
+
+impl Catalogued for StoreError {
+    fn code(&self) -> Code {
+        match self {
+            StoreError::Io { .. } => Code::LocalStateFailed,
+            StoreError::NoHome => Code::NoStateHome,
+            StoreError::BadSession(_) => Code::BadSessionId,
+        }
+    }
 }
 
 impl StoreError {

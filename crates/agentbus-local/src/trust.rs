@@ -61,6 +61,15 @@ pub enum TrustError {
     },
 }
 
+impl agentbus_protocol::errors::Catalogued for TrustError {
+    fn code(&self) -> agentbus_protocol::Code {
+        match self {
+            TrustError::Install(e) => e.code(),
+            TrustError::Config { .. } => agentbus_protocol::Code::CodexConfigUnreadable,
+        }
+    }
+}
+
 /// What Codex makes of one of our hook entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -61,6 +61,17 @@ pub enum InstallError {
     NotOurs(PathBuf),
 }
 
+impl agentbus_protocol::errors::Catalogued for InstallError {
+    fn code(&self) -> agentbus_protocol::Code {
+        use agentbus_protocol::Code;
+        match self {
+            InstallError::Io { .. } => Code::ConfigFileUnwritable,
+            InstallError::Unreadable { .. } => Code::SettingsUnreadable,
+            InstallError::NotOurs(_) => Code::NotOurs,
+        }
+    }
+}
+
 fn io_at(path: &Path) -> impl FnOnce(io::Error) -> InstallError + '_ {
     move |source| InstallError::Io {
         path: path.to_owned(),

@@ -67,6 +67,17 @@ pub enum ServeError {
     Transport(String),
 }
 
+impl agentbus_protocol::errors::Catalogued for ServeError {
+    fn code(&self) -> agentbus_protocol::Code {
+        match self {
+            ServeError::Store(e) => e.code(),
+            ServeError::BadSession(_) => agentbus_protocol::Code::BadSessionId,
+            ServeError::Bind(e) => e.code(),
+            ServeError::Transport(_) => agentbus_protocol::Code::McpTransport,
+        }
+    }
+}
+
 /// The server one client talks to.
 #[derive(Clone)]
 pub struct Server {

@@ -39,6 +39,12 @@ pub enum KeyFileError {
     Exists(PathBuf),
 }
 
+impl agentbus_protocol::errors::Catalogued for KeyFileError {
+    fn code(&self) -> agentbus_protocol::Code {
+        agentbus_protocol::Code::KeyFileUnusable
+    }
+}
+
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> KeyFileError + '_ {
     move |source| KeyFileError::Io {
         path: path.to_owned(),

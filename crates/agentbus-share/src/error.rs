@@ -1,7 +1,11 @@
-//! Why a share operation failed. One enum for the crate, each variant documented, so the binary can
-//! sort failures into its exit-code kinds without parsing text.
+//! Why a share operation failed. One enum for the crate, each variant documented and given its
+//! `AB-` code, so front ends answer from the catalogue without parsing text.
 
 use std::path::PathBuf;
+
+use agentbus_protocol::Code;
+use agentbus_protocol::errors::Catalogued;
+use agentbus_protocol::text::shell_quote;
 
 /// A failure of a share operation.
 #[derive(Debug, thiserror::Error)]
@@ -130,6 +134,67 @@ pub enum ShareError {
     /// A recipient is not declared in `operators.yaml`, and the send was strict.
     #[error("{0}; --strict refuses to write it into the share, where it would stay for good")]
     UnknownRecipient(String),
+}
+
+impl Catalogued for ShareError {
+    fn code(&self) -> Code {
+        match self {
+            ShareError::Io { .. } => Code::ShareIo,
+            ShareError::Registry(_) => Code::RegistryUnreadable,
+            ShareError::GitMissing(_) => Code::GitMissing,
+            ShareError::Git { .. } => Code::GitFailed,
+            ShareError::RemoteUnavailable(_) => Code::RemoteUnreachable,
+            ShareError::RetriesExhausted(_) => Code::PushRetriesExhausted,
+            ShareError::PushRefused(_) => Code::PushRefused,
+            ShareError::Conflict(_) => Code::RebaseConflict,
+            ShareError::NotAShare(_) => Code::NotAShare,
+            ShareError::NoSuchDir(_) => Code::NoSuchShareFolder,
+            ShareError::NotJoined | ShareError::Undeclared(_) => Code::NotJoined,
+            ShareError::BadIdent { .. } | ShareError::BadAddress(_) | ShareError::Invalid(_) => {
+                Code::ShareArgument
+            }
+            ShareError::UnknownRecipient(_) => Code::UndeclaredRecipient,
+            ShareError::UnknownId(_) => Code::UnknownShareId,
+            ShareError::NotEmpty(_) => Code::FolderNotEmpty,
+            ShareError::Dirty(_) => Code::UncommittedChanges,
+            ShareError::LocalEdit(_) => Code::PushedFileEdited,
+            ShareError::RegistryConflict(_) => Code::RegistryConflict,
+            ShareError::NoShareBranch { .. } => Code::NoShareBranch,
+            ShareError::Unrelated(_) => Code::UnrelatedHistories,
+            ShareError::Uninitialised => Code::ShareUninitialised,
+            ShareError::AlreadyAShare { .. } => Code::AlreadyAShare,
+            ShareError::RemoteHead { .. } => Code::RemoteHeadElsewhere,
+        }
+    }
+
+    /// The files, paths and branches the fixes name, quoted for a shell.
+    fn fix_values(&self) -> Vec<(&'static str, String)> {
+        match self {
+            ShareError::Dirty(files) => vec![(
+                "files",
+                files
+                    .iter()
+                    .map(|f| shell_quote(f))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            )],
+            ShareError::LocalEdit(path) => vec![("path", shell_quote(path).into_owned())],
+            ShareError::NoShareBranch { others, .. } => vec![(
+                "branch",
+                shell_quote(others.first().map_or("<branch>", String::as_str)).into_owned(),
+            )],
+            ShareError::AlreadyAShare { url, .. } => vec![("url", shell_quote(url).into_owned())],
+            ShareError::RemoteHead { url, branch, .. } => vec![
+                ("branch", branch.clone()),
+                ("url", shell_quote(url).into_owned()),
+                (
+                    "ref",
+                    shell_quote(&format!("refs/heads/{branch}")).into_owned(),
+                ),
+            ],
+            _ => Vec::new(),
+        }
+    }
 }
 
 impl ShareError {

@@ -317,6 +317,12 @@ pub enum FormatError {
     Unsafe(String),
 }
 
+impl agentbus_protocol::errors::Catalogued for FormatError {
+    fn code(&self) -> agentbus_protocol::Code {
+        agentbus_protocol::Code::NotAnArtifact
+    }
+}
+
 /// The longest identifying field (id, thread, re, supersedes, operator, instance, agent, topic,
 /// type) a reader accepts; anything longer is reported and skipped, like a file it cannot read.
 pub const MAX_FIELD: usize = 256;

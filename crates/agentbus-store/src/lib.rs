@@ -46,6 +46,51 @@ pub enum StoreError {
     Busy(String),
 }
 
+impl agentbus_protocol::errors::Catalogued for StoreError {
+    /// The code the gateway answers with (`agentbus_gateway::error`).
+    fn code(&self) -> agentbus_protocol::Code {
+        use agentbus_protocol::Code;
+        match self {
+            StoreError::Conflict(_) => Code::NameTaken,
+            StoreError::NotFound => Code::NotFound,
+            StoreError::Limit(_) => Code::KeyLimit,
+            StoreError::Backend(_) => Code::StorageUnavailable,
+            StoreError::Busy(_) => Code::StoreBusy,
+        }
+    }
+}
+
+#[cfg(test)]
+mod catalogued_tests {
+    use super::StoreError;
+    use agentbus_protocol::Code;
+    use agentbus_protocol::errors::{Catalogued, Kind};
+
+    /// Each variant's code, listed by an exhaustive match so a new variant must be given one; a
+    /// database failure is the gateway's own state (unavailable), the others refusals.
+    #[test]
+    fn every_store_error_has_its_code() {
+        let all = [
+            StoreError::Conflict("x".into()),
+            StoreError::NotFound,
+            StoreError::Limit("x".into()),
+            StoreError::Backend("x".into()),
+            StoreError::Busy("x".into()),
+        ];
+        for e in all {
+            let (code, kind) = match &e {
+                StoreError::Conflict(_) => (Code::NameTaken, Kind::Refused),
+                StoreError::NotFound => (Code::NotFound, Kind::Refused),
+                StoreError::Limit(_) => (Code::KeyLimit, Kind::Refused),
+                StoreError::Backend(_) => (Code::StorageUnavailable, Kind::Unavailable),
+                StoreError::Busy(_) => (Code::StoreBusy, Kind::Unavailable),
+            };
+            assert_eq!(e.code(), code, "{e}");
+            assert_eq!(code.entry().kind, kind, "{e}");
+        }
+    }
+}
+
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> StoreError {
         StoreError::Backend(e.to_string())

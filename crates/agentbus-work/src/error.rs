@@ -2,6 +2,8 @@
 //! answers badly) never do: they end that task as `failed` with a reason.
 
 use agentbus_client::ClientError;
+use agentbus_protocol::Code;
+use agentbus_protocol::errors::Catalogued;
 
 /// A worker failure.
 #[derive(Debug, thiserror::Error)]
@@ -42,4 +44,24 @@ pub enum WorkError {
         /// Why.
         why: String,
     },
+}
+
+impl Catalogued for WorkError {
+    fn code(&self) -> Code {
+        match self {
+            WorkError::AlreadyRunning { .. } => Code::WorkerRunning,
+            WorkError::NothingToServe { .. } => Code::NothingToServe,
+            WorkError::Setting(_) => Code::WorkerSetting,
+            WorkError::Client(e) => e.code(),
+            WorkError::Spawn { .. } => Code::HarnessDidNotStart,
+            WorkError::Io { .. } => Code::LocalStateFailed,
+        }
+    }
+
+    fn fix_values(&self) -> Vec<(&'static str, String)> {
+        match self {
+            WorkError::Client(e) => e.fix_values(),
+            _ => Vec::new(),
+        }
+    }
 }

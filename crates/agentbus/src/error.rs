@@ -1,6 +1,10 @@
 //! How the command fails: every error has a kind (which picks the exit code), a one-line cause and,
 //! where there is one, a one-line fix.
 //!
+//! A library error becomes a [`CliError`] in one way, [`CliError::of`]: its `AB-` code's catalogue
+//! entry gives the kind (so the exit code) and the fix, its `Display` the message. Nothing in the
+//! binary sorts a library's errors by hand.
+//!
 //! Exit codes (documented in `agentbus --help` and `docs/cli.md`):
 //!
 //! | code | kind | meaning |
@@ -19,6 +23,7 @@ use std::fmt;
 use std::process::ExitCode;
 
 use agentbus_protocol::Code;
+use agentbus_protocol::errors::{Catalogued, Kind};
 
 /// The class of a failure, which decides the exit code.
 #[allow(dead_code)] // Some kinds serve the gateway and sidecar commands.
@@ -72,6 +77,21 @@ impl ErrorKind {
     }
 }
 
+impl From<Kind> for ErrorKind {
+    /// The catalogue's kind of a failure as the command line's; both give the same exit code.
+    fn from(kind: Kind) -> ErrorKind {
+        match kind {
+            Kind::Usage => ErrorKind::Usage,
+            Kind::Input => ErrorKind::Input,
+            Kind::Declined => ErrorKind::Failed,
+            Kind::Configuration => ErrorKind::Config,
+            Kind::Unavailable => ErrorKind::Unavailable,
+            Kind::Refused => ErrorKind::Refused,
+            Kind::Internal => ErrorKind::Internal,
+        }
+    }
+}
+
 /// A failure of the command, as the user sees it.
 #[derive(Debug)]
 pub struct CliError {
@@ -81,8 +101,10 @@ pub struct CliError {
     pub message: String,
     /// What to do about it, in one line.
     pub fix: Option<String>,
-    /// The catalogue code, when one applies.
+    /// The catalogue code, when one applies (`--json` documents always carry it).
     pub code: Option<Code>,
+    /// Whether the `error:` line starts with the code.
+    pub code_in_line: bool,
 }
 
 impl CliError {
@@ -93,6 +115,34 @@ impl CliError {
             message: message.into(),
             fix: None,
             code: None,
+            code_in_line: false,
+        }
+    }
+
+    /// Any library error, from the catalogue entry of its code: the entry's kind picks the exit
+    /// code, its command-line fix (placeholders filled from the error) is the fix line, and the
+    /// error's `Display` is the message. A refusal's line, and any answer of the gateway, starts
+    /// with its code, as `docs/cli.md` promises; other failures carry it in `--json` only.
+    pub fn of<E: Catalogued>(e: E) -> CliError {
+        let code = e.code();
+        let kind = code.entry().kind;
+        let fix = e.cli_fix();
+        let mut message = e.to_string();
+        // The gateway's answer starts with its code already: it is named once, first. A code
+        // this build does not know stays in the message as the gateway wrote it.
+        let code_in_line = match message.strip_prefix(&format!("{code}: ")) {
+            Some(rest) => {
+                message = rest.to_owned();
+                true
+            }
+            None => kind == Kind::Refused && !message.starts_with("AB-"),
+        };
+        CliError {
+            kind: kind.into(),
+            message,
+            fix: Some(fix),
+            code: Some(code),
+            code_in_line,
         }
     }
 
@@ -105,9 +155,10 @@ impl CliError {
     /// Adds the catalogue code; its fix becomes the fix line unless one is set.
     pub fn code(mut self, code: Code) -> CliError {
         if self.fix.is_none() {
-            self.fix = Some(code.entry().fix.to_owned());
+            self.fix = Some(code.entry().cli_fix().to_owned());
         }
         self.code = Some(code);
+        self.code_in_line = true;
         self
     }
 
@@ -119,7 +170,7 @@ impl CliError {
 
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(code) = self.code {
+        if let Some(code) = self.code.filter(|_| self.code_in_line) {
             write!(f, "{code}: ")?;
         }
         f.write_str(&self.message)
@@ -144,3 +195,6 @@ impl From<anyhow::Error> for CliError {
 
 /// The result of a command.
 pub type CliResult = Result<ExitCode, CliError>;
+
+#[cfg(test)]
+mod tests;

@@ -1,20 +1,13 @@
 //! The form of an address picks its transport: [`agentbus_local::address::route`], with its
-//! refusals as the command line shows them (one cause, one fix).
+//! refusals answered from the catalogue like any library error.
 
 pub use agentbus_local::address::Route;
-use agentbus_local::address::RouteError;
 
 use crate::error::{CliError, ErrorKind};
 
 /// Parses any address a user gives and picks its transport.
 pub fn route(address: &str) -> Result<Route, CliError> {
-    agentbus_local::address::route(address).map_err(|e| match e {
-        RouteError::BadShare(_) => CliError::new(ErrorKind::Usage, e.to_string())
-            .fix("write share:<operator>/<agent>, or share:<operator>/any"),
-        RouteError::Empty => CliError::new(ErrorKind::Usage, e.to_string()).fix(
-            "name a recipient: local, all, engineer, <session>, agent://…, share:<operator>/<agent>",
-        ),
-    })
+    agentbus_local::address::route(address).map_err(CliError::of)
 }
 
 /// The error for a transport this build does not carry yet.

@@ -16,3 +16,70 @@ fn docs_errors_md_is_generated_from_the_catalogue() {
         "docs/errors.md differs from the catalogue; run `UPDATE_EXPECT=1 cargo test -p agentbus-protocol --test it errors_doc`"
     );
 }
+
+/// Every entry tells a reader what went wrong and what to do, and has a kind, from which the
+/// command line's exit code and the MCP answer derive; the fix the command line prints names no
+/// HTTP route or header (`docs/cli.md`: fixes name this command's flags and commands).
+#[test]
+fn every_entry_has_a_kind_a_cause_and_a_fix() {
+    for code in errors::Code::ALL {
+        let e = code.entry();
+        assert!(errors::Kind::ALL.contains(&e.kind), "{code}");
+        assert!(!e.title.is_empty(), "{code} has no title");
+        assert!(!e.cause.is_empty(), "{code} has no cause");
+        assert!(!e.fix.trim().is_empty(), "{code} has no fix");
+        assert!(
+            !e.cli_fix().trim().is_empty(),
+            "{code} has no command-line fix"
+        );
+        if let Some(cli) = e.cli_fix {
+            assert!(
+                !cli.contains("POST /") && !cli.contains("Authorization:"),
+                "{code}: {cli}"
+            );
+        }
+    }
+}
+
+/// The rule tying an entry's HTTP status to its kind (`Kind::admits_http_status`): refusals
+/// answer 4xx, a gateway that cannot serve now answers 5xx, other kinds are never HTTP answers;
+/// and every 4xx entry is a refusal, every 5xx one unavailable, so the status follows the kind.
+#[test]
+fn kind_and_http_status_agree() {
+    use errors::Kind;
+    for code in errors::Code::ALL {
+        let e = code.entry();
+        assert!(
+            e.kind.admits_http_status(e.http_status),
+            "{code} is {} and answers {}",
+            e.kind.as_str(),
+            e.http_status
+        );
+        match e.http_status {
+            400..=499 => assert_eq!(e.kind, Kind::Refused, "{code}"),
+            500..=599 => assert_eq!(e.kind, Kind::Unavailable, "{code}"),
+            _ => {}
+        }
+    }
+}
+
+/// The exit codes `docs/cli.md` documents, one per kind, and every kind is a tool error for the
+/// MCP server.
+#[test]
+fn each_kind_has_its_documented_exit_code() {
+    use errors::Kind;
+    let codes: Vec<(Kind, u8)> = Kind::ALL.iter().map(|k| (*k, k.exit_code())).collect();
+    assert_eq!(
+        codes,
+        [
+            (Kind::Usage, 2),
+            (Kind::Input, 3),
+            (Kind::Declined, 1),
+            (Kind::Configuration, 4),
+            (Kind::Unavailable, 5),
+            (Kind::Refused, 6),
+            (Kind::Internal, 70),
+        ]
+    );
+    assert!(Kind::ALL.iter().all(|k| k.is_tool_error()));
+}

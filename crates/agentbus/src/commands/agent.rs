@@ -16,7 +16,7 @@ use agentbus_protocol::signing::SigningKey;
 use agentbus_runtime::keyfile::KeyFileError;
 use agentbus_runtime::random_bytes;
 
-use super::gw::{Ctx, client_error, json_object, parse_duration, recipient_hint, runtime};
+use super::gw::{Ctx, json_object, parse_duration, recipient_hint, runtime};
 use super::progress::Transfer;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
@@ -381,8 +381,8 @@ pub fn run(command: AgentCommand, printer: &Printer) -> CliResult {
 }
 
 fn connect(args: ConnectArgs, printer: &Printer) -> CliResult {
-    agentbus_client::http::check_url(&args.gateway).map_err(client_error)?;
-    let profiles = Profiles::open_default().map_err(client_error)?;
+    agentbus_client::http::check_url(&args.gateway).map_err(CliError::of)?;
+    let profiles = Profiles::open_default().map_err(CliError::of)?;
     let name = super::gw::PROFILE
         .get()
         .cloned()
@@ -402,10 +402,10 @@ fn connect(args: ConnectArgs, printer: &Printer) -> CliResult {
             )
             .fix("choose another profile name with --profile, or use that gateway"));
         }
-        let gw = Gateway::new(&p.gateway, &p.token).map_err(client_error)?;
-        let card = rt.block_on(gw.agent(&p.agent_id)).map_err(client_error)?;
-        let store = profiles.key_store(&p).map_err(client_error)?;
-        store.read_current(&p.agent_id).map_err(client_error)?;
+        let gw = Gateway::new(&p.gateway, &p.token).map_err(CliError::of)?;
+        let card = rt.block_on(gw.agent(&p.agent_id)).map_err(CliError::of)?;
+        let store = profiles.key_store(&p).map_err(CliError::of)?;
+        store.read_current(&p.agent_id).map_err(CliError::of)?;
         let active = card["keys"]
             .as_array()
             .into_iter()
@@ -423,13 +423,13 @@ fn connect(args: ConnectArgs, printer: &Printer) -> CliResult {
     // Where the new key goes is settled before anything is registered: a refusal leaves nothing.
     let store = profiles.new_key_store().map_err(|e| match e {
         ClientError::Invalid(_) => {
-            client_error(e).fix("set AGENTBUS_KEYSTORE to auto, keychain or file, or unset it")
+            CliError::of(e).fix("set AGENTBUS_KEYSTORE to auto, keychain or file, or unset it")
         }
-        e => client_error(e),
+        e => CliError::of(e),
     })?;
     let key = SigningKey::from_seed(random_bytes());
     let public = key.public().to_base64url();
-    let gw = Gateway::new(&gateway, &args.token).map_err(client_error)?;
+    let gw = Gateway::new(&gateway, &args.token).map_err(CliError::of)?;
     let (card, token, key_id) = if args.token.starts_with("aba_") {
         let Some(id) = args.agent.as_deref() else {
             return Err(CliError::new(
@@ -440,8 +440,8 @@ fn connect(args: ConnectArgs, printer: &Printer) -> CliResult {
                 "pass --agent agt_…, or connect with a user token (abu_…) to register a new agent",
             ));
         };
-        let card = rt.block_on(gw.agent(id)).map_err(client_error)?;
-        let k = rt.block_on(gw.add_key(id, &public)).map_err(client_error)?;
+        let card = rt.block_on(gw.agent(id)).map_err(CliError::of)?;
+        let k = rt.block_on(gw.add_key(id, &public)).map_err(CliError::of)?;
         (
             card,
             args.token.clone(),
@@ -451,8 +451,8 @@ fn connect(args: ConnectArgs, printer: &Printer) -> CliResult {
         let out = rt
             .block_on(gw.register_agent(&args.name, &public))
             .map_err(|e| {
-                let taken = e.code() == Some(agentbus_protocol::Code::NameTaken);
-                let err = client_error(e);
+                let taken = e.gateway_code() == Some(agentbus_protocol::Code::NameTaken);
+                let err = CliError::of(e);
                 if taken {
                     // The credential is only ever returned at registration: resuming an agent on a
                     // new machine takes the credential it was given then.
@@ -468,21 +468,21 @@ fn connect(args: ConnectArgs, printer: &Printer) -> CliResult {
         )
     };
     let (Some(agent_id), Some(address)) = (card["id"].as_str(), card["address"].as_str()) else {
-        return Err(client_error(ClientError::Protocol(format!(
+        return Err(CliError::of(ClientError::Protocol(format!(
             "a card without id: {card}"
         ))));
     };
     if token.is_empty() || key_id.is_empty() {
-        return Err(client_error(ClientError::Protocol(
+        return Err(CliError::of(ClientError::Protocol(
             "the registration answer lacks the credential or the key".into(),
         )));
     }
     store.save_new(agent_id, &key).map_err(|e| match e {
         ClientError::Key(KeyFileError::Exists(_)) | ClientError::KeychainKeyExists(_) => {
-            client_error(e)
+            CliError::of(e)
                 .fix("move the old key away only if no profile uses it, then connect again")
         }
-        e => client_error(e),
+        e => CliError::of(e),
     })?;
     let p = Profile {
         name,
@@ -493,7 +493,7 @@ fn connect(args: ConnectArgs, printer: &Printer) -> CliResult {
         key_id,
         key_store: store.kind(),
     };
-    profiles.save(&p).map_err(client_error)?;
+    profiles.save(&p).map_err(CliError::of)?;
     print_connected(printer, &store, &p, "connected")
 }
 
@@ -659,7 +659,7 @@ fn ack(mut args: AckArgs, printer: &Printer) -> CliResult {
     // message that did not ask is allowed, and the sender is told what it means.
     let asked = agent
         .received(&args.id)
-        .map_err(client_error)?
+        .map_err(CliError::of)?
         .envelope
         .get("data")
         .and_then(|d| d.get("expects_reply"))
@@ -878,7 +878,7 @@ fn until_interrupted<T>(
 ) -> Result<Option<T>, CliError> {
     ctx.rt.block_on(async {
         tokio::select! {
-            r = wait => r.map(Some).map_err(client_error),
+            r = wait => r.map(Some).map_err(CliError::of),
             _ = interrupt.wait() => Ok(None),
         }
     })
@@ -944,7 +944,7 @@ fn lifecycle(task: &str, action: TaskAction, attach: &[PathBuf], printer: &Print
 pub fn show(id: &str, printer: &Printer) -> CliResult {
     let ctx = Ctx::open()?;
     let id = ctx.resolve(id, Wants::Message)?;
-    let r = ctx.agent().received(&id).map_err(client_error)?;
+    let r = ctx.agent().received(&id).map_err(CliError::of)?;
     let answer = agentbus_client::agent::answer_of(&r, &ctx.profile.name);
     let expired = agentbus_client::agent::expired_at(&r);
     if printer.is_json() {

@@ -12,8 +12,8 @@ use agentbus_protocol::timestamp::Timestamp;
 use agentbus_runtime::keyfile::KeyFileError;
 use agentbus_runtime::{Clock, SystemClock};
 
-use super::gw::{Ctx, client_error};
-use crate::error::{CliResult, ErrorKind};
+use super::gw::Ctx;
+use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 
 /// Arguments of `doctor`.
@@ -125,7 +125,7 @@ pub fn key_finding(card: &Value, key_id: &str, now: Timestamp) -> Finding {
 fn private_key_finding(ctx: &Ctx) -> Finding {
     let p = &ctx.profile;
     let failed = |check, e| {
-        let err = client_error(e);
+        let err = CliError::of(e);
         bad(
             check,
             "fail",
@@ -269,7 +269,7 @@ pub fn run(_args: DoctorArgs, printer: &Printer) -> CliResult {
             None
         }
         Err(e) => {
-            let fix = if e.code() == Some(agentbus_protocol::Code::SidecarTooOld) {
+            let fix = if e.gateway_code() == Some(agentbus_protocol::Code::SidecarTooOld) {
                 "upgrade agentbus on this machine"
             } else {
                 "connect again with a valid token: agentbus connect …"

@@ -1,5 +1,5 @@
 //! What every gateway command shares: the selected profile, a client under its credential, the
-//! agent's key and inbox, the mapping of client errors to exit codes, durations and JSON flags.
+//! agent's key and inbox, durations and JSON flags.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -7,7 +7,6 @@ use std::time::Duration;
 use serde_json::Value;
 
 use agentbus_client::agent::Downloads;
-use agentbus_client::http::CONNECTION_REFUSED;
 use agentbus_client::profile::Profiles;
 use agentbus_client::receive::Receiver;
 use agentbus_client::{Agent, AgentInbox, ClientError, Gateway, KeyStore, Profile};
@@ -30,103 +29,6 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
         })
 }
 
-/// A client failure as the user sees it: one line of cause, one of fix, and the exit code.
-pub fn client_error(e: ClientError) -> CliError {
-    let msg = e.to_string();
-    match e {
-        ClientError::Unreachable { url, detail } if detail == CONNECTION_REFUSED => {
-            CliError::new(
-                ErrorKind::Unavailable,
-                format!("connection refused at {url}: no gateway is listening there"),
-            )
-            .fix("start the gateway (agentbus gateway), or connect again with its right URL: agentbus connect --gateway <url> …")
-        }
-        ClientError::Unreachable { .. } => CliError::new(ErrorKind::Unavailable, msg)
-            .fix("check that the gateway is running and its URL in the profile (agentbus doctor)"),
-        ClientError::GatewayUrl { .. } => CliError::new(ErrorKind::Usage, msg)
-            .fix("write the whole URL, e.g. --gateway http://127.0.0.1:7700"),
-        ClientError::Address(_) => CliError::new(ErrorKind::Usage, msg).fix(
-            "write agent://<tenant>/<workspace>/<name>, topic://<tenant>/<workspace>/<topic> or an agt_ id; `agentbus agents` lists the addresses",
-        ),
-        ClientError::Api { code, .. } => {
-            let err = CliError::new(ErrorKind::Refused, msg);
-            match code {
-                Some(c) => {
-                    let mut err = match cli_fix(c) {
-                        Some(fix) => err.fix(fix).code(c),
-                        None => err.code(c),
-                    };
-                    // The code is already in the message the gateway wrote.
-                    err.message = e_message(&err.message, c);
-                    err
-                }
-                None => err.fix("see the gateway's documentation for this error"),
-            }
-        }
-        ClientError::Protocol(_) => CliError::new(ErrorKind::Unavailable, msg)
-            .fix("check that the URL is an AgentBus gateway of a compatible version"),
-        ClientError::NoProfile(ref name) if name.is_empty() => {
-            CliError::new(ErrorKind::Config, "no agent is connected on this machine")
-                .fix("run: agentbus connect --gateway <url> --token <token> --name <agent>")
-        }
-        ClientError::NoProfile(_) => CliError::new(ErrorKind::Config, msg)
-            .fix("run `agentbus connect` for it, or pick a saved one with --profile"),
-        ClientError::AmbiguousProfile(_) => CliError::new(ErrorKind::Config, msg)
-            .fix("pass --profile <name> or set AGENTBUS_PROFILE"),
-        ClientError::NoHome => {
-            CliError::new(ErrorKind::Config, msg).fix("export AGENTBUS_HOME=/path/to/state")
-        }
-        ClientError::Io { .. } => CliError::new(ErrorKind::Config, msg)
-            .fix("check that the agentbus state directory (AGENTBUS_HOME) is writable"),
-        ClientError::Key(_) => CliError::new(ErrorKind::Config, msg)
-            .fix("chmod 600 the key file, or reconnect to register a new key"),
-        ClientError::KeychainUnavailable(_) => CliError::input(msg).fix(
-            "unlock or start the OS keychain (on Linux a Secret Service on the session D-Bus), or unset AGENTBUS_KEYSTORE to keep the key in a 0600 file",
-        ),
-        ClientError::Keychain(_) => CliError::new(ErrorKind::Config, msg).fix(
-            "run where the OS keychain is reachable and unlocked (on Linux: the session D-Bus and its Secret Service), then again",
-        ),
-        ClientError::KeychainKey(_) => CliError::new(ErrorKind::Config, msg)
-            .fix("reconnect to register a new key (a lost private key cannot be recovered)"),
-        ClientError::KeychainKeyExists(_) => CliError::new(ErrorKind::Config, msg).fix(
-            "delete that keychain entry only if no profile uses it, then connect again",
-        ),
-        ClientError::Invalid(_) => CliError::input(msg)
-            .fix("check the value; `agentbus <command> --help` shows the expected form"),
-        ClientError::Import(_) => CliError::new(ErrorKind::Config, msg)
-            .fix("check that the local store (AGENTBUS_HOME) is writable"),
-        ClientError::Attachment { .. } => {
-            CliError::input(msg).fix("check the path given to --attach")
-        }
-        ClientError::UnknownMessage { .. } => CliError::input(msg)
-            .fix("check the id; `agentbus sidecar --once` receives what is waiting"),
-        ClientError::UnknownTask { .. } => CliError::input(msg).fix("pass the task's tsk_ id"),
-        ClientError::WrongId { .. } => CliError::new(ErrorKind::Usage, msg)
-            .fix("`agentbus inbox --json` and `agentbus tasks` show every id of a message and its task"),
-    }
-}
-
-/// The fix of a gateway code in the words of this command line, where the catalogue's (written
-/// for any client of the HTTP API) names headers and routes.
-fn cli_fix(code: Code) -> Option<&'static str> {
-    Some(match code {
-        Code::MissingCredential => {
-            "the profile's credential is not accepted: connect again (agentbus connect --gateway <url> --token <token> --name <agent>), or choose another profile with --profile"
-        }
-        Code::UnknownKey => {
-            "register a new key with `agentbus keys rotate`, or connect again; `agentbus keys list` shows the registered keys"
-        }
-        Code::TenantSuspended | Code::AgentSuspended => {
-            "ask the gateway's operator to resume it; nothing can be sent until then"
-        }
-        Code::CapabilityInputInvalid => {
-            "correct --input at the paths given; `agentbus agents show <worker>` prints the capability's input_schema"
-        }
-        Code::UnknownAgent => "check the address; `agentbus agents` lists the directory",
-        _ => return None,
-    })
-}
-
 /// Adds "did you mean" to a refusal for an unknown recipient, from the directory this agent
 /// sees (one more request, made only once the send has failed).
 pub fn recipient_hint(ctx: &Ctx, to: &str, e: CliError) -> CliError {
@@ -140,13 +42,6 @@ pub fn recipient_hint(ctx: &Ctx, to: &str, e: CliError) -> CliError {
         )),
         None => e,
     }
-}
-
-fn e_message(message: &str, code: Code) -> String {
-    message
-        .strip_prefix(&format!("{code}: "))
-        .unwrap_or(message)
-        .to_owned()
 }
 
 /// The selected profile, its client, key and inbox.
@@ -164,12 +59,12 @@ pub struct Ctx {
 impl Ctx {
     /// Opens the profile chosen by `--profile`, `AGENTBUS_PROFILE`, or the only one.
     pub fn open() -> Result<Ctx, CliError> {
-        let profiles = Profiles::open_default().map_err(client_error)?;
+        let profiles = Profiles::open_default().map_err(CliError::of)?;
         let chosen = PROFILE.get().cloned().flatten();
         let profile = profiles
             .select(chosen.as_deref())
             .map_err(|e| profile_hint(&profiles, e))?;
-        let gw = Gateway::new(&profile.gateway, &profile.token).map_err(client_error)?;
+        let gw = Gateway::new(&profile.gateway, &profile.token).map_err(CliError::of)?;
         crate::printer::detail(&format!(
             "profile {}: {} ({}) at {}",
             profile.name, profile.address, profile.agent_id, profile.gateway
@@ -190,7 +85,7 @@ impl Ctx {
         wants: agentbus_client::agent::Wants,
     ) -> Result<String, CliError> {
         let local = super::local::open_store()?;
-        agentbus_client::agent::resolve_id(&local, id, wants).map_err(client_error)
+        agentbus_client::agent::resolve_id(&local, id, wants).map_err(CliError::of)
     }
 
     /// Runs a client call to completion.
@@ -198,12 +93,12 @@ impl Ctx {
         &self,
         f: impl std::future::Future<Output = Result<T, ClientError>>,
     ) -> Result<T, CliError> {
-        self.rt.block_on(f).map_err(client_error)
+        self.rt.block_on(f).map_err(CliError::of)
     }
 
     /// Where the agent's private keys live.
     pub fn key_store(&self) -> Result<KeyStore, CliError> {
-        self.profiles.key_store(&self.profile).map_err(client_error)
+        self.profiles.key_store(&self.profile).map_err(CliError::of)
     }
 
     /// The agent's local inbox.
@@ -233,17 +128,17 @@ impl Ctx {
 fn profile_hint(profiles: &Profiles, e: ClientError) -> CliError {
     let name = match &e {
         ClientError::NoProfile(name) => name.clone(),
-        _ => return client_error(e),
+        _ => return CliError::of(e),
     };
     let names = profiles.names().unwrap_or_default();
     let near = agentbus_client::suggest::closest(&name, names.iter().map(String::as_str));
     match near {
-        Some(near) => client_error(e).fix(format!("did you mean --profile {near}?")),
-        None if !name.is_empty() && !names.is_empty() => client_error(e).fix(format!(
+        Some(near) => CliError::of(e).fix(format!("did you mean --profile {near}?")),
+        None if !name.is_empty() && !names.is_empty() => CliError::of(e).fix(format!(
             "saved profiles: {}; pick one with --profile, or run `agentbus connect` for this one",
             names.join(", ")
         )),
-        None => client_error(e),
+        None => CliError::of(e),
     }
 }
 

@@ -15,10 +15,10 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 
 use agentbus_local::hook::{Harness, HookEnv, parse_event, render_answer};
-use agentbus_local::install::{self, InstallError};
+use agentbus_local::install;
 use agentbus_local::{offline, trust};
 
-use super::local::{open_store, store_error};
+use super::local::open_store;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 
@@ -170,7 +170,7 @@ fn answer(harness: Harness, pre_tool_context: bool, printer: &Printer) -> Result
         env_file: var("CLAUDE_ENV_FILE").map(PathBuf::from),
     };
     let store = open_store()?;
-    let answer = store.hook(&event, &env).map_err(store_error)?;
+    let answer = store.hook(&event, &env).map_err(CliError::of)?;
     if let Some(doc) = render_answer(&event, &answer) {
         printer.data_line(&doc.to_string())?;
     }
@@ -191,9 +191,9 @@ pub fn hooks(args: HooksArgs, printer: &Printer) -> CliResult {
         (None, project) => settings_path(harness, project.as_deref())?,
     };
     if !installing {
-        let change = install::uninstall(harness, &path).map_err(install_error)?;
+        let change = install::uninstall(harness, &path).map_err(CliError::of)?;
         if harness == Harness::OpenCode {
-            offline::unprepare(&path).map_err(store_error)?;
+            offline::unprepare(&path).map_err(CliError::of)?;
         }
         let what = match change {
             install::Change::Changed => "removed the hook from",
@@ -212,7 +212,7 @@ pub fn hooks(args: HooksArgs, printer: &Printer) -> CliResult {
         None => true,
     };
     let change =
-        install::install(harness, &path, &program, pre_tool_context).map_err(install_error)?;
+        install::install(harness, &path, &program, pre_tool_context).map_err(CliError::of)?;
     let mut notes = Vec::new();
     if install::in_build_dir(Path::new(&program)) {
         notes.push(format!(
@@ -239,7 +239,7 @@ pub fn hooks(args: HooksArgs, printer: &Printer) -> CliResult {
     let mut trusted = None;
     if harness == Harness::Codex && a.trust {
         let config = trust::config_path(&codex_home()?);
-        let (_, entries) = trust::trust(&path, &config).map_err(trust_error)?;
+        let (_, entries) = trust::trust(&path, &config).map_err(CliError::of)?;
         notes.push(format!(
             "trusted {} hook entries in {}: Codex runs them",
             entries.len(),
@@ -254,7 +254,7 @@ pub fn hooks(args: HooksArgs, printer: &Printer) -> CliResult {
     }
     let mut offline = None;
     if harness == Harness::OpenCode {
-        let prepared = offline::prepare(&path).map_err(store_error)?;
+        let prepared = offline::prepare(&path).map_err(CliError::of)?;
         if let offline::Prepared::LeftAlone(why) = &prepared {
             notes.push(format!(
                 "note: OpenCode installs {} from the npm registry at start-up and loads the plugin only after ({why}): without the registry, sessions start late or not at all.",
@@ -314,7 +314,7 @@ fn trust(a: TrustArgs, printer: &Printer) -> CliResult {
         (None, project) => settings_path(harness, project.as_deref())?,
     };
     let config = trust::config_path(&codex_home()?);
-    let (change, entries) = trust::trust(&path, &config).map_err(trust_error)?;
+    let (change, entries) = trust::trust(&path, &config).map_err(CliError::of)?;
     if entries.is_empty() {
         return Err(CliError::new(
             ErrorKind::Config,
@@ -347,13 +347,6 @@ fn codex_home() -> Result<PathBuf, CliError> {
     ))
 }
 
-fn trust_error(e: trust::TrustError) -> CliError {
-    match e {
-        trust::TrustError::Install(e) => install_error(e),
-        e => CliError::new(ErrorKind::Config, e.to_string()),
-    }
-}
-
 /// `hooks status`: for each harness, whether the hook is installed where the harness looks, what
 /// it runs, and whether that is the running binary.
 fn status(a: StatusArgs, printer: &Printer) -> CliResult {
@@ -370,7 +363,7 @@ fn status(a: StatusArgs, printer: &Printer) -> CliResult {
     let mut human = Vec::new();
     for harness in harnesses {
         let path = settings_path(harness, a.project.as_deref())?;
-        let found = install::installed(harness, &path).map_err(install_error)?;
+        let found = install::installed(harness, &path).map_err(CliError::of)?;
         let Some(found) = found else {
             docs.push(json!({"harness": harness.as_str(), "path": path, "installed": false}));
             human.push(format!(
@@ -415,7 +408,7 @@ fn status(a: StatusArgs, printer: &Printer) -> CliResult {
         let mut trust_doc = None;
         if harness == Harness::Codex {
             let config = trust::config_path(&codex_home()?);
-            let entries = trust::status(&path, &config).map_err(trust_error)?;
+            let entries = trust::status(&path, &config).map_err(CliError::of)?;
             for e in &entries {
                 let state = match (e.status, e.enabled) {
                     (_, false) => "disabled in Codex",
@@ -477,13 +470,6 @@ fn settings_path(harness: Harness, project: Option<&Path>) -> Result<PathBuf, Cl
 fn running_binary() -> Result<PathBuf, CliError> {
     std::env::current_exe()
         .map_err(|e| CliError::new(ErrorKind::Internal, format!("locating agentbus: {e}")))
-}
-
-fn install_error(e: InstallError) -> CliError {
-    match e {
-        InstallError::Store(e) => store_error(e),
-        e => CliError::new(ErrorKind::Config, e.to_string()),
-    }
 }
 
 fn harness_name(harness: Harness) -> &'static str {

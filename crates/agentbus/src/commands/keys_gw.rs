@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use agentbus_protocol::signing::SigningKey;
 use agentbus_runtime::random_bytes;
 
-use super::gw::{Ctx, client_error};
+use super::gw::Ctx;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 
@@ -60,19 +60,19 @@ pub fn rotate(printer: &Printer) -> CliResult {
     let old_id = ctx.profile.key_id.clone();
     let agent_id = ctx.profile.agent_id.clone();
     let store = ctx.key_store()?;
-    let old = store.read_current(&agent_id).map_err(client_error)?;
+    let old = store.read_current(&agent_id).map_err(CliError::of)?;
     let new = SigningKey::from_seed(random_bytes());
     let registered = ctx.block(ctx.gw.add_key(&agent_id, &new.public().to_base64url()))?;
     let new_id = registered["id"].as_str().unwrap_or_default().to_owned();
     // Keep the old private key beside the new one until it is revoked, then replace the current
     // key in one step: the new key is saved completely before the profile points at it.
-    let unsaved = |e| CliError::new(ErrorKind::Config, client_error(e).message).fix(UNSAVED_FIX);
+    let unsaved = |e| CliError::new(ErrorKind::Config, CliError::of(e).message).fix(UNSAVED_FIX);
     store
         .keep_retired(&agent_id, &old_id, &old)
         .map_err(unsaved)?;
     store.replace_current(&agent_id, &new).map_err(unsaved)?;
     ctx.profile.key_id = new_id.clone();
-    ctx.profiles.save(&ctx.profile).map_err(client_error)?;
+    ctx.profiles.save(&ctx.profile).map_err(CliError::of)?;
     printer.either(
         &json!({
             "agent": ctx.profile.address,

@@ -12,9 +12,9 @@ use serde_json::{Value, json};
 
 use agentbus_local::address::short_node;
 use agentbus_local::deliver::{sender_label, transport_of};
-use agentbus_local::send::{ResolveError, Sent};
+use agentbus_local::send::Sent;
 use agentbus_local::view::{Agents, InboxItem};
-use agentbus_local::{Address, Kind, Message, Outgoing, SendError, Sender, Store, StoreError};
+use agentbus_local::{Address, Kind, Message, Outgoing, Sender, Store};
 use agentbus_protocol::frame::Transport;
 use agentbus_runtime::SystemClock;
 
@@ -185,48 +185,8 @@ pub fn run(command: LocalCommand, printer: &Printer) -> CliResult {
 
 /// The store of this machine (`AGENTBUS_HOME`, else `~/.agentbus`), on the system clock.
 pub fn open_store() -> Result<Store, CliError> {
-    let home = Store::default_home().map_err(store_error)?;
+    let home = Store::default_home().map_err(CliError::of)?;
     Ok(Store::open(home, Arc::new(SystemClock)))
-}
-
-/// A store failure as the user sees it.
-pub fn store_error(e: StoreError) -> CliError {
-    match e {
-        StoreError::NoHome => CliError::new(ErrorKind::Config, e.to_string())
-            .fix("export AGENTBUS_HOME=/path/to/store"),
-        StoreError::BadSession(_) => CliError::input(e.to_string()),
-        StoreError::Io { .. } => CliError::new(ErrorKind::Config, e.to_string())
-            .fix("check that the store directory (AGENTBUS_HOME) is writable"),
-    }
-}
-
-fn send_error(e: SendError) -> CliError {
-    let reason = e.reason();
-    match e {
-        SendError::Store(e) => store_error(e),
-        SendError::Malformed(_) => CliError::input(format!("refused ({reason}): {e}")),
-        SendError::WindowFull {
-            pace: agentbus_local::pace::Pace::Floor | agentbus_local::pace::Pace::Rate,
-            ..
-        } => CliError::new(ErrorKind::Failed, format!("refused ({reason}): {e}"))
-            .fix("send it again when that time has passed, or to one session by name (agentbus sessions lists them)"),
-        _ => CliError::new(ErrorKind::Failed, format!("refused ({reason}): {e}")).fix(match reason {
-            "not_admitted" => "steer only sessions of this machine, from the engineer's terminal",
-            "clock_behind" => "check this machine's clock",
-            _ => "wait until the recipient reads your earlier messages (agentbus sessions shows unread counts)",
-        }),
-    }
-}
-
-fn resolve_error(e: ResolveError) -> CliError {
-    match e {
-        ResolveError::Store(e) => store_error(e),
-        ResolveError::Address(e) => CliError::new(ErrorKind::Usage, e.to_string())
-            .fix("run `agentbus sessions` to list the sessions of this machine"),
-        ResolveError::Unknown(_) | ResolveError::Ambiguous { .. } => {
-            CliError::input(e.to_string()).fix("give more of the session id, or its full id")
-        }
-    }
 }
 
 /// The engineer's email: `AGENTBUS_ENGINEER_EMAIL`, else `git config user.email` of the repo at
@@ -283,7 +243,7 @@ fn sender(store: &Store, from: Option<String>) -> Result<Sender, CliError> {
             harness: None,
         }),
         Some(s) => {
-            let presence = store.presence(&s).map_err(store_error)?;
+            let presence = store.presence(&s).map_err(CliError::of)?;
             Ok(Sender {
                 by: s,
                 name: presence.as_ref().and_then(|p| p.name.clone()),
@@ -315,7 +275,7 @@ fn send(args: SendArgs, kind: Kind, printer: &Printer) -> CliResult {
         return Err(unavailable(r.transport()));
     };
     let store = open_store()?;
-    let to = store.resolve(word).map_err(resolve_error)?;
+    let to = store.resolve(word).map_err(CliError::of)?;
     let out = Outgoing {
         from: sender(&store, args.from)?,
         to,
@@ -323,7 +283,7 @@ fn send(args: SendArgs, kind: Kind, printer: &Printer) -> CliResult {
         text: args.text.join(" "),
         re: None,
     };
-    let sent = store.send(&out, args.dry_run).map_err(send_error)?;
+    let sent = store.send(&out, args.dry_run).map_err(CliError::of)?;
     print_sent(&sent, printer)
 }
 
@@ -353,7 +313,7 @@ fn reply(args: ReplyArgs, printer: &Printer) -> CliResult {
         return super::agent::reply(&args.id, &args.text.join(" "), printer);
     }
     let store = open_store()?;
-    let Some((original, to)) = store.reply_target(&args.id).map_err(store_error)? else {
+    let Some((original, to)) = store.reply_target(&args.id).map_err(CliError::of)? else {
         return Err(
             CliError::input(format!("no message {} is held here", args.id))
                 .fix("run `agentbus inbox --all` for the ids you can answer"),
@@ -377,13 +337,13 @@ fn reply(args: ReplyArgs, printer: &Printer) -> CliResult {
         text: args.text.join(" "),
         re: Some(original.id),
     };
-    let sent = store.send(&out, false).map_err(send_error)?;
+    let sent = store.send(&out, false).map_err(CliError::of)?;
     print_sent(&sent, printer)
 }
 
 fn steer(args: SteerArgs, kind: Kind, printer: &Printer) -> CliResult {
     let store = open_store()?;
-    let to = store.resolve(&args.session).map_err(resolve_error)?;
+    let to = store.resolve(&args.session).map_err(CliError::of)?;
     if !matches!(to, Address::Session { .. }) {
         return Err(
             CliError::new(ErrorKind::Usage, format!("{to} is not one session"))
@@ -397,7 +357,7 @@ fn steer(args: SteerArgs, kind: Kind, printer: &Printer) -> CliResult {
         text: args.reason.join(" "),
         re: None,
     };
-    let sent = store.send(&out, false).map_err(send_error)?;
+    let sent = store.send(&out, false).map_err(CliError::of)?;
     print_sent(&sent, printer)
 }
 
@@ -450,7 +410,7 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
     }
     let store = open_store()?;
     if let Some(id) = args.show {
-        let Some(m) = store.show(&id).map_err(store_error)? else {
+        let Some(m) = store.show(&id).map_err(CliError::of)? else {
             return Err(CliError::input(format!("no message {id} is held here"))
                 .fix("run `agentbus inbox --all` to list the ids"));
         };
@@ -478,7 +438,7 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
     let agents = inbox_agents(args.all_agents, printer)?;
     let mut items = store
         .inbox(email.as_deref(), args.all, &agents)
-        .map_err(store_error)?;
+        .map_err(CliError::of)?;
     // Unread first, each group in arrival order.
     items.sort_by_key(|i| i.seen);
     if printer.is_json() {
@@ -539,7 +499,7 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
     }
     store
         .ack_engineer(email.as_deref(), &items)
-        .map_err(store_error)?;
+        .map_err(CliError::of)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -550,8 +510,7 @@ fn inbox_agents(all_agents: bool, printer: &Printer) -> Result<Agents, CliError>
     if all_agents {
         return Ok(Agents::All);
     }
-    let profiles =
-        agentbus_client::profile::Profiles::open_default().map_err(super::gw::client_error)?;
+    let profiles = agentbus_client::profile::Profiles::open_default().map_err(CliError::of)?;
     let chosen = super::gw::PROFILE.get().cloned().flatten();
     match profiles.select(chosen.as_deref()) {
         Ok(p) => Ok(Agents::Only(vec![p.address])),
@@ -564,7 +523,7 @@ fn inbox_agents(all_agents: bool, printer: &Printer) -> Result<Agents, CliError>
             ));
             Ok(Agents::Only(Vec::new()))
         }
-        Err(e) => Err(super::gw::client_error(e)),
+        Err(e) => Err(CliError::of(e)),
     }
 }
 
@@ -580,7 +539,7 @@ fn listen(args: ListenArgs, printer: &Printer) -> CliResult {
     // What is there when listening starts is not news.
     let mut known: std::collections::HashSet<String> = store
         .read()
-        .map_err(store_error)?
+        .map_err(CliError::of)?
         .into_iter()
         .map(|m| m.id)
         .collect();
@@ -608,7 +567,7 @@ fn listen(args: ListenArgs, printer: &Printer) -> CliResult {
                 Err(agentbus_client::ClientError::Unreachable { .. }) => {
                     std::thread::sleep(Duration::from_millis(args.poll_ms.max(10)));
                 }
-                Err(e) => return Err(super::gw::client_error(e)),
+                Err(e) => return Err(CliError::of(e)),
             },
             _ => std::thread::sleep(Duration::from_millis(args.poll_ms.max(10))),
         }
@@ -617,7 +576,7 @@ fn listen(args: ListenArgs, printer: &Printer) -> CliResult {
             continue;
         }
         last = talk;
-        for m in store.read().map_err(store_error)? {
+        for m in store.read().map_err(CliError::of)? {
             if !known.insert(m.id.clone()) {
                 continue;
             }
@@ -646,21 +605,21 @@ fn sessions(args: SessionsArgs, printer: &Printer) -> CliResult {
     let store = open_store()?;
     match args.action {
         Some(SessionsAction::Bind { session, agent }) => {
-            let p = store.bind(&session, Some(&agent)).map_err(bind_error)?;
+            let p = store.bind(&session, Some(&agent)).map_err(CliError::of)?;
             printer.either(
                 &json!({"session": p.session, "agent": p.agent}),
                 &format!("{} is bound to {agent}", p.session),
             )?;
         }
         Some(SessionsAction::Unbind { session }) => {
-            let p = store.bind(&session, None).map_err(bind_error)?;
+            let p = store.bind(&session, None).map_err(CliError::of)?;
             printer.either(
                 &json!({"session": p.session, "agent": null}),
                 &format!("{} is bound to no agent", p.session),
             )?;
         }
         Some(SessionsAction::Forget { session }) => {
-            let existed = store.forget(&session).map_err(store_error)?;
+            let existed = store.forget(&session).map_err(CliError::of)?;
             printer.either(
                 &json!({"session": session, "forgotten": existed}),
                 &if existed {
@@ -671,8 +630,8 @@ fn sessions(args: SessionsArgs, printer: &Printer) -> CliResult {
             )?;
         }
         None => {
-            let views = store.session_views().map_err(store_error)?;
-            let node = store.node().map_err(store_error)?;
+            let views = store.session_views().map_err(CliError::of)?;
+            let node = store.node().map_err(CliError::of)?;
             if printer.is_json() {
                 printer.json(&json!({
                     "node": node,
@@ -702,15 +661,4 @@ fn sessions(args: SessionsArgs, printer: &Printer) -> CliResult {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn bind_error(e: agentbus_local::session::BindError) -> CliError {
-    use agentbus_local::session::BindError;
-    match e {
-        BindError::Store(e) => store_error(e),
-        BindError::UnknownSession(_) => {
-            CliError::input(e.to_string()).fix("run `agentbus sessions` to list them")
-        }
-        BindError::BadAgent(_) => CliError::new(ErrorKind::Usage, e.to_string()),
-    }
 }

@@ -11,11 +11,10 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use agentbus_client::{Agent, ClientError};
-use agentbus_mcp::install::{self, Entry, InstallError};
+use agentbus_mcp::install::{self, Entry};
 
-use super::gw::client_error;
 use super::hook::HarnessArg;
-use super::local::{open_store, store_error};
+use super::local::open_store;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 
@@ -107,7 +106,7 @@ fn serve(args: ServeArgs) -> CliResult {
         Ok(a) => Some(a),
         // No agent connected here: local messaging works, gateway tools say how to connect.
         Err(ClientError::NoProfile(name)) if name.is_empty() => None,
-        Err(e) => return Err(client_error(e)),
+        Err(e) => return Err(CliError::of(e)),
     };
     let opts = agentbus_mcp::Options {
         store,
@@ -126,7 +125,7 @@ fn serve(args: ServeArgs) -> CliResult {
         .map_err(|e| CliError::new(ErrorKind::Internal, e.to_string()))?;
     rt.block_on(agentbus_mcp::serve_stdio(opts))
         .map_err(|e| match e {
-            agentbus_mcp::ServeError::Store(e) => store_error(e),
+            agentbus_mcp::ServeError::Store(e) => CliError::of(e),
             agentbus_mcp::ServeError::Bind(_) => CliError::new(ErrorKind::Config, e.to_string())
                 .fix("check the session with `agentbus sessions`, or start without --session"),
             agentbus_mcp::ServeError::BadSession(_) => {
@@ -175,11 +174,7 @@ fn configure(a: InstallArgs, installing: bool, printer: &Printer) -> CliResult {
     } else {
         install::uninstall(harness, &path)
     }
-    .map_err(|e| match e {
-        InstallError::Io { .. } => CliError::new(ErrorKind::Config, e.to_string())
-            .fix("check that the configuration's folder is writable"),
-        e => CliError::new(ErrorKind::Config, e.to_string()),
-    })?;
+    .map_err(CliError::of)?;
     use agentbus_local::install::Change;
     let what = match (installing, change) {
         (true, Change::Changed) => "added the agentbus MCP server to",

@@ -292,119 +292,9 @@ enum ShareCommand {
     Doctor,
 }
 
-fn share_error(e: ShareError) -> CliError {
-    use agentbus_protocol::text::shell_quote;
-    let (kind, fix) = match &e {
-        ShareError::Io { .. } | ShareError::Registry(_) => {
-            (ErrorKind::Input, "check the file named above".to_owned())
-        }
-        ShareError::GitMissing(_) => (
-            ErrorKind::Config,
-            "install git and make sure it is on PATH".to_owned(),
-        ),
-        ShareError::Git { .. } => (
-            ErrorKind::Config,
-            "run the git command shown by hand in the checkout to see why".to_owned(),
-        ),
-        ShareError::RemoteUnavailable(_) => (
-            ErrorKind::Unavailable,
-            "check the network and credentials, or work with --offline and run `agentbus share sync` later".to_owned(),
-        ),
-        ShareError::RetriesExhausted(_) => (
-            ErrorKind::Unavailable,
-            "run `agentbus share sync` again; your commit is kept locally".to_owned(),
-        ),
-        ShareError::PushRefused(_) => (
-            ErrorKind::Refused,
-            "ask the share's operator why the remote refuses pushes".to_owned(),
-        ),
-        ShareError::Conflict(_) => (
-            ErrorKind::Config,
-            "finish it by hand (`git status` says what is left, then `git rebase --continue`) or `git rebase --abort`, then `agentbus share sync`".to_owned(),
-        ),
-        ShareError::NotAShare(_) => (
-            ErrorKind::Config,
-            "pass --share <checkout>, set AGENTBUS_SHARE, or cd into a share checkout".to_owned(),
-        ),
-        ShareError::NoSuchDir(_) => (
-            ErrorKind::Config,
-            "pass --share <checkout> (or AGENTBUS_SHARE) naming a folder that exists".to_owned(),
-        ),
-        ShareError::NotJoined | ShareError::Undeclared(_) => (
-            ErrorKind::Config,
-            "agentbus share join --operator <you> --instance <fleet> --agent <name>".to_owned(),
-        ),
-        ShareError::BadIdent { .. } | ShareError::BadAddress(_) | ShareError::Invalid(_) => (
-            ErrorKind::Usage,
-            "see agentbus share <command> --help".to_owned(),
-        ),
-        ShareError::UnknownRecipient(_) => (
-            ErrorKind::Usage,
-            "check the address against operators.yaml, or send without --strict".to_owned(),
-        ),
-        ShareError::UnknownId(_) => (
-            ErrorKind::Input,
-            "run `agentbus share sync`, then find the id with `agentbus share inbox` or `threads`".to_owned(),
-        ),
-        ShareError::NotEmpty(_) => (
-            ErrorKind::Input,
-            "choose a new folder, or clone the existing share and `join` it".to_owned(),
-        ),
-        ShareError::Dirty(files) => (
-            ErrorKind::Config,
-            format!(
-                "commit them (git commit {0}) or discard them (git checkout -- {0}), then run the command again",
-                files.iter().map(|f| shell_quote(f)).collect::<Vec<_>>().join(" ")
-            ),
-        ),
-        ShareError::LocalEdit(path) => (
-            ErrorKind::Config,
-            format!(
-                "undo that change in a new commit (`git log -p -- {0}` shows it; then `git checkout @{{upstream}} -- {0}` and commit), then `agentbus share sync`",
-                shell_quote(path)
-            ),
-        ),
-        ShareError::RegistryConflict(_) => (
-            ErrorKind::Config,
-            "merge by hand: `git rebase @{upstream}`, keep both edits in operators.yaml, `git add operators.yaml`, `git rebase --continue`; then `agentbus share sync`".to_owned(),
-        ),
-        ShareError::NoShareBranch { others, .. } => (
-            ErrorKind::Config,
-            format!(
-                "check out the share's branch (git checkout {}), or ask the share's operator which branch it is",
-                shell_quote(others.first().map_or("<branch>", String::as_str))
-            ),
-        ),
-        ShareError::Unrelated(_) => (
-            ErrorKind::Config,
-            "clone the share afresh and join there; copy anything unpushed from this checkout by hand".to_owned(),
-        ),
-        ShareError::Uninitialised => (
-            ErrorKind::Config,
-            "make the share first: agentbus share init <new folder> --remote <url>; then clone it and join".to_owned(),
-        ),
-        ShareError::AlreadyAShare { url, .. } => (
-            ErrorKind::Input,
-            format!(
-                "clone it and join: git clone {} <folder> && cd <folder> && agentbus share join …",
-                shell_quote(url)
-            ),
-        ),
-        ShareError::RemoteHead { url, branch, .. } => (
-            ErrorKind::Config,
-            format!(
-                "make {branch} the remote's default branch: on a host, in its settings; for a bare repository on this machine, git --git-dir {} symbolic-ref HEAD {}",
-                shell_quote(url),
-                shell_quote(&format!("refs/heads/{branch}"))
-            ),
-        ),
-    };
-    CliError::new(kind, e.to_string()).fix(fix)
-}
-
 fn open(share: &Option<PathBuf>) -> Result<Share, CliError> {
     let dir = share.clone().unwrap_or_else(|| PathBuf::from("."));
-    Share::open(&dir).map_err(share_error)
+    Share::open(&dir).map_err(CliError::of)
 }
 
 fn kind(s: &str) -> Result<MessageType, CliError> {
@@ -438,7 +328,7 @@ pub fn deliver_locally(
     let inbound = match agentbus_share::inbound_messages(share) {
         Ok(i) => i,
         Err(ShareError::NotJoined) => return Ok(LocalDelivery::default()),
-        Err(e) => return Err(share_error(e)),
+        Err(e) => return Err(CliError::of(e)),
     };
     let store = super::local::open_store()?;
     let now = agentbus_runtime::Clock::now(&agentbus_runtime::SystemClock);
@@ -563,7 +453,7 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
             let dir = path
                 .or_else(|| at.clone())
                 .unwrap_or_else(|| PathBuf::from("."));
-            let r = agentbus_share::init::init(&dir, remote.as_deref()).map_err(share_error)?;
+            let r = agentbus_share::init::init(&dir, remote.as_deref()).map_err(CliError::of)?;
             let place = match &r.remote {
                 Some(url) => format!("{url}, branch {}", r.branch),
                 None => format!("no remote yet, branch {}", r.branch),
@@ -606,7 +496,7 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
                     },
                     &write.options(),
                 )
-                .map_err(share_error)?;
+                .map_err(CliError::of)?;
             print_written(printer, "joined as", &w)
         }
         ShareCommand::Send {
@@ -627,7 +517,7 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
                 .iter()
                 .map(|t| ShareAddress::parse_with(t, true))
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(share_error)?;
+                .map_err(CliError::of)?;
             let mut req = SendRequest::new(to, kind(&k)?, body.read()?);
             req.thread = thread;
             req.re = re;
@@ -636,7 +526,7 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
             req.from_agent = from_agent;
             req.footer = footer;
             req.strict = strict;
-            let w = share.send(&req, &write.options()).map_err(share_error)?;
+            let w = share.send(&req, &write.options()).map_err(CliError::of)?;
             print_written(printer, "sent", &w)
         }
         ShareCommand::Reply {
@@ -656,7 +546,7 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
                     strict,
                     &write.options(),
                 )
-                .map_err(share_error)?;
+                .map_err(CliError::of)?;
             print_written(printer, "answered with", &w)
         }
         ShareCommand::Ack {
@@ -677,7 +567,7 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
                     strict,
                     &write.options(),
                 )
-                .map_err(share_error)?;
+                .map_err(CliError::of)?;
             print_written(printer, "acknowledged with", &w)
         }
         ShareCommand::Broadcast {
@@ -698,7 +588,7 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
                     &body.read()?,
                     &write.options(),
                 )
-                .map_err(share_error)?;
+                .map_err(CliError::of)?;
             print_written(printer, "broadcast", &w)
         }
         ShareCommand::Publish {
@@ -730,7 +620,9 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
                 last_verified,
                 body: body.read()?,
             };
-            let w = share.publish(&req, &write.options()).map_err(share_error)?;
+            let w = share
+                .publish(&req, &write.options())
+                .map_err(CliError::of)?;
             print_written(printer, "published", &w)
         }
         ShareCommand::Inbox { agent, frames } => {
@@ -738,7 +630,7 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
         }
         ShareCommand::Threads { open: only_open } => {
             let share = open(at)?;
-            let snap = share.snapshot().map_err(share_error)?;
+            let snap = share.snapshot().map_err(CliError::of)?;
             let threads: Vec<_> = agentbus_share::views::threads(&snap)
                 .into_iter()
                 .filter(|t| !only_open || t.state == agentbus_share::views::ThreadState::Open)
@@ -769,7 +661,7 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
         }
         ShareCommand::Knowledge { topic } => {
             let share = open(at)?;
-            let snap = share.snapshot().map_err(share_error)?;
+            let snap = share.snapshot().map_err(CliError::of)?;
             let topics: Vec<_> = agentbus_share::views::knowledge(&snap)
                 .into_iter()
                 .filter(|t| topic.as_deref().is_none_or(|x| x == t.topic))
@@ -813,7 +705,7 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
                     offline: false,
                     sign,
                 })
-                .map_err(share_error)?;
+                .map_err(CliError::of)?;
             let LocalDelivery { warnings, waiting } = deliver_locally(&share, &report)?;
             let code = if warnings.is_empty() {
                 ExitCode::SUCCESS
@@ -851,7 +743,7 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
         }
         ShareCommand::Log { date } => {
             let share = open(at)?;
-            let me = share.identity().map_err(share_error)?;
+            let me = share.identity().map_err(CliError::of)?;
             let mut lines = Vec::new();
             for rel in agentbus_share::audit::files_of(share.root(), &me.operator) {
                 if date
@@ -884,7 +776,7 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
             let dir = path
                 .or_else(|| at.clone())
                 .unwrap_or_else(|| PathBuf::from("."));
-            let report = agentbus_share::check::check(&dir).map_err(share_error)?;
+            let report = agentbus_share::check::check(&dir).map_err(CliError::of)?;
             if printer.is_json() {
                 let mut v = serde_json::to_value(&report).unwrap_or_default();
                 v["clean"] = json!(report.is_clean());
@@ -936,7 +828,7 @@ pub fn run(args: ShareArgs, printer: &Printer) -> CliResult {
         }
         ShareCommand::Doctor => {
             let share = open(at)?;
-            let notes = agentbus_share::doctor::doctor(&share).map_err(share_error)?;
+            let notes = agentbus_share::doctor::doctor(&share).map_err(CliError::of)?;
             if printer.is_json() {
                 printer.json(&json!({"notes": notes}))?;
             } else {
@@ -974,7 +866,7 @@ fn arrived_inbound(
     let inbound = match agentbus_share::inbound_messages(share) {
         Ok(i) => i,
         Err(ShareError::NotJoined) => return Ok(Vec::new()),
-        Err(e) => return Err(share_error(e)),
+        Err(e) => return Err(CliError::of(e)),
     };
     let arrived = arrived_paths(share, report);
     Ok(inbound
@@ -996,7 +888,7 @@ fn inbox(
             messages: arrived_inbound(share, report)?,
             malformed: Vec::new(),
         },
-        None => agentbus_share::inbound_messages(share).map_err(share_error)?,
+        None => agentbus_share::inbound_messages(share).map_err(CliError::of)?,
     };
     let msgs: Vec<_> = inbound
         .messages

@@ -15,7 +15,7 @@ use agentbus_client::profile::write_private_atomic;
 use agentbus_client::receive::{PullReport, status_json};
 use agentbus_runtime::{Clock, SystemClock};
 
-use super::gw::{Ctx, client_error};
+use super::gw::Ctx;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 
@@ -45,7 +45,7 @@ pub struct SidecarArgs {
 pub fn run(args: SidecarArgs, printer: &Printer) -> CliResult {
     let ctx = Ctx::open()?;
     let inbox = ctx.inbox();
-    let Some(_lock) = inbox.try_lock().map_err(client_error)? else {
+    let Some(_lock) = inbox.try_lock().map_err(CliError::of)? else {
         return Err(CliError::new(
             ErrorKind::Config,
             format!("a sidecar already runs for {}", ctx.profile.address),
@@ -78,7 +78,7 @@ pub fn run(args: SidecarArgs, printer: &Printer) -> CliResult {
             }));
             printed?;
             match outcome {
-                Err(e) if is_fatal(&e) => return Err(client_error(e)),
+                Err(e) if is_fatal(&e) => return Err(CliError::of(e)),
                 Err(e) => {
                     say(&format!(
                         "sidecar: WebSocket: {e}; long-polling for {} s",
@@ -101,7 +101,7 @@ pub fn run(args: SidecarArgs, printer: &Printer) -> CliResult {
             }
             Err(e) => {
                 if is_fatal(&e) || args.once {
-                    return Err(client_error(e));
+                    return Err(CliError::of(e));
                 }
                 say(&format!(
                     "sidecar: {e}; retrying in {} ms",
@@ -142,7 +142,7 @@ fn report_pass(
     let status = status_json(&ctx.profile, report, SystemClock.now(), mode);
     let _ = write_private_atomic(&inbox.status_path(), status.to_string().as_bytes());
     for id in &report.stored {
-        let r = inbox.get(id).map_err(client_error)?;
+        let r = inbox.get(id).map_err(CliError::of)?;
         let (verified, kind, from) = r
             .as_ref()
             .map(|r| {

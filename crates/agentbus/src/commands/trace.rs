@@ -14,7 +14,7 @@ use agentbus_client::ClientError;
 use agentbus_client::agent::Trace;
 use agentbus_protocol::text::for_terminal_line;
 
-use super::gw::{Ctx, client_error};
+use super::gw::Ctx;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 
@@ -47,7 +47,7 @@ pub fn run(args: TraceArgs, printer: &Printer) -> CliResult {
             }
             ClientError::Invalid(m) => CliError::new(ErrorKind::Usage, m)
                 .fix("pass a task id (tsk_…), a conversation id (cnv_…) or a message id (msg_…)"),
-            e => client_error(e),
+            e => CliError::of(e),
         })?;
     match trace {
         Trace::Task { task, conversation } => {

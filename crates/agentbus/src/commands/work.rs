@@ -16,9 +16,9 @@ use agentbus_work::claude::ClaudeCode;
 use agentbus_work::codex::Codex;
 use agentbus_work::command::CommandAdapter;
 use agentbus_work::opencode::OpenCode;
-use agentbus_work::{Adapter, Settings, WorkError, Worker};
+use agentbus_work::{Adapter, Settings, Worker};
 
-use super::gw::{Ctx, client_error, parse_duration};
+use super::gw::{Ctx, parse_duration};
 use super::local::open_store;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
@@ -156,7 +156,9 @@ pub fn run(args: WorkArgs, printer: &Printer) -> CliResult {
         Arc::new(SystemClock),
         notify,
     );
-    ctx.rt.block_on(worker.run(stopped())).map_err(work_error)?;
+    ctx.rt
+        .block_on(worker.run(stopped()))
+        .map_err(CliError::of)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -249,25 +251,6 @@ fn human(v: &Value) -> String {
         ),
         "error" => format!("error: {} {}", s("task_id"), s("message")).replace("  ", " "),
         e => format!("{} {e}", s("task_id")),
-    }
-}
-
-/// A worker failure as the user sees it.
-fn work_error(e: WorkError) -> CliError {
-    let msg = e.to_string();
-    match e {
-        WorkError::AlreadyRunning { .. } => {
-            CliError::new(ErrorKind::Config, msg).code(Code::WorkerRunning)
-        }
-        WorkError::NothingToServe { .. } => {
-            CliError::new(ErrorKind::Config, msg).code(Code::NothingToServe)
-        }
-        WorkError::Client(c) => client_error(c),
-        WorkError::Setting(_) => CliError::input(msg).fix("see agentbus work --help"),
-        WorkError::Spawn { .. } => CliError::new(ErrorKind::Config, msg)
-            .fix("check --program and that the harness is installed (docs/work.md)"),
-        WorkError::Io { .. } => CliError::new(ErrorKind::Config, msg)
-            .fix("check that the agentbus state directory (AGENTBUS_HOME) is writable"),
     }
 }
 
