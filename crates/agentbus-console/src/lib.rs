@@ -17,6 +17,9 @@ mod pages;
 mod render;
 mod session;
 
+#[cfg(test)]
+mod door;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +29,7 @@ use axum::http::{HeaderName, HeaderValue, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 
-use agentbus_gateway::App;
+use agentbus_gateway::ops::App;
 
 pub use session::SESSION_COOKIE;
 

@@ -19,7 +19,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream};
 
-use agentbus_gateway::metrics::Counters;
+use agentbus_gateway::ops::Counters;
 
 use crate::Console;
 use crate::pages::{overview, tasks};
@@ -187,7 +187,7 @@ impl Live {
                 ("overview-live", overview::live_part(&v, &samples).await)
             }
             Kind::Task(id) => {
-                let read = agentbus_gateway::tasks::messages_of(&v.console.app, &v.who, id).await;
+                let read = v.ops().task(id).await;
                 let html = match read {
                     Ok((row, messages)) => tasks::live_part(&v, &row, &messages).await,
                     Err(e) => Err(e),
@@ -270,8 +270,7 @@ pub(crate) async fn overview(v: Viewer, headers: HeaderMap) -> Response {
 /// events while the viewer may read the task.
 pub(crate) async fn task(v: Viewer, headers: HeaderMap, Path(id): Path<String>) -> Response {
     let r = async {
-        let (row, messages) =
-            agentbus_gateway::tasks::messages_of(&v.console.app, &v.who, &id).await?;
+        let (row, messages) = v.ops().task(&id).await?;
         let first = tasks::live_part(&v, &row, &messages).await?;
         let path = format!("/console/live/tasks/{}", row.id);
         Ok(stream_of(&v, headers, path, first, Kind::Task(row.id)))

@@ -17,11 +17,9 @@ use axum::response::{IntoResponse, Redirect, Response};
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
-use agentbus_gateway::Principal;
-use agentbus_gateway::auth::token_hash;
-use agentbus_gateway::error::{ApiError, ApiResult};
+use agentbus_gateway::ops::{ApiError, ApiResult, Caller, Door, Principal, token_hash};
 use agentbus_protocol::Code;
-use agentbus_store::{ConsoleSessionRow, Role, Store, UserRow};
+use agentbus_store::{ConsoleSessionRow, Role, UserRow};
 
 use crate::Console;
 use crate::render::{self, Chrome};
@@ -109,27 +107,22 @@ pub(crate) async fn resolve(
     headers: &HeaderMap,
 ) -> Result<(ConsoleSessionRow, UserRow), NoSession> {
     let id = cookie(headers, SESSION_COOKIE).ok_or(NoSession::Ended)?;
-    let app = &console.app;
+    let door = Door::new(&console.app);
     let hash = sha256(id);
-    let session = app
-        .store
+    let session = door
         .console_session(hash)
         .await
-        .map_err(|e| NoSession::Refused(e.into()))?
-        .filter(|s| s.expires_at > app.now())
+        .map_err(NoSession::Refused)?
         .ok_or(NoSession::Ended)?;
-    let who = match app.authenticate_hash(session.token_hash).await {
+    let who = match door.resume(session.token_hash).await {
         Ok(who) => who,
         Err(e) if e.code == Code::MissingCredential => {
             // The token was revoked since sign-in: the session goes with it.
-            let _ = app.store.delete_console_session(hash).await;
+            let _ = door.end_console_session(hash).await;
             return Err(NoSession::Ended);
         }
         Err(e) => return Err(NoSession::Refused(e)),
     };
-    agentbus_gateway::roles::ensure_active(app, &who)
-        .await
-        .map_err(NoSession::Refused)?;
     match who {
         Principal::User(u) if u.id == session.user_id => Ok((session, u)),
         _ => Err(NoSession::Ended),
@@ -151,6 +144,11 @@ pub(crate) struct Viewer {
 }
 
 impl Viewer {
+    /// The gateway as this user may use it: every read and change of a page goes through it.
+    pub fn ops(&self) -> Caller<'_> {
+        Caller::new(&self.console.app, &self.who)
+    }
+
     /// Refuses a change whose form lacks the session's CSRF token or that came from another site
     /// (AB-1020). Called before anything else a POST handler does.
     pub fn check_csrf(&self, headers: &HeaderMap, fields: &render::Fields) -> ApiResult<()> {
@@ -204,10 +202,11 @@ impl Viewer {
         path: &str,
     ) -> Result<Viewer, NoSession> {
         let (session, user) = resolve(console, headers).await?;
-        let chrome = Chrome::of(&console.app, &user, &session, path).await;
+        let who = Principal::User(user.clone());
+        let chrome = Chrome::of(Caller::new(&console.app, &who), &user, &session, path).await;
         Ok(Viewer {
             console: console.clone(),
-            who: Principal::User(user.clone()),
+            who,
             user,
             session,
             chrome,
@@ -378,8 +377,8 @@ async fn open_session(console: &Console, token: &str) -> ApiResult<String> {
             "paste a user integration token (abu_…)",
         ));
     }
-    let who = app.authenticate(token).await?;
-    agentbus_gateway::roles::ensure_active(app, &who).await?;
+    let door = Door::new(app);
+    let who = door.sign_in(token).await?;
     let user = match who {
         Principal::User(u) => u,
         Principal::Agent(_) => {
@@ -390,19 +389,17 @@ async fn open_session(console: &Console, token: &str) -> ApiResult<String> {
         }
     };
     let now = app.now();
-    // Sessions that ended are forgotten as new ones begin.
-    app.store.purge_console_sessions(now).await?;
     let id = random_token();
-    app.store
-        .create_console_session(ConsoleSessionRow {
-            id_hash: sha256(&id),
-            user_id: user.id,
-            token_hash: token_hash(token),
-            csrf: random_token(),
-            created_at: now,
-            expires_at: now + console.config.session_ttl_s * 1000,
-        })
-        .await?;
+    // Sessions that ended are forgotten as new ones begin.
+    door.open_console_session(ConsoleSessionRow {
+        id_hash: sha256(&id),
+        user_id: user.id,
+        token_hash: token_hash(token),
+        csrf: random_token(),
+        created_at: now,
+        expires_at: now + console.config.session_ttl_s * 1000,
+    })
+    .await?;
     Ok(id)
 }
 
@@ -412,14 +409,11 @@ pub(crate) async fn sign_out(v: Viewer, headers: HeaderMap, RawForm(body): RawFo
     if let Err(e) = v.check_csrf(&headers, &fields) {
         return v.respond(Err(e));
     }
-    if let Err(e) = v
-        .console
-        .app
-        .store
-        .delete_console_session(v.session.id_hash)
+    if let Err(e) = Door::new(&v.console.app)
+        .end_console_session(v.session.id_hash)
         .await
     {
-        return v.respond(Err(e.into()));
+        return v.respond(Err(e));
     }
     let mut resp = Redirect::to("/console/sign-in").into_response();
     resp.headers_mut().append(

@@ -14,12 +14,12 @@ use crate::state::App;
 pub(crate) use crate::state::Principal;
 
 /// SHA-256 of a bearer token, the only form tokens are stored in.
-pub fn token_hash(token: &str) -> [u8; 32] {
+pub(crate) fn token_hash(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
 /// A new bearer token: a kind prefix and 32 random bytes, base64url.
-pub fn new_token(prefix: &str) -> String {
+pub(crate) fn new_token(prefix: &str) -> String {
     let raw: [u8; 32] = agentbus_runtime::random_bytes();
     format!(
         "{prefix}{}",
@@ -29,7 +29,7 @@ pub fn new_token(prefix: &str) -> String {
 
 impl App {
     /// The tenant's data key.
-    pub async fn tenant_key(&self, tenant_id: &str) -> ApiResult<DataKey> {
+    pub(crate) async fn tenant_key(&self, tenant_id: &str) -> ApiResult<DataKey> {
         if let Some(k) = self
             .tenant_keys
             .lock()
@@ -61,13 +61,13 @@ impl App {
     }
 
     /// Resolves a bearer token (cached; tokens are never re-pointed).
-    pub async fn authenticate(&self, token: &str) -> ApiResult<Principal> {
+    pub(crate) async fn authenticate(&self, token: &str) -> ApiResult<Principal> {
         self.authenticate_hash(token_hash(token)).await
     }
 
     /// Resolves a token by its SHA-256, as [`App::authenticate`] does: for a caller that keeps
     /// only the hash (a console session re-checks the token it was opened with this way).
-    pub async fn authenticate_hash(&self, hash: [u8; 32]) -> ApiResult<Principal> {
+    pub(crate) async fn authenticate_hash(&self, hash: [u8; 32]) -> ApiResult<Principal> {
         if let Some(p) = self.tokens.lock().ok().and_then(|m| m.get(&hash).cloned()) {
             if let Principal::Agent(a) = &p
                 && a.deleted_at.is_some()
@@ -117,7 +117,7 @@ impl App {
 
     /// Forgets cached principals of an agent (after a delete or a card change), here and on
     /// the other replicas.
-    pub fn forget_agent(&self, agent_id: &str) {
+    pub(crate) fn forget_agent(&self, agent_id: &str) {
         if let Ok(mut m) = self.tokens.lock() {
             m.retain(|_, p| !matches!(p, Principal::Agent(a) if a.id == agent_id));
         }

@@ -13,7 +13,7 @@ use crate::state::App;
 impl App {
     /// The delivered copy of a stored message for one inbox: the stored attributes, `data`
     /// opened, and the per-copy `to_id` and `sequence`.
-    pub async fn delivered_copy(
+    pub(crate) async fn delivered_copy(
         &self,
         m: &MessageRow,
         to_id: &str,
@@ -30,7 +30,7 @@ impl App {
     /// `data` only to print them again cost more than the rest of the delivery.
     /// `attrs` and `sealed` are the stored attribute text and sealed `data` of a message of
     /// `tenant_id`.
-    pub async fn delivered_copy_raw(
+    pub(crate) async fn delivered_copy_raw(
         &self,
         tenant_id: &str,
         attrs: &str,

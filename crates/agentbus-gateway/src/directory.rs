@@ -15,7 +15,7 @@ use crate::state::{App, Directory};
 impl App {
     /// Forgets every cached identity row, here and on the other replicas; called after any
     /// identity write.
-    pub fn invalidate_directory(&self) {
+    pub(crate) fn invalidate_directory(&self) {
         self.forget_identities();
         self.tell_peers(Signal::Identity);
     }
@@ -61,7 +61,7 @@ impl App {
     }
 
     /// A tenant, cached.
-    pub async fn tenant_row(&self, id: &str) -> ApiResult<Option<TenantRow>> {
+    pub(crate) async fn tenant_row(&self, id: &str) -> ApiResult<Option<TenantRow>> {
         self.cached(
             |d| d.tenants.get(id).cloned(),
             async { Ok(self.store.tenant(id).await?) },
@@ -73,7 +73,7 @@ impl App {
     }
 
     /// A workspace, cached.
-    pub async fn workspace_row(&self, id: &str) -> ApiResult<Option<WorkspaceRow>> {
+    pub(crate) async fn workspace_row(&self, id: &str) -> ApiResult<Option<WorkspaceRow>> {
         self.cached(
             |d| d.workspaces.get(id).cloned(),
             async { Ok(self.store.workspace(id).await?) },
@@ -85,7 +85,7 @@ impl App {
     }
 
     /// A workspace by tenant and slug, cached.
-    pub async fn workspace_by_slug(
+    pub(crate) async fn workspace_by_slug(
         &self,
         tenant_id: &str,
         slug: &str,
@@ -102,7 +102,7 @@ impl App {
     }
 
     /// An agent by id, cached.
-    pub async fn agent_row(&self, id: &str) -> ApiResult<Option<AgentRow>> {
+    pub(crate) async fn agent_row(&self, id: &str) -> ApiResult<Option<AgentRow>> {
         self.cached(
             |d| d.agents.get(id).cloned(),
             async { Ok(self.store.agent(id).await?) },
@@ -114,7 +114,7 @@ impl App {
     }
 
     /// An agent by name or alias in a workspace, cached.
-    pub async fn agent_by_name(
+    pub(crate) async fn agent_by_name(
         &self,
         workspace_id: &str,
         name: &str,
@@ -131,7 +131,7 @@ impl App {
     }
 
     /// An agent's keys, revoked ones included, cached.
-    pub async fn agent_keys(&self, agent_id: &str) -> ApiResult<Vec<KeyRow>> {
+    pub(crate) async fn agent_keys(&self, agent_id: &str) -> ApiResult<Vec<KeyRow>> {
         self.cached(
             |d| d.keys.get(agent_id).cloned(),
             async { Ok(self.store.keys(agent_id).await?) },
@@ -144,7 +144,7 @@ impl App {
 
     /// The decoded public key of a registered key row (`None` when the stored bytes are not a
     /// usable Ed25519 key), cached with the directory.
-    pub fn public_key(&self, key: &KeyRow) -> Option<PublicKey> {
+    pub(crate) fn public_key(&self, key: &KeyRow) -> Option<PublicKey> {
         if let Some(k) = self.dir().decoded.get(&key.id) {
             return *k;
         }
@@ -156,7 +156,7 @@ impl App {
     }
 
     /// The canonical address of an agent.
-    pub async fn address_of(&self, agent: &AgentRow) -> ApiResult<String> {
+    pub(crate) async fn address_of(&self, agent: &AgentRow) -> ApiResult<String> {
         let t = self
             .tenant_row(&agent.tenant_id)
             .await?

@@ -5,40 +5,41 @@
 //! it until shutdown, finishing in-flight requests. All logic sits above the `agentbus_store::Store`
 //! interface, so a PostgreSQL backend changes nothing here.
 
-pub mod a2a;
-pub mod access;
-pub mod admin;
-pub mod auth;
-pub mod blobs;
-pub mod blobstore;
-pub mod capabilities;
-pub mod clockapi;
+mod a2a;
+mod access;
+mod admin;
+mod auth;
+mod blobs;
+mod blobstore;
+mod capabilities;
+mod clockapi;
 pub mod config;
-pub mod copies;
-pub mod crypto;
-pub mod directory;
-pub mod error;
-pub mod extract;
-pub mod identity;
-pub mod inbox;
+mod copies;
+mod crypto;
+mod directory;
+mod error;
+mod extract;
+mod identity;
+mod inbox;
 #[cfg(test)]
 mod layers;
-pub mod meta;
-pub mod metrics;
-pub mod notice;
-pub mod policy;
-pub mod publish;
-pub mod reaper;
-pub mod receipts;
-pub mod roles;
-pub mod serve;
-pub mod sigv4;
-pub mod state;
-pub mod tasks;
-pub mod testclock;
-pub mod usage;
-pub mod views;
-pub mod wake;
+mod meta;
+mod metrics;
+mod notice;
+pub mod ops;
+mod policy;
+mod publish;
+mod reaper;
+mod receipts;
+mod roles;
+mod serve;
+mod sigv4;
+mod state;
+mod tasks;
+mod testclock;
+mod usage;
+mod views;
+mod wake;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -60,11 +61,25 @@ use agentbus_store::{
 
 pub use admin::Bootstrap;
 pub use config::Config;
+pub use notice::BackgroundError;
 pub use state::{App, Principal};
+pub use testclock::Mismatch;
 
 use crate::crypto::DataKey;
 use crate::error::REQUEST;
 use crate::extract::BodyPolicy;
+
+/// What the crate's own tests and the test kit drive beyond the public surface: a few internals
+/// their cases call directly. Compiled only for tests (`test-support`), never for a front end.
+#[cfg(any(test, feature = "test-support"))]
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::access::bearer;
+    pub use crate::crypto::DataKey;
+    pub use crate::policy::{Effect, glob_matches, unstated_default};
+    pub use crate::sigv4::date_of;
+    pub use crate::tasks::{apply_admin_cancel, fire_due};
+}
 
 /// Every route, with its method: the OpenAPI document must list exactly these (a test checks).
 pub const ROUTES: &[(&str, &str)] = &[

@@ -47,14 +47,14 @@ pub type BackgroundResult<T> = Result<T, BackgroundError>;
 
 impl BackgroundError {
     /// The catalogue code.
-    pub fn code(&self) -> Code {
+    pub(crate) fn code(&self) -> Code {
         match self {
             BackgroundError::Unavailable { code, .. } | BackgroundError::Item { code, .. } => *code,
         }
     }
 
     /// What failed.
-    pub fn message(&self) -> &str {
+    pub(crate) fn message(&self) -> &str {
         match self {
             BackgroundError::Unavailable { message, .. }
             | BackgroundError::Item { message, .. } => message,

@@ -31,7 +31,7 @@ pub enum Principal {
 
 impl Principal {
     /// The principal's tenant (empty for the gateway operator, who belongs to none).
-    pub fn tenant_id(&self) -> &str {
+    pub(crate) fn tenant_id(&self) -> &str {
         match self {
             Principal::User(u) => &u.tenant_id,
             Principal::Agent(a) => &a.tenant_id,
@@ -69,13 +69,13 @@ pub struct InboxWaker {
 
 impl InboxWaker {
     /// The next wake-up (enable it before reading [`InboxWaker::wakes`] so none is missed).
-    pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+    pub(crate) fn notified(&self) -> tokio::sync::futures::Notified<'_> {
         self.notify.notified()
     }
 
     /// The wake-ups so far. A publish counts after it commits, so a lease that began after
     /// reading this sees every publish counted up to it.
-    pub fn wakes(&self) -> u64 {
+    pub(crate) fn wakes(&self) -> u64 {
         self.wakes.load(Ordering::SeqCst)
     }
 
@@ -91,7 +91,7 @@ pub(crate) struct TaskLocks(Mutex<HashMap<String, Arc<AsyncMutex<()>>>>);
 
 impl TaskLocks {
     /// Locks a task.
-    pub async fn lock(&self, id: &str) -> OwnedMutexGuard<()> {
+    pub(crate) async fn lock(&self, id: &str) -> OwnedMutexGuard<()> {
         let m = {
             let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
             map.entry(id.to_owned()).or_default().clone()
@@ -106,7 +106,7 @@ pub struct Sockets(Arc<Mutex<HashMap<String, usize>>>);
 
 impl Sockets {
     /// Takes one of `agent_id`'s `max` places, if one is free.
-    pub fn open(&self, agent_id: &str, max: usize) -> Option<SocketSlot> {
+    pub(crate) fn open(&self, agent_id: &str, max: usize) -> Option<SocketSlot> {
         let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let n = m.entry(agent_id.to_owned()).or_default();
         if *n >= max {
@@ -153,10 +153,11 @@ impl PolicyCache {
 
 /// The gateway.
 pub struct App {
-    /// Storage.
-    pub store: AnyStore,
+    /// Storage: private to the gateway, so a front end reads and changes only through
+    /// [`crate::ops`] (the `layers` test and the compiler keep it so).
+    pub(crate) store: AnyStore,
     /// Time, injectable.
-    pub clock: Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn Clock>,
     /// Settings.
     pub config: Config,
     pub(crate) master: DataKey,
@@ -172,20 +173,20 @@ pub struct App {
     /// Per-task locks for lifecycle messages and timers.
     pub(crate) task_locks: TaskLocks,
     /// The key system notices are signed with (decision 8).
-    pub gateway_key: SigningKey,
+    pub(crate) gateway_key: SigningKey,
     /// Its `key_` id, published in the well-known document.
     pub gateway_key_id: String,
     /// Open WebSockets per agent (`ws_per_agent`).
     pub(crate) sockets: Sockets,
     /// The black-box test clock, when the gateway runs on it (`--unsafe-test-clock`).
-    pub test_clock: Option<Arc<TestClock>>,
+    pub(crate) test_clock: Option<Arc<TestClock>>,
     /// Parsed workspace policies, cleared with the directory.
     pub(crate) policies: PolicyCache,
     /// Where blob content rests: files under the data directory, or an S3 bucket (§9).
-    pub blobstore: BlobStore,
+    pub(crate) blobstore: BlobStore,
     /// Whether other gateway processes share the store (PostgreSQL): then wake-ups and identity
     /// changes are signalled to them as well ([`Store::signal`]).
-    pub peers: bool,
+    pub(crate) peers: bool,
 }
 
 impl App {
@@ -222,6 +223,19 @@ impl App {
         }
     }
 
+    /// The store, for tests that compare it before and after a refused request: compiled only
+    /// for tests (`test-support`), never for a front end.
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn store(&self) -> &AnyStore {
+        &self.store
+    }
+
+    /// Where blob content rests, for tests that look at pre-signed uploads (`test-support`).
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn blobstore(&self) -> &BlobStore {
+        &self.blobstore
+    }
+
     /// Now, in Unix milliseconds.
     pub fn now(&self) -> i64 {
         self.clock.now().millis()
@@ -233,7 +247,7 @@ impl App {
     }
 
     /// Wraps a fresh tenant data key under the master key.
-    pub fn wrap_new_tenant_key(&self) -> Vec<u8> {
+    pub(crate) fn wrap_new_tenant_key(&self) -> Vec<u8> {
         self.master.seal(&DataKey::generate().to_bytes())
     }
 

@@ -13,7 +13,7 @@ use crate::state::{App, InboxWaker};
 impl App {
     /// Applies a signal another replica sent: wakes the inboxes it names, or forgets every
     /// cached identity row; after a lost connection (signals may be missing) both, for all.
-    pub fn on_signal(&self, s: Signal) {
+    pub(crate) fn on_signal(&self, s: Signal) {
         match s {
             Signal::Inbox(ids) => self.wake_here(ids),
             Signal::Identity => self.forget_identities(),
@@ -28,14 +28,14 @@ impl App {
     }
 
     /// The waker of an inbox.
-    pub fn waker(&self, agent_id: &str) -> Arc<InboxWaker> {
+    pub(crate) fn waker(&self, agent_id: &str) -> Arc<InboxWaker> {
         let mut m = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
         m.entry(agent_id.to_owned()).or_default().clone()
     }
 
     /// Wakes every long-poll and WebSocket waiting on these inboxes, here and on the other
     /// replicas.
-    pub fn wake(&self, agent_ids: impl IntoIterator<Item = impl AsRef<str>>) {
+    pub(crate) fn wake(&self, agent_ids: impl IntoIterator<Item = impl AsRef<str>>) {
         if !self.peers {
             // One process: no copy of the ids on the publish path.
             return self.wake_here(agent_ids);
@@ -58,7 +58,7 @@ impl App {
     }
 
     /// Takes one token from the agent's bucket (§13.6); the error says when to retry.
-    pub fn rate_limit(&self, agent_id: &str) -> ApiResult<()> {
+    pub(crate) fn rate_limit(&self, agent_id: &str) -> ApiResult<()> {
         let now = self.now();
         let mut m = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         let (tokens, at) = m
@@ -86,7 +86,7 @@ impl App {
     }
 
     /// Records that an agent is reading its inbox now (presence, §10 `status`).
-    pub fn mark_seen(&self, agent_id: &str) {
+    pub(crate) fn mark_seen(&self, agent_id: &str) {
         let now = self.now();
         if let Ok(mut m) = self.seen.lock() {
             m.insert(agent_id.to_owned(), now);
@@ -95,7 +95,7 @@ impl App {
 
     /// `online` when the agent read its inbox within the last visibility timeout, else `offline`,
     /// and when it last did.
-    pub fn presence(&self, agent_id: &str) -> (&'static str, Option<i64>) {
+    pub(crate) fn presence(&self, agent_id: &str) -> (&'static str, Option<i64>) {
         let last = self.seen.lock().ok().and_then(|m| m.get(agent_id).copied());
         let online =
             last.is_some_and(|t| self.now() - t <= self.config.visibility_timeout_s * 1000);

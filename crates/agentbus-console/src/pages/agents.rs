@@ -7,10 +7,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::Value;
 
-use agentbus_gateway::admin;
-use agentbus_gateway::error::ApiResult;
-use agentbus_gateway::identity::{self, card_json};
-use agentbus_gateway::roles::administers;
+use agentbus_gateway::ops::{ApiResult, administers};
 use agentbus_store::AgentRow;
 
 use crate::render::{self, Chrome, page};
@@ -81,9 +78,8 @@ fn strings(v: &Value) -> Vec<String> {
 
 /// An agent's view from its card (`identity::card_json`, exactly what the API answers).
 pub(crate) async fn view(v: &Viewer, a: &AgentRow) -> ApiResult<AgentView> {
-    let app = &v.console.app;
-    let card = card_json(app, a).await?;
-    let now = app.now();
+    let card = v.ops().card(a).await?;
+    let now = v.console.app.now();
     let keys: Vec<KeyView> = card["keys"]
         .as_array()
         .map(|list| {
@@ -131,10 +127,10 @@ pub(crate) async fn view(v: &Viewer, a: &AgentRow) -> ApiResult<AgentView> {
                 .collect()
         })
         .unwrap_or_default();
-    let workspace = app
-        .workspace_row(&a.workspace_id)
+    let workspace = v
+        .ops()
+        .workspace_label(&a.workspace_id)
         .await?
-        .map(|w| w.slug)
         .unwrap_or_default();
     let status = &card["status"];
     Ok(AgentView {
@@ -174,7 +170,7 @@ struct ListPage<'a> {
 pub(crate) async fn list(v: Viewer) -> Response {
     let r = async {
         let mut agents = Vec::new();
-        for a in identity::directory(&v.console.app, &v.who).await? {
+        for a in v.ops().directory().await? {
             agents.push(view(&v, &a).await?);
         }
         page(&ListPage {
@@ -196,7 +192,7 @@ struct OnePage<'a> {
 /// `GET /console/agents/{id}`: the card, keys, presence and depth of an agent the viewer may see.
 pub(crate) async fn one(v: Viewer, Path(id): Path<String>) -> Response {
     let r = async {
-        let a = identity::visible_agent(&v.console.app, &v.who, &id).await?;
+        let a = v.ops().agent(&id).await?;
         page(&OnePage {
             chrome: Some(&v.chrome),
             a: view(&v, &a).await?,
@@ -208,7 +204,7 @@ pub(crate) async fn one(v: Viewer, Path(id): Path<String>) -> Response {
 
 async fn set(v: Viewer, headers: HeaderMap, id: String, body: &[u8], suspend: bool) -> Response {
     super::change(&v, &headers, body, |_| async {
-        let a = admin::set_agent_suspended(&v.console.app, &v.who, &id, suspend).await?;
+        let a = v.ops().set_agent_suspended(&id, suspend).await?;
         super::back(&format!("/console/agents/{}", a.id))
     })
     .await

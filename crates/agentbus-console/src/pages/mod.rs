@@ -17,7 +17,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
 
-use agentbus_gateway::error::{ApiError, ApiResult};
+use agentbus_gateway::ops::{ApiError, ApiResult};
 use agentbus_protocol::Code;
 
 use crate::Console;

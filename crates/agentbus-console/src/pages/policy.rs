@@ -7,8 +7,7 @@ use axum::extract::{Path, Query, RawForm};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 
-use agentbus_gateway::admin;
-use agentbus_gateway::error::{ApiError, ApiResult};
+use agentbus_gateway::ops::{ApiError, ApiResult};
 use agentbus_store::WorkspaceRow;
 
 use crate::render::{self, Chrome, page_with, peer};
@@ -36,10 +35,7 @@ pub(crate) struct PolicyQuery {
 
 /// The workspaces whose policy the viewer administers.
 async fn administered(v: &Viewer) -> ApiResult<Vec<WorkspaceRow>> {
-    agentbus_gateway::roles::admin(v.who.clone())?;
-    let mut list = admin::workspaces_for(&v.console.app, &v.who).await?;
-    list.retain(|w| agentbus_gateway::roles::administers(&v.who, &w.tenant_id, &w.id));
-    Ok(list)
+    v.ops().administered_workspaces().await
 }
 
 async fn render_page(
@@ -49,7 +45,7 @@ async fn render_page(
     error: Option<&ApiError>,
     saved: bool,
 ) -> ApiResult<Response> {
-    let (ws, doc) = admin::policy_of(&v.console.app, &v.who, id).await?;
+    let (ws, doc) = v.ops().policy(id).await?;
     let workspaces = administered(v)
         .await?
         .into_iter()
@@ -107,7 +103,7 @@ pub(crate) async fn save(
     let v = &v;
     super::change(v, &headers, &body, |f| async move {
         let document = f.get("document").unwrap_or_default().to_owned();
-        match admin::replace_policy(&v.console.app, &v.who, &id, document.as_bytes()).await {
+        match v.ops().replace_policy(&id, document.as_bytes()).await {
             Ok(_) => super::back(&format!(
                 "/console/policy?workspace={}&saved=1",
                 form_urlencoded::byte_serialize(id.as_bytes()).collect::<String>()

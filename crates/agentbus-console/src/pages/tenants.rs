@@ -6,8 +6,6 @@ use axum::extract::{Path, RawForm};
 use axum::http::HeaderMap;
 use axum::response::Response;
 
-use agentbus_gateway::admin;
-
 use crate::render::{self, Chrome, page};
 use crate::session::Viewer;
 
@@ -28,7 +26,9 @@ struct TenantsPage<'a> {
 /// `GET /console/tenants`: every tenant (the operator's view; AB-1002 for anyone else).
 pub(crate) async fn list(v: Viewer) -> Response {
     let r = async {
-        let tenants = admin::tenants_for(&v.console.app, &v.who)
+        let tenants = v
+            .ops()
+            .tenants()
             .await?
             .into_iter()
             .map(|t| Row {
@@ -49,7 +49,7 @@ pub(crate) async fn list(v: Viewer) -> Response {
 
 async fn set(v: Viewer, headers: HeaderMap, id: String, body: &[u8], suspend: bool) -> Response {
     super::change(&v, &headers, body, |_| async {
-        admin::set_tenant_suspended(&v.console.app, &v.who, &id, suspend).await?;
+        v.ops().set_tenant_suspended(&id, suspend).await?;
         super::back("/console/tenants")
     })
     .await

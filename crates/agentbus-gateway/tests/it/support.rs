@@ -457,7 +457,7 @@ impl Harness {
 
     /// Whether this gateway keeps blob content in an S3 bucket.
     pub fn on_s3(&self) -> bool {
-        self.app.blobstore.presigns()
+        self.app.blobstore().presigns()
     }
 }
 
