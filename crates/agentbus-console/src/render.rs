@@ -6,11 +6,10 @@ use askama::Template;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use agentbus_gateway::App;
-use agentbus_gateway::error::{ApiError, ApiResult};
+use agentbus_gateway::ops::{ApiError, ApiResult, Caller};
 use agentbus_protocol::Code;
 use agentbus_protocol::timestamp::Timestamp;
-use agentbus_store::{ConsoleSessionRow, Role, Store, UserRow};
+use agentbus_store::{ConsoleSessionRow, Role, UserRow};
 
 use crate::session::role_label;
 
@@ -36,21 +35,15 @@ pub(crate) struct Chrome {
 }
 
 impl Chrome {
-    /// The frame of a page at `path` for `user`.
-    pub async fn of<S: Store>(
-        app: &App<S>,
+    /// The frame of a page at `path` for `user`, whom `ops` is the caller of.
+    pub async fn of(
+        ops: Caller<'_>,
         user: &UserRow,
         session: &ConsoleSessionRow,
         path: &str,
     ) -> Chrome {
-        let tenant = match app.tenant_row(&user.tenant_id).await {
-            Ok(Some(t)) => t.slug,
-            _ => String::new(),
-        };
-        let workspace = match app.workspace_row(&user.workspace_id).await {
-            Ok(Some(w)) => w.slug,
-            _ => String::new(),
-        };
+        let (tenant, workspace) = ops.home().await.unwrap_or_default();
+        let (tenant, workspace) = (tenant.unwrap_or_default(), workspace.unwrap_or_default());
         let scope = match user.role {
             Role::Operator => "the gateway".to_owned(),
             Role::TenantAdmin => format!("tenant {tenant}"),

@@ -17,10 +17,9 @@ use axum::response::{IntoResponse, Redirect, Response};
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
-use agentbus_gateway::app::{Principal, token_hash};
-use agentbus_gateway::error::{ApiError, ApiResult};
+use agentbus_gateway::ops::{ApiError, ApiResult, Caller, Door, Principal, token_hash};
 use agentbus_protocol::Code;
-use agentbus_store::{ConsoleSessionRow, Role, Store, UserRow};
+use agentbus_store::{ConsoleSessionRow, Role, UserRow};
 
 use crate::Console;
 use crate::render::{self, Chrome};
@@ -64,7 +63,7 @@ pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> 
 
 /// Whether the console is reached over HTTPS (its public URL, or a TLS-terminating proxy's
 /// `X-Forwarded-Proto`): its cookies are then `Secure`.
-fn is_https<S: Store>(console: &Console<S>, headers: &HeaderMap) -> bool {
+fn is_https(console: &Console, headers: &HeaderMap) -> bool {
     console.app.config.public_url.starts_with("https://")
         || headers
             .get("x-forwarded-proto")
@@ -103,32 +102,27 @@ impl NoSession {
 
 /// The session of a request and its user, checked now: the session exists and has not ended,
 /// and the token it was opened with still authenticates that user, whose tenant is active.
-pub(crate) async fn resolve<S: Store>(
-    console: &Console<S>,
+pub(crate) async fn resolve(
+    console: &Console,
     headers: &HeaderMap,
 ) -> Result<(ConsoleSessionRow, UserRow), NoSession> {
     let id = cookie(headers, SESSION_COOKIE).ok_or(NoSession::Ended)?;
-    let app = &console.app;
+    let door = Door::new(&console.app);
     let hash = sha256(id);
-    let session = app
-        .store
+    let session = door
         .console_session(hash)
         .await
-        .map_err(|e| NoSession::Refused(e.into()))?
-        .filter(|s| s.expires_at > app.now())
+        .map_err(NoSession::Refused)?
         .ok_or(NoSession::Ended)?;
-    let who = match app.authenticate_hash(session.token_hash).await {
+    let who = match door.resume(session.token_hash).await {
         Ok(who) => who,
         Err(e) if e.code == Code::MissingCredential => {
             // The token was revoked since sign-in: the session goes with it.
-            let _ = app.store.delete_console_session(hash).await;
+            let _ = door.end_console_session(hash).await;
             return Err(NoSession::Ended);
         }
         Err(e) => return Err(NoSession::Refused(e)),
     };
-    agentbus_gateway::roles::ensure_active(app, &who)
-        .await
-        .map_err(NoSession::Refused)?;
     match who {
         Principal::User(u) if u.id == session.user_id => Ok((session, u)),
         _ => Err(NoSession::Ended),
@@ -136,9 +130,9 @@ pub(crate) async fn resolve<S: Store>(
 }
 
 /// A signed-in user, as every page handler receives it.
-pub(crate) struct Viewer<S: Store> {
+pub(crate) struct Viewer {
     /// The console.
-    pub console: Arc<Console<S>>,
+    pub console: Arc<Console>,
     /// The user, as the gateway's scoped functions take it.
     pub who: Principal,
     /// The user's row.
@@ -149,7 +143,12 @@ pub(crate) struct Viewer<S: Store> {
     pub chrome: Chrome,
 }
 
-impl<S: Store> Viewer<S> {
+impl Viewer {
+    /// The gateway as this user may use it: every read and change of a page goes through it.
+    pub fn ops(&self) -> Caller<'_> {
+        Caller::new(&self.console.app, &self.who)
+    }
+
     /// Refuses a change whose form lacks the session's CSRF token or that came from another site
     /// (AB-1020). Called before anything else a POST handler does.
     pub fn check_csrf(&self, headers: &HeaderMap, fields: &render::Fields) -> ApiResult<()> {
@@ -195,18 +194,19 @@ fn check_origin(public_url: &str, headers: &HeaderMap) -> ApiResult<()> {
     Ok(())
 }
 
-impl<S: Store> Viewer<S> {
+impl Viewer {
     /// The signed-in user of a request with `headers` to `path`, checked now (see [`resolve`]).
     pub(crate) async fn from_headers(
-        console: &Arc<Console<S>>,
+        console: &Arc<Console>,
         headers: &HeaderMap,
         path: &str,
-    ) -> Result<Viewer<S>, NoSession> {
+    ) -> Result<Viewer, NoSession> {
         let (session, user) = resolve(console, headers).await?;
-        let chrome = Chrome::of(&console.app, &user, &session, path).await;
+        let who = Principal::User(user.clone());
+        let chrome = Chrome::of(Caller::new(&console.app, &who), &user, &session, path).await;
         Ok(Viewer {
             console: console.clone(),
-            who: Principal::User(user.clone()),
+            who,
             user,
             session,
             chrome,
@@ -214,13 +214,13 @@ impl<S: Store> Viewer<S> {
     }
 }
 
-impl<S: Store> FromRequestParts<Arc<Console<S>>> for Viewer<S> {
+impl FromRequestParts<Arc<Console>> for Viewer {
     type Rejection = Response;
 
     async fn from_request_parts(
         parts: &mut Parts,
-        console: &Arc<Console<S>>,
-    ) -> Result<Viewer<S>, Response> {
+        console: &Arc<Console>,
+    ) -> Result<Viewer, Response> {
         Viewer::from_headers(console, &parts.headers, parts.uri.path())
             .await
             .map_err(|why| signed_out(console, &parts.headers, parts, why))
@@ -229,12 +229,7 @@ impl<S: Store> FromRequestParts<Arc<Console<S>>> for Viewer<S> {
 
 /// The answer without a session: a page is redirected to the sign-in form (coming back after);
 /// a live stream or a change gets the error itself.
-fn signed_out<S: Store>(
-    console: &Console<S>,
-    headers: &HeaderMap,
-    parts: &Parts,
-    why: NoSession,
-) -> Response {
+fn signed_out(console: &Console, headers: &HeaderMap, parts: &Parts, why: NoSession) -> Response {
     let error = why.error();
     let wants_stream = headers
         .get(header::ACCEPT)
@@ -289,8 +284,8 @@ pub(crate) struct SignInQuery {
 }
 
 /// `GET /console/sign-in`: the form, with a fresh sign-in token in the form and in a cookie.
-pub(crate) async fn sign_in_form<S: Store>(
-    State(console): State<Arc<Console<S>>>,
+pub(crate) async fn sign_in_form(
+    State(console): State<Arc<Console>>,
     headers: HeaderMap,
     Query(q): Query<SignInQuery>,
 ) -> Response {
@@ -310,8 +305,8 @@ fn reason_text(c: Code) -> &'static str {
     }
 }
 
-fn sign_in_page<S: Store>(
-    console: &Console<S>,
+fn sign_in_page(
+    console: &Console,
     headers: &HeaderMap,
     next: Option<&str>,
     error: Option<&ApiError>,
@@ -335,8 +330,8 @@ fn sign_in_page<S: Store>(
 
 /// `POST /console/sign-in` `token`, `sign_in` (the form's token), `next?`: exchanges a user
 /// token for a session.
-pub(crate) async fn sign_in<S: Store>(
-    State(console): State<Arc<Console<S>>>,
+pub(crate) async fn sign_in(
+    State(console): State<Arc<Console>>,
     headers: HeaderMap,
     RawForm(body): RawForm,
 ) -> Response {
@@ -374,7 +369,7 @@ pub(crate) async fn sign_in<S: Store>(
 }
 
 /// Checks `token` as the API would and stores a session for its user; returns the session id.
-async fn open_session<S: Store>(console: &Console<S>, token: &str) -> ApiResult<String> {
+async fn open_session(console: &Console, token: &str) -> ApiResult<String> {
     let app = &console.app;
     if token.is_empty() || token.len() > 256 {
         return Err(ApiError::new(
@@ -382,8 +377,8 @@ async fn open_session<S: Store>(console: &Console<S>, token: &str) -> ApiResult<
             "paste a user integration token (abu_…)",
         ));
     }
-    let who = app.authenticate(token).await?;
-    agentbus_gateway::roles::ensure_active(app, &who).await?;
+    let door = Door::new(app);
+    let who = door.sign_in(token).await?;
     let user = match who {
         Principal::User(u) => u,
         Principal::Agent(_) => {
@@ -394,40 +389,31 @@ async fn open_session<S: Store>(console: &Console<S>, token: &str) -> ApiResult<
         }
     };
     let now = app.now();
-    // Sessions that ended are forgotten as new ones begin.
-    app.store.purge_console_sessions(now).await?;
     let id = random_token();
-    app.store
-        .create_console_session(ConsoleSessionRow {
-            id_hash: sha256(&id),
-            user_id: user.id,
-            token_hash: token_hash(token),
-            csrf: random_token(),
-            created_at: now,
-            expires_at: now + console.config.session_ttl_s * 1000,
-        })
-        .await?;
+    // Sessions that ended are forgotten as new ones begin.
+    door.open_console_session(ConsoleSessionRow {
+        id_hash: sha256(&id),
+        user_id: user.id,
+        token_hash: token_hash(token),
+        csrf: random_token(),
+        created_at: now,
+        expires_at: now + console.config.session_ttl_s * 1000,
+    })
+    .await?;
     Ok(id)
 }
 
 /// `POST /console/sign-out` `csrf`: ends the session everywhere and clears its cookie.
-pub(crate) async fn sign_out<S: Store>(
-    v: Viewer<S>,
-    headers: HeaderMap,
-    RawForm(body): RawForm,
-) -> Response {
+pub(crate) async fn sign_out(v: Viewer, headers: HeaderMap, RawForm(body): RawForm) -> Response {
     let fields = render::Fields::parse(&body);
     if let Err(e) = v.check_csrf(&headers, &fields) {
         return v.respond(Err(e));
     }
-    if let Err(e) = v
-        .console
-        .app
-        .store
-        .delete_console_session(v.session.id_hash)
+    if let Err(e) = Door::new(&v.console.app)
+        .end_console_session(v.session.id_hash)
         .await
     {
-        return v.respond(Err(e.into()));
+        return v.respond(Err(e));
     }
     let mut resp = Redirect::to("/console/sign-in").into_response();
     resp.headers_mut().append(

@@ -30,7 +30,7 @@ fn main() {
         config.reaper_interval_ms = 0;
         let gw = Gateway::open(config, Arc::new(clock.clone())).await.unwrap();
         let app = gw.app.clone();
-        let tenant = app.store.tenants().await.unwrap().remove(0);
+        let tenant = app.store().tenants().await.unwrap().remove(0);
         let n = 100_000usize;
         let started = Instant::now();
         let mut pending = Vec::new();
@@ -52,7 +52,7 @@ fn main() {
                     next_deadline: m.next_deadline().map(Timestamp::millis), created_at: T0, updated_at: T0, version: 0,
                 };
                 let ev = TaskEventRow { at: T0, actor: "agent:agt_a".into(), envelope_id: Some(msg.clone()), kind: "agentbus.task.request.v1".into(), from_state: String::new(), to_state: "submitted".into(), flag: None, timer: None, warnings: None, reason: None };
-                app.store
+                app.store()
                     .publish(NewMessage {
                         tenant_id, id: msg, source: "agent://default/default/bench".into(), source_agent_id: None, kind: "agentbus.task.request.v1".into(),
                         conversation_id: "cnv".into(), correlation_id: None, to_text: "agt_b".into(), to_id: "agt_b".into(), attrs: "{}".into(),

@@ -7,13 +7,10 @@ use axum::extract::{Path, Query};
 use axum::response::Response;
 use serde_json::{Map, Value};
 
-use agentbus_gateway::blobs;
-use agentbus_gateway::error::ApiResult;
-use agentbus_gateway::identity;
-use agentbus_gateway::views::{self, CopyProgress, RecipientState, Verification};
+use agentbus_gateway::ops::{self, ApiResult, CopyProgress, RecipientState, Verification};
 use agentbus_protocol::envelope::Envelope;
 use agentbus_protocol::frame;
-use agentbus_store::{MessageRow, Store};
+use agentbus_store::MessageRow;
 
 use crate::render::{self, Chrome, page, peer};
 use crate::session::Viewer;
@@ -65,12 +62,11 @@ fn attr(attrs: &Map<String, Value>, k: &str) -> String {
 }
 
 /// `GET /console/conversations?before=`: `GET /v1/conversations` as the viewer reads it.
-pub(crate) async fn list<S: Store>(v: Viewer<S>, Query(q): Query<ListQuery>) -> Response {
+pub(crate) async fn list(v: Viewer, Query(q): Query<ListQuery>) -> Response {
     let r = async {
-        let list =
-            identity::conversation_list(&v.console.app, &v.who, q.before.as_deref(), PAGE).await?;
+        let list = v.ops().conversations(q.before.as_deref(), PAGE).await?;
         let next = (list.len() as u32 >= PAGE)
-            .then(|| list.last().map(identity::conversation_cursor))
+            .then(|| list.last().map(ops::conversation_cursor))
             .flatten();
         let rows = list
             .iter()
@@ -229,17 +225,14 @@ pub(crate) struct ThreadQuery {
     page: Option<usize>,
 }
 
-async fn recipient_address<S: Store>(v: &Viewer<S>, id: &str) -> ApiResult<String> {
-    Ok(match v.console.app.agent_row(id).await? {
-        Some(a) => peer(&v.console.app.address_of(&a).await?),
+async fn recipient_address(v: &Viewer, id: &str) -> ApiResult<String> {
+    Ok(match v.ops().agent_label(id).await? {
+        Some(address) => peer(&address),
         None => id.to_owned(),
     })
 }
 
-async fn recipients<S: Store>(
-    v: &Viewer<S>,
-    states: Vec<RecipientState>,
-) -> ApiResult<Vec<RecipientView>> {
+async fn recipients(v: &Viewer, states: Vec<RecipientState>) -> ApiResult<Vec<RecipientView>> {
     let mut out = Vec::with_capacity(states.len());
     for s in states {
         out.push(RecipientView {
@@ -255,14 +248,13 @@ async fn recipients<S: Store>(
 }
 
 /// A message as the thread shows it.
-async fn message_view<S: Store>(
-    v: &Viewer<S>,
+async fn message_view(
+    v: &Viewer,
     m: &MessageRow,
     states: Vec<RecipientState>,
 ) -> ApiResult<MessageView> {
-    let app = &v.console.app;
-    let env = identity::envelope(app, m).await?;
-    let verification = views::verification(app, m, &env).await?;
+    let env = v.ops().envelope(m).await?;
+    let verification = v.ops().verification(m, &env).await?;
     let map = env.as_object().cloned().unwrap_or_default();
     let data = map.get("data").cloned().unwrap_or(Value::Null);
     let body = frame::envelope_body(&Envelope::from_map(map.clone()));
@@ -284,18 +276,18 @@ async fn message_view<S: Store>(
 
 /// `GET /console/conversations/{id}?page=`: the thread, as `GET /v1/conversations/{id}` reads it
 /// for the viewer, with each message's verification and delivery states.
-pub(crate) async fn thread<S: Store>(
-    v: Viewer<S>,
+pub(crate) async fn thread(
+    v: Viewer,
     Path(id): Path<String>,
     Query(q): Query<ThreadQuery>,
 ) -> Response {
     let r = async {
-        let rows = identity::conversation_rows(&v.console.app, &v.who, &id).await?;
+        let rows = v.ops().conversation(&id).await?;
         let pages = rows.len().div_ceil(THREAD_PAGE).max(1);
         let page_no = q.page.unwrap_or(1).clamp(1, pages);
         let shown = &rows[(page_no - 1) * THREAD_PAGE..rows.len().min(page_no * THREAD_PAGE)];
         // Replies are found among every message the viewer may read, not only this page's.
-        let states = views::delivery_states(&v.console.app, &rows).await?;
+        let states = v.ops().delivery_states(&rows).await?;
         let offset = (page_no - 1) * THREAD_PAGE;
         let mut messages = Vec::with_capacity(shown.len());
         for (i, m) in shown.iter().enumerate() {
@@ -317,10 +309,10 @@ pub(crate) async fn thread<S: Store>(
 
 /// `GET /console/attachments/{id}`: a blob the viewer's scope covers, always as a download
 /// (`Content-Disposition: attachment`, `nosniff`), the same answer the API gives its parties.
-pub(crate) async fn attachment<S: Store>(v: Viewer<S>, Path(id): Path<String>) -> Response {
+pub(crate) async fn attachment(v: Viewer, Path(id): Path<String>) -> Response {
     let r = async {
-        let (b, bytes) = blobs::content_for(&v.console.app, &v.who, &id).await?;
-        Ok(blobs::attachment(&b, bytes))
+        let (b, bytes) = v.ops().blob(&id).await?;
+        Ok(ops::attachment(&b, bytes))
     }
     .await;
     v.respond(r)

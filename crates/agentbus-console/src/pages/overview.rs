@@ -1,18 +1,15 @@
 //! The overview: agents online, inbox depths, publish and delivery rates, dead letters and
 //! refusals by code, within the viewer's scope, drawn from the gateway's own counters
-//! (`agentbus_gateway::metrics::counters`) and kept live over server-sent events.
+//! (`agentbus_gateway::ops::counters`) and kept live over server-sent events.
 
 use std::collections::BTreeSet;
 
 use askama::Template;
 use axum::response::Response;
 
-use agentbus_gateway::app::Principal;
-use agentbus_gateway::error::ApiResult;
-use agentbus_gateway::metrics::{self, Counters};
-use agentbus_gateway::{admin, identity, roles};
+use agentbus_gateway::ops::{self, ApiResult, Counters, Principal};
 use agentbus_protocol::Code;
-use agentbus_store::{Role, Store};
+use agentbus_store::Role;
 
 use crate::live::{Sample, Scope};
 use crate::render::{Chrome, count, fragment, page, peer};
@@ -20,14 +17,15 @@ use crate::session::Viewer;
 
 /// The workspaces whose counters the viewer may see: `None` for the gateway's own totals (the
 /// operator), no set at all for a member (who administers nothing).
-pub(crate) async fn scope<S: Store>(v: &Viewer<S>) -> ApiResult<Option<Scope>> {
+pub(crate) async fn scope(v: &Viewer) -> ApiResult<Option<Scope>> {
     Ok(match v.user.role {
         Role::Operator => Some(Scope::Gateway),
         Role::TenantAdmin | Role::Admin => {
-            let ids: BTreeSet<String> = admin::workspaces_for(&v.console.app, &v.who)
+            let ids: BTreeSet<String> = v
+                .ops()
+                .administered_workspaces()
                 .await?
                 .into_iter()
-                .filter(|w| roles::administers(&v.who, &w.tenant_id, &w.id))
                 .map(|w| w.id)
                 .collect();
             Some(Scope::Workspaces(ids))
@@ -125,8 +123,7 @@ struct Figures {
 }
 
 /// The live part of the overview, for the page and for each update its stream pushes.
-pub(crate) async fn live_part<S: Store>(v: &Viewer<S>, samples: &[Sample]) -> ApiResult<String> {
-    let app = &v.console.app;
+pub(crate) async fn live_part(v: &Viewer, samples: &[Sample]) -> ApiResult<String> {
     let interval_s = v.console.config.live_interval.as_secs_f64().max(0.001);
     let counters = match samples.last() {
         Some(now) if v.user.role != Role::Member => {
@@ -176,18 +173,14 @@ pub(crate) async fn live_part<S: Store>(v: &Viewer<S>, samples: &[Sample]) -> Ap
     let mut depths = Vec::new();
     let (mut online, mut suspended) = (0, 0);
     if !matches!(v.who, Principal::User(ref u) if u.role == Role::Operator) {
-        for a in identity::directory(app, &v.who).await? {
-            if !identity::may_manage(&v.who, &a) {
-                continue;
-            }
-            let (presence, _) = app.presence(&a.id);
-            online += u64::from(presence == "online");
-            suspended += u64::from(a.suspended_at.is_some());
+        for m in v.ops().managed_agents().await? {
+            online += u64::from(m.presence == "online");
+            suspended += u64::from(m.agent.suspended_at.is_some());
             depths.push(DepthRow {
-                depth: app.store.pending_count(&a.id).await?,
-                address: peer(&app.address_of(&a).await?),
-                presence,
-                id: a.id,
+                depth: m.pending,
+                address: peer(&m.address),
+                presence: m.presence,
+                id: m.agent.id,
             });
         }
     }
@@ -200,7 +193,7 @@ pub(crate) async fn live_part<S: Store>(v: &Viewer<S>, samples: &[Sample]) -> Ap
     depths.truncate(10);
     let tenants = match v.user.role {
         Role::Operator => {
-            let all = admin::tenants_for(app, &v.who).await?;
+            let all = v.ops().tenants().await?;
             Some((
                 all.len(),
                 all.iter().filter(|t| t.suspended_at.is_some()).count(),
@@ -227,7 +220,7 @@ struct OverviewPage<'a> {
 }
 
 /// `GET /console/overview`.
-pub(crate) async fn page_of<S: Store>(v: Viewer<S>) -> Response {
+pub(crate) async fn page_of(v: Viewer) -> Response {
     let r = async {
         let samples = match scope(&v).await? {
             Some(s) => v.console.history.snapshot(&s),
@@ -247,7 +240,7 @@ pub(crate) async fn page_of<S: Store>(v: Viewer<S>) -> Response {
 /// The counters of a scope now.
 pub(crate) fn counters_of(scope: &Scope) -> Counters {
     match scope {
-        Scope::Gateway => metrics::counters(None),
-        Scope::Workspaces(ids) => metrics::counters(Some(&|ws: &str| ids.contains(ws))),
+        Scope::Gateway => ops::counters(None),
+        Scope::Workspaces(ids) => ops::counters(Some(&|ws: &str| ids.contains(ws))),
     }
 }

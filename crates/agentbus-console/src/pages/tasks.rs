@@ -11,14 +11,11 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{Map, Value};
 
-use agentbus_gateway::error::ApiResult;
-use agentbus_gateway::roles;
-use agentbus_gateway::tasks::{self, ListQuery};
-use agentbus_gateway::usage;
+use agentbus_gateway::ops::{self, ApiResult, ListQuery};
 use agentbus_protocol::envelope::Envelope;
 use agentbus_protocol::frame;
 use agentbus_protocol::task::TaskState;
-use agentbus_store::{MessageRow, Store, TaskRow, Tokens, UsageFigure};
+use agentbus_store::{MessageRow, TaskRow, Tokens, UsageFigure};
 
 use super::conversations::short_kind;
 use crate::render::{self, Chrome, fragment, page, peer};
@@ -27,9 +24,9 @@ use crate::session::Viewer;
 /// Tasks per page of the list.
 const PAGE: u32 = 50;
 
-async fn address<S: Store>(v: &Viewer<S>, agent_id: &str) -> ApiResult<String> {
-    Ok(match v.console.app.agent_row(agent_id).await? {
-        Some(a) => peer(&v.console.app.address_of(&a).await?),
+async fn address(v: &Viewer, agent_id: &str) -> ApiResult<String> {
+    Ok(match v.ops().agent_label(agent_id).await? {
+        Some(address) => peer(&address),
         None => agent_id.to_owned(),
     })
 }
@@ -73,7 +70,7 @@ fn filled(s: &Option<String>) -> Option<String> {
 
 /// `GET /console/tasks?state=&capability=&requester=&recipient=&before=`: `GET /v1/tasks` as the
 /// viewer reads it.
-pub(crate) async fn list<S: Store>(v: Viewer<S>, Query(q): Query<ListQuery>) -> Response {
+pub(crate) async fn list(v: Viewer, Query(q): Query<ListQuery>) -> Response {
     let r = async {
         let q = ListQuery {
             state: filled(&q.state),
@@ -83,10 +80,9 @@ pub(crate) async fn list<S: Store>(v: Viewer<S>, Query(q): Query<ListQuery>) -> 
             before: filled(&q.before),
             limit: Some(PAGE),
         };
-        let app = &v.console.app;
-        let list = tasks::visible(app, &v.who, &q).await?;
+        let list = v.ops().tasks(&q).await?;
         let next = (list.len() as u32 >= PAGE)
-            .then(|| list.last().map(tasks::task_cursor))
+            .then(|| list.last().map(ops::task_cursor))
             .flatten();
         let mut rows = Vec::with_capacity(list.len());
         for t in &list {
@@ -101,9 +97,9 @@ pub(crate) async fn list<S: Store>(v: Viewer<S>, Query(q): Query<ListQuery>) -> 
             });
         }
         let mut agents = Vec::new();
-        for a in agentbus_gateway::identity::directory(app, &v.who).await? {
+        for a in v.ops().directory().await? {
             agents.push(Choice {
-                label: peer(&app.address_of(&a).await?),
+                label: peer(&v.ops().address(&a).await?),
                 selected_requester: q.requester.as_deref() == Some(a.id.as_str()),
                 selected_worker: q.recipient.as_deref() == Some(a.id.as_str()),
                 id: a.id,
@@ -228,13 +224,12 @@ fn actor<'a>(a: &'a str, names: &'a BTreeMap<String, String>) -> String {
 /// The live part of a task's page (state, progress, deadlines, timeline, usage), rendered for
 /// the page and for every update its stream pushes: one function serves both. `row` and
 /// `messages` are what `tasks::messages_of` gave the viewer.
-pub(crate) async fn live_part<S: Store>(
-    v: &Viewer<S>,
+pub(crate) async fn live_part(
+    v: &Viewer,
     row: &TaskRow,
     messages: &[(MessageRow, Value)],
 ) -> ApiResult<String> {
-    let app = &v.console.app;
-    let machine = tasks::machine_of(row);
+    let machine = ops::machine_of(row);
     let mut names = BTreeMap::new();
     for party in [&row.requester_id, &row.recipient_id] {
         names.insert(party.clone(), address(v, party).await?);
@@ -247,13 +242,7 @@ pub(crate) async fn live_part<S: Store>(
     let mut costs: BTreeMap<(String, String), i64> = BTreeMap::new();
     let mut progress = (None, String::new(), String::new());
     let mut entries = Vec::new();
-    for (n, e) in app
-        .store
-        .task_events(&row.id)
-        .await?
-        .into_iter()
-        .enumerate()
-    {
+    for (n, e) in v.ops().task_events(&row.id).await?.into_iter().enumerate() {
         let env = e.envelope_id.as_deref().and_then(|i| by_id.get(i).copied());
         let mut entry = Entry {
             time: render::time(e.at),
@@ -286,7 +275,7 @@ pub(crate) async fn live_part<S: Store>(
             let map: Map<String, Value> = env.as_object().cloned().unwrap_or_default();
             let data = map.get("data").cloned().unwrap_or(Value::Null);
             entry.detail = peer(&frame::envelope_body(&Envelope::from_map(map.clone())));
-            let (_, figure, cost) = usage::figures(&map, &data, &e.kind);
+            let (_, figure, cost) = ops::figures(&map, &data, &e.kind);
             if let Some(f) = &figure {
                 entry.usage = usage_text(f);
                 let t = usage_by_source
@@ -310,7 +299,7 @@ pub(crate) async fn live_part<S: Store>(
                 let source = c.source.clone().unwrap_or_else(|| "unstated".into());
                 entry.cost = peer(&format!(
                     "{} {} (source: {source})",
-                    usage::amount(c.micros),
+                    ops::amount(c.micros),
                     c.currency
                 ));
                 let sum = costs.entry((c.currency.clone(), source)).or_default();
@@ -364,7 +353,7 @@ pub(crate) async fn live_part<S: Store>(
         usage: usage_by_source.into_values().collect(),
         costs: costs
             .into_iter()
-            .map(|((currency, source), micros)| (usage::amount(micros), currency, source))
+            .map(|((currency, source), micros)| (ops::amount(micros), currency, source))
             .collect(),
         notices,
     };
@@ -392,17 +381,16 @@ struct OnePage<'a> {
 
 /// `GET /console/tasks/{id}`: `GET /v1/tasks/{id}` as the viewer reads it, with the timeline drawn,
 /// and the cancel form for an admin while the task is open.
-pub(crate) async fn one<S: Store>(v: Viewer<S>, Path(id): Path<String>) -> Response {
+pub(crate) async fn one(v: Viewer, Path(id): Path<String>) -> Response {
     let r = async {
-        let app = &v.console.app;
-        let (row, messages) = tasks::messages_of(app, &v.who, &id).await?;
+        let (row, messages) = v.ops().task(&id).await?;
         let live = live_part(&v, &row, &messages).await?;
         let request = messages
             .iter()
             .find(|(m, _)| m.id == row.request_id)
             .map(|(_, env)| env.clone())
             .unwrap_or(Value::Null);
-        let machine = tasks::machine_of(&row);
+        let machine = ops::machine_of(&row);
         let limits = &machine.limits;
         let budget = match &request["budget"] {
             Value::Null => String::new(),
@@ -436,7 +424,7 @@ pub(crate) async fn one<S: Store>(v: Viewer<S>, Path(id): Path<String>) -> Respo
             budget,
             instructions: peer(request["data"]["instructions"].as_str().unwrap_or_default()),
             live,
-            may_cancel: !row.terminal && roles::admin_scope(&v.who).is_some(),
+            may_cancel: !row.terminal && ops::admin_scope(&v.who).is_some(),
         })
     }
     .await;
@@ -444,9 +432,9 @@ pub(crate) async fn one<S: Store>(v: Viewer<S>, Path(id): Path<String>) -> Respo
 }
 
 /// `POST /console/tasks/{id}/cancel` `csrf`, `reason?`: the admin cancel of §6.2, through
-/// `agentbus_gateway::tasks::cancel` (the function `POST /v1/tasks/{id}/cancel` calls).
-pub(crate) async fn cancel<S: Store>(
-    v: Viewer<S>,
+/// `Caller::cancel_task` (the function `POST /v1/tasks/{id}/cancel` calls).
+pub(crate) async fn cancel(
+    v: Viewer,
     headers: HeaderMap,
     Path(id): Path<String>,
     RawForm(body): RawForm,
@@ -458,7 +446,7 @@ pub(crate) async fn cancel<S: Store>(
             .map(str::trim)
             .filter(|r| !r.is_empty())
             .map(str::to_owned);
-        let (row, _) = tasks::cancel(&v.console.app, &v.who, &id, reason).await?;
+        let (row, _) = v.ops().cancel_task(&id, reason).await?;
         super::back(&format!("/console/tasks/{}", row.id))
     })
     .await

@@ -3,9 +3,6 @@
 use askama::Template;
 use axum::response::Response;
 
-use agentbus_gateway::identity;
-use agentbus_store::Store;
-
 use crate::render::{self, Chrome, page, peer};
 use crate::session::Viewer;
 
@@ -24,20 +21,15 @@ struct TopicsPage<'a> {
 }
 
 /// `GET /console/topics`: the topics of every workspace the viewer administers.
-pub(crate) async fn list<S: Store>(v: Viewer<S>) -> Response {
+pub(crate) async fn list(v: Viewer) -> Response {
     let r = async {
-        let app = &v.console.app;
-        let tenant = app
-            .tenant_row(v.who.tenant_id())
-            .await?
-            .map(|t| t.slug)
-            .unwrap_or_default();
+        let tenant = v.ops().home().await?.0.unwrap_or_default();
         let mut topics = Vec::new();
-        for t in identity::topics_for(app, &v.who, None).await? {
+        for t in v.ops().topics(None).await? {
             let mut subscribers = Vec::new();
             for id in &t.subscribers {
-                let label = match app.agent_row(id).await? {
-                    Some(a) => peer(&app.address_of(&a).await?),
+                let label = match v.ops().agent_label(id).await? {
+                    Some(address) => peer(&address),
                     None => id.clone(),
                 };
                 subscribers.push((id.clone(), label));

@@ -1,6 +1,6 @@
 //! Usage (§5.5): tokens and cost per agent, capability and day, each figure beside its source
-//! (`reported_by`, the money's `source`), from `agentbus_gateway::usage::totals` (the function
-//! `GET /v1/usage` answers from).
+//! (`reported_by`, the money's `source`), from `Caller::usage` (the
+//! function `GET /v1/usage` answers from).
 
 use std::collections::BTreeMap;
 
@@ -8,8 +8,8 @@ use askama::Template;
 use axum::extract::Query;
 use axum::response::Response;
 
-use agentbus_gateway::usage::{self, UsageQuery};
-use agentbus_store::{Store, Tokens, UsageTotal};
+use agentbus_gateway::ops::{self, UsageQuery};
+use agentbus_store::{Tokens, UsageTotal};
 
 use crate::render::{Chrome, count, page, peer};
 use crate::session::Viewer;
@@ -73,24 +73,22 @@ fn roll_up(rows: &[UsageTotal], key: impl Fn(&UsageTotal) -> UsageTotal) -> Vec<
 
 /// `GET /console/usage?since=&until=&capability=`: the viewer's usage totals (the last 30 days
 /// unless told).
-pub(crate) async fn page_of<S: Store>(v: Viewer<S>, Query(q): Query<UsageQuery>) -> Response {
+pub(crate) async fn page_of(v: Viewer, Query(q): Query<UsageQuery>) -> Response {
     let r = async {
         let app = &v.console.app;
         let blank = |s: Option<String>| s.filter(|x| !x.trim().is_empty());
         let q = UsageQuery {
             agent: blank(q.agent),
             capability: blank(q.capability),
-            since: Some(
-                blank(q.since).unwrap_or_else(|| usage::day_of(app.now() - 29 * 86_400_000)),
-            ),
+            since: Some(blank(q.since).unwrap_or_else(|| ops::day_of(app.now() - 29 * 86_400_000))),
             until: blank(q.until),
         };
-        let rows = usage::totals(app, &v.who, &q).await?;
+        let rows = v.ops().usage(&q).await?;
         let mut names: BTreeMap<String, String> = BTreeMap::new();
         for t in &rows {
             if !names.contains_key(&t.agent_id) {
-                let label = match app.agent_row(&t.agent_id).await? {
-                    Some(a) => peer(&app.address_of(&a).await?),
+                let label = match v.ops().agent_label(&t.agent_id).await? {
+                    Some(address) => peer(&address),
                     None => t.agent_id.clone(),
                 };
                 names.insert(t.agent_id.clone(), label);
@@ -107,7 +105,7 @@ pub(crate) async fn page_of<S: Store>(v: Viewer<S>, Query(q): Query<UsageQuery>)
             cost: t
                 .currency
                 .as_ref()
-                .map(|c| format!("{} {c}", usage::amount(t.cost_micros)))
+                .map(|c| format!("{} {c}", ops::amount(t.cost_micros)))
                 .unwrap_or_default(),
             cost_source: peer(t.cost_source.as_deref().unwrap_or("unstated")),
         };

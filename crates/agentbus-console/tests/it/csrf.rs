@@ -89,9 +89,9 @@ async fn every_change_needs_its_session_s_token_from_the_console_s_own_origin() 
         for (what, form, headers) in attempts {
             let form: Vec<(&str, &str)> =
                 form.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-            let before = w.app.store.dump().await.unwrap();
+            let before = w.app.store().dump().await.unwrap();
             let p = w.submit_raw(Some(s), &path, &form, &headers).await;
-            let after = w.app.store.dump().await.unwrap();
+            let after = w.app.store().dump().await.unwrap();
             assert_eq!(p.status, 403, "POST {path} with {what}: {}", p.body);
             assert!(p.body.contains("AB-1020"), "{path} with {what}");
             unchanged(&before, &after, &format!("{path} with {what}"));

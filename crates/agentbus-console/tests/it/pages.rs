@@ -308,7 +308,7 @@ async fn wp_6_2_the_console_s_cancel_is_the_admin_cancel_of_the_api() {
     // A member is refused as §6.2 says, and nothing is stored.
     let member = w.sign_in(&f.member).await;
     let admin = w.sign_in(&f.ws_admin).await;
-    let before = w.app.store.dump().await.unwrap();
+    let before = w.app.store().dump().await.unwrap();
     let p = w
         .submit(
             &member,
@@ -332,7 +332,7 @@ async fn wp_6_2_the_console_s_cancel_is_the_admin_cancel_of_the_api() {
     );
     unchanged(
         &before,
-        &w.app.store.dump().await.unwrap(),
+        &w.app.store().dump().await.unwrap(),
         "refused cancels",
     );
     // The admin's cancel.
@@ -413,7 +413,7 @@ async fn the_policy_form_refuses_what_the_api_refuses_and_stores_nothing() {
             "AB-3026",
         ),
     ] {
-        let before = w.app.store.dump().await.unwrap();
+        let before = w.app.store().dump().await.unwrap();
         let p = w.submit(&s, &path, &[("document", doc)]).await;
         let (api_status, api) = w
             .api(
@@ -423,7 +423,7 @@ async fn the_policy_form_refuses_what_the_api_refuses_and_stores_nothing() {
                 Some(serde_json::from_str(doc).unwrap_or(Value::String(doc.into()))),
             )
             .await;
-        unchanged(&before, &w.app.store.dump().await.unwrap(), doc);
+        unchanged(&before, &w.app.store().dump().await.unwrap(), doc);
         assert_eq!(
             (p.status, code_of(&p).as_str()),
             (status, code),
@@ -810,7 +810,7 @@ async fn bad_input_gets_the_api_s_codes_never_a_server_error() {
         let path = path
             .replace("{task}", &f.task)
             .replace("{workspace}", &f.workspace);
-        let before = f.w.app.store.dump().await.unwrap();
+        let before = f.w.app.store().dump().await.unwrap();
         let p = if let Some(form) = path.strip_prefix("POST ") {
             let (path, body) = form.split_once(' ').unwrap_or((form, ""));
             let fields: Vec<(&str, &str)> = body
@@ -823,7 +823,7 @@ async fn bad_input_gets_the_api_s_codes_never_a_server_error() {
         };
         assert_eq!(p.status.to_string(), status, "{line}: {}", text(&p.body));
         assert_eq!(code_of(&p), code, "{line}");
-        unchanged(&before, &f.w.app.store.dump().await.unwrap(), line);
+        unchanged(&before, &f.w.app.store().dump().await.unwrap(), line);
         n += 1;
     }
     assert!(n >= 10);

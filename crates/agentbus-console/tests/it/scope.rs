@@ -152,12 +152,12 @@ async fn no_page_shows_or_changes_another_scope_s_objects_and_not_yours_looks_li
             match p.kind.as_str() {
                 "object" => {
                     let g = Ghost::new();
-                    let before = f.w.app.store.dump().await.unwrap();
+                    let before = f.w.app.store().dump().await.unwrap();
                     let victim_path = fill(&p.path, &f, None);
                     let ghost_path = fill(&p.path, &f, Some(&g));
                     let v = send(&f, &s, &p.method, &victim_path).await;
                     let m = send(&f, &s, &p.method, &ghost_path).await;
-                    let after = f.w.app.store.dump().await.unwrap();
+                    let after = f.w.app.store().dump().await.unwrap();
                     attempts += 1;
                     if v.status != m.status || normal(&v.body, &f, &g) != normal(&m.body, &f, &g) {
                         failures.push(format!(

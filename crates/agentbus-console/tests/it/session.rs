@@ -8,7 +8,7 @@ use reqwest::Method;
 use serde_json::json;
 
 use agentbus_gateway::App;
-use agentbus_gateway::crypto::DataKey;
+use agentbus_gateway::testing::DataKey;
 use agentbus_runtime::keyfile;
 
 use crate::support::*;
@@ -163,7 +163,7 @@ async fn replica(w: &World) -> (String, tokio::sync::oneshot::Sender<()>) {
     let master = keyfile::read(&w.dir.join("master.key")).unwrap();
     let gateway_key = keyfile::read(&w.dir.join("gateway.key")).unwrap();
     let app = Arc::new(App::new(
-        w.app.store.clone(),
+        w.app.store().clone(),
         Arc::new(w.clock.clone()),
         w.app.config.clone(),
         DataKey::from_bytes(master.seed()),
@@ -284,7 +284,7 @@ async fn a_revoked_token_signs_its_sessions_out() {
     assert_eq!(w.get(Some(&s), "/console/agents").await.status, 200);
     let (dir, clock, tmp) = w.stop().await;
     // Offline, the token's row goes, as `agentbus gateway admin-token` replaces a token.
-    let hash = agentbus_gateway::app::token_hash(&member);
+    let hash = agentbus_gateway::ops::token_hash(&member);
     let db = rusqlite::Connection::open(dir.join("agentbus.db")).unwrap();
     assert_eq!(
         db.execute("DELETE FROM tokens WHERE hash = ?1", [hash.to_vec()])

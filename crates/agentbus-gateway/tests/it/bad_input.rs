@@ -69,7 +69,7 @@ async fn new_routes_refuse_bad_input_in_the_error_shape_and_store_nothing() {
     let mut sent = 0;
     for r in &routes {
         for body in &bodies {
-            let before = h.app.store.dump().await.unwrap();
+            let before = h.app.store().dump().await.unwrap();
             let resp = h
                 .http
                 .request(r.method.clone(), format!("{}{}", h.url, r.path))
@@ -98,7 +98,7 @@ async fn new_routes_refuse_bad_input_in_the_error_shape_and_store_nothing() {
                     "{what}"
                 );
                 assert_eq!(
-                    h.app.store.dump().await.unwrap(),
+                    h.app.store().dump().await.unwrap(),
                     before,
                     "{what}: a refusal stored something"
                 );

@@ -226,7 +226,7 @@ async fn bad_request_corpus_gets_its_exact_code_and_stores_nothing() {
             }
             Some(other) => panic!("{what}: a body is a string or a repeat: {other}"),
         }
-        let before = h.app.store.dump().await.unwrap();
+        let before = h.app.store().dump().await.unwrap();
         let resp = r.send().await.unwrap();
         let status = resp.status().as_u16();
         let ctype = resp
@@ -258,7 +258,7 @@ async fn bad_request_corpus_gets_its_exact_code_and_stores_nothing() {
                 && e["message"].as_str().is_some_and(|m| !m.is_empty()),
             "{what}: not the error shape: {text}"
         );
-        let after = h.app.store.dump().await.unwrap();
+        let after = h.app.store().dump().await.unwrap();
         let changed: Vec<&String> = after.iter().filter(|r| !before.contains(r)).collect();
         if !changed.is_empty() {
             wrong.push(format!(

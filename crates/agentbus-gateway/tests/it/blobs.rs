@@ -50,10 +50,10 @@ async fn stored(h: &Harness) -> Vec<(String, Vec<u8>)> {
     if crate::support::on_postgres() {
         // The database's rows as text (message data included), and each blob content row as
         // the bytes stored: `dump` shows bytea as hex, which would hide plain text.
-        let dump = h.app.store.dump().await.unwrap();
+        let dump = h.app.store().dump().await.unwrap();
         out.push(("postgres".into(), dump.join("\n").into_bytes()));
         for id in database_blobs(h).await {
-            let bytes = agentbus_store::Store::blob_content(&h.app.store, &id)
+            let bytes = agentbus_store::Store::blob_content(h.app.store(), &id)
                 .await
                 .unwrap()
                 .unwrap();
@@ -75,7 +75,7 @@ async fn stored(h: &Harness) -> Vec<(String, Vec<u8>)> {
 /// The blobs whose content rests in the database (PostgreSQL without S3).
 async fn database_blobs(h: &Harness) -> Vec<String> {
     h.app
-        .store
+        .store()
         .dump()
         .await
         .unwrap()
@@ -197,7 +197,7 @@ async fn wp_9_rejections_at_upload_and_publish(target: Target) {
             url.contains("X-Amz-SignedHeaders=content-length%3Bhost&"),
             "{url}"
         );
-        let date = agentbus_gateway::sigv4::date_of(h.app.now());
+        let date = agentbus_gateway::testing::date_of(h.app.now());
         assert!(url.contains(&format!("X-Amz-Date={date}&")), "{url}");
         // The right bytes, but not sealed under the blob's key: AB-3057, and deleted too. (The
         // unsealed 3 bytes are not the signed length: S3 itself refuses that PUT; moto 5.2.5

@@ -146,7 +146,7 @@ async fn a_notice_owed_by_a_pass_that_stopped_goes_with_the_next_once() {
     // The settling commit alone, as a pass that stopped right after it leaves the store.
     let settled = h
         .app
-        .store
+        .store()
         .reap_inboxes(h.now().millis(), h.app.config.max_attempts)
         .await
         .unwrap();
@@ -177,7 +177,7 @@ async fn the_notices_of_a_deletion_that_stopped_go_with_the_next_pass_once() {
     // The deletion's commit alone, as a route that stopped right after it leaves the store.
     let settled = h
         .app
-        .store
+        .store()
         .delete_agent(&b.id, h.now().millis())
         .await
         .unwrap();
@@ -229,7 +229,7 @@ async fn the_notices_of_a_suspension_that_stopped_go_with_the_next_pass_once() {
         let now = h.now().millis();
         assert_eq!(
             h.app
-                .store
+                .store()
                 .suspend_agent(&agent.id, now)
                 .await
                 .unwrap()
@@ -283,7 +283,12 @@ async fn a_dead_letter_is_reported_ab_4010_when_its_recipient_is_deleted_before_
         h.clock.advance_secs(31);
     }
     // The reaper's commit alone, then the deletion through its route.
-    let report = h.app.store.reap_inboxes(h.now().millis(), 3).await.unwrap();
+    let report = h
+        .app
+        .store()
+        .reap_inboxes(h.now().millis(), 3)
+        .await
+        .unwrap();
     assert_eq!(report.dead.len(), 1);
     let path = format!("/v1/agents/{}", b.id);
     let (s, _) = h.req(reqwest::Method::DELETE, &path, &h.admin, None).await;
@@ -305,7 +310,14 @@ async fn raw_message(
 ) -> agentbus_store::NewMessage {
     let now = h.now().millis();
     agentbus_store::NewMessage {
-        tenant_id: h.app.store.agent(&to.id).await.unwrap().unwrap().tenant_id,
+        tenant_id: h
+            .app
+            .store()
+            .agent(&to.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .tenant_id,
         id: id.into(),
         source: format!("agent://default/main/{from}"),
         source_agent_id: Some(from.into()),
@@ -334,7 +346,7 @@ async fn raw_message(
 }
 
 async fn stored_raw(h: &Harness, m: agentbus_store::NewMessage) {
-    let stored = h.app.store.publish(m).await.unwrap();
+    let stored = h.app.store().publish(m).await.unwrap();
     assert!(matches!(
         stored,
         agentbus_store::PublishOutcome::Stored { .. }
@@ -358,13 +370,13 @@ async fn a_pass_sends_more_than_a_page_of_owed_notices() {
     h.clock.advance_secs(3);
     assert_eq!(h.app.reap().await.unwrap().expired.len(), 1001);
     assert_eq!(
-        h.app.store.pending_count(&a.id).await.unwrap(),
+        h.app.store().pending_count(&a.id).await.unwrap(),
         1001,
         "one notice each"
     );
     let left = h
         .app
-        .store
+        .store()
         .pending_notices((String::new(), 0), 10)
         .await
         .unwrap();
@@ -379,11 +391,11 @@ async fn an_owed_notice_that_cannot_be_built_holds_back_no_other() {
     let (a, b) = (h.agent("alpha").await, h.agent("bravo").await);
     let now = h.now().millis();
     // A sender in a workspace that does not exist, and its message to bravo, stored first.
-    let mut ghost = h.app.store.agent(&a.id).await.unwrap().unwrap();
+    let mut ghost = h.app.store().agent(&a.id).await.unwrap().unwrap();
     ghost.id = "agt_ghost".into();
     ghost.name = "ghost".into();
     ghost.workspace_id = "wks_gone".into();
-    h.app.store.create_agent(ghost, vec![]).await.unwrap();
+    h.app.store().create_agent(ghost, vec![]).await.unwrap();
     stored_raw(
         &h,
         raw_message(&h, "agt_ghost", &b, "msg_ghost", now + 2000).await,
@@ -401,7 +413,7 @@ async fn an_owed_notice_that_cannot_be_built_holds_back_no_other() {
     );
     let owed = h
         .app
-        .store
+        .store()
         .pending_notices((String::new(), 0), 10)
         .await
         .unwrap();
@@ -647,7 +659,7 @@ async fn a_lease_takes_an_entry_received_after_its_now() {
     );
     let leased = h
         .app
-        .store
+        .store()
         .lease(agentbus_store::LeaseRequest {
             agent_id: b.id.clone(),
             after: 0,

@@ -179,10 +179,10 @@ async fn wp_4_2_7_policy_after_resolution_rate_limit_and_inbox_depth() {
     let b = h.agent("bravo").await;
     let ws = h
         .app
-        .store
+        .store()
         .workspace_by_slug(
             &h.app
-                .store
+                .store()
                 .tenant_by_slug("default")
                 .await
                 .unwrap()

@@ -768,7 +768,7 @@ fn leak(w: &World, a: &Attacker, r: &Req, answer: &Answer) -> Option<String> {
 
 /// Everything about the victim's objects, to compare before and after the attacks.
 async fn victim_state(w: &World) -> String {
-    let s = &w.h.app.store;
+    let s = w.h.app.store();
     let v = &w.victim;
     let mut out = String::new();
     for id in [&v.agent.id, &v.peer.id] {
@@ -1074,10 +1074,10 @@ async fn isolation_no_attempt_across_a_trust_boundary_succeeds() {
                 let what = format!("{} {path} ({name}) by {}", method.to_uppercase(), a.label);
                 attempts += 1;
                 *by_category.entry(format!("{:?}", a.category)).or_default() += 1;
-                let stored = w.h.app.store.dump().await.unwrap();
+                let stored = w.h.app.store().dump().await.unwrap();
                 let answer = send(&w.h, &a.token, &victim_req).await;
                 let refused = !(200..300).contains(&answer.status);
-                if refused && w.h.app.store.dump().await.unwrap() != stored {
+                if refused && w.h.app.store().dump().await.unwrap() != stored {
                     succeeded.push(format!(
                         "{what}: refused with {} but changed what is stored",
                         answer.code
@@ -1093,10 +1093,10 @@ async fn isolation_no_attempt_across_a_trust_boundary_succeeds() {
                     continue;
                 }
                 let ghost_req = build(&w, a, Side::Ghost).unwrap();
-                let stored = w.h.app.store.dump().await.unwrap();
+                let stored = w.h.app.store().dump().await.unwrap();
                 let control = send(&w.h, &a.token, &ghost_req).await;
                 if !(200..300).contains(&control.status)
-                    && w.h.app.store.dump().await.unwrap() != stored
+                    && w.h.app.store().dump().await.unwrap() != stored
                 {
                     succeeded.push(format!(
                         "{what}: the missing object's refusal changed what is stored"

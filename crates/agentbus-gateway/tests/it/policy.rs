@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use agentbus_gateway::policy::{Effect, glob_matches, unstated_default};
+use agentbus_gateway::testing::{Effect, glob_matches, unstated_default};
 
 use crate::support::*;
 

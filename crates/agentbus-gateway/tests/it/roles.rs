@@ -418,13 +418,13 @@ async fn wp_10_3_visibility_holds_within_roles_and_tenants() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bootstrap_makes_the_operator_and_upgrades_keep_one() {
     let h = Harness::start().await;
-    let operators = h.app.store.users_with_role(Role::Operator).await.unwrap();
+    let operators = h.app.store().users_with_role(Role::Operator).await.unwrap();
     assert_eq!(operators.len(), 1);
     assert!(operators[0].tenant_id.is_empty());
     assert!(!h.operator.is_empty() && h.operator != h.admin);
     let admins = h
         .app
-        .store
+        .store()
         .users_with_role(Role::TenantAdmin)
         .await
         .unwrap();
@@ -452,7 +452,7 @@ async fn bootstrap_makes_the_operator_and_upgrades_keep_one() {
     drop(store);
     let h = Harness::start_in(dir, None).await;
     assert!(h.operator.is_empty(), "no first start: nothing to show");
-    let operators = h.app.store.users_with_role(Role::Operator).await.unwrap();
+    let operators = h.app.store().users_with_role(Role::Operator).await.unwrap();
     assert_eq!(
         operators.len(),
         1,

@@ -10,7 +10,6 @@ use agentbus_protocol::ids::{Id, IdKind};
 use agentbus_protocol::signing::{SigningKey, sign_envelope};
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_runtime::{ManualClock, mint};
-use agentbus_store::AnyStore;
 
 /// A running gateway.
 pub struct Harness {
@@ -20,7 +19,7 @@ pub struct Harness {
     /// The gateway operator's token.
     pub operator: String,
     pub clock: ManualClock,
-    pub app: Arc<agentbus_gateway::App<AnyStore>>,
+    pub app: Arc<agentbus_gateway::App>,
     pub http: reqwest::Client,
     pub dir: std::path::PathBuf,
     _tmp: Option<tempfile::TempDir>,
@@ -458,7 +457,7 @@ impl Harness {
 
     /// Whether this gateway keeps blob content in an S3 bucket.
     pub fn on_s3(&self) -> bool {
-        self.app.blobstore.presigns()
+        self.app.blobstore().presigns()
     }
 }
 

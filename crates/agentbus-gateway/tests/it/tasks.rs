@@ -306,7 +306,10 @@ async fn wp_6_1_timer_notices_owed_by_a_pass_that_stopped_go_with_the_next_once(
             .collect()
     };
     // The timer's commit alone, as a pass that stopped right after it leaves the store.
-    assert_eq!(agentbus_gateway::tasks::fire_due(&h.app).await.unwrap(), 1);
+    assert_eq!(
+        agentbus_gateway::testing::fire_due(&h.app).await.unwrap(),
+        1
+    );
     assert_eq!(state(&h, &bot, &task).await, "expired");
     for party in [&bot, &rev] {
         assert!(
@@ -628,7 +631,7 @@ async fn wp_5_7_1_an_admin_cancels_notices_owed_by_a_route_that_stopped_go_with_
             .collect()
     };
     let outcome =
-        agentbus_gateway::tasks::apply_admin_cancel(&h.app, &admin, &task, Some("freeze"))
+        agentbus_gateway::testing::apply_admin_cancel(&h.app, &admin, &task, Some("freeze"))
             .await
             .unwrap();
     assert!(outcome.cancel_requested, "accepted: the worker is asked");
@@ -682,11 +685,11 @@ async fn admin_user(h: &Harness) -> agentbus_store::UserRow {
     let mut headers = axum::http::HeaderMap::new();
     let bearer = format!("Bearer {}", h.admin).parse().unwrap();
     headers.insert("authorization", bearer);
-    match agentbus_gateway::auth::bearer(&h.app, &headers)
+    match agentbus_gateway::testing::bearer(&h.app, &headers)
         .await
         .unwrap()
     {
-        agentbus_gateway::app::Principal::User(admin) => admin,
+        agentbus_gateway::Principal::User(admin) => admin,
         _ => panic!("the admin token is a user's"),
     }
 }
@@ -704,7 +707,8 @@ async fn wp_6_1_4_a_timer_firing_while_an_admin_cancels_notices_are_owed_owes_bo
     let accept = followup(&h, &rev, &bot, &req, &task, "accept", json!({}));
     assert_eq!(h.publish(&rev, &accept).await.0, 202);
     let admin = admin_user(&h).await;
-    let cancel = agentbus_gateway::tasks::apply_admin_cancel(&h.app, &admin, &task, Some("freeze"));
+    let cancel =
+        agentbus_gateway::testing::apply_admin_cancel(&h.app, &admin, &task, Some("freeze"));
     assert!(cancel.await.unwrap().cancel_requested);
     h.clock.advance_secs(31);
     h.app.reap().await.unwrap();
@@ -773,7 +777,7 @@ async fn wp_6_2_2_wp_7_3_lifecycle_messages_go_between_the_parties_in_the_tasks_
     let pending = || async {
         let mut v = Vec::new();
         for (a, _) in agents {
-            v.push(h.app.store.pending_count(&a.id).await.unwrap());
+            v.push(h.app.store().pending_count(&a.id).await.unwrap());
         }
         v
     };

@@ -173,11 +173,11 @@ fn start_error(e: StartError, data: &std::path::Path) -> CliError {
             .fix("stop the other gateway first, or give this one its own --data directory"),
         StartError::NoData(_) => CliError::new(ErrorKind::Config, msg)
             .fix("pass the --data directory of the gateway (it is created at its first start)"),
-        StartError::TestClock(agentbus_gateway::testclock::Mismatch::NotATestDirectory(_)) => {
+        StartError::TestClock(agentbus_gateway::Mismatch::NotATestDirectory(_)) => {
             CliError::new(ErrorKind::Config, msg)
                 .fix("give the test gateway a new, empty --data directory")
         }
-        StartError::TestClock(agentbus_gateway::testclock::Mismatch::TestDirectory(_)) => {
+        StartError::TestClock(agentbus_gateway::Mismatch::TestDirectory(_)) => {
             CliError::new(ErrorKind::Config, msg).fix(
                 "start it with --unsafe-test-clock (tests only), or use another --data directory",
             )
