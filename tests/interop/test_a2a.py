@@ -1,4 +1,4 @@
-"""WP-10-5 (issue 18, item 6): an agent card served in the A2A form, parsed by the official A2A
+"""WP-10-5: an agent card served in the A2A form, parsed by the official A2A
 Python SDK's AgentCard (a2a-sdk, pinned) without loss of the fields §10 maps, and discovered at
 the A2A well-known path only where the card's visibility allows it."""
 

@@ -1,4 +1,4 @@
-"""Issue 18, items 1-5: `agentbus mcp` driven over stdio by the official Python MCP SDK
+"""`agentbus mcp` driven over stdio by the official Python MCP SDK
 (pinned), against a real gateway and real local stores: initialize (2025-11-25) and discover
 (2026-07-28), the tool list and its size, every tool, a push notification for a message sent by
 another agent, a refusal as an isError tool result, and each harness's installed entry launched."""

@@ -1,4 +1,4 @@
-"""Issue 11 item 5: the published workspace policy schema is valid draft 2020-12 for an independent
+"""The published workspace policy schema is valid draft 2020-12 for an independent
 validator (Python jsonschema), and that validator gives every document of the gateway's own case
 file the verdict the gateway gives it, violation paths included."""
 

@@ -100,7 +100,7 @@ def test_as_6_1_a_publication_loads_with_its_keys(share):
 
 
 def test_as_8_1_registry_keys_a_yaml_1_1_reader_would_type_stay_strings(share, tmp_path):
-    """issue 15 item 7: `join --operator 0x1f` must not read back as the integer 31."""
+    """`join --operator 0x1f` must not read back as the integer 31."""
     run, checkout = share
     run("share", "join", "--operator", "0x1f", "--instance", "1e3", "--agent", "y2k", "--offline")
     registry = yaml.safe_load((checkout / "operators.yaml").read_text(encoding="utf-8"))
@@ -111,7 +111,7 @@ def test_as_8_1_registry_keys_a_yaml_1_1_reader_would_type_stay_strings(share, t
 
 
 def test_g_as_4_gitattributes_keep_artifacts_byte_exact(share):
-    """issue 15 item 6: init's .gitattributes stops CRLF conversion of artifacts."""
+    """Init's .gitattributes stops CRLF conversion of artifacts."""
     _, checkout = share
     rules = [l.split() for l in (checkout / ".gitattributes").read_text().splitlines() if l and l[0] != "#"]
     assert ["messages/**", "-text"] in rules and ["log/*.jsonl", "merge=union"] in rules

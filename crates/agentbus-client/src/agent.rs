@@ -1147,7 +1147,7 @@ pub enum Wants {
     Task,
 }
 
-/// The id a gateway verb takes for `id`, whichever of its ids a person was shown (issue 14: the
+/// The id a gateway verb takes for `id`, whichever of its ids a person was shown (the
 /// frame's `id`, `local_id` and `task`, `inbox`, `--json`): a `lm_` id of local delivery becomes
 /// the gateway message it holds (for a task verb, that message's task when known); `msg_` and
 /// `tsk_` ids are taken as they are where the verb takes them, and refused with what it needs

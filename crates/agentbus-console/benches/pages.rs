@@ -1,4 +1,4 @@
-//! Console page latency with 10,000 messages and 1,000 tasks in the store (issue 19: p99 under
+//! Console page latency with 10,000 messages and 1,000 tasks in the store (p99 under
 //! 50 ms).
 //!
 //! `cargo bench -p agentbus-console --bench pages`. A real gateway with its console on loopback

@@ -1,4 +1,4 @@
-//! Upload and download throughput of one 100 MiB attachment through each blob target (issue 17):
+//! Upload and download throughput of one 100 MiB attachment through each blob target:
 //! the inline store (the inline cap raised to fit) and an S3 bucket on moto, pre-signed and through
 //! the gateway. The client is the sidecar's own (`agentbus_client::Gateway::upload_blob`,
 //! `download_blob_to`), so sealing, `complete` and the sha256 check are all in the figures.

@@ -1,4 +1,4 @@
-//! The gateway on SQLite and on PostgreSQL side by side in one run (issue 16), then the held
+//! The gateway on SQLite and on PostgreSQL side by side in one run, then the held
 //! snapshot on PostgreSQL.
 //!
 //! `scripts/bench-stores` builds it in release and runs it (`cargo bench -p agentbus-gateway

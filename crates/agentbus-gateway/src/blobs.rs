@@ -443,7 +443,7 @@ fn open_stream(
 }
 
 /// The plaintext of complete blob `b` from byte `from` on. Files sealed whole under the tenant key
-/// (before content keys, issue 17) are told apart by their length and opened in memory.
+/// (before content keys) are told apart by their length and opened in memory.
 async fn plaintext<S: Store>(
     app: &App<S>,
     b: &BlobRow,

@@ -182,7 +182,7 @@ impl Store {
     }
 }
 
-/// Who a command runs as, as its environment says (issue 13 item 3): inside a harness session it
+/// Who a command runs as, as its environment says: inside a harness session it
 /// is that session, never the engineer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Caller {

@@ -184,7 +184,7 @@ mod tests {
             ("a b", "'a b'"),
             ("`id`", "'`id`'"),
             ("a\nb", "'a\nb'"),
-            // Ids and threads from the git share's hostile test files (issue 15 item 4).
+            // Ids and threads from the git share's hostile test files.
             ("it's `touch PWNED2` time", r"'it'\''s `touch PWNED2` time'"),
             ("t; touch PWNED3", "'t; touch PWNED3'"),
         ];

@@ -239,7 +239,7 @@ fn init_in(dir: &Path, remote: Option<&str>, fresh: bool) -> Result<InitReport, 
         &format!("--set-upstream-to={REMOTE}/{branch}"),
     ]);
     // The remote's HEAD decides what every clone checks out; a share on another branch is a share
-    // nobody sees (issue 15 item 3).
+    // nobody sees.
     let head = git.remote_head();
     if head.as_deref() != Some(branch.as_str()) {
         return Err(ShareError::RemoteHead { url, branch, head });

@@ -798,7 +798,7 @@ impl Share {
                 (None, _) => {
                     // The remote lacks our branch. Creating it is right only on an empty remote:
                     // next to other branches it would start a second, unrelated history that
-                    // clones of the remote's HEAD never see (issue 15 item 3).
+                    // clones of the remote's HEAD never see.
                     let others = git.remote_branches();
                     if !others.is_empty() {
                         return Err(ShareError::NoShareBranch {

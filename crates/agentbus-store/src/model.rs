@@ -981,7 +981,7 @@ pub struct CopyState {
     pub attempts: u32,
     /// Last delivery time.
     pub last_attempt_at: Option<i64>,
-    /// When the recipient reported it shown in a session's context (its receipt, issue 13).
+    /// When the recipient reported it shown in a session's context (its receipt).
     pub shown_at: Option<i64>,
 }
 

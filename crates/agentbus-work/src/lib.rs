@@ -1,4 +1,4 @@
-//! Headless workers (issue 20): `agentbus work` takes the task requests an agent's card admits
+//! Headless workers: `agentbus work` takes the task requests an agent's card admits
 //! and works each one by driving a harness without a terminal.
 //!
 //! - [`worker`]: the loop. It receives through the client's one receive path

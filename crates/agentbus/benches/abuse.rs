@@ -1,4 +1,4 @@
-//! Abuse figures for `docs/benchmarks.md` (issue 12): the real `agentbus gateway` (release build)
+//! Abuse figures for `docs/benchmarks.md`: the real `agentbus gateway` (release build)
 //! under clients that never finish, never read or never stop, while a well-behaved publisher
 //! measures its 202 latency. Run with `cargo bench -p agentbus --bench abuse`; nothing here is a
 //! test, and nothing asserts a time.

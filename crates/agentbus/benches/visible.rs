@@ -1,4 +1,4 @@
-//! Send → visible in the recipient's context (issue 13 item 7): `cargo bench -p agentbus --bench
+//! Send → visible in the recipient's context: `cargo bench -p agentbus --bench
 //! visible`. Whole processes, as people and harnesses run them, timed from the start of the
 //! sending command to the end of the first hook run whose answer holds the message:
 //!

@@ -1,4 +1,4 @@
-//! The console in a real browser (issue 19 item 4): Debian's Chromium, headless, driven over
+//! The console in a real browser: Debian's Chromium, headless, driven over
 //! WebDriver by `chromedriver` through fantoccini. One browser session walks it all: sign-in, a
 //! conversation, a task's timeline followed live while its worker reports progress, the admin's
 //! cancel and the state change it brings, a CSRF attempt, a workspace admin at another

@@ -1,4 +1,4 @@
-//! CSRF (issue 19 item 1): every change the console makes is refused (AB-1020, nothing stored)
+//! CSRF: every change the console makes is refused (AB-1020, nothing stored)
 //! without its session's token, with another session's token, or from another site, for every
 //! POST route of `agentbus_console::ROUTES`; with the token it goes through.
 

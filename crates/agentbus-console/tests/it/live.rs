@@ -1,4 +1,4 @@
-//! Live views over server-sent events (issue 19 item 2): a task's stream pushes each change of
+//! Live views over server-sent events: a task's stream pushes each change of
 //! the task, a stream ends with its session (a `signed-out` event), and every stream ends when the
 //! gateway shuts down, so a graceful shutdown never waits on a console left open.
 

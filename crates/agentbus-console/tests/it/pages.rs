@@ -1,4 +1,4 @@
-//! What each page shows (issue 19 item 2), read through the API's scoped functions, and how it
+//! What each page shows, read through the API's scoped functions, and how it
 //! answers: the thread with verification and delivery states, a task's timeline with timers,
 //! late and ignored entries, usage and cost with their sources, the console's cancel (§6.2), the
 //! policy form's errors, usage (WP-5.5-2), topics, the overview's scope, downloads, headers.

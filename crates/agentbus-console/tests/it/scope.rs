@@ -1,4 +1,4 @@
-//! Cross-scope refusal over every console page (issue 19 item 4), generated from
+//! Cross-scope refusal over every console page, generated from
 //! `agentbus_console::ROUTES` and the probes of `tests/data/routes.txt`: users of another tenant,
 //! another workspace of the victim's tenant, members (of the victim's workspace and another) and
 //! the gateway operator sign in and try every page at the victim's objects and at missing ones.

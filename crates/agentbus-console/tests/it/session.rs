@@ -1,4 +1,4 @@
-//! Sign-in, sessions and sign-out (issue 19 item 1): a user token is exchanged for a session
+//! Sign-in, sessions and sign-out: a user token is exchanged for a session
 //! cookie (HttpOnly, SameSite=Strict, Secure behind HTTPS) that every replica honours, that ends at
 //! sign-out, at its lifetime's end, or with the token it was opened with.
 

@@ -1,4 +1,4 @@
-//! Bad input on the routes added for the trust boundaries (issue 11, "Bad input"): every body in
+//! Bad input on the routes added for the trust boundaries: every body in
 //! `tests/data/bad_input/bodies.txt`, a 64-level-deep one, one over the body limit, and hostile
 //! path segments, sent with a credential that may call the route. Never a 5xx, always the one
 //! error shape with an `AB-` code, and a refusal stores nothing.

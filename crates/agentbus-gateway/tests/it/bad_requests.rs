@@ -1,4 +1,4 @@
-//! The bad-request corpus (issue 21, reliability): every line of `tests/data/bad_requests/*.jsonl`
+//! The bad-request corpus: every line of `tests/data/bad_requests/*.jsonl`
 //! is one request a client gets wrong, over every route of `ROUTES`, each naming its method, path,
 //! credential role, headers and body, and the exact status and `AB-` code it must get. One runner
 //! sends them to a real gateway on loopback: never a 5xx, always the one error shape (JSON, the

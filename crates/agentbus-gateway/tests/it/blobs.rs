@@ -431,7 +431,7 @@ async fn wp_9_6_an_attachment_must_match_its_blobs_size_and_hash(target: Target)
     assert_eq!(h.publish(&a, &sign(&a, m)).await.0, 202);
 }
 
-/// WP-9-9 and issue 11 item 6: a `ref` naming another tenant is AB-4022 whether or not the blob
+/// WP-9-9: a `ref` naming another tenant is AB-4022 whether or not the blob
 /// exists; a ref under one's own tenant slug to another tenant's blob answers like an unknown blob.
 /// No answer tells that a blob exists.
 async fn wp_9_9_another_tenants_blob_is_refused_and_never_revealed(target: Target) {

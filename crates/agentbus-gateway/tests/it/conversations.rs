@@ -1,4 +1,4 @@
-//! Conversations (§7, issue 11 item 2): read per message. A `conversation_id` is a label, not a
+//! Conversations (§7): read per message. A `conversation_id` is a label, not a
 //! membership: anyone may write it, and nobody reads an envelope it neither sent nor received,
 //! except an admin whose scope covers a party's workspace.
 
@@ -36,7 +36,7 @@ async fn view(h: &Harness, cnv: &str, token: &str) -> Result<Vec<String>, (u16, 
         .collect())
 }
 
-/// The attack of issue 11: a non-party writes the victims' `conversation_id` to its own peer,
+/// The conversation-label attack: a non-party writes the victims' `conversation_id` to its own peer,
 /// from the victims' workspace and from another workspace of the tenant. Nobody's view gains
 /// anything it did not send or receive.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

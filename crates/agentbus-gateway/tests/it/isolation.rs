@@ -1,4 +1,4 @@
-//! The tenant isolation suite (issue 11 item 7), generated from the route table.
+//! The tenant isolation suite, generated from the route table.
 //!
 //! A world holds a victim in workspace `backend` of tenant `default` (two private agents, a
 //! conversation, a task, a blob, a topic, a policy, a leased delivery) and ten attackers: four of
@@ -1027,7 +1027,7 @@ async fn world() -> World {
     }
 }
 
-/// Issue 11 item 7: at least 200 cross-tenant, cross-workspace, non-party and wrong-role attempts
+/// At least 200 cross-tenant, cross-workspace, non-party and wrong-role attempts
 /// over every route, generated from the route table; none may succeed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn isolation_no_attempt_across_a_trust_boundary_succeeds() {

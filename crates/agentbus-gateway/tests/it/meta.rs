@@ -81,7 +81,7 @@ async fn wp_5_1_schemas_and_wp_1_8_error_pages_are_served() {
     );
 }
 
-/// Observability (issue 3 item 10): `/metrics` reports each inbox's unacknowledged depth as
+/// Observability: `/metrics` reports each inbox's unacknowledged depth as
 /// publishes add to it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_report_inbox_depth_after_publishes() {

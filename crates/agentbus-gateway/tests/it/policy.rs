@@ -1,4 +1,4 @@
-//! Workspace policy (§4.2, issue 11 item 5): documents validated against the published schema,
+//! Workspace policy (§4.2): documents validated against the published schema,
 //! glob semantics as a table of cases, canonical addresses, and the documented default.
 
 use serde_json::{Value, json};

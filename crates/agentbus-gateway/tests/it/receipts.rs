@@ -1,4 +1,4 @@
-//! Delivery states and "shown in context" receipts (issue 13 item 6): the sender reads how far
+//! Delivery states and "shown in context" receipts: the sender reads how far
 //! each copy got, persisted → leased → acknowledged → shown → answered; only the recipient reports
 //! on its inbox and only the sender reads the states, and a refusal for "not yours" is exactly
 //! the answer for "does not exist".

@@ -1,4 +1,4 @@
-//! Roles scoped where they act (issue 11 item 1): the gateway operator and tenants, tenant and
+//! Roles scoped where they act: the gateway operator and tenants, tenant and
 //! workspace admins, members; suspension of tenants and agents (§5.9); the directory's visibility
 //! (§10).
 

@@ -1,4 +1,4 @@
-//! The gateway as a service (issue 12): bounded connections and sockets, one error shape for
+//! The gateway as a service: bounded connections and sockets, one error shape for
 //! every refusal, readiness, and a shutdown that closes WebSockets with a frame. Timeouts and
 //! limits are tested with small settings, and every wait polls with a generous deadline.
 

@@ -1,4 +1,4 @@
-//! The settings model (issue 12 item 1): one runner over the cases in `tests/data/settings/`, each
+//! The settings model: one runner over the cases in `tests/data/settings/`, each
 //! a TOML file with the flags, environment and `--config` file text given, and either the values
 //! and origins expected or the error lines (`FILE` stands for the file's path).
 

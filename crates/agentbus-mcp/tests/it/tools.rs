@@ -3,8 +3,8 @@
 use agentbus_mcp::DEFINITIONS;
 use serde_json::Value;
 
-/// Every definition together stays under 3,000 tokens, counted as characters / 4 (issue 18,
-/// item 1; MCP Agent Mail's 40 tools cost about 13,200).
+/// Every definition together stays under 3,000 tokens, counted as characters / 4 (a
+/// fraction of what a server with dozens of tools costs).
 pub const TOKENS_MAX: usize = 3_000;
 
 /// The definitions as one compact JSON document, as `tools/list` carries them.

@@ -182,7 +182,7 @@ enum Plan {
 /// batch's tenants, sources, ids and window starts; answers each match's 1-based index in the
 /// batch, then [`MESSAGE_COLS`]. Each lookup is a subquery of its own (`LIMIT 1` of a unique
 /// key keeps it one), so every plan reads both tables by key: joined plainly, a plan made while
-/// the tables were new and empty read them whole, ~1–10 ms a batch once they had grown.
+/// the tables were new and empty read them whole, which grew with every row.
 pub(super) static RECENT_ALL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT u.i, {MESSAGE_COLS} \
@@ -231,7 +231,7 @@ pub(super) const BUMP_COUNTERS: &str = "UPDATE inbox_counters c SET last_seq = c
 
 /// The rest of a batch's transaction runs cached generic plans: the counters' statements
 /// (`= ANY` of an array, which PostgreSQL prices at ten elements in a generic plan and so plans
-/// for each call otherwise, ~0.1 ms each, 15% of its CPU in the benches) and the writes, each
+/// for each call otherwise, a large share of its CPU in the benches) and the writes, each
 /// checked to read by index (`postgres/plans.rs`). Not the dedupe reads before it: any plan of
 /// those depends on how PostgreSQL prices a table it has no statistics for yet.
 const GENERIC_FROM_HERE: &str = "SET LOCAL plan_cache_mode = force_generic_plan";

@@ -37,8 +37,8 @@ pub use schema::current_version;
 /// And `backend_flush_after = 256kB` when the server, database and role leave it at PostgreSQL's
 /// default (0): the pages the session's backend writes out of shared buffers then go to the disk
 /// every 256 kB, where with the default they wait in the kernel's page cache, which writes them
-/// back ~30 s later in bursts of 100–250 MB that every commit's WAL flush waits behind (stalls of
-/// 18–41 ms in the stores bench, the two-replica p99's outliers; docs/benchmarks.md).
+/// back much later in large bursts that every commit's WAL flush waits behind (the two-replica
+/// p99's outliers in the stores bench; docs/benchmarks.md).
 const SESSION: &str = "SET synchronous_commit = on; SET tcp_keepalives_idle = 10; \
      SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3; \
      SELECT set_config('backend_flush_after', '256kB', false) \
@@ -166,7 +166,7 @@ impl PgStore {
             // unless an operation says otherwise for its own transaction (leases, acks). Prepared
             // statements may run on their cached generic plans: each statement on the publish
             // and delivery paths is written so that its generic plan reads by index
-            // (`postgres/plans.rs`); planning the lease for its parameters cost ~0.5 ms a lease.
+            // (`postgres/plans.rs`), so the lease is not planned again on every call.
             .post_create(Hook::async_fn(move |client, _| {
                 Box::pin(async move {
                     client

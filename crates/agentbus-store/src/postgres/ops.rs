@@ -39,8 +39,8 @@ const BEGIN_ASYNC: &str = "BEGIN; SET LOCAL synchronous_commit = off";
 /// `$5`..=`$6`) and counts them settled in the inbox's `inbox_settled` row, in one statement: the
 /// entries it settled. The bounds keep any plan to the acked stretch of the inbox: a generic plan
 /// made on statistics from when the inbox was small may find the entries by agent alone and
-/// filter the sequences, which then reads the whole inbox (the lease's did: in the benches its
-/// cached plan estimated 7 rows for an inbox and read 70,000, ~5 ms per lease).
+/// filter the sequences, which then reads the whole inbox (the lease's did, in the benches: its
+/// cached plan estimated a handful of rows and read every entry of the inbox).
 pub(super) const ACK: &str = "WITH s AS (UPDATE inbox i SET state = 2, acked_at = $4 \
      FROM unnest($2::bigint[], $3::text[]) AS a(sequence, lease) \
      WHERE i.agent_id = $1 AND i.sequence BETWEEN $5 AND $6 AND i.sequence = a.sequence \
@@ -771,7 +771,7 @@ pub(super) const NEXT_VISIBLE: &str =
 /// of their sequences, within their range: without it, a generic plan made while the inbox was
 /// small found them by agent alone, reading the whole inbox). Its generic plan reads each index
 /// from its bounds only (`postgres/plans.rs`), so PostgreSQL may cache it: planning it for its
-/// parameters cost ~0.5 ms per lease, a fifth of a core at 1,000 msg/s.
+/// parameters cost a noticeable share of a core under steady load.
 /// The token is the same shape SQLite writes (`d{sequence}.{attempt}.{now}`), unique per entry
 /// and attempt.
 pub(super) const LEASE: &str = "WITH due AS (SELECT sequence FROM inbox \

@@ -144,13 +144,13 @@ CREATE INDEX usage_day ON usage (tenant_id, day);
     r#"
 CREATE INDEX messages_sent ON messages (tenant_id, source_agent_id, seq) WHERE source_agent_id IS NOT NULL;
 "#,
-    // Blob lifecycle (issue 17; SQLite's migration 8): `purged` marks a blob whose content the
+    // Blob lifecycle (SQLite's migration 8): `purged` marks a blob whose content the
     // reaper deleted; the row stays so reads answer "expired".
     r#"
 ALTER TABLE blobs ADD COLUMN purged BOOLEAN NOT NULL DEFAULT false;
 CREATE INDEX blobs_live ON blobs (created_at) WHERE NOT purged;
 "#,
-    // Replicas (issue 16; SQLite's migration 9 has the content table alone): inline blob content
+    // Replicas (SQLite's migration 9 has the content table alone): inline blob content
     // in the database, where every replica reads it, and the reaper's claim, one row, so task
     // timers and inbox expiries are swept by one replica at a time.
     r#"

@@ -1,4 +1,4 @@
-//! What the operator views read and write (issue 19): conversation lists, delivery states of
+//! What the operator views read and write: conversation lists, delivery states of
 //! copies, a task's messages, usage totals, and console sessions.
 
 use std::collections::BTreeMap;

@@ -42,9 +42,9 @@ const READERS: usize = 4;
 const CHECKPOINT_FRAMES: i32 = 8192;
 /// WAL frames (~4 MiB) after which the checkpointing thread copies what is new and flushes it to
 /// the disk, well before the log is due to start again. One flush of a whole interval's pages
-/// (scattered 4 KiB writes) kept this machine's disk busy for 30–50 ms, and every WAL fsync of
+/// (scattered 4 KiB writes) kept the disk busy for tens of milliseconds, and every WAL fsync of
 /// the writer, so every publish waiting for its commit, queued behind it. A quarter of this
-/// (flushing 25 times a second at 1,000 msg/s) cost throughput and gained nothing more.
+/// (flushing several times as often) cost throughput and gained nothing more.
 const SLICE_FRAMES: i32 = 1024;
 
 /// How the writer and the checkpointing thread share the work of keeping the WAL short.
@@ -222,7 +222,7 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.set_prepared_statement_cache_capacity(128);
     // Plans that never depend on bound values. Without this SQLite reads a bound `LIMIT ?` while
     // planning and marks the statement stale whenever that parameter is bound again, so every
-    // lease query was parsed and planned anew on each run (~60 µs of a lease read's ~145 µs).
+    // lease query was parsed and planned anew on each run (much of a lease read's time).
     conn.set_db_config(
         rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
         true,
@@ -232,8 +232,8 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.pragma_update(None, "cache_size", -32_768)?;
     // No memory-mapped reads: a read transaction that finds the database changed since its last
     // one unmaps the whole file (SQLite's `pagerBeginReadTransaction`), and under steady publishes
-    // that is almost every read. Each unmap stopped the other core for a TLB shootdown, and a
-    // lease's read took ~85 µs mapped against ~30 µs through read() (docs/benchmarks.md).
+    // that is almost every read. Each unmap stopped the other cores for a TLB shootdown, and a
+    // lease's read was slower mapped than through read() (docs/benchmarks.md).
     conn.pragma_update(None, "mmap_size", 0)?;
     // Each job's savepoint journals the pages it changes; in memory that costs no write() calls.
     conn.pragma_update(None, "temp_store", "MEMORY")?;
@@ -265,7 +265,7 @@ impl SqliteStore {
         writer.pragma_update(None, "journal_size_limit", 67_108_864)?;
         schema::migrate(&mut writer)?;
         // Replaces SQLite's automatic checkpoint, which ran on the committing connection: the
-        // writer thread stalled for each one (~130 ms for 32 MiB here), and so did every publish
+        // writer thread stalled for each one, and so did every publish
         // waiting for its group commit. The hook only counts; `checkpointer_loop` copies.
         writer.wal_hook(Some(note_wal_frames));
         let checkpointing = Connection::open(path)?;

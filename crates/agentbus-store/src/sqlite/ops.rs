@@ -498,7 +498,7 @@ fn settle(t: &Transaction<'_>, entries: &[InboxEntry], state: EntryState) -> rus
 
 /// A read transaction from cached `BEGIN` and `ROLLBACK` statements, ended when dropped: a
 /// lease takes one per read, and rusqlite's `Transaction` parses both statements each time,
-/// which showed in profiles of the lease (SQLite's parser, ~1.7% of the gateway's CPU).
+/// which showed in profiles of the lease (SQLite's parser).
 struct Snapshot<'c>(&'c Connection);
 
 impl<'c> Snapshot<'c> {

@@ -109,7 +109,7 @@ DROP INDEX inbox_pending;
 CREATE INDEX inbox_new ON inbox (agent_id, sequence) WHERE state = 0;
 CREATE INDEX inbox_due ON inbox (agent_id, visible_at) WHERE state = 1;
 "#,
-    // Trust boundaries (issue 11): tenant and agent suspension, advisory warnings on timeline
+    // Trust boundaries: tenant and agent suspension, advisory warnings on timeline
     // entries, roles found by value (the operator). Before roles were scoped, a tenant's first
     // user (the bootstrap admin) administered the whole tenant; it keeps that as `tenant_admin`.
     r#"
@@ -120,7 +120,7 @@ CREATE INDEX users_role ON users (role);
 UPDATE users SET role = 'tenant_admin' WHERE role = 'admin' AND created_at =
     (SELECT min(u.created_at) FROM users u WHERE u.tenant_id = users.tenant_id AND u.role = 'admin');
 "#,
-    // Delivery states a sender can read (issue 13): when the recipient's sidecar acked a copy,
+    // Delivery states a sender can read: when the recipient's sidecar acked a copy,
     // and the recipient's report that it was shown in a session's context (one per delivery,
     // the first stands).
     r#"
@@ -132,7 +132,7 @@ CREATE TABLE receipts (
 ) WITHOUT ROWID;
 CREATE INDEX receipts_message ON receipts (message_seq);
 "#,
-    // The console (issue 19): sessions every replica reads; the usage and cost each message
+    // The console: sessions every replica reads; the usage and cost each message
     // reported, stored with it so totals never open sealed `data` (messages stored before this
     // migration have none); the indexes the console's lists read.
     r#"
@@ -158,13 +158,13 @@ CREATE INDEX tasks_recent ON tasks (tenant_id, created_at, id);
     r#"
 CREATE INDEX messages_sent ON messages (tenant_id, source_agent_id, seq) WHERE source_agent_id IS NOT NULL;
 "#,
-    // Blob lifecycle (issue 17): `purged` marks a blob whose content the reaper deleted (expired,
+    // Blob lifecycle: `purged` marks a blob whose content the reaper deleted (expired,
     // or never completed within its upload window); the row stays so reads answer "expired".
     r#"
 ALTER TABLE blobs ADD COLUMN purged INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX blobs_live ON blobs (created_at) WHERE purged = 0;
 "#,
-    // Sealed blob content kept in the database (issue 16: what replicas on PostgreSQL share; the
+    // Sealed blob content kept in the database (what replicas on PostgreSQL share; the
     // SQLite gateway keeps its files, and the table stays empty unless a caller uses it).
     r#"
 CREATE TABLE blob_contents (blob_id TEXT PRIMARY KEY, sealed BLOB NOT NULL);

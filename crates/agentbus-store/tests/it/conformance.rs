@@ -1419,7 +1419,7 @@ pub async fn store_blobs<S: Store + Clone>(store: S) {
         1000,
         "a pending blob past its upload window does not count"
     );
-    // The reaper's view (issue 17): the pending blob past its window is due, the complete one
+    // The reaper's view: the pending blob past its window is due, the complete one
     // is not; purging re-checks the rule, happens once, and a purged blob cannot complete.
     let due = store.due_blobs(T0 + 10, T0, 10).await.unwrap();
     assert_eq!(

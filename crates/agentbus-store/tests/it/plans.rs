@@ -1,7 +1,7 @@
 //! The generic plans of the statements on every publish's and delivery's path read by index.
 //!
 //! Pooled connections let PostgreSQL cache a prepared statement's generic plan (planning the
-//! lease for its parameters cost ~0.5 ms per lease, a third of a core at 1,000 msg/s;
+//! lease for its parameters cost a noticeable share of a core under steady load;
 //! docs/benchmarks.md). That is safe only while no generic plan reads a queue table whole: the
 //! lease's earlier form did, and took 14 s per lease on an inbox of a few thousand entries. The
 //! statistics here are taken before one inbox grows large, as autovacuum's lag leaves them: a

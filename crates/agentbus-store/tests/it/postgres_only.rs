@@ -432,7 +432,7 @@ async fn pg_two_replicas_share_sequences_and_leases() {
     assert_eq!(unique, (1..=total).collect());
 }
 
-/// Issue 16 item 2: a signal one replica sends reaches the other (LISTEN/NOTIFY) and not itself;
+/// A signal one replica sends reaches the other (LISTEN/NOTIFY) and not itself;
 /// a large topic's wake-up is split under PostgreSQL's payload limit and arrives whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_signals_reach_the_other_replicas_and_not_the_sender() {
@@ -531,7 +531,7 @@ async fn pg_an_identity_signal_is_sent_before_the_call_returns() {
     );
 }
 
-/// Issue 16 item 2: the reaper's claim goes to one replica at a time, is renewed by its holder,
+/// The reaper's claim goes to one replica at a time, is renewed by its holder,
 /// and passes to another only once it ran out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_the_reaper_claim_is_held_by_one_replica_at_a_time() {
@@ -570,7 +570,7 @@ async fn pg_the_reaper_claim_is_held_by_one_replica_at_a_time() {
     assert!(!a.claim_reaper(holder, t0 + 1600, 1000).await.unwrap());
 }
 
-/// Issue 16's group commit (`postgres/batch.rs`): publishes that arrive together share a
+/// The group commit (`postgres/batch.rs`): publishes that arrive together share a
 /// transaction, and each still gets the outcome it would get alone: one copy of a repeated id,
 /// one of a repeated idempotency key, gap-free sequences, and a publish the database refuses
 /// fails alone while the others of its batch are stored.

@@ -569,7 +569,7 @@ fn send(args: SendArgs, printer: &Printer) -> CliResult {
         return Ok(ExitCode::SUCCESS);
     };
     let local = super::local::open_store()?;
-    // The id at once (issue 14): on stderr for people, as the first JSON line for scripts, so
+    // The id at once: on stderr for people, as the first JSON line for scripts, so
     // another shell can trace the message while this one waits.
     let interrupt = Interrupt::catch(&ctx);
     announce(printer, &json!({"sent": summary}));
@@ -751,7 +751,7 @@ fn delegate(args: DelegateArgs, printer: &Printer) -> CliResult {
         return Ok(ExitCode::SUCCESS);
     };
     let local = super::local::open_store()?;
-    // The ids at once (issue 14): on stderr for people, as the first JSON line for scripts, so
+    // The ids at once: on stderr for people, as the first JSON line for scripts, so
     // another shell can trace or cancel the task while this one waits.
     let interrupt = Interrupt::catch(&ctx);
     announce(printer, &json!({"sent": sent}));

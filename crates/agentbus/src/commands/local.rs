@@ -248,7 +248,7 @@ pub fn engineer_email() -> Option<String> {
     .then_some(e)
 }
 
-/// The sender (LM: sender; issue 13 item 3): a session acts as itself. Inside a harness session
+/// The sender (LM: sender): a session acts as itself. Inside a harness session
 /// (its environment names or marks it, [`caller`]) a message is sent as that session, and
 /// `--from` may name only that session; a session that cannot be identified sends nothing rather
 /// than send as the engineer. From the engineer's own terminal, `--from` is taken as given and
@@ -497,7 +497,7 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
             };
             // A gateway message is named by its envelope id, which `reply`, `ack` and `trace`
             // take, and marked when its signature did not re-verify (AB-1303); its task and the
-            // command that answers it now follow its preview (issue 14).
+            // command that answers it now follow its preview.
             let now = store.now();
             let (id, mark, more) = match &m.via {
                 Some(v) if v.transport == Transport::Gateway => {

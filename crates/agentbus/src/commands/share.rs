@@ -424,7 +424,7 @@ pub const EXIT_WARNINGS: u8 = 7;
 
 /// Imports every message for this operator's agents into the local store, so each reaches a
 /// session bound to its recipient (or the engineer's inbox) through the harness hook, once, framed
-/// like any peer message (one delivery path, issue 7 item 7). The import is idempotent per
+/// like any peer message (one delivery path). The import is idempotent per
 /// (message id, recipient). A message the store refuses is skipped, never the whole delivery, with
 /// a warning when it is among `report`'s arrivals (one that arrived earlier was reported then);
 /// one it has no room for until the recipient's sessions are shown earlier ones waits, with the

@@ -1,4 +1,4 @@
-//! What every modern command line offers (issue 14 item 7): shell completions generated from the
+//! What every modern command line offers: shell completions generated from the
 //! parser (LM-80), `--profile` only where a profile is used, and the global `-q`/`-v`.
 
 use std::process::Command;

@@ -1,4 +1,4 @@
-//! Issue 14, the rest: ids a person can act on (every surface shows the `msg_` and `tsk_` ids and
+//! Ids a person can act on (every surface shows the `msg_` and `tsk_` ids and
 //! every verb takes any of them), expired requests shown as expired, `tasks` and `sent`, live
 //! waits (ids at once, a line per change, Ctrl-C leaving the task running), and the README's
 //! walk-through run as written. The real binary, a real gateway on loopback, real files.

@@ -1,4 +1,4 @@
-//! The fuzz targets' corpora replayed as a test (issue 21): every committed seed
+//! The fuzz targets' corpora replayed as a test: every committed seed
 //! (`fuzz/corpus/<target>/`) and every input a fuzzer once crashed on (`fuzz/regressions/<target>/`)
 //! goes through the same function the fuzz target calls (`fuzz/src/lib.rs`, a dev-dependency
 //! without its libFuzzer driver), so a property broken again fails the README's test command, not

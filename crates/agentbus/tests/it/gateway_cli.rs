@@ -1,5 +1,5 @@
 //! The gateway verbs and the sidecar end to end: the real `agentbus` binary, as two agents on two
-//! "machines" (two AGENTBUS_HOME folders), against a real gateway on loopback (issue 5).
+//! "machines" (two AGENTBUS_HOME folders), against a real gateway on loopback.
 //!
 //! The gateway runs in this process (as the gateway crate's own tests run it) so that its lease
 //! can be short: a copy leased to a sidecar killed before its ack comes back within a second, and
@@ -1849,7 +1849,7 @@ fn wp_6_3_3_a_late_result_reaches_the_requester_flagged_with_a_warning() {
     reviewer.ok(&["--json", "accept", &task]);
     reviewer.ok(&["--json", "fail", &task, "--message", "stopped"]);
     // The worker's result after the terminal state is persisted, delivered and flagged late,
-    // and its sender is told so: exit 1, with the task's state (issue 14 item 4).
+    // and its sender is told so: exit 1, with the task's state.
     let out = reviewer.run(&["--json", "complete", &task, "--summary", "done anyway"]);
     assert_eq!(out.status.code(), Some(1));
     let doc: Value = last_json(&out.stdout);

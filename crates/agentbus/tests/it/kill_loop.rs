@@ -1,4 +1,4 @@
-//! The kill -9 loop (issue 21, reliability): the real `agentbus gateway` on a real SQLite data
+//! The kill -9 loop: the real `agentbus gateway` on a real SQLite data
 //! directory, killed with SIGKILL at a random moment while 8 signed publishers keep publishes in
 //! flight and 2 consumers lease and ack, then restarted on the same directory, cycle after cycle.
 //!

@@ -2,7 +2,7 @@
 //! implements OpenCode's documented plugin API (`tests/opencode/host.mjs`), spawning the real
 //! binary on a real store: a message is claimed only where the plugin puts it in front of the
 //! model (a prompt's parts, a tool's result), never at `tool.execute.before`, which can only block
-//! (LM-25, LM-26, issue 13 item 1).
+//! (LM-25, LM-26).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

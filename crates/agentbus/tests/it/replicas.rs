@@ -1,4 +1,4 @@
-//! Issue 16: several `agentbus gateway` processes on one PostgreSQL database (docs/deploy.md).
+//! Several `agentbus gateway` processes on one PostgreSQL database (docs/deploy.md).
 //! Real processes, a real throwaway cluster (`pg.rs`), real HTTP: a publish through one replica
 //! reaches a long-poll held by the other, an agent deleted through one is refused by the other,
 //! one replica killed with SIGKILL under 8 publishers loses nothing acknowledged, a database
@@ -132,7 +132,7 @@ fn percentile(sorted: &[Duration], q: f64) -> f64 {
         .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
 }
 
-/// Issue 16 item 2: two replicas serve one database. A publish through A wakes a long-poll held
+/// Two replicas serve one database. A publish through A wakes a long-poll held
 /// by B (LISTEN/NOTIFY; B's fallback poll would take up to a second); an agent deleted through A
 /// is refused by B, whose cache held it (docs/deploy.md states the bound); a third replica with
 /// a master key of its own is refused at start.
@@ -262,7 +262,7 @@ fn replicas_wake_each_other_and_forget_revoked_credentials() {
     drop((a, b));
 }
 
-/// Issue 16 "Bad input and limits": an unreachable server, an unknown role, a missing database
+/// Bad input and limits: an unreachable server, an unknown role, a missing database
 /// and a schema from a newer release each stop the start with a line of cause and fix (exit 5
 /// for the first, 4 for the others), and `gateway migrate` brings a database to this release.
 #[test]
@@ -363,7 +363,7 @@ fn replicas_an_unusable_database_stops_the_start_with_its_fix() {
     );
 }
 
-/// Issue 16 item 4: SIGKILL of one of two replicas while 8 signed publishers (half on each) and
+/// SIGKILL of one of two replicas while 8 signed publishers (half on each) and
 /// 2 consumers (one on each) run: a publish whose connection died is retried with the same bytes
 /// on the surviving replica, as behind a load balancer. Every publish answered 202 (or 200) is
 /// delivered, no id sits under two sequences, no inbox sequence has a gap.
@@ -455,7 +455,7 @@ fn replicas_kill_9_of_one_of_two_loses_no_acknowledged_publish() {
     assert!(b.stop("TERM").success());
 }
 
-/// Issue 16 item 4: the database restarted under a gateway. While it is down a publish answers
+/// The database restarted under a gateway. While it is down a publish answers
 /// AB-9001 (503) and stores nothing; once it is back the same gateway, never restarted, stores
 /// the same envelope once and delivers what was stored before.
 #[test]
@@ -517,7 +517,7 @@ fn replicas_a_database_restart_answers_9001_then_heals() {
     assert!(gw.stop("TERM").success());
 }
 
-/// Issue 16 item 4: a pool that runs dry answers AB-9010 (503, Retry-After) after `store_wait`,
+/// A pool that runs dry answers AB-9010 (503, Retry-After) after `store_wait`,
 /// never hangs; the request holding the connection completes once the database lets it.
 #[test]
 fn replicas_a_dry_pool_answers_9010_and_never_hangs() {
@@ -610,7 +610,7 @@ fn replicas_a_dry_pool_answers_9010_and_never_hangs() {
     assert!(gw.stop("TERM").success());
 }
 
-/// Issue 16 item 2: timers fire once across replicas. Both replicas' reapers sweep at the same
+/// Timers fire once across replicas. Both replicas' reapers sweep at the same
 /// moment (each test clock's advance runs a pass before it answers): a message that expired
 /// unread is settled by one of them, and its sender gets one expiry notice, not one per replica.
 #[test]
@@ -705,7 +705,7 @@ fn followup(
         .into_bytes()
 }
 
-/// Issue 16 item 2 (every route on any replica), §6.2: the lifecycle messages of one task, sent
+/// Every route on any replica, §6.2: the lifecycle messages of one task, sent
 /// through both replicas at once while an admin cancels it through one, are each decided on the
 /// task as the other replica left it. Each replica's task lock covers only its own requests, so
 /// two of them read the same version of the task; the one whose write then finds it changed

@@ -1,4 +1,4 @@
-//! The gateway as a service, black-box (issue 12): the real `agentbus gateway` process, driven
+//! The gateway as a service, black-box: the real `agentbus gateway` process, driven
 //! over HTTP on loopback. Timers are crossed with the test clock (`--unsafe-test-clock`), never
 //! waited out; every other wait polls with a deadline.
 

@@ -1,4 +1,4 @@
-//! What a terminal shows (issue 14 item 3, issue 17 item 5): the binary runs with stderr on a
+//! What a terminal shows: the binary runs with stderr on a
 //! pseudo-terminal the test opened ([`crate::pty`]), against a real gateway on loopback, while
 //! the test drives the other side; the assertions are on the text a person would see.
 

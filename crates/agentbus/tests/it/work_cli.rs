@@ -1,4 +1,4 @@
-//! `agentbus work` end to end (issue 20): the real binary as a worker, a real gateway on loopback,
+//! `agentbus work` end to end: the real binary as a worker, a real gateway on loopback,
 //! the requester driving the task with the CLI. Claude Code runs as its stand-in
 //! (`crates/agentbus-work/tests/standins/claude_code.py`, speaking the headless stream-json
 //! protocol); the generic adapter runs real shell commands. Every wait polls with a deadline;
