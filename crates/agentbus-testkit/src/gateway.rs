@@ -17,7 +17,6 @@ use agentbus_gateway::{App, Config, Gateway};
 use agentbus_protocol::signing::SigningKey;
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_runtime::{Clock as _, ManualClock};
-use agentbus_store::AnyStore;
 
 pub use crate::Agent;
 use crate::envelope;
@@ -61,7 +60,7 @@ pub struct Harness {
     /// Its clock.
     pub clock: ManualClock,
     /// The app behind the router, for what a test checks below the HTTP API.
-    pub app: Arc<App<AnyStore>>,
+    pub app: Arc<App>,
     /// A client for calls to it.
     pub http: reqwest::Client,
     /// Its data directory.
