@@ -1,7 +1,8 @@
 //! What each fuzz target checks, one function per target, so that the same entry points serve the
 //! fuzzer (`fuzz_targets/<target>.rs` calls them) and the workspace's tests, which replay every
-//! committed seed and every regression input through them (`crates/agentbus/tests/it/fuzz_seeds.rs`
-//! includes this file by path). Each panics on a broken property and returns otherwise.
+//! committed seed and every regression input through them (`crates/agentbus/tests/it/fuzz_seeds.rs`,
+//! a dev-dependency on this package without its default features). Each panics on a broken
+//! property and returns otherwise.
 
 use agentbus_local::hook::{Harness, parse_event};
 use agentbus_local::line::Line;

@@ -34,6 +34,14 @@ use crate::http::{Delivery, Gateway};
 use crate::inbox::{AgentInbox, Diagnostic, Received, SavedAttachment};
 use crate::profile::{Profile, create_private_dir};
 
+/// The `id` of a delivered envelope (empty when it has none).
+fn envelope_id(env: &Map<String, Value>) -> String {
+    env.get("id")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
 /// A sender key as the directory lists it.
 #[derive(Debug, Clone)]
 struct KnownKey {
@@ -164,6 +172,44 @@ pub struct ReceiptReport {
 /// How often a receiver holding the WebSocket looks for messages shown since its last report.
 const RECEIPT_TICK_MS: u64 = 200;
 
+/// The steps of receiving one delivery at which a receiver built for crash tests (the
+/// `fault-injection` feature, which only the test kit turns on) calls its seam; an error there
+/// stops the pass as a crash at that step would.
+#[cfg(any(test, feature = "fault-injection"))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Leased and re-verified, nothing written locally yet.
+    BeforePersist,
+    /// Persisted into the inbox and handed to local delivery, not acked.
+    AfterPersist,
+    /// About to ack the delivery.
+    BeforeAck,
+}
+
+/// What a crash test runs at each [`Step`], with the envelope's id.
+#[cfg(any(test, feature = "fault-injection"))]
+pub type Seam = Arc<dyn Fn(Step, &str) -> Result<()> + Send + Sync>;
+
+/// The seam `AGENTBUS_FAULT` asks for: `before-persist` or `after-persist` fail at that step (so
+/// the binary's crash tests can stop a sidecar there).
+#[cfg(any(test, feature = "fault-injection"))]
+fn seam_from_env() -> Option<Seam> {
+    let at = match std::env::var("AGENTBUS_FAULT").ok()?.as_str() {
+        "before-persist" => Step::BeforePersist,
+        "after-persist" => Step::AfterPersist,
+        _ => return None,
+    };
+    Some(Arc::new(move |step, _id: &str| {
+        if step == at {
+            Err(ClientError::Invalid(format!(
+                "fault injected at {step:?}, before the ack"
+            )))
+        } else {
+            Ok(())
+        }
+    }))
+}
+
 /// Receives for one agent.
 pub struct Receiver {
     gw: Gateway,
@@ -172,7 +218,9 @@ pub struct Receiver {
     keys: KeyCache,
     local: Store,
     clock: Arc<dyn Clock>,
-    fault_after_persist: bool,
+    /// Crash tests only: never part of a release build (see [`Step`]).
+    #[cfg(any(test, feature = "fault-injection"))]
+    seam: Option<Seam>,
     /// [`Store::room_mark`] when local delivery last had no room for a waiting envelope, and
     /// when (ms).
     room_mark: Option<(String, i64)>,
@@ -203,7 +251,8 @@ impl Receiver {
             keys: KeyCache::default(),
             local,
             clock,
-            fault_after_persist: false,
+            #[cfg(any(test, feature = "fault-injection"))]
+            seam: seam_from_env(),
             room_mark: None,
             signer: None,
             policy: None,
@@ -225,10 +274,17 @@ impl Receiver {
         self
     }
 
-    /// Fault injection for crash tests: fail right after the first new envelope is persisted
-    /// and imported, before anything is acked, as a crash at that point would.
-    pub fn inject_fault_after_persist(&mut self) {
-        self.fault_after_persist = true;
+    /// Crash tests: runs `seam` at each [`Step`] of every delivery.
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub fn with_seam(mut self, seam: Seam) -> Receiver {
+        self.seam = Some(seam);
+        self
+    }
+
+    /// Calls the seam, when there is one, at `step` of envelope `id`.
+    #[cfg(any(test, feature = "fault-injection"))]
+    fn at(&self, step: Step, id: &str) -> Result<()> {
+        self.seam.as_ref().map_or(Ok(()), |seam| seam(step, id))
     }
 
     /// The inbox this receiver writes.
@@ -244,12 +300,16 @@ impl Receiver {
         let mut acks = Vec::with_capacity(deliveries.len());
         for d in deliveries {
             let (sequence, token) = (d.sequence, d.delivery.clone());
+            #[cfg(any(test, feature = "fault-injection"))]
+            let id = envelope_id(&d.envelope);
             match self.process(d).await? {
                 Some(id) => report.stored.push(id),
                 None => report.duplicates += 1,
             }
             // The cursor moves only over what is on disk, so a restart resumes after it.
             self.inbox.advance_cursor(sequence)?;
+            #[cfg(any(test, feature = "fault-injection"))]
+            self.at(Step::BeforeAck, &id)?;
             acks.push((sequence, token));
         }
         if !acks.is_empty() {
@@ -354,12 +414,16 @@ impl Receiver {
             }
             let d = Delivery::from_json(&v["delivery"])?;
             let (sequence, token) = (d.sequence, d.delivery.clone());
+            #[cfg(any(test, feature = "fault-injection"))]
+            let id = envelope_id(&d.envelope);
             let mut report = PullReport::default();
             match self.process(d).await? {
                 Some(id) => report.stored.push(id),
                 None => report.duplicates += 1,
             }
             self.inbox.advance_cursor(sequence)?;
+            #[cfg(any(test, feature = "fault-injection"))]
+            self.at(Step::BeforeAck, &id)?;
             let ack = json!({"type": "ack", "sequence": sequence, "delivery": token});
             sink.send(Message::Text(ack.to_string().into()))
                 .await
@@ -372,12 +436,7 @@ impl Receiver {
 
     /// Persists and imports one delivery. `Some(id)` when it was new, `None` for a duplicate.
     async fn process(&mut self, d: Delivery) -> Result<Option<String>> {
-        let id = d
-            .envelope
-            .get("id")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
+        let id = envelope_id(&d.envelope);
         if let Some(existing) = self.inbox.get(&id)? {
             // Persisted before a crash that came before the ack: import again (idempotent), ack.
             self.import(&existing)?;
@@ -413,13 +472,12 @@ impl Receiver {
             held,
             envelope: d.envelope,
         };
+        #[cfg(any(test, feature = "fault-injection"))]
+        self.at(Step::BeforePersist, &id)?;
         let fresh = self.inbox.persist(&r)?;
         self.import(&r)?;
-        if self.fault_after_persist {
-            return Err(ClientError::Invalid(
-                "fault injected after the local write, before the ack".into(),
-            ));
-        }
+        #[cfg(any(test, feature = "fault-injection"))]
+        self.at(Step::AfterPersist, &id)?;
         Ok(fresh.then_some(id))
     }
 

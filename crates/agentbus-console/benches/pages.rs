@@ -7,19 +7,15 @@
 //! acknowledged) and 1,000 `code.review` tasks, of which 500 accepted, 250 with a progress report
 //! and 250 finished with usage and cost (10,000 messages in all). A tenant admin's session then
 //! fetches every page, one request at a time, and the latency of each is reported as p50, p99 and
-//! max over its requests. The harness is the console tests' own (`tests/it/support.rs`).
+//! max over its requests. The harness is the console tests' own (`agentbus_testkit::console`).
 
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
-
-#[allow(dead_code)]
-#[path = "../tests/it/support.rs"]
-mod support;
 
 use std::time::Instant;
 
 use serde_json::json;
 
-use support::*;
+use agentbus_testkit::console::*;
 
 const AGENTS: usize = 20;
 const CONVERSATIONS: usize = 400;

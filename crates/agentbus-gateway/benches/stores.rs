@@ -35,15 +35,11 @@
 mod gateway;
 mod loadgen;
 
-// Only the cluster is used here; the store's tests use the rest.
-#[allow(dead_code)]
-#[path = "../../agentbus-store/tests/it/pg.rs"]
-mod pg;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use agentbus_gateway::config::StoreSetting;
+use agentbus_testkit::pg;
 use gateway::env;
 
 /// The allocator the `agentbus` binary uses, so the figures are the binary's.

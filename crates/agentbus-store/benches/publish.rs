@@ -7,14 +7,10 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stdout, missing_docs)]
 
-// Only the cluster is used here; the tests use the rest.
-#[allow(dead_code)]
-#[path = "../tests/it/pg.rs"]
-mod pg;
-
 use std::time::Instant;
 
 use agentbus_store::*;
+use agentbus_testkit::pg;
 
 const PUBLISHERS: usize = 8;
 const T0: i64 = 1_800_000_000_000;

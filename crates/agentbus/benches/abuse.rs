@@ -26,10 +26,7 @@ use tokio::net::TcpStream;
 use agentbus_protocol::ids::IdKind;
 use agentbus_runtime::Clock as _;
 
-#[allow(dead_code)]
-#[path = "../tests/it/gwproc.rs"]
-mod gwproc;
-use gwproc::{Agent, GwProc, register};
+use agentbus_testkit::gwproc::{self, Agent, GwProc, register};
 
 const HEADER_TIMEOUT_S: u64 = 10;
 const BODY_TIMEOUT_S: u64 = 10;

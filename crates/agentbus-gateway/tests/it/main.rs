@@ -2,8 +2,8 @@
 //! Time is a `ManualClock`; the reaper is driven by hand, so no test sleeps for a timer.
 //!
 //! With `AGENTBUS_TEST_STORE=postgres` the same tests run on PostgreSQL instead: each gateway
-//! gets its own database on a throwaway cluster (`support::store_for`); `./scripts/test` runs
-//! the suite both ways.
+//! gets its own database on a throwaway cluster (`agentbus_testkit::gateway::store_for`);
+//! `./scripts/test` runs the suite both ways.
 
 #![allow(clippy::unwrap_used)]
 
@@ -16,8 +16,6 @@ mod delivery;
 mod identity;
 mod isolation;
 mod meta;
-#[path = "../../../agentbus-store/tests/it/pg.rs"]
-mod pg;
 mod policy;
 mod publish;
 mod receipts;

@@ -13,8 +13,9 @@
 mod batch;
 mod listen;
 mod ops;
-#[cfg(test)]
-mod plans;
+// The statements whose generic plans the integration tests check (`tests/it/plans.rs`).
+#[doc(hidden)]
+pub mod plans;
 mod rows;
 mod schema;
 

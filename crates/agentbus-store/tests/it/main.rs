@@ -1,14 +1,17 @@
 //! The store's conformance suite: every test body is written once over a generic [`Store`] and
 //! runs against SQLite and PostgreSQL (a fresh database each), so both backends keep one
-//! contract; with the `memory` feature, against the strict in-memory store as well.
+//! contract; with the `memory` feature, against the strict in-memory store as well. The
+//! PostgreSQL cases run when asked (`AGENTBUS_TEST_PG=1`, or in CI: see `agentbus_testkit::pg`).
 
 // Tests fail by panicking.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod conformance;
 mod fixtures;
-mod pg;
+mod plans;
 mod postgres_only;
+
+use agentbus_testkit::pg;
 
 use agentbus_store::{PgOptions, PgStore, SqliteStore};
 
@@ -39,6 +42,9 @@ macro_rules! conformance {
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn postgres() {
+                if crate::pg::skip() {
+                    return;
+                }
                 let store = crate::pg_store().await;
                 crate::conformance::$name(store).await;
             }

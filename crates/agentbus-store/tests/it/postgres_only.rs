@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use agentbus_store::*;
 
-use crate::pg::Cluster;
+use agentbus_testkit::pg::Cluster;
 
 async fn admin(url: &str) -> tokio_postgres::Client {
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
@@ -45,6 +45,9 @@ fn backend_message(r: StoreResult<PgStore>) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_open_checks_durability_and_migrates_once() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     let url = Cluster::shared().database().await;
     // Two replicas starting at once: both open, the schema is applied once.
     let (a, b) = tokio::join!(PgStore::open(&url), PgStore::open(&url));
@@ -67,6 +70,9 @@ async fn pg_open_checks_durability_and_migrates_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_refuses_a_schema_newer_than_it_knows() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     let url = Cluster::shared().database().await;
     let store = PgStore::open(&url).await.unwrap();
     let c = admin(&url).await;
@@ -84,6 +90,9 @@ async fn pg_refuses_a_schema_newer_than_it_knows() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_refuses_a_server_without_durable_commits() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     let url = Cluster::shared().database().await;
     let c = admin(&url).await;
     // A role whose sessions default to asynchronous commits still commits durably through the
@@ -102,6 +111,9 @@ async fn pg_refuses_a_server_without_durable_commits() {
 /// them to the kernel's bursts (`SESSION` in `postgres/mod.rs`), unless the database names a value.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_sessions_flush_their_writes_early_unless_the_database_says_otherwise() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     let url = Cluster::shared().database().await;
     let store = PgStore::open(&url).await.expect("open");
     assert_eq!(store.setting("backend_flush_after").await.unwrap(), "256kB");
@@ -120,6 +132,9 @@ async fn pg_sessions_flush_their_writes_early_unless_the_database_says_otherwise
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_bad_urls_and_unreachable_servers_fail_with_a_cause() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     let msg = backend_message(PgStore::open("postgres://exa mple:notaport/x").await);
     assert!(msg.contains("malformed"), "{msg}");
     // A closed port on loopback: refused at once, never a hang.
@@ -145,6 +160,9 @@ async fn pg_bad_urls_and_unreachable_servers_fail_with_a_cause() {
 /// again once a connection is free.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_a_dry_pool_answers_an_error_never_hangs() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     let url = Cluster::shared().database().await;
     let opts = PgOptions {
         max_connections: 1,
@@ -200,6 +218,9 @@ async fn pg_a_dry_pool_answers_an_error_never_hangs() {
 /// Nothing of a refused publish is stored, so its inbox stays gap-free.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_a_row_held_without_end_fails_only_its_publishes_as_busy() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     use crate::fixtures::{T0, msg, stored};
     let url = Cluster::shared().database().await;
     let opts = PgOptions {
@@ -245,6 +266,9 @@ async fn pg_a_row_held_without_end_fails_only_its_publishes_as_busy() {
 /// lists every stored row on either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn any_store_dispatches_to_either_backend() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     let (sqlite, _dir) = crate::sqlite_store();
     for store in [
         AnyStore::Sqlite(sqlite),
@@ -273,6 +297,9 @@ fn pg_urls_are_checked_without_connecting() {
 /// same store serves again without being reopened; nothing acknowledged is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_a_lost_server_connection_heals_without_reopening() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     let url = Cluster::shared().database().await;
     let opts = PgOptions {
         max_connections: 4,
@@ -321,6 +348,9 @@ async fn pg_a_lost_server_connection_heals_without_reopening() {
 /// no gap, and no entry is handed out twice across the replicas.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pg_two_replicas_share_sequences_and_leases() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     use std::collections::BTreeSet;
 
     use crate::fixtures::{T0, lease_req, msg};
@@ -406,6 +436,9 @@ async fn pg_two_replicas_share_sequences_and_leases() {
 /// a large topic's wake-up is split under PostgreSQL's payload limit and arrives whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_signals_reach_the_other_replicas_and_not_the_sender() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     let url = Cluster::shared().database().await;
     let a = PgStore::open(&url).await.unwrap();
     let b = PgStore::open(&url).await.unwrap();
@@ -451,6 +484,9 @@ async fn pg_signals_reach_the_other_replicas_and_not_the_sender() {
 /// credentials. Queued for the sending task, it was dropped with the process's runtime.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_an_identity_signal_is_sent_before_the_call_returns() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     let url = Cluster::shared().database().await;
     let running = PgStore::open(&url).await.unwrap();
     let mut heard = running.listen();
@@ -499,6 +535,9 @@ async fn pg_an_identity_signal_is_sent_before_the_call_returns() {
 /// and passes to another only once it ran out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_the_reaper_claim_is_held_by_one_replica_at_a_time() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     let url = Cluster::shared().database().await;
     let (a, b) = (
         PgStore::open(&url).await.unwrap(),
@@ -537,6 +576,9 @@ async fn pg_the_reaper_claim_is_held_by_one_replica_at_a_time() {
 /// fails alone while the others of its batch are stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pg_publishes_arriving_together_share_commits_and_keep_their_outcomes() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     use crate::fixtures::{T0, msg};
 
     let url = Cluster::shared().database().await;
@@ -655,6 +697,9 @@ async fn pg_publishes_arriving_together_share_commits_and_keep_their_outcomes() 
 /// and the next operation on it committed half an ack.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_an_ack_dropped_midway_leaves_no_transaction_open() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     use crate::fixtures::{T0, lease_req, msg};
 
     let url = Cluster::shared().database().await;
@@ -709,6 +754,9 @@ async fn pg_an_ack_dropped_midway_leaves_no_transaction_open() {
 /// alone gets, never an inbox over its limit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_a_batch_planned_before_its_lock_is_checked_under_it() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     use crate::fixtures::{T0, msg};
 
     let url = Cluster::shared().database().await;
@@ -761,6 +809,9 @@ async fn pg_a_batch_planned_before_its_lock_is_checked_under_it() {
 /// 2), and a publish with a task, stored alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_a_publish_that_waited_for_the_counter_row_counts_the_acks_of_the_wait() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     use crate::fixtures::{T0, event, lease_req, msg, task_row};
 
     let url = Cluster::shared().database().await;
@@ -822,6 +873,9 @@ async fn pg_a_publish_that_waited_for_the_counter_row_counts_the_acks_of_the_wai
 /// id stored twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pg_batches_of_mixed_publishes_keep_every_inbox_gap_free() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     use crate::fixtures::{T0, msg};
 
     let url = Cluster::shared().database().await;
@@ -903,6 +957,9 @@ async fn pg_batches_of_mixed_publishes_keep_every_inbox_gap_free() {
 /// here by another transaction that holds `agt_a`'s row and then takes `agt_b`'s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_a_reaping_pass_counts_its_settled_entries_in_inbox_order() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     use crate::fixtures::{T0, lease_req, msg};
 
     let url = Cluster::shared().database().await;

@@ -52,11 +52,9 @@ pub fn run(args: SidecarArgs, printer: &Printer) -> CliResult {
         )
         .fix("one sidecar per agent; `agentbus doctor` shows it"));
     };
+    // Crash tests stop it between the local write and the ack through `AGENTBUS_FAULT`, which
+    // only a test build's receiver reads (agentbus-client's `fault-injection` feature).
     let mut receiver = ctx.receiver()?;
-    // Crash tests stop the sidecar between the local write and the ack (no ack is sent).
-    if std::env::var_os("AGENTBUS_FAULT").is_some_and(|v| v == "after-persist") {
-        receiver.inject_fault_after_persist();
-    }
     if !printer.is_json() {
         printer.line(&format!(
             "sidecar for {} ({}), resuming after sequence {}",

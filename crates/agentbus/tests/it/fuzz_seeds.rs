@@ -1,13 +1,12 @@
 //! The fuzz targets' corpora replayed as a test: every committed seed
 //! (`fuzz/corpus/<target>/`) and every input a fuzzer once crashed on (`fuzz/regressions/<target>/`)
-//! goes through the same function the fuzz target calls (`fuzz/src/lib.rs`, included here by
-//! path), so a property broken again fails the README's test command, not only `scripts/fuzz`.
+//! goes through the same function the fuzz target calls (`fuzz/src/lib.rs`, a dev-dependency
+//! without its libFuzzer driver), so a property broken again fails the README's test command, not
+//! only `scripts/fuzz`.
 
 use std::io::Write as _;
 
-#[allow(dead_code, unused_imports)]
-#[path = "../../../../fuzz/src/lib.rs"]
-mod checks;
+use agentbus_fuzz as checks;
 
 /// Every target's seeds and regressions pass its checks; every target has seeds, and every
 /// corpus folder is a target's.

@@ -8,12 +8,9 @@ mod fleet_cli;
 mod forged_cli;
 mod fuzz_seeds;
 mod gateway_cli;
-mod gwproc;
 mod kill_loop;
 mod local_cli;
 mod opencode_plugin;
-#[path = "../../../agentbus-store/tests/it/pg.rs"]
-mod pg;
 mod pty;
 mod replicas;
 mod service_cli;
@@ -24,6 +21,24 @@ mod work_cli;
 use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
+
+/// The gateway process harness (`agentbus_testkit::gwproc`) for the binary this crate builds.
+pub mod gwproc {
+    use std::path::Path;
+    use std::process::Command;
+
+    pub use agentbus_testkit::gwproc::*;
+
+    /// [`gateway_command`] for this crate's binary, with `--json`.
+    pub fn gateway_cmd(dir: &Path, extra: &[&str]) -> Command {
+        gateway_command(env!("CARGO_BIN_EXE_agentbus"), true, dir, extra)
+    }
+
+    /// Starts this crate's gateway on `dir` and reads its start-up document.
+    pub fn start(dir: &Path, extra: &[&str]) -> GwProc {
+        GwProc::start_cmd(gateway_cmd(dir, extra))
+    }
+}
 
 /// Every variable by which a harness names or marks its sessions' commands: tests clear them, so
 /// their own commands are the engineer's wherever the tests run (even inside a harness session).

@@ -18,7 +18,7 @@ use agentbus_protocol::ids::IdKind;
 
 use crate::gwproc::{Agent, Conn, GwProc, PATIENCE, envelope_at, gateway_cmd, http, register};
 use crate::kill_loop::{Published, Seen, Shared, account, consumer, lease_and_ack, publisher};
-use crate::pg::Cluster;
+use agentbus_testkit::pg::Cluster;
 
 fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
     tokio::runtime::Builder::new_current_thread()
@@ -138,6 +138,9 @@ fn percentile(sorted: &[Duration], q: f64) -> f64 {
 /// a master key of its own is refused at start.
 #[test]
 fn replicas_wake_each_other_and_forget_revoked_credentials() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     let Pair {
         url,
         a,
@@ -264,6 +267,9 @@ fn replicas_wake_each_other_and_forget_revoked_credentials() {
 /// for the first, 4 for the others), and `gateway migrate` brings a database to this release.
 #[test]
 fn replicas_an_unusable_database_stops_the_start_with_its_fix() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     let cluster = Cluster::shared();
     let url = database(cluster);
     let tmp = tempfile::tempdir().unwrap();
@@ -363,6 +369,9 @@ fn replicas_an_unusable_database_stops_the_start_with_its_fix() {
 /// delivered, no id sits under two sequences, no inbox sequence has a gap.
 #[test]
 fn replicas_kill_9_of_one_of_two_loses_no_acknowledged_publish() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     const PUBLISHERS: usize = 8;
     let Pair { a, b, _tmp, .. } = pair(&[
         "--unsafe-test-clock",
@@ -451,6 +460,9 @@ fn replicas_kill_9_of_one_of_two_loses_no_acknowledged_publish() {
 /// the same envelope once and delivers what was stored before.
 #[test]
 fn replicas_a_database_restart_answers_9001_then_heals() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     // A cluster of its own: the shared one serves the other tests while this one is down.
     let cluster = Cluster::start();
     let url = database(&cluster);
@@ -509,6 +521,9 @@ fn replicas_a_database_restart_answers_9001_then_heals() {
 /// never hangs; the request holding the connection completes once the database lets it.
 #[test]
 fn replicas_a_dry_pool_answers_9010_and_never_hangs() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     let cluster = Cluster::shared();
     let url = database(cluster);
     let tmp = tempfile::tempdir().unwrap();
@@ -600,6 +615,9 @@ fn replicas_a_dry_pool_answers_9010_and_never_hangs() {
 /// unread is settled by one of them, and its sender gets one expiry notice, not one per replica.
 #[test]
 fn replicas_an_expiry_fires_once_when_both_reap_at_once() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     let Pair { a, b, _tmp, .. } = pair(&["--unsafe-test-clock", "--reaper-interval", "0s"]);
     let alice = register(&a, "alice");
     let bob = register(&a, "bob");
@@ -694,6 +712,9 @@ fn followup(
 /// decides its message again instead of answering AB-4005 (409) and storing nothing.
 #[test]
 fn replicas_lifecycle_messages_of_one_task_through_both_are_all_decided() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
     let flags = ["--rate-per-agent", "1000000", "--rate-burst", "1000000"];
     let Pair { a, b, _tmp, .. } = pair(&flags);
     let bot = register(&a, "bot");

@@ -74,7 +74,7 @@ fn test_gateway(extra: &[&str]) -> (tempfile::TempDir, GwProc) {
     let tmp = tempfile::tempdir().unwrap();
     let mut args = vec!["--unsafe-test-clock"];
     args.extend_from_slice(extra);
-    let gw = GwProc::start(&tmp.path().join("gw"), &args);
+    let gw = crate::gwproc::start(&tmp.path().join("gw"), &args);
     assert_eq!(gw.doc["unsafe_test_clock"], true);
     (tmp, gw)
 }
@@ -289,7 +289,7 @@ fn run_gateway(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process:
 fn the_test_clock_is_refused_unless_the_data_directory_was_made_for_it() {
     let tmp = tempfile::tempdir().unwrap();
     let plain = tmp.path().join("plain");
-    let gw = GwProc::start(&plain, &[]);
+    let gw = crate::gwproc::start(&plain, &[]);
     let (s, _) = http(
         &gw.url,
         "POST",
@@ -334,7 +334,7 @@ fn the_test_clock_is_refused_unless_the_data_directory_was_made_for_it() {
     drop(gw);
     // A directory made with it needs it, and keeps its time across a restart.
     let made = tmp.path().join("made");
-    let gw = GwProc::start(&made, &["--unsafe-test-clock"]);
+    let gw = crate::gwproc::start(&made, &["--unsafe-test-clock"]);
     gw.advance("10d");
     let ahead = gw.now_ms() - agentbus_runtime::Clock::now(&agentbus_runtime::SystemClock).millis();
     assert!(ahead >= 10 * 86_400_000 - 60_000, "{ahead}");
@@ -342,7 +342,7 @@ fn the_test_clock_is_refused_unless_the_data_directory_was_made_for_it() {
     let out = run_gateway(&made, &[], &[]);
     assert_eq!(out.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&out.stdout).contains("was created with --unsafe-test-clock"));
-    let gw = GwProc::start(&made, &["--unsafe-test-clock"]);
+    let gw = crate::gwproc::start(&made, &["--unsafe-test-clock"]);
     let ahead = gw.now_ms() - agentbus_runtime::Clock::now(&agentbus_runtime::SystemClock).millis();
     assert!(
         ahead >= 10 * 86_400_000 - 60_000,
@@ -419,7 +419,7 @@ fn port_zero_prints_the_bound_port_and_json_prints_one_start_document() {
     );
     signal_pid(child.id(), "INT");
     assert!(child.wait().unwrap().success());
-    let gw = GwProc::start(&dir, &[]);
+    let gw = crate::gwproc::start(&dir, &[]);
     assert_eq!(gw.doc["first_start"], false);
     assert!(gw.doc.get("admin_token").is_none() && gw.doc.get("connect").is_none());
     assert!(!gw.doc["listening"].as_str().unwrap().ends_with(":0"));
@@ -431,7 +431,7 @@ fn port_zero_prints_the_bound_port_and_json_prints_one_start_document() {
 fn admin_token_reissues_offline_and_revokes_the_old_token() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("gw");
-    let gw = GwProc::start(&dir, &[]);
+    let gw = crate::gwproc::start(&dir, &[]);
     let old = gw.admin.clone();
     assert_eq!(http(&gw.url, "GET", "/v1/agents", &old, None).0, 200);
     let admin_token = || {
@@ -454,7 +454,7 @@ fn admin_token_reissues_offline_and_revokes_the_old_token() {
     let doc: Value = crate::gateway_cli::last_json(&out.stdout);
     let new = doc["admin_token"].as_str().unwrap();
     assert_eq!(doc["revoked"], 1);
-    let gw = GwProc::start(&dir, &[]);
+    let gw = crate::gwproc::start(&dir, &[]);
     assert_eq!(http(&gw.url, "GET", "/v1/agents", &old, None).0, 401);
     assert_eq!(http(&gw.url, "GET", "/v1/agents", new, None).0, 200);
 }
@@ -465,7 +465,7 @@ fn admin_token_reissues_offline_and_revokes_the_old_token() {
 fn sigterm_keeps_every_publish_that_got_a_202() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("gw");
-    let gw = GwProc::start(&dir, &[]);
+    let gw = crate::gwproc::start(&dir, &[]);
     let (a, b) = (register(&gw, "alpha"), register(&gw, "bravo"));
     // One publish is in flight on purpose: its body is half sent when the signal arrives.
     let slow = Value::Object(envelope(&gw, &a, &b, &new_id(), "in flight", json!({}))).to_string();
@@ -541,7 +541,7 @@ fn sigterm_keeps_every_publish_that_got_a_202() {
     let status = gw.wait_exit();
     assert!(status.success(), "{status:?}");
     // Every accepted publish is in the inbox after a restart.
-    let gw = GwProc::start(&dir, &[]);
+    let gw = crate::gwproc::start(&dir, &[]);
     let mut stored = std::collections::HashSet::new();
     let mut after = 0;
     loop {
@@ -711,7 +711,7 @@ fn the_first_start_leads_into_the_readme_next_step() {
         .find(|w| w[1] == "connect")
         .expect("the README's gateway section shows the connect command");
     let tmp = tempfile::tempdir().unwrap();
-    let gw = GwProc::start(&tmp.path().join("gw"), &[]);
+    let gw = crate::gwproc::start(&tmp.path().join("gw"), &[]);
     let printed = words(gw.doc["connect"].as_str().unwrap());
     assert_eq!(printed.len(), shown.len(), "{printed:?} / {shown:?}");
     for (i, (p, r)) in printed.iter().zip(shown).enumerate() {
@@ -751,7 +751,7 @@ fn the_first_start_leads_into_the_readme_next_step() {
 fn a_second_gateway_on_the_same_data_directory_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("gw");
-    let _gw = GwProc::start(&dir, &[]);
+    let _gw = crate::gwproc::start(&dir, &[]);
     let out = run_gateway(&dir, &[], &[]);
     assert_eq!(out.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&out.stdout).contains("in use by another gateway"));

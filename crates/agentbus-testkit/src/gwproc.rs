@@ -1,6 +1,7 @@
 //! The real `agentbus gateway` process, started and stopped for black-box use: one helper for the
-//! binary's tests (`tests/it`) and the benches that drive a gateway process (`benches/abuse.rs`
-//! includes this file by path), so neither keeps its own copy of how to start, read and stop it.
+//! binary's tests and the benches that drive a gateway process, so neither keeps its own copy of
+//! how to start, read and stop it. The caller names the binary (`env!("CARGO_BIN_EXE_agentbus")`
+//! is known only inside the `agentbus` crate's own targets).
 //! Everything here is blocking (std threads and sockets); an async caller starts the process
 //! before its runtime needs it or from a blocking task.
 
@@ -12,8 +13,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use agentbus_protocol::ids::{Id, IdKind};
-use agentbus_protocol::signing::{SigningKey, sign_envelope};
+use agentbus_protocol::signing::SigningKey;
+use agentbus_protocol::timestamp::Timestamp;
+
+pub use crate::Agent;
 
 /// Far above every bound a test sets: only a bound not enforced at all makes a caller wait it out.
 pub const PATIENCE: Duration = Duration::from_secs(30);
@@ -60,15 +63,10 @@ pub fn gateway_command(bin: impl AsRef<OsStr>, json: bool, dir: &Path, extra: &[
     c
 }
 
-/// [`gateway_command`] for the binary this crate builds, with `--json`.
-pub fn gateway_cmd(dir: &Path, extra: &[&str]) -> Command {
-    gateway_command(env!("CARGO_BIN_EXE_agentbus"), true, dir, extra)
-}
-
 impl GwProc {
-    /// Starts this crate's gateway on `dir` and reads its start-up document.
-    pub fn start(dir: &Path, extra: &[&str]) -> GwProc {
-        GwProc::start_cmd(gateway_cmd(dir, extra))
+    /// Starts the gateway `bin` on `dir` (with `--json`) and reads its start-up document.
+    pub fn start(bin: impl AsRef<OsStr>, dir: &Path, extra: &[&str]) -> GwProc {
+        GwProc::start_cmd(gateway_command(bin, true, dir, extra))
     }
 
     /// Spawns `cmd` (a `--json` gateway command) and reads its start-up document: the process
@@ -189,10 +187,7 @@ impl GwProc {
     pub fn now_ms(&self) -> i64 {
         let (_, _, head) = request(&self.url, "GET", "/healthz", "", None);
         match header(&head, "agentbus-test-clock") {
-            Some(t) => t
-                .parse::<agentbus_protocol::timestamp::Timestamp>()
-                .unwrap()
-                .millis(),
+            Some(t) => t.parse::<Timestamp>().unwrap().millis(),
             None => agentbus_runtime::Clock::now(&agentbus_runtime::SystemClock).millis(),
         }
     }
@@ -332,21 +327,6 @@ pub fn http(
     (s, serde_json::from_slice(&b).unwrap_or(Value::Null))
 }
 
-/// An agent registered over HTTP, with its key.
-#[derive(Clone)]
-pub struct Agent {
-    /// Its `agt_` id.
-    pub id: String,
-    /// Its address.
-    pub address: String,
-    /// Its bearer token.
-    pub token: String,
-    /// Its signing key.
-    pub key: SigningKey,
-    /// The key's id.
-    pub key_id: String,
-}
-
 /// Registers the agent `name` with the first start's admin token.
 pub fn register(gw: &GwProc, name: &str) -> Agent {
     register_with(gw, name, json!({}))
@@ -361,13 +341,7 @@ pub fn register_with(gw: &GwProc, name: &str, extra: Value) -> Agent {
     }
     let (s, v) = http(&gw.url, "POST", "/v1/agents", &gw.admin, Some(&body));
     assert_eq!(s, 201, "{v}");
-    Agent {
-        id: v["agent"]["id"].as_str().unwrap().to_owned(),
-        address: v["agent"]["address"].as_str().unwrap().to_owned(),
-        token: v["token"].as_str().unwrap().to_owned(),
-        key,
-        key_id: v["key"]["id"].as_str().unwrap().to_owned(),
-    }
+    Agent::from_registration(&v, key)
 }
 
 /// A signed message.v1 from `from` to the address `to`, stamped `now_ms`, with `extra` attributes.
@@ -379,25 +353,10 @@ pub fn envelope_at(
     now_ms: i64,
     extra: Value,
 ) -> Map<String, Value> {
-    let mut env = json!({
-        "specversion": "1.0",
-        "id": id,
-        "source": from.address,
-        "type": "agentbus.message.v1",
-        "time": agentbus_protocol::timestamp::Timestamp(now_ms).to_string(),
-        "datacontenttype": "application/json",
-        "to": to,
-        "conversation_id": agentbus_runtime::mint(IdKind::Conversation).to_string(),
-        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-        "schema": "https://komsary.agentbus.exchange/schemas/agentbus.message/v1.json",
-        "data": {"text": text}
-    })
-    .as_object()
-    .unwrap()
-    .clone();
+    let mut env = crate::envelope::message(&from.address, to, text, Timestamp(now_ms));
+    env.insert("id".into(), json!(id));
     for (k, v) in extra.as_object().unwrap() {
         env.insert(k.clone(), v.clone());
     }
-    sign_envelope(&mut env, &from.key, from.key_id.parse::<Id>().unwrap()).unwrap();
-    env
+    crate::envelope::sign(from, env)
 }

@@ -6,12 +6,55 @@
 //! The server runs under a small shell that stops it (and removes its directory) when its
 //! standard input closes: when the cluster is dropped, or when the test process ends in any way,
 //! a panic or an abort included.
+//!
+//! A PostgreSQL case starts with `if pg::skip() { return; }` (or takes [`cluster`]), so it runs
+//! only when the run asked for PostgreSQL ([`wanted`]; the rule is in the crate's documentation)
+//! and `cargo test` passes on a machine without it. Benches, which are run on purpose, call
+//! [`Cluster::start`] directly.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
+
+/// The variable that asks for the PostgreSQL cases.
+pub const ASK: &str = "AGENTBUS_TEST_PG";
+
+/// Whether this run asked for the PostgreSQL cases: `AGENTBUS_TEST_PG=1`, or
+/// `AGENTBUS_TEST_STORE=postgres` (the gateway suite on PostgreSQL), or `CI` set to anything but
+/// empty, `0` or `false` (CI services set `CI=true`), so CI never skips them.
+pub fn wanted() -> bool {
+    let set =
+        |name: &str| std::env::var(name).is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"));
+    std::env::var(ASK).is_ok_and(|v| v.trim() == "1")
+        || std::env::var("AGENTBUS_TEST_STORE").as_deref() == Ok("postgres")
+        || set("CI")
+}
+
+/// Whether a PostgreSQL case should return now: this run did not ask for PostgreSQL
+/// ([`wanted`]). The first skip in a process says once how to run them, on the terminal (past the
+/// test harness's capture, which would hide it in a passing test).
+pub fn skip() -> bool {
+    if wanted() {
+        return false;
+    }
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        let _ = writeln!(
+            std::io::stderr(),
+            "note: PostgreSQL cases skipped; run them with {ASK}=1 \
+             (needs PostgreSQL's server programs: initdb on PATH or AGENTBUS_PG_BIN)"
+        );
+    });
+    true
+}
+
+/// The cluster this test process shares, started on first use, when this run asked for
+/// PostgreSQL; otherwise `None` (see [`skip`]).
+pub fn cluster() -> Option<&'static Cluster> {
+    (!skip()).then(Cluster::shared)
+}
 
 /// A running cluster.
 pub struct Cluster {
@@ -184,7 +227,8 @@ impl Cluster {
         panic!("the test PostgreSQL server did not start (see its log above)");
     }
 
-    /// The cluster this test process shares, started on first use.
+    /// The cluster this test process shares, started on first use, whether or not this run
+    /// asked for PostgreSQL: tests call [`cluster`] instead.
     pub fn shared() -> &'static Cluster {
         static SHARED: OnceLock<Cluster> = OnceLock::new();
         SHARED.get_or_init(Cluster::start)
@@ -228,7 +272,6 @@ impl Cluster {
 
     /// Shuts the server down with its data kept (`true`), or starts it again on the same port
     /// (`false`); returns once it has.
-    #[allow(dead_code)]
     pub fn set_down(&self, down: bool) {
         let mut guard = self.child.lock().expect("the cluster's lock");
         let (_, stdin, stdout) = guard.as_mut().expect("a running cluster");
