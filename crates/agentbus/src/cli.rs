@@ -3,10 +3,11 @@
 use clap::{Arg, ArgMatches, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 use crate::commands::{
-    agent::AgentCommand, completions::CompletionsArgs, directory::AgentsArgs, directory::CardArgs,
-    directory::TopicArgs, doctor::DoctorArgs, envelope::EnvelopeArgs, explain::ExplainArgs,
-    gateway::GatewayArgs, keys::KeysArgs, lists::SentArgs, lists::TasksArgs, local::LocalCommand,
-    mcp::McpArgs, share::ShareArgs, sidecar::SidecarArgs, trace::TraceArgs, work::WorkArgs,
+    completions::CompletionsArgs, directory::AgentsArgs, directory::CardArgs, directory::TopicArgs,
+    doctor::DoctorArgs, envelope::EnvelopeArgs, explain::ExplainArgs, gateway::GatewayArgs,
+    gateway_verbs::AgentCommand, keys::KeysArgs, lists::SentArgs, lists::TasksArgs,
+    local::LocalCommand, mcp::McpArgs, share::ShareArgs, sidecar::SidecarArgs, trace::TraceArgs,
+    work::WorkArgs,
 };
 
 /// AgentBus: messaging for fleets of AI agents, on one machine, across a team through a gateway,

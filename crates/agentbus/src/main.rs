@@ -21,7 +21,7 @@ fn main() -> ExitCode {
     let (cli, profile) = cli::parse();
     printer::set_verbosity(printer::Verbosity::from_flags(cli.quiet, cli.verbose));
     let printer = Printer::new(cli.json);
-    let _ = commands::gw::PROFILE.set(profile);
+    let _ = commands::profile::PROFILE.set(profile);
     match commands::run(cli.command, &printer) {
         Ok(code) => code,
         Err(e) => {

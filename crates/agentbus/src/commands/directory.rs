@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 
 use agentbus_protocol::text::{for_terminal, for_terminal_line};
 
-use super::gw::{Ctx, json_object};
+use super::profile::{Ctx, json_object};
 use crate::error::{CliError, CliResult};
 use crate::printer::Printer;
 

@@ -12,7 +12,7 @@ use agentbus_protocol::timestamp::Timestamp;
 use agentbus_runtime::keyfile::KeyFileError;
 use agentbus_runtime::{Clock, SystemClock};
 
-use super::gw::{Ctx, client_error};
+use super::profile::{Ctx, client_error};
 use crate::error::{CliResult, ErrorKind};
 use crate::printer::Printer;
 

@@ -72,10 +72,10 @@ pub fn run(args: KeysArgs, printer: &Printer) -> CliResult {
             let public = key.public().to_base64url();
             printer.either(&json!({"public_key": public}), &public)?;
         }
-        KeysArgs::List => return super::keys_gw::list(printer),
-        KeysArgs::Rotate => return super::keys_gw::rotate(printer),
+        KeysArgs::List => return super::registered_keys::list(printer),
+        KeysArgs::Rotate => return super::registered_keys::rotate(printer),
         KeysArgs::Revoke { key_id, force } => {
-            return super::keys_gw::revoke(&key_id, force, printer);
+            return super::registered_keys::revoke(&key_id, force, printer);
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use agentbus_client::agent::Side;
 
-use super::gw::Ctx;
+use super::profile::Ctx;
 use super::trace::recipients_text;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;

@@ -309,7 +309,7 @@ fn not_yourself(from: &str, caller: &str) -> CliError {
 fn send(args: SendArgs, kind: Kind, printer: &Printer) -> CliResult {
     let r = route(&args.address)?;
     if let Route::Gateway(to) = &r {
-        return super::agent::tell(to, &args.text.join(" "), kind == Kind::Ask, printer);
+        return super::gateway_verbs::tell(to, &args.text.join(" "), kind == Kind::Ask, printer);
     }
     let Route::Local(word) = &r else {
         return Err(unavailable(r.transport()));
@@ -350,7 +350,7 @@ fn print_sent(sent: &Sent, printer: &Printer) -> CliResult {
 fn reply(args: ReplyArgs, printer: &Printer) -> CliResult {
     // A gateway id, or a task's (which the gateway half refuses with what it needs).
     if args.id.starts_with("msg_") || args.id.starts_with("tsk_") {
-        return super::agent::reply(&args.id, &args.text.join(" "), printer);
+        return super::gateway_verbs::reply(&args.id, &args.text.join(" "), printer);
     }
     let store = open_store()?;
     let Some((original, to)) = store.reply_target(&args.id).map_err(store_error)? else {
@@ -366,7 +366,7 @@ fn reply(args: ReplyArgs, printer: &Printer) -> CliResult {
             .as_ref()
             .filter(|v| v.transport == Transport::Gateway)
         {
-            return super::agent::reply(&via.ext_id, &args.text.join(" "), printer);
+            return super::gateway_verbs::reply(&via.ext_id, &args.text.join(" "), printer);
         }
         return Err(unavailable(transport_of(&original).as_str()));
     };
@@ -446,7 +446,7 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
         .as_deref()
         .filter(|id| id.starts_with("msg_") || id.starts_with("tsk_"))
     {
-        return super::agent::show(id, printer);
+        return super::gateway_verbs::show(id, printer);
     }
     let store = open_store()?;
     if let Some(id) = args.show {
@@ -459,7 +459,7 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
             .as_ref()
             .is_some_and(|v| v.transport == Transport::Gateway)
         {
-            return super::agent::show(&id, printer);
+            return super::gateway_verbs::show(&id, printer);
         }
         let human = format!(
             "id:        {}\nfrom:      {}\nto:        {}\nkind:      {}\ntransport: {}\nnode:      {}\n\n{}",
@@ -551,8 +551,8 @@ fn inbox_agents(all_agents: bool, printer: &Printer) -> Result<Agents, CliError>
         return Ok(Agents::All);
     }
     let profiles =
-        agentbus_client::profile::Profiles::open_default().map_err(super::gw::client_error)?;
-    let chosen = super::gw::PROFILE.get().cloned().flatten();
+        agentbus_client::profile::Profiles::open_default().map_err(super::profile::client_error)?;
+    let chosen = super::profile::PROFILE.get().cloned().flatten();
     match profiles.select(chosen.as_deref()) {
         Ok(p) => Ok(Agents::Only(vec![p.address])),
         Err(agentbus_client::ClientError::NoProfile(n)) if n.is_empty() => {
@@ -564,7 +564,7 @@ fn inbox_agents(all_agents: bool, printer: &Printer) -> Result<Agents, CliError>
             ));
             Ok(Agents::Only(Vec::new()))
         }
-        Err(e) => Err(super::gw::client_error(e)),
+        Err(e) => Err(super::profile::client_error(e)),
     }
 }
 
@@ -589,7 +589,7 @@ fn listen(args: ListenArgs, printer: &Printer) -> CliResult {
     // With a connected agent and no sidecar running for it, listen receives from the gateway
     // itself (the sidecar's path: persist, import, ack); otherwise it watches what arrives.
     // The lock is tried again on every turn: when the sidecar stops, listen takes over.
-    let ctx = super::gw::Ctx::open().ok();
+    let ctx = super::profile::Ctx::open().ok();
     let mut gateway = None;
     loop {
         if args.count.is_some_and(|c| printed >= c) {
@@ -608,7 +608,7 @@ fn listen(args: ListenArgs, printer: &Printer) -> CliResult {
                 Err(agentbus_client::ClientError::Unreachable { .. }) => {
                     std::thread::sleep(Duration::from_millis(args.poll_ms.max(10)));
                 }
-                Err(e) => return Err(super::gw::client_error(e)),
+                Err(e) => return Err(super::profile::client_error(e)),
             },
             _ => std::thread::sleep(Duration::from_millis(args.poll_ms.max(10))),
         }

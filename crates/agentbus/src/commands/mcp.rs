@@ -13,9 +13,9 @@ use serde_json::json;
 use agentbus_client::{Agent, ClientError};
 use agentbus_mcp::install::{self, Entry, InstallError};
 
-use super::gw::client_error;
 use super::hook::HarnessArg;
 use super::local::{open_store, store_error};
+use super::profile::client_error;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 
@@ -102,7 +102,7 @@ pub fn run(args: McpArgs, printer: &Printer) -> CliResult {
 
 fn serve(args: ServeArgs) -> CliResult {
     let store = open_store()?;
-    let chosen = super::gw::PROFILE.get().cloned().flatten();
+    let chosen = super::profile::PROFILE.get().cloned().flatten();
     let agent = match Agent::open(chosen.as_deref()) {
         Ok(a) => Some(a),
         // No agent connected here: local messaging works, gateway tools say how to connect.
@@ -168,7 +168,7 @@ fn configure(a: InstallArgs, installing: bool, printer: &Printer) -> CliResult {
                 home.to_string_lossy().into_owned(),
             );
         }
-        if let Some(p) = super::gw::PROFILE.get().cloned().flatten() {
+        if let Some(p) = super::profile::PROFILE.get().cloned().flatten() {
             env.insert("AGENTBUS_PROFILE".to_owned(), p);
         }
         install::install(harness, &path, &Entry { program, args, env })

@@ -1,20 +1,20 @@
 //! One module per area of subcommands.
 
-pub mod agent;
 pub mod completions;
 pub mod directory;
 pub mod doctor;
 pub mod envelope;
 pub mod explain;
 pub mod gateway;
-pub mod gw;
+pub mod gateway_verbs;
 pub mod hook;
 pub mod keys;
-pub mod keys_gw;
 pub mod lists;
 pub mod local;
 pub mod mcp;
-pub mod progress;
+pub mod profile;
+pub mod progress_bar;
+pub mod registered_keys;
 pub mod share;
 pub mod sidecar;
 pub mod trace;
@@ -36,7 +36,7 @@ pub fn run(command: Command, printer: &Printer) -> CliResult {
         Command::Gateway(args) => gateway::run(args, printer),
         Command::Local(command) => local::run(command, printer),
         Command::Share(args) => share::run(args, printer),
-        Command::Agent(command) => agent::run(command, printer),
+        Command::Agent(command) => gateway_verbs::run(command, printer),
         Command::Sidecar(args) => sidecar::run(args, printer),
         Command::Trace(args) => trace::run(args, printer),
         Command::Agents(args) => directory::agents(args, printer),

@@ -15,7 +15,7 @@ use agentbus_client::profile::write_private_atomic;
 use agentbus_client::receive::{PullReport, status_json};
 use agentbus_runtime::{Clock, SystemClock};
 
-use super::gw::{Ctx, client_error};
+use super::profile::{Ctx, client_error};
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 

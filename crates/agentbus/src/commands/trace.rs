@@ -14,7 +14,7 @@ use agentbus_client::ClientError;
 use agentbus_client::agent::Trace;
 use agentbus_protocol::text::for_terminal_line;
 
-use super::gw::{Ctx, client_error};
+use super::profile::{Ctx, client_error};
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 

@@ -18,8 +18,8 @@ use agentbus_work::command::CommandAdapter;
 use agentbus_work::opencode::OpenCode;
 use agentbus_work::{Adapter, Settings, WorkError, Worker};
 
-use super::gw::{Ctx, client_error, parse_duration};
 use super::local::open_store;
+use super::profile::{Ctx, client_error, parse_duration};
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 

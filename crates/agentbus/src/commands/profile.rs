@@ -218,7 +218,7 @@ impl Ctx {
             profile: self.profile.clone(),
             gw: self.gw.clone(),
             // What its receivers download shows the same bar as uploads, on a terminal.
-            downloads: Downloads::new(|n| Box::new(super::progress::Transfer::downloads(n))),
+            downloads: Downloads::new(|n| Box::new(super::progress_bar::Transfer::downloads(n))),
         }
     }
 

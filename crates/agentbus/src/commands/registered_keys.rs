@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use agentbus_protocol::signing::SigningKey;
 use agentbus_runtime::random_bytes;
 
-use super::gw::{Ctx, client_error};
+use super::profile::{Ctx, client_error};
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 

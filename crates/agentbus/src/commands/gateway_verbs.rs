@@ -16,8 +16,8 @@ use agentbus_protocol::signing::SigningKey;
 use agentbus_runtime::keyfile::KeyFileError;
 use agentbus_runtime::random_bytes;
 
-use super::gw::{Ctx, client_error, json_object, parse_duration, recipient_hint, runtime};
-use super::progress::Transfer;
+use super::profile::{Ctx, client_error, json_object, parse_duration, recipient_hint, runtime};
+use super::progress_bar::Transfer;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 
@@ -383,7 +383,7 @@ pub fn run(command: AgentCommand, printer: &Printer) -> CliResult {
 fn connect(args: ConnectArgs, printer: &Printer) -> CliResult {
     agentbus_client::http::check_url(&args.gateway).map_err(client_error)?;
     let profiles = Profiles::open_default().map_err(client_error)?;
-    let name = super::gw::PROFILE
+    let name = super::profile::PROFILE
         .get()
         .cloned()
         .flatten()
@@ -759,7 +759,7 @@ fn delegate(args: DelegateArgs, printer: &Printer) -> CliResult {
         "{verb} {} (request {}) to {}; waiting for it to finish (follow it elsewhere: agentbus trace {})",
         d.task_id, d.request_id, args.to, d.task_id
     ));
-    let mut line = super::progress::TaskLine::new(&d.task_id, printer);
+    let mut line = super::progress_bar::TaskLine::new(&d.task_id, printer);
     let waited = until_interrupted(
         &ctx,
         interrupt,
