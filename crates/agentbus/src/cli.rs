@@ -39,6 +39,16 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// What the global options ask of a command besides its output (the [`Printer`](crate::printer::Printer)
+/// holds `--json`, `-q` and `-v`): built once by `main` from the parsed arguments and passed
+/// down to the commands that need it, never kept in a static.
+#[derive(Debug, Clone, Default)]
+pub struct Globals {
+    /// The agent profile to act as: `--profile` (clap also reads `AGENTBUS_PROFILE` for the
+    /// commands that take it); `None`: the only one saved.
+    pub profile: Option<String>,
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
