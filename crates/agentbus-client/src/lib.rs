@@ -2,6 +2,9 @@
 //!
 //! - [`agent`]: the agent's verbs (send, reply, ack, delegate, task actions, trace, waiting),
 //!   shared by the CLI and the MCP server;
+//! - [`connect`]: connecting this machine to a gateway as an agent (a profile and its key);
+//! - [`doctor`]: the checks of an agent's connection, as findings;
+//! - [`bridge`]: the git share's messages imported into local delivery;
 //! - [`profile`]: saved connections (one per agent), the state directory;
 //! - [`keystore`]: where each profile's private keys live: the OS keychain, or 0600 files;
 //! - [`http`]: the gateway's HTTP API as typed calls ([`http::Gateway`]);
@@ -14,7 +17,10 @@
 //! The binary does the talking to people; this crate returns [`ClientError`] values.
 
 pub mod agent;
+pub mod bridge;
 pub mod compose;
+pub mod connect;
+pub mod doctor;
 pub mod error;
 pub mod http;
 pub mod inbox;

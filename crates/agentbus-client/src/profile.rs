@@ -101,7 +101,12 @@ impl Profiles {
 
     /// Where a new agent's key goes, as `$AGENTBUS_KEYSTORE` asks (see [`Choice`]).
     pub fn new_key_store(&self) -> Result<KeyStore> {
-        KeyStore::choose(Choice::from_env()?, &self.keys_dir(), os_store)
+        self.key_store_for(Choice::from_env()?)
+    }
+
+    /// Where a new agent's key goes, as `choice` asks.
+    pub fn key_store_for(&self, choice: Choice) -> Result<KeyStore> {
+        KeyStore::choose(choice, &self.keys_dir(), os_store)
     }
 
     /// An agent's state folder: its inbox, cursor and attachments.

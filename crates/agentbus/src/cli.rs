@@ -3,10 +3,11 @@
 use clap::{Arg, ArgMatches, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 use crate::commands::{
-    agent::AgentCommand, completions::CompletionsArgs, directory::AgentsArgs, directory::CardArgs,
-    directory::TopicArgs, doctor::DoctorArgs, envelope::EnvelopeArgs, explain::ExplainArgs,
-    gateway::GatewayArgs, keys::KeysArgs, lists::SentArgs, lists::TasksArgs, local::LocalCommand,
-    mcp::McpArgs, share::ShareArgs, sidecar::SidecarArgs, trace::TraceArgs, work::WorkArgs,
+    completions::CompletionsArgs, directory::AgentsArgs, directory::CardArgs, directory::TopicArgs,
+    doctor::DoctorArgs, envelope::EnvelopeArgs, explain::ExplainArgs, gateway::GatewayArgs,
+    gateway_verbs::AgentCommand, keys::KeysArgs, lists::SentArgs, lists::TasksArgs,
+    local::LocalCommand, mcp::McpArgs, share::ShareArgs, sidecar::SidecarArgs, trace::TraceArgs,
+    work::WorkArgs,
 };
 
 /// AgentBus: messaging for fleets of AI agents, on one machine, across a team through a gateway,
@@ -36,6 +37,16 @@ pub struct Cli {
 
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// What the global options ask of a command besides its output (the [`Printer`](crate::printer::Printer)
+/// holds `--json`, `-q` and `-v`): built once by `main` from the parsed arguments and passed
+/// down to the commands that need it, never kept in a static.
+#[derive(Debug, Clone, Default)]
+pub struct Globals {
+    /// The agent profile to act as: `--profile` (clap also reads `AGENTBUS_PROFILE` for the
+    /// commands that take it); `None`: the only one saved.
+    pub profile: Option<String>,
 }
 
 /// The subcommands.

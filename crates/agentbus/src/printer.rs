@@ -11,7 +11,6 @@
 #![allow(clippy::print_stdout)]
 
 use std::io::Write as _;
-use std::sync::OnceLock;
 
 use serde_json::Value;
 
@@ -41,40 +40,34 @@ impl Verbosity {
     }
 }
 
-static VERBOSITY: OnceLock<Verbosity> = OnceLock::new();
-
-/// Sets the level once, from `main`.
-pub fn set_verbosity(v: Verbosity) {
-    let _ = VERBOSITY.set(v);
-}
-
-/// The level in force (`Normal` unless `main` set another).
-pub fn verbosity() -> Verbosity {
-    VERBOSITY.get().copied().unwrap_or(Verbosity::Normal)
-}
-
-/// Writes a `-v` line to stderr, made safe for a terminal; nothing at the other levels.
-pub fn detail(text: &str) {
-    if verbosity() >= Verbosity::Verbose {
-        let _ = writeln!(std::io::stderr().lock(), "{}", for_terminal(text));
-    }
-}
-
-/// Writes the command's output to stdout and its errors to stderr.
+/// Writes the command's output to stdout and its errors to stderr, at the verbosity asked.
 #[derive(Debug, Clone, Copy)]
 pub struct Printer {
     json: bool,
+    verbosity: Verbosity,
 }
 
 impl Printer {
     /// A printer for human output, or for one JSON document when `json` is set.
-    pub fn new(json: bool) -> Printer {
-        Printer { json }
+    pub fn new(json: bool, verbosity: Verbosity) -> Printer {
+        Printer { json, verbosity }
     }
 
     /// Whether `--json` was given.
     pub fn is_json(&self) -> bool {
         self.json
+    }
+
+    /// How much the command says besides its result (`-q`, `-v`).
+    pub fn verbosity(&self) -> Verbosity {
+        self.verbosity
+    }
+
+    /// Writes a `-v` line to stderr, made safe for a terminal; nothing at the other levels.
+    pub fn detail(&self, text: &str) {
+        if self.verbosity >= Verbosity::Verbose {
+            let _ = writeln!(std::io::stderr().lock(), "{}", for_terminal(text));
+        }
     }
 
     /// Writes raw bytes to stdout (canonical forms must not gain a newline).
@@ -94,7 +87,7 @@ impl Printer {
     /// stderr, flattened to one line, so stdout stays the result: human mode only, and not with
     /// `-q`. Losing it loses nothing the result does not say.
     pub fn commentary(&self, text: &str) {
-        if !self.json && verbosity() > Verbosity::Quiet {
+        if !self.json && self.verbosity > Verbosity::Quiet {
             // One line: commentary quotes peers (a delivery's states, a worker's note).
             let mut err = std::io::stderr().lock();
             let _ = writeln!(err, "{}", for_terminal_line(text));

@@ -8,7 +8,8 @@ use serde_json::{Map, Value, json};
 
 use agentbus_protocol::text::{for_terminal, for_terminal_line};
 
-use super::gw::{Ctx, json_object};
+use super::profile::{Ctx, json_object};
+use crate::cli::Globals;
 use crate::error::{CliError, CliResult};
 use crate::printer::Printer;
 
@@ -90,8 +91,8 @@ pub enum TopicArgs {
 }
 
 /// Runs `agents`.
-pub fn agents(args: AgentsArgs, printer: &Printer) -> CliResult {
-    let ctx = Ctx::open()?;
+pub fn agents(args: AgentsArgs, globals: &Globals, printer: &Printer) -> CliResult {
+    let ctx = Ctx::open(globals, printer)?;
     match args.action {
         None => {
             let list = ctx.block(ctx.gw.agents())?;
@@ -204,8 +205,8 @@ fn under_label(text: &str) -> String {
 }
 
 /// Runs `card`.
-pub fn card(args: CardArgs, printer: &Printer) -> CliResult {
-    let ctx = Ctx::open()?;
+pub fn card(args: CardArgs, globals: &Globals, printer: &Printer) -> CliResult {
+    let ctx = Ctx::open(globals, printer)?;
     let card = match args {
         CardArgs::Show => ctx.block(ctx.gw.agent(&ctx.profile.agent_id))?,
         CardArgs::Edit(e) => {
@@ -258,8 +259,8 @@ pub fn card(args: CardArgs, printer: &Printer) -> CliResult {
 }
 
 /// Runs `topic`.
-pub fn topic(args: TopicArgs, printer: &Printer) -> CliResult {
-    let ctx = Ctx::open()?;
+pub fn topic(args: TopicArgs, globals: &Globals, printer: &Printer) -> CliResult {
+    let ctx = Ctx::open(globals, printer)?;
     match args {
         TopicArgs::Subscribe { name } => {
             let v = ctx.block(ctx.gw.subscribe(&name))?;

@@ -1,18 +1,16 @@
 //! `agentbus doctor`: is this agent's connection healthy? Each check answers ok, warn or fail,
-//! and every finding that is not ok says what to do. Exit 1 when any check fails.
+//! and every finding that is not ok says what to do. Exit 1 when any check fails. The checks are
+//! [`agentbus_client::doctor`]; this module prints their report.
 
 use std::process::ExitCode;
 
 use clap::Args;
-use serde::Serialize;
-use serde_json::{Value, json};
 
-use agentbus_client::ClientError;
-use agentbus_protocol::timestamp::Timestamp;
-use agentbus_runtime::keyfile::KeyFileError;
+use agentbus_client::doctor::diagnose;
 use agentbus_runtime::{Clock, SystemClock};
 
-use super::gw::Ctx;
+use super::profile::Ctx;
+use crate::cli::Globals;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 
@@ -27,361 +25,36 @@ a key in the OS keychain, the key is readable there), and the sidecar runs and i
 )]
 pub struct DoctorArgs {}
 
-/// One finding.
-#[derive(Debug, Clone, Serialize)]
-pub struct Finding {
-    /// What was checked.
-    pub check: &'static str,
-    /// ok, warn or fail.
-    pub status: &'static str,
-    /// What was found.
-    pub detail: String,
-    /// What to do, when not ok.
-    pub fix: Option<String>,
-}
-
-fn ok(check: &'static str, detail: String) -> Finding {
-    Finding {
-        check,
-        status: "ok",
-        detail,
-        fix: None,
-    }
-}
-
-fn bad(check: &'static str, status: &'static str, detail: String, fix: &str) -> Finding {
-    Finding {
-        check,
-        status,
-        detail,
-        fix: Some(fix.to_owned()),
-    }
-}
-
-/// Dotted versions compared numerically (`0.10.0` > `0.9.1`).
-fn version_lt(a: &str, b: &str) -> bool {
-    let parse = |v: &str| {
-        v.split('.')
-            .map(|p| p.parse::<u64>().unwrap_or(0))
-            .collect::<Vec<_>>()
-    };
-    parse(a) < parse(b)
-}
-
-/// An HTTP date (`Mon, 30 Nov 2026 21:19:34 GMT`) in Unix milliseconds.
-fn http_date_ms(s: &str) -> Option<i64> {
-    let format = time::format_description::well_known::Rfc2822;
-    let t = time::OffsetDateTime::parse(&s.replace("GMT", "+0000"), &format).ok()?;
-    Some((t.unix_timestamp_nanos() / 1_000_000) as i64)
-}
-
-/// The signing key's finding: registered, not revoked, not expired, not expiring within 30 days
-/// (§3.3: doctor warns 30 days ahead).
-pub fn key_finding(card: &Value, key_id: &str, now: Timestamp) -> Finding {
-    let key = card["keys"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|k| k["id"] == json!(key_id));
-    let Some(k) = key else {
-        return bad(
-            "key",
-            "fail",
-            format!("{key_id} is not registered"),
-            "reconnect, or register a new key with the owner's token",
-        );
-    };
-    if !k["revoked_at"].is_null() {
-        return bad(
-            "key",
-            "fail",
-            format!("{key_id} is revoked"),
-            "reconnect to register a new key",
-        );
-    }
-    match k["expires_at"]
-        .as_str()
-        .and_then(|t| t.parse::<Timestamp>().ok())
-    {
-        Some(t) if t.millis() <= now.millis() => bad(
-            "key",
-            "fail",
-            format!("{key_id} expired at {t}"),
-            "reconnect to register a new key",
-        ),
-        Some(t) if t.millis() - now.millis() < 30 * 86_400_000 => bad(
-            "key",
-            "warn",
-            format!("{key_id} expires at {t}, within 30 days"),
-            "run `agentbus keys rotate`, then revoke the old key after 24 h",
-        ),
-        Some(t) => ok("key", format!("{key_id} is registered, expires {t}")),
-        None => ok("key", format!("{key_id} is registered")),
-    }
-}
-
-/// Where the private key is and whether it can be used: a key file must be mode 0600; a key in
-/// the OS keychain must be readable there.
-fn private_key_finding(ctx: &Ctx) -> Finding {
-    let p = &ctx.profile;
-    let failed = |check, e| {
-        let err = CliError::of(e);
-        bad(
-            check,
-            "fail",
-            err.message,
-            err.fix.as_deref().unwrap_or_default(),
-        )
-    };
-    let store = match ctx.profiles.key_store(p) {
-        Ok(s) => s,
-        Err(e) => return failed("key store", e),
-    };
-    let read = store.read_current(&p.agent_id);
-    let Some(path) = store.key_file(&p.agent_id) else {
-        return match read {
-            Ok(_) => ok(
-                "key store",
-                format!("readable in {}", store.location(&p.agent_id)),
-            ),
-            Err(e) => failed("key store", e),
-        };
-    };
-    match read {
-        Ok(_) => ok("key file", format!("{} is mode 0600", path.display())),
-        Err(ClientError::Key(KeyFileError::TooOpen { mode, .. })) => bad(
-            "key file",
-            "fail",
-            format!(
-                "{} has mode {mode:o}; it is refused until only you can read it",
-                path.display()
-            ),
-            &format!("chmod 600 {}", path.display()),
-        ),
-        Err(e) => bad(
-            "key file",
-            "fail",
-            e.to_string(),
-            "reconnect to generate and register a new key",
-        ),
-    }
-}
-
-/// The clock's finding for a skew in seconds: the gateway refuses envelopes more than 300 s off.
-pub fn clock_finding(skew_s: i64) -> Finding {
-    let detail = format!("{skew_s:+} s against the gateway");
-    let fix = "sync this machine's clock (NTP): the gateway refuses envelopes more than 300 s off (AB-3005)";
-    match skew_s.abs() {
-        0..=30 => ok("clock", detail),
-        31..=300 => bad("clock", "warn", detail, fix),
-        _ => bad("clock", "fail", detail, fix),
-    }
-}
-
-/// Runs `doctor`.
-pub fn run(_args: DoctorArgs, printer: &Printer) -> CliResult {
-    let ctx = Ctx::open()?;
-    let p = &ctx.profile;
-    let now = SystemClock.now();
-    let mut f = Vec::new();
-    // Reachability, protocol version, min_sidecar_version, clock skew: the well-known document.
-    match ctx.rt.block_on(ctx.gw.well_known()) {
-        Ok(a) => {
-            let wk = &a.body;
-            f.push(ok(
-                "gateway",
-                format!(
-                    "reachable at {} (gateway {})",
-                    p.gateway,
-                    wk["gateway_version"].as_str().unwrap_or("?")
-                ),
-            ));
-            let majors: Vec<&str> = wk["protocol_versions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
-            f.push(if majors.contains(&"1") {
-                ok(
-                    "protocol",
-                    format!("the gateway speaks v{}", majors.join(", v")),
-                )
-            } else {
-                bad(
-                    "protocol",
-                    "fail",
-                    format!("the gateway speaks {majors:?}, not v1"),
-                    "use an agentbus release that speaks the gateway's protocol",
-                )
-            });
-            let min = wk["min_sidecar_version"].as_str().unwrap_or("0");
-            f.push(if version_lt(agentbus_client::VERSION, min) {
-                bad(
-                    "version",
-                    "fail",
-                    format!(
-                        "AB-6002: this agentbus {} is older than the gateway's min_sidecar_version {min}",
-                        agentbus_client::VERSION
-                    ),
-                    "upgrade agentbus on this machine",
-                )
-            } else {
-                ok(
-                    "version",
-                    format!("agentbus {} (the gateway needs {min} or newer)", agentbus_client::VERSION),
-                )
-            });
-            match a.date.as_deref().and_then(http_date_ms) {
-                Some(gw_ms) => {
-                    // The Date header has one-second resolution.
-                    let skew_s = (now.millis() - gw_ms) / 1000;
-                    f.push(clock_finding(skew_s));
-                }
-                None => f.push(bad(
-                    "clock",
-                    "warn",
-                    "the gateway sent no Date header".into(),
-                    "check the clock by hand against a time server",
-                )),
-            }
+/// Runs `doctor`: the checks are [`agentbus_client::doctor::diagnose`]; this prints them.
+pub fn run(_args: DoctorArgs, globals: &Globals, printer: &Printer) -> CliResult {
+    let ctx = Ctx::open(globals, printer)?;
+    let mut report = ctx.rt.block_on(diagnose(&ctx.agent(), SystemClock.now()));
+    // A check failed by a client error gets that error's fix, as any command words it.
+    for finding in &mut report.findings {
+        if let Some(e) = finding.cause.take() {
+            finding.fix = Some(CliError::of(e).fix.unwrap_or_default());
         }
-        Err(e) => f.push(bad(
-            "gateway",
-            "fail",
-            e.to_string(),
-            "start the gateway or fix its URL: agentbus connect --gateway <url> …",
-        )),
     }
-    // The credential and the key's registration and expiry.
-    let card = match ctx.rt.block_on(ctx.gw.agent(&p.agent_id)) {
-        Ok(card) => {
-            f.push(ok("credential", format!("accepted for {}", p.address)));
-            Some(card)
-        }
-        Err(e @ ClientError::Unreachable { .. }) => {
-            f.push(bad(
-                "credential",
-                "fail",
-                e.to_string(),
-                "see the gateway finding",
-            ));
-            None
-        }
-        Err(e) => {
-            let fix = if e.gateway_code() == Some(agentbus_protocol::Code::SidecarTooOld) {
-                "upgrade agentbus on this machine"
-            } else {
-                "connect again with a valid token: agentbus connect …"
-            };
-            f.push(bad("credential", "fail", e.to_string(), fix));
-            None
-        }
-    };
-    if let Some(card) = &card {
-        f.push(key_finding(card, &p.key_id, now));
-    }
-    // The private key: a file of mode 0600, or readable in the OS keychain.
-    f.push(private_key_finding(&ctx));
-    // The sidecar: running, and how far behind.
-    let inbox = ctx.inbox();
-    let waiting = card
-        .as_ref()
-        .and_then(|c| c["status"]["queue_depth"].as_u64());
-    let behind = match waiting {
-        Some(n) => format!("{n} message(s) waiting at the gateway"),
-        None => "backlog unknown".to_owned(),
-    };
-    f.push(if inbox.is_locked() {
-        let detail = format!(
-            "running; last persisted sequence {}; {behind}",
-            inbox.cursor()
-        );
-        if waiting.unwrap_or(0) > 100 {
-            bad(
-                "sidecar",
-                "warn",
-                detail,
-                "the sidecar is falling behind: check its log and the machine's load",
-            )
-        } else {
-            ok("sidecar", detail)
-        }
-    } else {
-        bad(
-            "sidecar",
-            "warn",
-            format!(
-                "not running; last persisted sequence {}; {behind}",
-                inbox.cursor()
-            ),
-            "run `agentbus sidecar` (under a service manager to keep it running)",
-        )
-    });
-    let failed = f.iter().any(|x| x.status == "fail");
     if printer.is_json() {
-        printer
-            .json(&json!({"profile": p.name, "agent": p.address, "ok": !failed, "findings": f}))?;
+        printer.json(&serde_json::to_value(&report).unwrap_or_default())?;
     } else {
-        let mut text = format!("doctor for {} (profile {})\n", p.address, p.name);
-        for x in &f {
-            text.push_str(&format!("  {:<5} {:<10} {}\n", x.status, x.check, x.detail));
+        let mut text = format!("doctor for {} (profile {})\n", report.agent, report.profile);
+        for x in &report.findings {
+            text.push_str(&format!(
+                "  {:<5} {:<10} {}\n",
+                x.status.as_str(),
+                x.check,
+                x.detail
+            ));
             if let Some(fix) = &x.fix {
                 text.push_str(&format!("        fix: {fix}\n"));
             }
         }
         printer.line(text.trim_end())?;
     }
-    Ok(if failed {
-        ErrorKind::Failed.exit_code()
-    } else {
+    Ok(if report.ok {
         ExitCode::SUCCESS
+    } else {
+        ErrorKind::Failed.exit_code()
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn card(expires: &str, revoked: Option<&str>) -> Value {
-        json!({"keys": [{"id": "key_A", "expires_at": expires, "revoked_at": revoked}]})
-    }
-
-    #[test]
-    fn wp_3_3_8_doctor_warns_30_days_before_a_key_expires() {
-        let now: Timestamp = "2026-11-30T00:00:00Z".parse().unwrap();
-        let status = |c: &Value| key_finding(c, "key_A", now).status;
-        assert_eq!(
-            status(&card("2026-12-29T00:00:00Z", None)),
-            "warn",
-            "29 days"
-        );
-        assert_eq!(status(&card("2026-12-31T00:00:00Z", None)), "ok", "31 days");
-        assert_eq!(
-            status(&card("2026-11-29T00:00:00Z", None)),
-            "fail",
-            "expired"
-        );
-        let revoked = card("2027-11-30T00:00:00Z", Some("2026-11-01T00:00:00Z"));
-        assert_eq!(status(&revoked), "fail");
-        assert_eq!(
-            key_finding(&card("2027-01-01T00:00:00Z", None), "key_B", now).status,
-            "fail"
-        );
-    }
-
-    #[test]
-    fn clock_skew_bounds() {
-        assert_eq!(clock_finding(-30).status, "ok");
-        assert_eq!(clock_finding(31).status, "warn");
-        assert_eq!(clock_finding(-300).status, "warn");
-        assert_eq!(clock_finding(301).status, "fail");
-    }
-
-    #[test]
-    fn http_dates_and_versions() {
-        assert_eq!(http_date_ms("Thu, 01 Jan 1970 00:00:10 GMT"), Some(10_000));
-        assert!(version_lt("0.1.0", "0.10.0"));
-        assert!(!version_lt("0.2.0", "0.1.9"));
-    }
 }

@@ -366,7 +366,7 @@ fn migrate(args: MigrateArgs, printer: &Printer) -> CliResult {
     }
     let resolved = resolve(&Sources::from_process(flags, args.config)).map_err(settings_error)?;
     let data = resolved.config.data_dir.clone();
-    let rt = super::gw::runtime()?;
+    let rt = super::profile::runtime()?;
     let (backend, version) = rt
         .block_on(agentbus_gateway::migrate(&resolved.config))
         .map_err(|e| start_error(e, &data))?;
@@ -384,7 +384,7 @@ fn admin_token(args: AdminTokenArgs, printer: &Printer) -> CliResult {
         .unwrap_or_default();
     let resolved = resolve(&Sources::from_process(flags, args.config)).map_err(settings_error)?;
     let data = resolved.config.data_dir.clone();
-    let rt = super::gw::runtime()?;
+    let rt = super::profile::runtime()?;
     let t = rt
         .block_on(agentbus_gateway::reissue_admin_token(
             &resolved.config,

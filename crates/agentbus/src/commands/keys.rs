@@ -10,6 +10,7 @@ use serde_json::json;
 use agentbus_protocol::signing::SigningKey;
 use agentbus_runtime::{keyfile, random_bytes};
 
+use crate::cli::Globals;
 use crate::error::{CliError, CliResult};
 use crate::printer::Printer;
 
@@ -50,7 +51,7 @@ pub enum KeysArgs {
 }
 
 /// Runs `agentbus keys`.
-pub fn run(args: KeysArgs, printer: &Printer) -> CliResult {
+pub fn run(args: KeysArgs, globals: &Globals, printer: &Printer) -> CliResult {
     match args {
         KeysArgs::Generate { out } => {
             let key = SigningKey::from_seed(random_bytes());
@@ -72,10 +73,10 @@ pub fn run(args: KeysArgs, printer: &Printer) -> CliResult {
             let public = key.public().to_base64url();
             printer.either(&json!({"public_key": public}), &public)?;
         }
-        KeysArgs::List => return super::keys_gw::list(printer),
-        KeysArgs::Rotate => return super::keys_gw::rotate(printer),
+        KeysArgs::List => return super::registered_keys::list(globals, printer),
+        KeysArgs::Rotate => return super::registered_keys::rotate(globals, printer),
         KeysArgs::Revoke { key_id, force } => {
-            return super::keys_gw::revoke(&key_id, force, printer);
+            return super::registered_keys::revoke(&key_id, force, globals, printer);
         }
     }
     Ok(ExitCode::SUCCESS)

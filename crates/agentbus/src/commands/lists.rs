@@ -9,8 +9,9 @@ use serde_json::{Value, json};
 
 use agentbus_client::agent::Side;
 
-use super::gw::Ctx;
+use super::profile::Ctx;
 use super::trace::recipients_text;
+use crate::cli::Globals;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 
@@ -68,7 +69,7 @@ const STATES: [&str; 9] = [
 ];
 
 /// `agentbus tasks`.
-pub fn tasks(args: TasksArgs, printer: &Printer) -> CliResult {
+pub fn tasks(args: TasksArgs, globals: &Globals, printer: &Printer) -> CliResult {
     if let Some(s) = &args.state
         && !STATES.contains(&s.as_str())
     {
@@ -88,7 +89,7 @@ pub fn tasks(args: TasksArgs, printer: &Printer) -> CliResult {
         Role::Requester => Side::Requester,
         Role::Worker => Side::Worker,
     };
-    let ctx = Ctx::open()?;
+    let ctx = Ctx::open(globals, printer)?;
     let (tasks, next) = ctx.block(ctx.agent().tasks(
         side,
         args.state.as_deref(),
@@ -152,8 +153,8 @@ pub fn task_line(t: &Value) -> String {
 }
 
 /// `agentbus sent`.
-pub fn sent(args: SentArgs, printer: &Printer) -> CliResult {
-    let ctx = Ctx::open()?;
+pub fn sent(args: SentArgs, globals: &Globals, printer: &Printer) -> CliResult {
+    let ctx = Ctx::open(globals, printer)?;
     let (messages, next) = ctx.block(
         ctx.gw
             .sent(args.limit.clamp(1, 100), args.before.as_deref()),

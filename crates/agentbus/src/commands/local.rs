@@ -19,6 +19,7 @@ use agentbus_protocol::frame::Transport;
 use agentbus_runtime::SystemClock;
 
 use super::hook::{HookArgs, HooksArgs};
+use crate::cli::Globals;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 use crate::route::{Route, route, unavailable};
@@ -168,15 +169,15 @@ enum SessionsAction {
 }
 
 /// Runs one local verb.
-pub fn run(command: LocalCommand, printer: &Printer) -> CliResult {
+pub fn run(command: LocalCommand, globals: &Globals, printer: &Printer) -> CliResult {
     match command {
-        LocalCommand::Tell(args) => send(args, Kind::Tell, printer),
-        LocalCommand::Ask(args) => send(args, Kind::Ask, printer),
-        LocalCommand::Reply(args) => reply(args, printer),
+        LocalCommand::Tell(args) => send(args, Kind::Tell, globals, printer),
+        LocalCommand::Ask(args) => send(args, Kind::Ask, globals, printer),
+        LocalCommand::Reply(args) => reply(args, globals, printer),
         LocalCommand::Pause(args) => steer(args, Kind::Pause, printer),
         LocalCommand::Resume(args) => steer(args, Kind::Resume, printer),
-        LocalCommand::Inbox(args) => inbox(args, printer),
-        LocalCommand::Listen(args) => listen(args, printer),
+        LocalCommand::Inbox(args) => inbox(args, globals, printer),
+        LocalCommand::Listen(args) => listen(args, globals, printer),
         LocalCommand::Sessions(args) => sessions(args, printer),
         LocalCommand::Hook(args) => super::hook::hook(args, printer),
         LocalCommand::Hooks(args) => super::hook::hooks(args, printer),
@@ -266,10 +267,16 @@ fn not_yourself(from: &str, caller: &str) -> CliError {
     .fix("drop --from (or pass the session's own id); the engineer sends from a terminal outside any harness session")
 }
 
-fn send(args: SendArgs, kind: Kind, printer: &Printer) -> CliResult {
+fn send(args: SendArgs, kind: Kind, globals: &Globals, printer: &Printer) -> CliResult {
     let r = route(&args.address)?;
     if let Route::Gateway(to) = &r {
-        return super::agent::tell(to, &args.text.join(" "), kind == Kind::Ask, printer);
+        return super::gateway_verbs::tell(
+            to,
+            &args.text.join(" "),
+            kind == Kind::Ask,
+            globals,
+            printer,
+        );
     }
     let Route::Local(word) = &r else {
         return Err(unavailable(r.transport()));
@@ -307,10 +314,10 @@ fn print_sent(sent: &Sent, printer: &Printer) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-fn reply(args: ReplyArgs, printer: &Printer) -> CliResult {
+fn reply(args: ReplyArgs, globals: &Globals, printer: &Printer) -> CliResult {
     // A gateway id, or a task's (which the gateway half refuses with what it needs).
     if args.id.starts_with("msg_") || args.id.starts_with("tsk_") {
-        return super::agent::reply(&args.id, &args.text.join(" "), printer);
+        return super::gateway_verbs::reply(&args.id, &args.text.join(" "), globals, printer);
     }
     let store = open_store()?;
     let Some((original, to)) = store.reply_target(&args.id).map_err(CliError::of)? else {
@@ -326,7 +333,12 @@ fn reply(args: ReplyArgs, printer: &Printer) -> CliResult {
             .as_ref()
             .filter(|v| v.transport == Transport::Gateway)
         {
-            return super::agent::reply(&via.ext_id, &args.text.join(" "), printer);
+            return super::gateway_verbs::reply(
+                &via.ext_id,
+                &args.text.join(" "),
+                globals,
+                printer,
+            );
         }
         return Err(unavailable(transport_of(&original).as_str()));
     };
@@ -400,13 +412,13 @@ fn first_line(text: &str, max: usize) -> String {
     out
 }
 
-fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
+fn inbox(args: InboxArgs, globals: &Globals, printer: &Printer) -> CliResult {
     if let Some(id) = args
         .show
         .as_deref()
         .filter(|id| id.starts_with("msg_") || id.starts_with("tsk_"))
     {
-        return super::agent::show(id, printer);
+        return super::gateway_verbs::show(id, globals, printer);
     }
     let store = open_store()?;
     if let Some(id) = args.show {
@@ -419,7 +431,7 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
             .as_ref()
             .is_some_and(|v| v.transport == Transport::Gateway)
         {
-            return super::agent::show(&id, printer);
+            return super::gateway_verbs::show(&id, globals, printer);
         }
         let human = format!(
             "id:        {}\nfrom:      {}\nto:        {}\nkind:      {}\ntransport: {}\nnode:      {}\n\n{}",
@@ -435,7 +447,7 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
         return Ok(ExitCode::SUCCESS);
     }
     let email = engineer_email();
-    let agents = inbox_agents(args.all_agents, printer)?;
+    let agents = inbox_agents(args.all_agents, globals, printer)?;
     let mut items = store
         .inbox(email.as_deref(), args.all, &agents)
         .map_err(CliError::of)?;
@@ -506,13 +518,16 @@ fn inbox(args: InboxArgs, printer: &Printer) -> CliResult {
 /// Whose gateway mail `inbox` lists: the profile's (`--profile`, `AGENTBUS_PROFILE`, or the only
 /// one saved), every agent's with `--all-agents`, and none but a note when several profiles are
 /// saved and none is chosen.
-fn inbox_agents(all_agents: bool, printer: &Printer) -> Result<Agents, CliError> {
+fn inbox_agents(
+    all_agents: bool,
+    globals: &Globals,
+    printer: &Printer,
+) -> Result<Agents, CliError> {
     if all_agents {
         return Ok(Agents::All);
     }
     let profiles = agentbus_client::profile::Profiles::open_default().map_err(CliError::of)?;
-    let chosen = super::gw::PROFILE.get().cloned().flatten();
-    match profiles.select(chosen.as_deref()) {
+    match profiles.select(globals.profile.as_deref()) {
         Ok(p) => Ok(Agents::Only(vec![p.address])),
         Err(agentbus_client::ClientError::NoProfile(n)) if n.is_empty() => {
             Ok(Agents::Only(Vec::new()))
@@ -534,7 +549,7 @@ fn inbox_item_json(i: &InboxItem, now: i64) -> Value {
     v
 }
 
-fn listen(args: ListenArgs, printer: &Printer) -> CliResult {
+fn listen(args: ListenArgs, globals: &Globals, printer: &Printer) -> CliResult {
     let store = open_store()?;
     // What is there when listening starts is not news.
     let mut known: std::collections::HashSet<String> = store
@@ -548,7 +563,7 @@ fn listen(args: ListenArgs, printer: &Printer) -> CliResult {
     // With a connected agent and no sidecar running for it, listen receives from the gateway
     // itself (the sidecar's path: persist, import, ack); otherwise it watches what arrives.
     // The lock is tried again on every turn: when the sidecar stops, listen takes over.
-    let ctx = super::gw::Ctx::open().ok();
+    let ctx = super::profile::Ctx::open(globals, printer).ok();
     let mut gateway = None;
     loop {
         if args.count.is_some_and(|c| printed >= c) {

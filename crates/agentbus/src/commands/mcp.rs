@@ -15,6 +15,7 @@ use agentbus_mcp::install::{self, Entry};
 
 use super::hook::HarnessArg;
 use super::local::open_store;
+use crate::cli::Globals;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 
@@ -91,18 +92,17 @@ struct InstallArgs {
 }
 
 /// Runs `agentbus mcp …`.
-pub fn run(args: McpArgs, printer: &Printer) -> CliResult {
+pub fn run(args: McpArgs, globals: &Globals, printer: &Printer) -> CliResult {
     match args.command {
-        Some(McpCommand::Install(a)) => configure(a, true, printer),
-        Some(McpCommand::Uninstall(a)) => configure(a, false, printer),
-        None => serve(args.serve),
+        Some(McpCommand::Install(a)) => configure(a, true, globals, printer),
+        Some(McpCommand::Uninstall(a)) => configure(a, false, globals, printer),
+        None => serve(args.serve, globals),
     }
 }
 
-fn serve(args: ServeArgs) -> CliResult {
+fn serve(args: ServeArgs, globals: &Globals) -> CliResult {
     let store = open_store()?;
-    let chosen = super::gw::PROFILE.get().cloned().flatten();
-    let agent = match Agent::open(chosen.as_deref()) {
+    let agent = match Agent::open(globals.profile.as_deref()) {
         Ok(a) => Some(a),
         // No agent connected here: local messaging works, gateway tools say how to connect.
         Err(ClientError::NoProfile(name)) if name.is_empty() => None,
@@ -140,7 +140,7 @@ fn serve(args: ServeArgs) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-fn configure(a: InstallArgs, installing: bool, printer: &Printer) -> CliResult {
+fn configure(a: InstallArgs, installing: bool, globals: &Globals, printer: &Printer) -> CliResult {
     let harness = a.harness.harness();
     let path = match (a.config, a.project) {
         (Some(p), _) => p,
@@ -167,8 +167,8 @@ fn configure(a: InstallArgs, installing: bool, printer: &Printer) -> CliResult {
                 home.to_string_lossy().into_owned(),
             );
         }
-        if let Some(p) = super::gw::PROFILE.get().cloned().flatten() {
-            env.insert("AGENTBUS_PROFILE".to_owned(), p);
+        if let Some(p) = &globals.profile {
+            env.insert("AGENTBUS_PROFILE".to_owned(), p.clone());
         }
         install::install(harness, &path, &Entry { program, args, env })
     } else {

@@ -1,20 +1,21 @@
 //! One module per area of subcommands.
 
-pub mod agent;
 pub mod completions;
+pub mod connect;
 pub mod directory;
 pub mod doctor;
 pub mod envelope;
 pub mod explain;
 pub mod gateway;
-pub mod gw;
+pub mod gateway_verbs;
 pub mod hook;
 pub mod keys;
-pub mod keys_gw;
 pub mod lists;
 pub mod local;
 pub mod mcp;
-pub mod progress;
+pub mod profile;
+pub mod progress_bar;
+pub mod registered_keys;
 pub mod share;
 pub mod sidecar;
 pub mod trace;
@@ -23,31 +24,32 @@ pub mod work;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
-use crate::cli::Command;
+use crate::cli::{Command, Globals};
 use crate::error::{CliError, CliResult};
 use crate::printer::Printer;
 
-/// Runs one subcommand.
-pub fn run(command: Command, printer: &Printer) -> CliResult {
+/// Runs one subcommand. The commands that act as an agent profile get `globals` (which
+/// profile); every command prints through `printer`.
+pub fn run(command: Command, globals: &Globals, printer: &Printer) -> CliResult {
     match command {
         Command::Envelope(args) => envelope::run(args, printer),
-        Command::Keys(args) => keys::run(args, printer),
+        Command::Keys(args) => keys::run(args, globals, printer),
         Command::Explain(args) => explain::run(args, printer),
         Command::Gateway(args) => gateway::run(args, printer),
-        Command::Local(command) => local::run(command, printer),
+        Command::Local(command) => local::run(command, globals, printer),
         Command::Share(args) => share::run(args, printer),
-        Command::Agent(command) => agent::run(command, printer),
-        Command::Sidecar(args) => sidecar::run(args, printer),
-        Command::Trace(args) => trace::run(args, printer),
-        Command::Agents(args) => directory::agents(args, printer),
-        Command::Card(args) => directory::card(args, printer),
-        Command::Topic(args) => directory::topic(args, printer),
-        Command::Doctor(args) => doctor::run(args, printer),
-        Command::Mcp(args) => mcp::run(args, printer),
-        Command::Work(args) => work::run(args, printer),
+        Command::Agent(command) => gateway_verbs::run(command, globals, printer),
+        Command::Sidecar(args) => sidecar::run(args, globals, printer),
+        Command::Trace(args) => trace::run(args, globals, printer),
+        Command::Agents(args) => directory::agents(args, globals, printer),
+        Command::Card(args) => directory::card(args, globals, printer),
+        Command::Topic(args) => directory::topic(args, globals, printer),
+        Command::Doctor(args) => doctor::run(args, globals, printer),
+        Command::Mcp(args) => mcp::run(args, globals, printer),
+        Command::Work(args) => work::run(args, globals, printer),
         Command::Completions(args) => completions::run(args, printer),
-        Command::Tasks(args) => lists::tasks(args, printer),
-        Command::Sent(args) => lists::sent(args, printer),
+        Command::Tasks(args) => lists::tasks(args, globals, printer),
+        Command::Sent(args) => lists::sent(args, globals, printer),
     }
 }
 

@@ -312,83 +312,30 @@ fn kind(s: &str) -> Result<MessageType, CliError> {
 /// be handed to local delivery (each is named in the output). Documented in `docs/cli.md`.
 pub const EXIT_WARNINGS: u8 = 7;
 
-/// Imports every message for this operator's agents into the local store, so each reaches a
-/// session bound to its recipient (or the engineer's inbox) through the harness hook, once, framed
-/// like any peer message (one delivery path). The import is idempotent per
-/// (message id, recipient). A message the store refuses is skipped, never the whole delivery, with
-/// a warning when it is among `report`'s arrivals (one that arrived earlier was reported then);
-/// one it has no room for until the recipient's sessions are shown earlier ones waits, with the
-/// recipient's later ones, for a later sync. A clone that has not joined has nothing to deliver.
+/// Hands the share's messages for this operator's agents to local delivery, so each reaches a
+/// session through the harness hook ([`agentbus_client::bridge::import_share`]); what of this
+/// sync was skipped or refused comes back as warning lines.
 pub fn deliver_locally(
     share: &agentbus_share::Share,
     report: &SyncReport,
 ) -> Result<LocalDelivery, CliError> {
-    use agentbus_local::{ImportOutcome, InboundMessage as LocalInbound};
-    use agentbus_protocol::frame::{Transport, Verified};
-    let inbound = match agentbus_share::inbound_messages(share) {
-        Ok(i) => i,
-        Err(ShareError::NotJoined) => return Ok(LocalDelivery::default()),
-        Err(e) => return Err(CliError::of(e)),
-    };
     let store = super::local::open_store()?;
     let now = agentbus_runtime::Clock::now(&agentbus_runtime::SystemClock);
-    let arrived = arrived_paths(share, report);
-    let mut waiting = std::collections::BTreeMap::<String, usize>::new();
-    let mut warnings: Vec<String> = inbound
-        .malformed
-        .iter()
-        .filter(|m| report.arrived.contains(&m.path))
-        .map(|m| format!("skipped {}: {}", m.path, m.error))
-        .collect();
-    for m in &inbound.messages {
-        let local = LocalInbound {
-            transport: Transport::Share,
-            transport_id: m.transport_id(),
-            from: m.from.clone(),
-            kind: m.effective_kind.clone(),
-            conversation: Some(m.thread.clone()),
-            subject: m.subject.clone(),
-            body: m.framed_body(),
-            verified: Verified::Unsigned,
-            attachments: Vec::new(),
-            reply_command: Some(m.reply_command.clone()),
-            sent: m.sent_at.unwrap_or(now),
-            recipient: m.to.clone(),
-            message_id: Some(m.id.clone()),
-            task: None,
-            late: false,
-            expires_ms: None,
-            held: None,
-            // agentshare 0.1 has no priority: a share message counts as normal.
-            priority: agentbus_local::Priority::Normal,
-        };
-        // Behind one that found no room, a recipient's mail waits too: it goes in the order it
-        // was sent.
-        let outcome = (!waiting.contains_key(&m.to)).then(|| store.import(&local));
-        match outcome {
-            // The file stays in the share; a later sync hands it over once there is room. Not a
-            // warning: nothing is wrong, the sessions have mail to read first.
-            None | Some(Ok(ImportOutcome::Full { .. })) => {
-                *waiting.entry(m.to.clone()).or_default() += 1
-            }
-            Some(Ok(_)) => {}
-            Some(Err(e)) if arrived.contains(&m.path) => warnings.push(format!(
-                "not handed to local delivery {}: {e} (`agentbus share inbox` still lists it)",
-                m.path.display()
-            )),
-            Some(Err(_)) => {}
-        }
-    }
-    Ok(LocalDelivery { warnings, waiting })
+    let import = agentbus_client::bridge::import_share(share, &store, &report.arrived, now)
+        .map_err(CliError::of)?;
+    Ok(LocalDelivery {
+        warnings: import.warnings.iter().map(ToString::to_string).collect(),
+        waiting: import.waiting,
+    })
 }
 
 /// What [`deliver_locally`] did.
 #[derive(Debug, Default)]
 pub struct LocalDelivery {
-    /// One line per message of this sync that was refused.
+    /// One line per message of this sync that was skipped or refused.
     pub warnings: Vec<String>,
     /// Per recipient, the messages that wait for room: its sessions have not been shown earlier
-    /// ones yet (`ImportOutcome::Full`).
+    /// ones yet.
     pub waiting: std::collections::BTreeMap<String, usize>,
 }
 

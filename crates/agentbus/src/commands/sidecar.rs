@@ -15,7 +15,8 @@ use agentbus_client::profile::write_private_atomic;
 use agentbus_client::receive::{PullReport, status_json};
 use agentbus_runtime::{Clock, SystemClock};
 
-use super::gw::Ctx;
+use super::profile::Ctx;
+use crate::cli::Globals;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 
@@ -42,8 +43,8 @@ pub struct SidecarArgs {
 }
 
 /// Runs the sidecar.
-pub fn run(args: SidecarArgs, printer: &Printer) -> CliResult {
-    let ctx = Ctx::open()?;
+pub fn run(args: SidecarArgs, globals: &Globals, printer: &Printer) -> CliResult {
+    let ctx = Ctx::open(globals, printer)?;
     let inbox = ctx.inbox();
     let Some(_lock) = inbox.try_lock().map_err(CliError::of)? else {
         return Err(CliError::new(

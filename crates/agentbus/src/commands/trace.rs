@@ -14,7 +14,8 @@ use agentbus_client::ClientError;
 use agentbus_client::agent::Trace;
 use agentbus_protocol::text::for_terminal_line;
 
-use super::gw::Ctx;
+use super::profile::Ctx;
+use crate::cli::Globals;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 
@@ -29,8 +30,8 @@ pub struct TraceArgs {
 }
 
 /// Runs `trace`.
-pub fn run(args: TraceArgs, printer: &Printer) -> CliResult {
-    let ctx = Ctx::open()?;
+pub fn run(args: TraceArgs, globals: &Globals, printer: &Printer) -> CliResult {
+    let ctx = Ctx::open(globals, printer)?;
     // A local delivery id (the frame's local_id) names the gateway message it holds.
     let id = if args.id.trim().starts_with("lm_") {
         ctx.resolve(&args.id, agentbus_client::agent::Wants::Message)?

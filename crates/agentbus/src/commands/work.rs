@@ -18,8 +18,9 @@ use agentbus_work::command::CommandAdapter;
 use agentbus_work::opencode::OpenCode;
 use agentbus_work::{Adapter, Settings, Worker};
 
-use super::gw::{Ctx, parse_duration};
 use super::local::open_store;
+use super::profile::{Ctx, parse_duration};
+use crate::cli::Globals;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 
@@ -69,8 +70,8 @@ pub struct WorkArgs {
 }
 
 /// Runs the worker until SIGINT or SIGTERM.
-pub fn run(args: WorkArgs, printer: &Printer) -> CliResult {
-    let ctx = Ctx::open()?;
+pub fn run(args: WorkArgs, globals: &Globals, printer: &Printer) -> CliResult {
+    let ctx = Ctx::open(globals, printer)?;
     let agent = ctx.agent();
     let local = open_store()?;
     if args.concurrency == 0 {

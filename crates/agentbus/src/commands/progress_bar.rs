@@ -5,6 +5,8 @@ use std::io::IsTerminal as _;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::printer::Verbosity;
+
 /// The progress of a set of attachment transfers, one direction at a time: the one display for
 /// uploads (`send`, `delegate`, `complete`, `answer --attach`) and for downloads (the receive path).
 pub struct Transfer {
@@ -14,19 +16,19 @@ pub struct Transfer {
 }
 
 impl Transfer {
-    /// A display for `files` uploads.
-    pub fn uploads(files: usize) -> Transfer {
-        Transfer::new(files, "upload")
+    /// A display for `files` uploads, at `verbosity`.
+    pub fn uploads(files: usize, verbosity: Verbosity) -> Transfer {
+        Transfer::new(files, "upload", verbosity)
     }
 
-    /// A display for `files` downloads.
-    pub fn downloads(files: usize) -> Transfer {
-        Transfer::new(files, "download")
+    /// A display for `files` downloads, at `verbosity`.
+    pub fn downloads(files: usize, verbosity: Verbosity) -> Transfer {
+        Transfer::new(files, "download", verbosity)
     }
 
     /// Hidden unless stderr is a terminal, and with `-q`.
-    fn new(files: usize, verb: &'static str) -> Transfer {
-        let shown = crate::printer::verbosity() > crate::printer::Verbosity::Quiet;
+    fn new(files: usize, verb: &'static str, verbosity: Verbosity) -> Transfer {
+        let shown = verbosity > Verbosity::Quiet;
         let bar = (files > 0 && shown && std::io::stderr().is_terminal()).then(|| {
             let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
             bar.set_style(
@@ -89,8 +91,7 @@ pub struct TaskLine {
 impl TaskLine {
     /// A display of task `task_id` for `printer`'s mode.
     pub fn new(task_id: &str, printer: &crate::printer::Printer) -> TaskLine {
-        let shown =
-            !printer.is_json() && crate::printer::verbosity() > crate::printer::Verbosity::Quiet;
+        let shown = !printer.is_json() && printer.verbosity() > Verbosity::Quiet;
         let terminal = std::io::stderr().is_terminal();
         let bar = (shown && terminal).then(|| {
             let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());

@@ -1,7 +1,6 @@
 //! What every gateway command shares: the selected profile, a client under its credential, the
 //! agent's key and inbox, durations and JSON flags.
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -12,10 +11,9 @@ use agentbus_client::receive::Receiver;
 use agentbus_client::{Agent, AgentInbox, ClientError, Gateway, KeyStore, Profile};
 use agentbus_protocol::Code;
 
+use crate::cli::Globals;
 use crate::error::{CliError, ErrorKind};
-
-/// The `--profile` flag, set once by `main`.
-pub static PROFILE: OnceLock<Option<String>> = OnceLock::new();
+use crate::printer::{Printer, Verbosity};
 
 /// A single-threaded runtime for one command.
 pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
@@ -54,18 +52,20 @@ pub struct Ctx {
     pub gw: Gateway,
     /// The runtime the command's calls run on.
     pub rt: tokio::runtime::Runtime,
+    /// Whether transfers show a progress bar (not with `-q`).
+    verbosity: Verbosity,
 }
 
 impl Ctx {
-    /// Opens the profile chosen by `--profile`, `AGENTBUS_PROFILE`, or the only one.
-    pub fn open() -> Result<Ctx, CliError> {
+    /// Opens the profile chosen by `--profile`, `AGENTBUS_PROFILE`, or the only one; with `-v`,
+    /// says which on stderr.
+    pub fn open(globals: &Globals, printer: &Printer) -> Result<Ctx, CliError> {
         let profiles = Profiles::open_default().map_err(CliError::of)?;
-        let chosen = PROFILE.get().cloned().flatten();
         let profile = profiles
-            .select(chosen.as_deref())
+            .select(globals.profile.as_deref())
             .map_err(|e| profile_hint(&profiles, e))?;
         let gw = Gateway::new(&profile.gateway, &profile.token).map_err(CliError::of)?;
-        crate::printer::detail(&format!(
+        printer.detail(&format!(
             "profile {}: {} ({}) at {}",
             profile.name, profile.address, profile.agent_id, profile.gateway
         ));
@@ -74,6 +74,7 @@ impl Ctx {
             profile,
             gw,
             rt: runtime()?,
+            verbosity: printer.verbosity(),
         })
     }
 
@@ -113,7 +114,12 @@ impl Ctx {
             profile: self.profile.clone(),
             gw: self.gw.clone(),
             // What its receivers download shows the same bar as uploads, on a terminal.
-            downloads: Downloads::new(|n| Box::new(super::progress::Transfer::downloads(n))),
+            downloads: {
+                let verbosity = self.verbosity;
+                Downloads::new(move |n| {
+                    Box::new(super::progress_bar::Transfer::downloads(n, verbosity))
+                })
+            },
         }
     }
 

@@ -1,6 +1,7 @@
-//! The gateway verbs of an agent: `connect`, `send`, `ack`, `delegate`, the worker's `accept`,
-//! `progress`, `needs-input`, `complete`, `fail`, `reject`, the requester's `answer` and
-//! `cancel`, and the gateway half of `tell`, `ask` and `reply`. The work is in `agentbus-client`.
+//! The gateway verbs of an agent: `send`, `ack`, `delegate`, the worker's `accept`, `progress`,
+//! `needs-input`, `complete`, `fail`, `reject`, the requester's `answer` and `cancel`, and the
+//! gateway half of `tell`, `ask` and `reply` (`connect` is listed with them and runs in
+//! [`super::connect`]). The work is in `agentbus-client`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,16 +9,14 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
+use agentbus_client::ClientError;
 use agentbus_client::agent::{Budget, Delegation, Message, TaskAction, Wants, received_json};
 use agentbus_client::inbox::Received;
-use agentbus_client::profile::Profiles;
-use agentbus_client::{ClientError, Gateway, KeyStore, Profile};
-use agentbus_protocol::signing::SigningKey;
-use agentbus_runtime::keyfile::KeyFileError;
-use agentbus_runtime::random_bytes;
 
-use super::gw::{Ctx, json_object, parse_duration, recipient_hint, runtime};
-use super::progress::Transfer;
+use super::connect::ConnectArgs;
+use super::profile::{Ctx, json_object, parse_duration, recipient_hint};
+use super::progress_bar::Transfer;
+use crate::cli::Globals;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 
@@ -85,24 +84,6 @@ or AGENTBUS_PROFILE."
     /// As a task's requester: cancel it.
     #[command(after_help = "Example:\n  agentbus cancel tsk_01J… --reason \"no longer needed\"")]
     Cancel(CancelArgs),
-}
-
-/// Arguments of `connect`.
-#[derive(Debug, Args)]
-pub struct ConnectArgs {
-    /// The gateway's URL.
-    #[arg(long, env = "AGENTBUS_GATEWAY")]
-    gateway: String,
-    /// A user integration token (abu_…) to register the agent, or the agent's credential (aba_…)
-    /// with --agent to add this machine's key to an existing agent.
-    #[arg(long, env = "AGENTBUS_TOKEN", hide_env_values = true)]
-    token: String,
-    /// The agent's name (3-40 of a-z, 0-9, '-'); also the profile's name unless --profile is given.
-    #[arg(long)]
-    name: String,
-    /// The existing agent's agt_ id, when --token is its credential.
-    #[arg(long)]
-    agent: Option<String>,
 }
 
 /// Arguments of `send`.
@@ -309,12 +290,12 @@ pub struct CancelArgs {
 }
 
 /// Runs one gateway verb.
-pub fn run(command: AgentCommand, printer: &Printer) -> CliResult {
+pub fn run(command: AgentCommand, globals: &Globals, printer: &Printer) -> CliResult {
     let (task, action, attach) = match command {
-        AgentCommand::Connect(a) => return connect(a, printer),
-        AgentCommand::Send(a) => return send(a, printer),
-        AgentCommand::Ack(a) => return ack(a, printer),
-        AgentCommand::Delegate(a) => return delegate(a, printer),
+        AgentCommand::Connect(a) => return super::connect::run(a, globals, printer),
+        AgentCommand::Send(a) => return send(a, globals, printer),
+        AgentCommand::Ack(a) => return ack(a, globals, printer),
+        AgentCommand::Delegate(a) => return delegate(a, globals, printer),
         AgentCommand::Accept(a) => (
             a.task,
             TaskAction::Accept {
@@ -377,153 +358,17 @@ pub fn run(command: AgentCommand, printer: &Printer) -> CliResult {
         ),
         AgentCommand::Cancel(a) => (a.task, TaskAction::Cancel { reason: a.reason }, Vec::new()),
     };
-    lifecycle(&task, action, &attach, printer)
-}
-
-fn connect(args: ConnectArgs, printer: &Printer) -> CliResult {
-    agentbus_client::http::check_url(&args.gateway).map_err(CliError::of)?;
-    let profiles = Profiles::open_default().map_err(CliError::of)?;
-    let name = super::gw::PROFILE
-        .get()
-        .cloned()
-        .flatten()
-        .unwrap_or_else(|| args.name.clone());
-    let rt = runtime()?;
-    let gateway = args.gateway.trim_end_matches('/').to_owned();
-    // Resume: the profile exists, its key is readable where it is stored and it is registered.
-    if let Ok(p) = profiles.load(&name) {
-        if p.gateway != gateway {
-            return Err(CliError::new(
-                ErrorKind::Config,
-                format!(
-                    "profile {name} is connected to {}, not {gateway}",
-                    p.gateway
-                ),
-            )
-            .fix("choose another profile name with --profile, or use that gateway"));
-        }
-        let gw = Gateway::new(&p.gateway, &p.token).map_err(CliError::of)?;
-        let card = rt.block_on(gw.agent(&p.agent_id)).map_err(CliError::of)?;
-        let store = profiles.key_store(&p).map_err(CliError::of)?;
-        store.read_current(&p.agent_id).map_err(CliError::of)?;
-        let active = card["keys"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|k| k["id"] == json!(p.key_id) && k["revoked_at"].is_null());
-        if !active {
-            return Err(CliError::new(
-                ErrorKind::Config,
-                format!("profile {name}'s key {} is revoked or unknown to the gateway", p.key_id),
-            )
-            .fix("run `agentbus keys rotate` with a working key, or register a new key with the owner's token"));
-        }
-        return print_connected(printer, &store, &p, "resumed");
-    }
-    // Where the new key goes is settled before anything is registered: a refusal leaves nothing.
-    let store = profiles.new_key_store().map_err(|e| match e {
-        ClientError::Invalid(_) => {
-            CliError::of(e).fix("set AGENTBUS_KEYSTORE to auto, keychain or file, or unset it")
-        }
-        e => CliError::of(e),
-    })?;
-    let key = SigningKey::from_seed(random_bytes());
-    let public = key.public().to_base64url();
-    let gw = Gateway::new(&gateway, &args.token).map_err(CliError::of)?;
-    let (card, token, key_id) = if args.token.starts_with("aba_") {
-        let Some(id) = args.agent.as_deref() else {
-            return Err(CliError::new(
-                ErrorKind::Usage,
-                "an agent credential (aba_…) needs --agent <agt_ id>",
-            )
-            .fix(
-                "pass --agent agt_…, or connect with a user token (abu_…) to register a new agent",
-            ));
-        };
-        let card = rt.block_on(gw.agent(id)).map_err(CliError::of)?;
-        let k = rt.block_on(gw.add_key(id, &public)).map_err(CliError::of)?;
-        (
-            card,
-            args.token.clone(),
-            k["id"].as_str().unwrap_or_default().to_owned(),
-        )
-    } else {
-        let out = rt
-            .block_on(gw.register_agent(&args.name, &public))
-            .map_err(|e| {
-                let taken = e.gateway_code() == Some(agentbus_protocol::Code::NameTaken);
-                let err = CliError::of(e);
-                if taken {
-                    // The credential is only ever returned at registration: resuming an agent on a
-                    // new machine takes the credential it was given then.
-                    err.fix("connect with the agent's credential: --token aba_… --agent agt_…, or pick another --name")
-                } else {
-                    err
-                }
-            })?;
-        (
-            out["agent"].clone(),
-            out["token"].as_str().unwrap_or_default().to_owned(),
-            out["key"]["id"].as_str().unwrap_or_default().to_owned(),
-        )
-    };
-    let (Some(agent_id), Some(address)) = (card["id"].as_str(), card["address"].as_str()) else {
-        return Err(CliError::of(ClientError::Protocol(format!(
-            "a card without id: {card}"
-        ))));
-    };
-    if token.is_empty() || key_id.is_empty() {
-        return Err(CliError::of(ClientError::Protocol(
-            "the registration answer lacks the credential or the key".into(),
-        )));
-    }
-    store.save_new(agent_id, &key).map_err(|e| match e {
-        ClientError::Key(KeyFileError::Exists(_)) | ClientError::KeychainKeyExists(_) => {
-            CliError::of(e)
-                .fix("move the old key away only if no profile uses it, then connect again")
-        }
-        e => CliError::of(e),
-    })?;
-    let p = Profile {
-        name,
-        gateway,
-        agent_id: agent_id.to_owned(),
-        address: address.to_owned(),
-        token,
-        key_id,
-        key_store: store.kind(),
-    };
-    profiles.save(&p).map_err(CliError::of)?;
-    print_connected(printer, &store, &p, "connected")
-}
-
-fn print_connected(printer: &Printer, store: &KeyStore, p: &Profile, verb: &str) -> CliResult {
-    let key_file = store.key_file(&p.agent_id);
-    let where_ = match &key_file {
-        Some(path) => format!("{} (mode 0600)", path.display()),
-        None => store.location(&p.agent_id),
-    };
-    printer.either(
-        &json!({
-            "status": verb,
-            "profile": p.name,
-            "gateway": p.gateway,
-            "agent_id": p.agent_id,
-            "address": p.address,
-            "key_id": p.key_id,
-            "key_storage": store.kind().as_str(),
-            "key_file": key_file,
-        }),
-        &format!(
-            "{verb} as {} ({})\nprofile: {}  gateway: {}\nkey: {} in {where_}",
-            p.address, p.agent_id, p.name, p.gateway, p.key_id,
-        ),
-    )?;
-    Ok(ExitCode::SUCCESS)
+    lifecycle(&task, action, &attach, globals, printer)
 }
 
 /// `tell`/`ask` to a gateway address.
-pub fn tell(to: &str, text: &str, expects_reply: bool, printer: &Printer) -> CliResult {
+pub fn tell(
+    to: &str,
+    text: &str,
+    expects_reply: bool,
+    globals: &Globals,
+    printer: &Printer,
+) -> CliResult {
     send(
         SendArgs {
             to: to.to_owned(),
@@ -534,11 +379,12 @@ pub fn tell(to: &str, text: &str, expects_reply: bool, printer: &Printer) -> Cli
             priority: "normal".to_owned(),
             wait: None,
         },
+        globals,
         printer,
     )
 }
 
-fn send(args: SendArgs, printer: &Printer) -> CliResult {
+fn send(args: SendArgs, globals: &Globals, printer: &Printer) -> CliResult {
     let wait = args
         .wait
         .as_deref()
@@ -547,7 +393,7 @@ fn send(args: SendArgs, printer: &Printer) -> CliResult {
         .map_err(|e| {
             CliError::new(ErrorKind::Usage, e).fix("write the duration like 30s, 2m or 500ms")
         })?;
-    let ctx = Ctx::open()?;
+    let ctx = Ctx::open(globals, printer)?;
     let agent = ctx.agent();
     let message = Message {
         to: args.to.clone(),
@@ -557,7 +403,7 @@ fn send(args: SendArgs, printer: &Printer) -> CliResult {
         expects_reply: args.expects_reply || wait.is_some(),
         priority: Some(args.priority),
     };
-    let progress = Transfer::uploads(message.attach.len());
+    let progress = Transfer::uploads(message.attach.len(), printer.verbosity());
     let sent = ctx
         .block(agent.send(message, &progress))
         .map_err(|e| recipient_hint(&ctx, &args.to, e))?;
@@ -639,8 +485,8 @@ fn reply_text(r: &Received) -> String {
 
 /// `reply <msg_…> <text>` over the gateway: to the message's reply_to or source, same
 /// conversation, correlation_id = its id.
-pub fn reply(id: &str, text: &str, printer: &Printer) -> CliResult {
-    let ctx = Ctx::open()?;
+pub fn reply(id: &str, text: &str, globals: &Globals, printer: &Printer) -> CliResult {
+    let ctx = Ctx::open(globals, printer)?;
     let id = ctx.resolve(id, Wants::Message)?;
     let sent = ctx.block(ctx.agent().reply(&id, text))?;
     printer.either(
@@ -650,8 +496,8 @@ pub fn reply(id: &str, text: &str, printer: &Printer) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-fn ack(mut args: AckArgs, printer: &Printer) -> CliResult {
-    let ctx = Ctx::open()?;
+fn ack(mut args: AckArgs, globals: &Globals, printer: &Printer) -> CliResult {
+    let ctx = Ctx::open(globals, printer)?;
     args.id = ctx.resolve(&args.id, Wants::Message)?;
     let agent = ctx.agent();
     // §5.8: an ack.v1 is owed when the sender asked for a reply (or policy asks for read
@@ -681,7 +527,7 @@ fn ack(mut args: AckArgs, printer: &Printer) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-fn delegate(args: DelegateArgs, printer: &Printer) -> CliResult {
+fn delegate(args: DelegateArgs, globals: &Globals, printer: &Printer) -> CliResult {
     let usage =
         |e: String| CliError::new(ErrorKind::Usage, e).fix("write durations like 30s, 2m or 1h");
     let wait = args
@@ -710,7 +556,7 @@ fn delegate(args: DelegateArgs, printer: &Printer) -> CliResult {
             CliError::new(ErrorKind::Usage, e.to_string())
                 .fix("write it like --budget \"2.00 USD\"")
         })?;
-    let ctx = Ctx::open()?;
+    let ctx = Ctx::open(globals, printer)?;
     let agent = ctx.agent();
     let delegation = Delegation {
         to: args.to.clone(),
@@ -728,7 +574,7 @@ fn delegate(args: DelegateArgs, printer: &Printer) -> CliResult {
         new_task: args.new_task,
         budget,
     };
-    let progress = Transfer::uploads(delegation.attach.len());
+    let progress = Transfer::uploads(delegation.attach.len(), printer.verbosity());
     let d = ctx
         .block(agent.delegate(delegation, &progress))
         .map_err(|e| recipient_hint(&ctx, &args.to, e))?;
@@ -759,7 +605,7 @@ fn delegate(args: DelegateArgs, printer: &Printer) -> CliResult {
         "{verb} {} (request {}) to {}; waiting for it to finish (follow it elsewhere: agentbus trace {})",
         d.task_id, d.request_id, args.to, d.task_id
     ));
-    let mut line = super::progress::TaskLine::new(&d.task_id, printer);
+    let mut line = super::progress_bar::TaskLine::new(&d.task_id, printer);
     let waited = until_interrupted(
         &ctx,
         interrupt,
@@ -885,10 +731,16 @@ fn until_interrupted<T>(
 }
 
 /// Sends a task lifecycle message (§6.2) and prints its receipt.
-fn lifecycle(task: &str, action: TaskAction, attach: &[PathBuf], printer: &Printer) -> CliResult {
-    let ctx = Ctx::open()?;
+fn lifecycle(
+    task: &str,
+    action: TaskAction,
+    attach: &[PathBuf],
+    globals: &Globals,
+    printer: &Printer,
+) -> CliResult {
+    let ctx = Ctx::open(globals, printer)?;
     let task = &ctx.resolve(task, Wants::Task)?;
-    let progress = Transfer::uploads(attach.len());
+    let progress = Transfer::uploads(attach.len(), printer.verbosity());
     let acted = ctx
         .block(ctx.agent().act(task, action, attach, &progress))
         .map_err(|e| {
@@ -941,8 +793,8 @@ fn lifecycle(task: &str, action: TaskAction, attach: &[PathBuf], printer: &Print
 }
 
 /// `inbox --show <msg_…>`: one received envelope with what the receiver found.
-pub fn show(id: &str, printer: &Printer) -> CliResult {
-    let ctx = Ctx::open()?;
+pub fn show(id: &str, globals: &Globals, printer: &Printer) -> CliResult {
+    let ctx = Ctx::open(globals, printer)?;
     let id = ctx.resolve(id, Wants::Message)?;
     let r = ctx.agent().received(&id).map_err(CliError::of)?;
     let answer = agentbus_client::agent::answer_of(&r, &ctx.profile.name);

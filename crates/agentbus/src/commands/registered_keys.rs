@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 use agentbus_protocol::signing::SigningKey;
 use agentbus_runtime::random_bytes;
 
-use super::gw::Ctx;
+use super::profile::Ctx;
+use crate::cli::Globals;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 
@@ -21,8 +22,8 @@ fn keys_of(card: &Value) -> Vec<Value> {
 }
 
 /// `keys list`.
-pub fn list(printer: &Printer) -> CliResult {
-    let ctx = Ctx::open()?;
+pub fn list(globals: &Globals, printer: &Printer) -> CliResult {
+    let ctx = Ctx::open(globals, printer)?;
     let card = ctx.block(ctx.gw.agent(&ctx.profile.agent_id))?;
     let keys: Vec<Value> = keys_of(&card)
         .into_iter()
@@ -55,8 +56,8 @@ pub fn list(printer: &Printer) -> CliResult {
 const UNSAVED_FIX: &str = "the new key is registered but not saved: make the key store writable ($AGENTBUS_HOME/keys, or unlock the OS keychain), run `agentbus keys rotate` again, and revoke the unsaved key (agentbus keys list)";
 
 /// `keys rotate`.
-pub fn rotate(printer: &Printer) -> CliResult {
-    let mut ctx = Ctx::open()?;
+pub fn rotate(globals: &Globals, printer: &Printer) -> CliResult {
+    let mut ctx = Ctx::open(globals, printer)?;
     let old_id = ctx.profile.key_id.clone();
     let agent_id = ctx.profile.agent_id.clone();
     let store = ctx.key_store()?;
@@ -90,8 +91,8 @@ pub fn rotate(printer: &Printer) -> CliResult {
 }
 
 /// `keys revoke <key_id>`.
-pub fn revoke(key_id: &str, force: bool, printer: &Printer) -> CliResult {
-    let ctx = Ctx::open()?;
+pub fn revoke(key_id: &str, force: bool, globals: &Globals, printer: &Printer) -> CliResult {
+    let ctx = Ctx::open(globals, printer)?;
     if key_id == ctx.profile.key_id && !force {
         return Err(CliError::new(
             ErrorKind::Usage,
