@@ -109,11 +109,10 @@ impl BlobStore {
         store: &agentbus_store::AnyStore,
     ) -> Result<BlobStore, S3Unusable> {
         if config.s3_endpoint.is_empty() {
-            return Ok(match store {
-                agentbus_store::AnyStore::Sqlite(_) => {
-                    BlobStore::Files(config.data_dir.join("blobs"))
-                }
-                agentbus_store::AnyStore::Postgres(_) => BlobStore::Database(store.clone()),
+            return Ok(if store.keeps_blob_content() {
+                BlobStore::Database(store.clone())
+            } else {
+                BlobStore::Files(config.data_dir.join("blobs"))
             });
         }
         for (value, name) in [

@@ -600,10 +600,7 @@ pub async fn migrate(config: &Config) -> Result<(&'static str, i64), StartError>
         config::StoreSetting::Postgres(_) => None,
     };
     let store = open_store(config).await?;
-    let version = match store {
-        AnyStore::Sqlite(_) => agentbus_store::sqlite::current_version() as i64,
-        AnyStore::Postgres(_) => agentbus_store::postgres::current_version(),
-    };
+    let version = store.schema_version();
     Ok((store.backend(), version))
 }
 

@@ -35,6 +35,10 @@ pub mod gateway;
 pub mod gwproc;
 pub mod pg;
 
+/// The strict in-memory store (`agentbus_store::memory`): orders the trait does not promise vary,
+/// rows are copies, failures can be injected.
+pub use agentbus_store::MemoryStore;
+
 use agentbus_protocol::signing::SigningKey;
 
 /// An agent registered on a test gateway, with its bearer token and signing key.
