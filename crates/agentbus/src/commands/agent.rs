@@ -406,11 +406,10 @@ fn connect(args: ConnectArgs, printer: &Printer) -> CliResult {
         let card = rt.block_on(gw.agent(&p.agent_id)).map_err(client_error)?;
         let store = profiles.key_store(&p).map_err(client_error)?;
         store.read_current(&p.agent_id).map_err(client_error)?;
-        let active = card["keys"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|k| k["id"] == json!(p.key_id) && k["revoked_at"].is_null());
+        let active = card
+            .keys
+            .iter()
+            .any(|k| k.id == p.key_id && k.revoked_at.is_none());
         if !active {
             return Err(CliError::new(
                 ErrorKind::Config,
@@ -442,11 +441,7 @@ fn connect(args: ConnectArgs, printer: &Printer) -> CliResult {
         };
         let card = rt.block_on(gw.agent(id)).map_err(client_error)?;
         let k = rt.block_on(gw.add_key(id, &public)).map_err(client_error)?;
-        (
-            card,
-            args.token.clone(),
-            k["id"].as_str().unwrap_or_default().to_owned(),
-        )
+        (card, args.token.clone(), k.id)
     } else {
         let out = rt
             .block_on(gw.register_agent(&args.name, &public))
@@ -462,16 +457,12 @@ fn connect(args: ConnectArgs, printer: &Printer) -> CliResult {
                 }
             })?;
         (
-            out["agent"].clone(),
-            out["token"].as_str().unwrap_or_default().to_owned(),
-            out["key"]["id"].as_str().unwrap_or_default().to_owned(),
+            out.agent,
+            out.token,
+            out.key.map(|k| k.id).unwrap_or_default(),
         )
     };
-    let (Some(agent_id), Some(address)) = (card["id"].as_str(), card["address"].as_str()) else {
-        return Err(client_error(ClientError::Protocol(format!(
-            "a card without id: {card}"
-        ))));
-    };
+    let (agent_id, address) = (card.id.as_str(), card.address.as_str());
     if token.is_empty() || key_id.is_empty() {
         return Err(client_error(ClientError::Protocol(
             "the registration answer lacks the credential or the key".into(),
@@ -797,7 +788,7 @@ fn delegate(args: DelegateArgs, printer: &Printer) -> CliResult {
             d.task_id
         )));
     };
-    let state = task["state"].as_str().unwrap_or_default().to_owned();
+    let state = task.state.clone();
     let mut human = format!("task {}: {state}", d.task_id);
     if let Some(r) = &result {
         let data = r.envelope.get("data").cloned().unwrap_or(Value::Null);
@@ -901,10 +892,10 @@ fn lifecycle(task: &str, action: TaskAction, attach: &[PathBuf], printer: &Print
     // The gateway stores a late or ignored lifecycle message but applies nothing (§6.3): that
     // is not success, and the receipt says which it was and the task's state.
     let receipt = &acted.sent.receipt.body;
-    let state = receipt["task_state"].as_str().unwrap_or("?");
-    let refused = if receipt["late"] == json!(true) {
+    let state = receipt.task_state.as_deref().unwrap_or("?");
+    let refused = if receipt.late == Some(true) {
         Some(format!("it arrived after the task had ended ({state})"))
-    } else if receipt["ignored"] == json!(true) {
+    } else if receipt.ignored == Some(true) {
         Some(format!("a {state} task takes no {}", acted.verb))
     } else {
         None

@@ -77,12 +77,8 @@ fn http_date_ms(s: &str) -> Option<i64> {
 
 /// The signing key's finding: registered, not revoked, not expired, not expiring within 30 days
 /// (§3.3: doctor warns 30 days ahead).
-pub fn key_finding(card: &Value, key_id: &str, now: Timestamp) -> Finding {
-    let key = card["keys"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|k| k["id"] == json!(key_id));
+pub fn key_finding(card: &agentbus_api::Card, key_id: &str, now: Timestamp) -> Finding {
+    let key = card.keys.iter().find(|k| k.id == key_id);
     let Some(k) = key else {
         return bad(
             "key",
@@ -91,7 +87,7 @@ pub fn key_finding(card: &Value, key_id: &str, now: Timestamp) -> Finding {
             "reconnect, or register a new key with the owner's token",
         );
     };
-    if !k["revoked_at"].is_null() {
+    if k.revoked_at.is_some() {
         return bad(
             "key",
             "fail",
@@ -99,10 +95,7 @@ pub fn key_finding(card: &Value, key_id: &str, now: Timestamp) -> Finding {
             "reconnect to register a new key",
         );
     }
-    match k["expires_at"]
-        .as_str()
-        .and_then(|t| t.parse::<Timestamp>().ok())
-    {
+    match k.expires_at.parse::<Timestamp>().ok() {
         Some(t) if t.millis() <= now.millis() => bad(
             "key",
             "fail",
@@ -287,7 +280,7 @@ pub fn run(_args: DoctorArgs, printer: &Printer) -> CliResult {
     let inbox = ctx.inbox();
     let waiting = card
         .as_ref()
-        .and_then(|c| c["status"]["queue_depth"].as_u64());
+        .and_then(|c| c.status.get("queue_depth").and_then(Value::as_u64));
     let behind = match waiting {
         Some(n) => format!("{n} message(s) waiting at the gateway"),
         None => "backlog unknown".to_owned(),
@@ -343,14 +336,24 @@ pub fn run(_args: DoctorArgs, printer: &Printer) -> CliResult {
 mod tests {
     use super::*;
 
-    fn card(expires: &str, revoked: Option<&str>) -> Value {
-        json!({"keys": [{"id": "key_A", "expires_at": expires, "revoked_at": revoked}]})
+    fn card(expires: &str, revoked: Option<&str>) -> agentbus_api::Card {
+        serde_json::from_value(json!({
+            "id": "agt_A", "address": "agent://acme/backend/a", "name": "a",
+            "display_name": "a", "description": "", "aliases": [], "harness": {},
+            "owner": null, "visibility": "workspace", "capabilities": [],
+            "pricing": {"model": "free"}, "status": {}, "tags": [],
+            "created_at": "2026-11-01T00:00:00Z", "updated_at": "2026-11-01T00:00:00Z",
+            "deleted": false, "suspended": false, "suspended_at": null,
+            "keys": [{"id": "key_A", "public_key": "", "created_at": "2026-11-01T00:00:00Z",
+                      "expires_at": expires, "revoked_at": revoked}],
+        }))
+        .unwrap()
     }
 
     #[test]
     fn wp_3_3_8_doctor_warns_30_days_before_a_key_expires() {
         let now: Timestamp = "2026-11-30T00:00:00Z".parse().unwrap();
-        let status = |c: &Value| key_finding(c, "key_A", now).status;
+        let status = |c: &agentbus_api::Card| key_finding(c, "key_A", now).status;
         assert_eq!(
             status(&card("2026-12-29T00:00:00Z", None)),
             "warn",
