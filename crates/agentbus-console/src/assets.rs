@@ -8,8 +8,6 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
-use agentbus_store::Store;
-
 use crate::Console;
 
 /// Every asset: name, media type, content.
@@ -32,8 +30,8 @@ const ASSETS: &[(&str, &str, &str)] = &[
 ];
 
 /// `GET /console/assets/{file}`: an embedded file, revalidated by its ETag.
-pub(crate) async fn serve<S: Store>(
-    _: State<Arc<Console<S>>>,
+pub(crate) async fn serve(
+    _: State<Arc<Console>>,
     Path(file): Path<String>,
     headers: HeaderMap,
 ) -> Response {

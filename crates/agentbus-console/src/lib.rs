@@ -27,7 +27,6 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 
 use agentbus_gateway::App;
-use agentbus_store::Store;
 
 pub use session::SESSION_COOKIE;
 
@@ -50,8 +49,8 @@ impl Default for ConsoleConfig {
 }
 
 /// The console's state: the gateway it shows, its settings, and the overview's samples.
-pub struct Console<S: Store> {
-    app: Arc<App<S>>,
+pub struct Console {
+    app: Arc<App>,
     config: ConsoleConfig,
     history: live::History,
 }
@@ -66,8 +65,8 @@ macro_rules! console_routes {
         /// Every route of the console, with its method (the cross-scope refusal test walks it).
         pub const ROUTES: &[(&str, &str)] = &[$((stringify!($method), $path),)*];
 
-        fn routes<S: Store>() -> Router<Arc<Console<S>>> {
-            Router::new()$(.route($path, axum::routing::$method($($handler)::+::<S>)))*
+        fn routes() -> Router<Arc<Console>> {
+            Router::new()$(.route($path, axum::routing::$method($($handler)::+)))*
         }
     };
 }
@@ -104,13 +103,13 @@ console_routes! {
 
 /// The console's routes over `app`, to mount beside the gateway's API
 /// (`agentbus_gateway::Gateway::mount`).
-pub fn router<S: Store>(app: Arc<App<S>>, config: ConsoleConfig) -> Router {
+pub fn router(app: Arc<App>, config: ConsoleConfig) -> Router {
     let console = Arc::new(Console {
         app,
         config,
         history: live::History::default(),
     });
-    routes::<S>()
+    routes()
         .method_not_allowed_fallback(pages::wrong_method)
         // A policy document is at most an envelope's size; forms are far smaller.
         .layer(DefaultBodyLimit::max(

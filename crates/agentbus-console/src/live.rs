@@ -20,7 +20,6 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream};
 
 use agentbus_gateway::metrics::Counters;
-use agentbus_store::Store;
 
 use crate::Console;
 use crate::pages::{overview, tasks};
@@ -109,7 +108,7 @@ impl History {
 struct Watch(Arc<Series>);
 
 impl Watch {
-    fn begin<S: Store>(console: &Console<S>, scope: &Scope) -> Watch {
+    fn begin(console: &Console, scope: &Scope) -> Watch {
         let series = console.history.series(scope);
         series.watchers.fetch_add(1, Ordering::SeqCst);
         if !series.sampling.swap(true, Ordering::SeqCst) {
@@ -148,8 +147,8 @@ impl Drop for Watch {
 }
 
 /// The state a stream carries from one interval to the next.
-struct Live<S: Store> {
-    console: Arc<Console<S>>,
+struct Live {
+    console: Arc<Console>,
     headers: HeaderMap,
     path: String,
     last: String,
@@ -171,7 +170,7 @@ enum Step {
     Quiet,
 }
 
-impl<S: Store> Live<S> {
+impl Live {
     async fn step(&mut self) -> Step {
         tokio::select! {
             _ = self.tick.tick() => {}
@@ -208,7 +207,7 @@ impl<S: Store> Live<S> {
     }
 }
 
-fn events<S: Store>(live: Live<S>) -> impl Stream<Item = Result<Event, Infallible>> {
+fn events(live: Live) -> impl Stream<Item = Result<Event, Infallible>> {
     stream::unfold(live, |mut live| async move {
         if live.done {
             return None;
@@ -227,13 +226,7 @@ fn events<S: Store>(live: Live<S>) -> impl Stream<Item = Result<Event, Infallibl
     })
 }
 
-fn stream_of<S: Store>(
-    v: &Viewer<S>,
-    headers: HeaderMap,
-    path: String,
-    first: String,
-    kind: Kind,
-) -> Response {
+fn stream_of(v: &Viewer, headers: HeaderMap, path: String, first: String, kind: Kind) -> Response {
     let period = v.console.config.live_interval;
     // The page was just rendered: the first look is one interval away.
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
@@ -254,7 +247,7 @@ fn stream_of<S: Store>(
 }
 
 /// `GET /console/live/overview`: the overview's figures, pushed as `overview-live` events.
-pub(crate) async fn overview<S: Store>(v: Viewer<S>, headers: HeaderMap) -> Response {
+pub(crate) async fn overview(v: Viewer, headers: HeaderMap) -> Response {
     let r = async {
         let watch = overview::scope(&v)
             .await?
@@ -275,11 +268,7 @@ pub(crate) async fn overview<S: Store>(v: Viewer<S>, headers: HeaderMap) -> Resp
 
 /// `GET /console/live/tasks/{id}`: a task's state, progress and timeline, pushed as `task-live`
 /// events while the viewer may read the task.
-pub(crate) async fn task<S: Store>(
-    v: Viewer<S>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Response {
+pub(crate) async fn task(v: Viewer, headers: HeaderMap, Path(id): Path<String>) -> Response {
     let r = async {
         let (row, messages) =
             agentbus_gateway::tasks::messages_of(&v.console.app, &v.who, &id).await?;

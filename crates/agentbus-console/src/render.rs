@@ -10,7 +10,7 @@ use agentbus_gateway::App;
 use agentbus_gateway::error::{ApiError, ApiResult};
 use agentbus_protocol::Code;
 use agentbus_protocol::timestamp::Timestamp;
-use agentbus_store::{ConsoleSessionRow, Role, Store, UserRow};
+use agentbus_store::{ConsoleSessionRow, Role, UserRow};
 
 use crate::session::role_label;
 
@@ -37,12 +37,7 @@ pub(crate) struct Chrome {
 
 impl Chrome {
     /// The frame of a page at `path` for `user`.
-    pub async fn of<S: Store>(
-        app: &App<S>,
-        user: &UserRow,
-        session: &ConsoleSessionRow,
-        path: &str,
-    ) -> Chrome {
+    pub async fn of(app: &App, user: &UserRow, session: &ConsoleSessionRow, path: &str) -> Chrome {
         let tenant = match app.tenant_row(&user.tenant_id).await {
             Ok(Some(t)) => t.slug,
             _ => String::new(),

@@ -17,7 +17,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
-use agentbus_gateway::app::{Principal, token_hash};
+use agentbus_gateway::Principal;
+use agentbus_gateway::auth::token_hash;
 use agentbus_gateway::error::{ApiError, ApiResult};
 use agentbus_protocol::Code;
 use agentbus_store::{ConsoleSessionRow, Role, Store, UserRow};
@@ -64,7 +65,7 @@ pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> 
 
 /// Whether the console is reached over HTTPS (its public URL, or a TLS-terminating proxy's
 /// `X-Forwarded-Proto`): its cookies are then `Secure`.
-fn is_https<S: Store>(console: &Console<S>, headers: &HeaderMap) -> bool {
+fn is_https(console: &Console, headers: &HeaderMap) -> bool {
     console.app.config.public_url.starts_with("https://")
         || headers
             .get("x-forwarded-proto")
@@ -103,8 +104,8 @@ impl NoSession {
 
 /// The session of a request and its user, checked now: the session exists and has not ended,
 /// and the token it was opened with still authenticates that user, whose tenant is active.
-pub(crate) async fn resolve<S: Store>(
-    console: &Console<S>,
+pub(crate) async fn resolve(
+    console: &Console,
     headers: &HeaderMap,
 ) -> Result<(ConsoleSessionRow, UserRow), NoSession> {
     let id = cookie(headers, SESSION_COOKIE).ok_or(NoSession::Ended)?;
@@ -136,9 +137,9 @@ pub(crate) async fn resolve<S: Store>(
 }
 
 /// A signed-in user, as every page handler receives it.
-pub(crate) struct Viewer<S: Store> {
+pub(crate) struct Viewer {
     /// The console.
-    pub console: Arc<Console<S>>,
+    pub console: Arc<Console>,
     /// The user, as the gateway's scoped functions take it.
     pub who: Principal,
     /// The user's row.
@@ -149,7 +150,7 @@ pub(crate) struct Viewer<S: Store> {
     pub chrome: Chrome,
 }
 
-impl<S: Store> Viewer<S> {
+impl Viewer {
     /// Refuses a change whose form lacks the session's CSRF token or that came from another site
     /// (AB-1020). Called before anything else a POST handler does.
     pub fn check_csrf(&self, headers: &HeaderMap, fields: &render::Fields) -> ApiResult<()> {
@@ -195,13 +196,13 @@ fn check_origin(public_url: &str, headers: &HeaderMap) -> ApiResult<()> {
     Ok(())
 }
 
-impl<S: Store> Viewer<S> {
+impl Viewer {
     /// The signed-in user of a request with `headers` to `path`, checked now (see [`resolve`]).
     pub(crate) async fn from_headers(
-        console: &Arc<Console<S>>,
+        console: &Arc<Console>,
         headers: &HeaderMap,
         path: &str,
-    ) -> Result<Viewer<S>, NoSession> {
+    ) -> Result<Viewer, NoSession> {
         let (session, user) = resolve(console, headers).await?;
         let chrome = Chrome::of(&console.app, &user, &session, path).await;
         Ok(Viewer {
@@ -214,13 +215,13 @@ impl<S: Store> Viewer<S> {
     }
 }
 
-impl<S: Store> FromRequestParts<Arc<Console<S>>> for Viewer<S> {
+impl FromRequestParts<Arc<Console>> for Viewer {
     type Rejection = Response;
 
     async fn from_request_parts(
         parts: &mut Parts,
-        console: &Arc<Console<S>>,
-    ) -> Result<Viewer<S>, Response> {
+        console: &Arc<Console>,
+    ) -> Result<Viewer, Response> {
         Viewer::from_headers(console, &parts.headers, parts.uri.path())
             .await
             .map_err(|why| signed_out(console, &parts.headers, parts, why))
@@ -229,12 +230,7 @@ impl<S: Store> FromRequestParts<Arc<Console<S>>> for Viewer<S> {
 
 /// The answer without a session: a page is redirected to the sign-in form (coming back after);
 /// a live stream or a change gets the error itself.
-fn signed_out<S: Store>(
-    console: &Console<S>,
-    headers: &HeaderMap,
-    parts: &Parts,
-    why: NoSession,
-) -> Response {
+fn signed_out(console: &Console, headers: &HeaderMap, parts: &Parts, why: NoSession) -> Response {
     let error = why.error();
     let wants_stream = headers
         .get(header::ACCEPT)
@@ -289,8 +285,8 @@ pub(crate) struct SignInQuery {
 }
 
 /// `GET /console/sign-in`: the form, with a fresh sign-in token in the form and in a cookie.
-pub(crate) async fn sign_in_form<S: Store>(
-    State(console): State<Arc<Console<S>>>,
+pub(crate) async fn sign_in_form(
+    State(console): State<Arc<Console>>,
     headers: HeaderMap,
     Query(q): Query<SignInQuery>,
 ) -> Response {
@@ -310,8 +306,8 @@ fn reason_text(c: Code) -> &'static str {
     }
 }
 
-fn sign_in_page<S: Store>(
-    console: &Console<S>,
+fn sign_in_page(
+    console: &Console,
     headers: &HeaderMap,
     next: Option<&str>,
     error: Option<&ApiError>,
@@ -335,8 +331,8 @@ fn sign_in_page<S: Store>(
 
 /// `POST /console/sign-in` `token`, `sign_in` (the form's token), `next?`: exchanges a user
 /// token for a session.
-pub(crate) async fn sign_in<S: Store>(
-    State(console): State<Arc<Console<S>>>,
+pub(crate) async fn sign_in(
+    State(console): State<Arc<Console>>,
     headers: HeaderMap,
     RawForm(body): RawForm,
 ) -> Response {
@@ -374,7 +370,7 @@ pub(crate) async fn sign_in<S: Store>(
 }
 
 /// Checks `token` as the API would and stores a session for its user; returns the session id.
-async fn open_session<S: Store>(console: &Console<S>, token: &str) -> ApiResult<String> {
+async fn open_session(console: &Console, token: &str) -> ApiResult<String> {
     let app = &console.app;
     if token.is_empty() || token.len() > 256 {
         return Err(ApiError::new(
@@ -411,11 +407,7 @@ async fn open_session<S: Store>(console: &Console<S>, token: &str) -> ApiResult<
 }
 
 /// `POST /console/sign-out` `csrf`: ends the session everywhere and clears its cookie.
-pub(crate) async fn sign_out<S: Store>(
-    v: Viewer<S>,
-    headers: HeaderMap,
-    RawForm(body): RawForm,
-) -> Response {
+pub(crate) async fn sign_out(v: Viewer, headers: HeaderMap, RawForm(body): RawForm) -> Response {
     let fields = render::Fields::parse(&body);
     if let Err(e) = v.check_csrf(&headers, &fields) {
         return v.respond(Err(e));

@@ -27,10 +27,10 @@ use serde_json::{Value, json};
 use agentbus_protocol::Code;
 use agentbus_store::Store;
 
-use crate::app::{App, Principal};
-use crate::auth::bearer;
+use crate::access::bearer;
 use crate::error::{ApiError, ApiResult};
 use crate::identity::{card_json, visible_agent};
+use crate::state::{App, Principal};
 
 /// The A2A extension that carries what A2A's card has no field for.
 pub const EXTENSION_URI: &str = "https://komsary.agentbus.exchange/a2a/agentbus/v1";
@@ -114,7 +114,7 @@ pub fn to_a2a(card: &Value, tenant: &str, base: &str) -> Value {
     })
 }
 
-async fn a2a_of<S: Store>(app: &App<S>, a: &agentbus_store::AgentRow) -> ApiResult<Value> {
+async fn a2a_of(app: &App, a: &agentbus_store::AgentRow) -> ApiResult<Value> {
     let card = card_json(app, a).await?;
     let tenant = app
         .tenant_row(&a.tenant_id)
@@ -126,8 +126,8 @@ async fn a2a_of<S: Store>(app: &App<S>, a: &agentbus_store::AgentRow) -> ApiResu
 }
 
 /// `GET /v1/agents/{id}/a2a`: the card of an agent the caller may see, in the A2A form.
-pub async fn card<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn card(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
@@ -145,8 +145,8 @@ pub async fn card<S: Store>(
 /// `GET /v1/agents/{id}/.well-known/agent-card.json`: A2A discovery. A caller with a credential
 /// gets what `/a2a` gives it; without one, only a live card of visibility `public` whose agent and
 /// tenant are not suspended.
-pub async fn well_known<S: Store>(
-    state: State<Arc<App<S>>>,
+pub async fn well_known(
+    state: State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {

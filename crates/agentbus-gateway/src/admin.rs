@@ -16,11 +16,13 @@ use agentbus_protocol::ids::IdKind;
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_store::*;
 
-use crate::app::{App, Principal, new_token, token_hash};
-use crate::auth::bearer;
-use crate::error::{ApiError, ApiResult, Body};
+use crate::access::bearer;
+use crate::auth::{new_token, token_hash};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::Body;
 use crate::identity::{body_object, card_json};
 use crate::roles::{self, administers};
+use crate::state::{App, Principal};
 
 /// The slug reserved for the gateway's own notices (decision 8).
 pub const RESERVED_TENANT: &str = "system";
@@ -74,7 +76,7 @@ fn only_fields(b: &Map<String, Value>, allowed: &[&str]) -> ApiResult<()> {
 }
 
 /// A new user with its integration token (stored hashed, returned once).
-async fn add_user<S: Store>(app: &App<S>, user: &UserRow) -> ApiResult<String> {
+async fn add_user(app: &App, user: &UserRow) -> ApiResult<String> {
     app.store.create_user(user.clone()).await?;
     let token = new_token("abu_");
     app.store
@@ -100,8 +102,8 @@ pub struct Provisioned {
 }
 
 /// Creates a tenant, its first workspace and its tenant admin with a token, all or nothing.
-pub async fn provision<S: Store>(
-    app: &App<S>,
+pub async fn provision(
+    app: &App,
     tenant_slug: &str,
     workspace_slug: &str,
     admin_name: &str,
@@ -161,10 +163,7 @@ pub async fn provision<S: Store>(
 /// missing; returns the new operator's token when one was made and `with_token` asks for it.
 /// A data directory from before roles were scoped gets a token-less operator, so a command that
 /// mints tokens for it finds it with `Store::users_with_role(Role::Operator)`.
-pub async fn ensure_operator<S: Store>(
-    app: &App<S>,
-    with_token: bool,
-) -> ApiResult<Option<String>> {
+pub async fn ensure_operator(app: &App, with_token: bool) -> ApiResult<Option<String>> {
     if !app.store.users_with_role(Role::Operator).await?.is_empty() {
         return Ok(None);
     }
@@ -183,6 +182,41 @@ pub async fn ensure_operator<S: Store>(
     Ok(None)
 }
 
+/// Result of the first start.
+#[derive(Debug, Clone)]
+pub struct Bootstrap {
+    /// Tenant slug.
+    pub tenant: String,
+    /// Workspace slug.
+    pub workspace: String,
+    /// The first tenant admin's integration token, shown once.
+    pub admin_token: String,
+    /// The gateway operator's integration token (tenants: create, list, suspend), shown once.
+    pub operator_token: String,
+}
+
+/// On the first start (no tenant yet), creates the gateway operator and the first tenant with its
+/// workspace and tenant admin. On any later start, creates the operator if the data directory has
+/// none (one from before roles were scoped), without a token; `Ok(None)` then.
+pub async fn bootstrap(
+    app: &App,
+    tenant_slug: &str,
+    workspace_slug: &str,
+) -> ApiResult<Option<Bootstrap>> {
+    if !app.store.tenants().await?.is_empty() {
+        ensure_operator(app, false).await?;
+        return Ok(None);
+    }
+    let first = provision(app, tenant_slug, workspace_slug, "admin").await?;
+    let operator_token = ensure_operator(app, true).await?.unwrap_or_default();
+    Ok(Some(Bootstrap {
+        tenant: first.tenant.slug,
+        workspace: first.workspace.slug,
+        admin_token: first.token,
+        operator_token,
+    }))
+}
+
 fn tenant_json(t: &TenantRow) -> Value {
     json!({
         "id": t.id,
@@ -194,8 +228,8 @@ fn tenant_json(t: &TenantRow) -> Value {
 
 /// `POST /v1/tenants` `{slug, workspace?, admin_name?}` (operator): a tenant, its first workspace
 /// (`default` unless named) and its tenant admin, whose token is returned once.
-pub async fn create_tenant<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn create_tenant(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Body(body): Body,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
@@ -219,14 +253,14 @@ pub async fn create_tenant<S: Store>(
 }
 
 /// Every tenant, for the gateway operator (AB-1002 for anyone else).
-pub async fn tenants_for<S: Store>(app: &App<S>, who: &Principal) -> ApiResult<Vec<TenantRow>> {
+pub async fn tenants_for(app: &App, who: &Principal) -> ApiResult<Vec<TenantRow>> {
     roles::operator(who.clone())?;
     Ok(app.store.tenants().await?)
 }
 
 /// `GET /v1/tenants` (operator).
-pub async fn list_tenants<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn list_tenants(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
     let who = bearer(&app, &headers).await?;
@@ -238,8 +272,8 @@ pub async fn list_tenants<S: Store>(
     Ok(Json(json!({"tenants": tenants})))
 }
 
-async fn set_tenant<S: Store>(
-    app: &App<S>,
+async fn set_tenant(
+    app: &App,
     headers: &HeaderMap,
     id: &str,
     suspend: bool,
@@ -251,8 +285,8 @@ async fn set_tenant<S: Store>(
 }
 
 /// Suspends (`suspend`) or resumes tenant `id`, as the gateway operator (AB-1002 for anyone else).
-pub async fn set_tenant_suspended<S: Store>(
-    app: &App<S>,
+pub async fn set_tenant_suspended(
+    app: &App,
     who: &Principal,
     id: &str,
     suspend: bool,
@@ -277,8 +311,8 @@ pub async fn set_tenant_suspended<S: Store>(
 
 /// `POST /v1/tenants/{id}/suspend` (operator): every credential of the tenant is refused
 /// (AB-1003) until it is resumed; nothing stored changes.
-pub async fn suspend_tenant<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn suspend_tenant(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
@@ -286,8 +320,8 @@ pub async fn suspend_tenant<S: Store>(
 }
 
 /// `POST /v1/tenants/{id}/resume` (operator).
-pub async fn resume_tenant<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn resume_tenant(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
@@ -299,8 +333,8 @@ fn workspace_json(w: &WorkspaceRow) -> Value {
 }
 
 /// `POST /v1/workspaces` `{slug}` (tenant admin): a new workspace in the admin's tenant.
-pub async fn create_workspace<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn create_workspace(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Body(body): Body,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
@@ -330,8 +364,8 @@ pub async fn create_workspace<S: Store>(
 
 /// `GET /v1/workspaces`: the workspaces the caller belongs to or administers (a tenant admin all of
 /// its tenant's), with the `ws_` ids the policy routes take.
-pub async fn list_workspaces<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn list_workspaces(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
     let who = bearer(&app, &headers).await?;
@@ -345,10 +379,7 @@ pub async fn list_workspaces<S: Store>(
 
 /// The workspaces `who` belongs to or administers: a tenant admin all of its tenant's, anyone
 /// else its own; the operator, who belongs to no tenant, is refused (AB-1002).
-pub async fn workspaces_for<S: Store>(
-    app: &App<S>,
-    who: &Principal,
-) -> ApiResult<Vec<WorkspaceRow>> {
+pub async fn workspaces_for(app: &App, who: &Principal) -> ApiResult<Vec<WorkspaceRow>> {
     let (tenant, home, all) = match who {
         Principal::Agent(a) => (a.tenant_id.clone(), a.workspace_id.clone(), false),
         user => {
@@ -364,11 +395,7 @@ pub async fn workspaces_for<S: Store>(
 
 /// The workspace `id` if the caller (an admin) administers it, else exactly what a missing one
 /// gets.
-async fn administered<S: Store>(
-    app: &App<S>,
-    who: &Principal,
-    id: &str,
-) -> ApiResult<WorkspaceRow> {
+async fn administered(app: &App, who: &Principal, id: &str) -> ApiResult<WorkspaceRow> {
     app.store
         .workspace(id)
         .await?
@@ -377,11 +404,7 @@ async fn administered<S: Store>(
 }
 
 /// Workspace `id` and its policy document, for an admin whose scope covers it.
-pub async fn policy_of<S: Store>(
-    app: &App<S>,
-    who: &Principal,
-    id: &str,
-) -> ApiResult<(WorkspaceRow, Value)> {
+pub async fn policy_of(app: &App, who: &Principal, id: &str) -> ApiResult<(WorkspaceRow, Value)> {
     roles::admin(who.clone())?;
     let ws = administered(app, who, id).await?;
     let doc = serde_json::from_str(&ws.policy).unwrap_or_else(|_| json!({}));
@@ -391,12 +414,7 @@ pub async fn policy_of<S: Store>(
 /// Replaces workspace `id`'s policy with the document `body`, for an admin whose scope covers
 /// it: the document must match `/schemas/gateway/policy/v1.json`, or nothing changes and every
 /// violation is listed (AB-3026).
-pub async fn replace_policy<S: Store>(
-    app: &App<S>,
-    who: &Principal,
-    id: &str,
-    body: &[u8],
-) -> ApiResult<Value> {
+pub async fn replace_policy(app: &App, who: &Principal, id: &str, body: &[u8]) -> ApiResult<Value> {
     roles::admin(who.clone())?;
     let ws = administered(app, who, id).await?;
     let doc = agentbus_protocol::json::parse(body)
@@ -410,8 +428,8 @@ pub async fn replace_policy<S: Store>(
 }
 
 /// `GET /v1/workspaces/{id}/policy` (an admin whose scope covers it).
-pub async fn get_policy<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn get_policy(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
@@ -420,8 +438,8 @@ pub async fn get_policy<S: Store>(
 }
 
 /// `PUT /v1/workspaces/{id}/policy` (an admin whose scope covers it): see [`replace_policy`].
-pub async fn set_policy<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn set_policy(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
     Body(body): Body,
@@ -433,8 +451,8 @@ pub async fn set_policy<S: Store>(
 /// `POST /v1/users` `{name?, role?, workspace?}` (an admin): a user of a workspace the admin
 /// administers (its own unless named) and its integration token, returned once. Only a tenant
 /// admin creates tenant admins.
-pub async fn create_user<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn create_user(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Body(body): Body,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
@@ -489,11 +507,7 @@ pub async fn create_user<S: Store>(
 }
 
 /// The live agent `id` if the caller (an admin) administers its workspace.
-async fn administered_agent<S: Store>(
-    app: &App<S>,
-    who: &Principal,
-    id: &str,
-) -> ApiResult<AgentRow> {
+async fn administered_agent(app: &App, who: &Principal, id: &str) -> ApiResult<AgentRow> {
     app.store
         .agent(id)
         .await?
@@ -501,8 +515,8 @@ async fn administered_agent<S: Store>(
         .ok_or_else(ApiError::not_found)
 }
 
-async fn set_agent<S: Store>(
-    app: &App<S>,
+async fn set_agent(
+    app: &App,
     headers: &HeaderMap,
     id: &str,
     suspend: bool,
@@ -514,8 +528,8 @@ async fn set_agent<S: Store>(
 
 /// Suspends (`suspend`) or resumes agent `id`, for an admin whose scope covers it (§5.9): see
 /// [`suspend_agent`] and [`resume_agent`]. Returns the agent as it is now.
-pub async fn set_agent_suspended<S: Store>(
-    app: &App<S>,
+pub async fn set_agent_suspended(
+    app: &App,
     who: &Principal,
     id: &str,
     suspend: bool,
@@ -530,7 +544,7 @@ pub async fn set_agent_suspended<S: Store>(
         // The suspension is made: a notice that fails now stays owed for the reaper's next pass.
         for e in &owed {
             if let Err(err) = app.owed_entry_notice(e, NoticeKind::Held).await {
-                tracing::warn!(agent = %a.id, code = %err.code, error = %err.message, "a suspension's notice was not sent; the reaper's next pass sends it");
+                tracing::warn!(agent = %a.id, code = %err.code(), error = %err.message(), "a suspension's notice was not sent; the reaper's next pass sends it");
             }
         }
     } else {
@@ -547,8 +561,8 @@ pub async fn set_agent_suspended<S: Store>(
 /// `POST /v1/agents/{id}/suspend` (an admin whose scope covers the agent): its credential is
 /// refused (AB-1004) and its inbox holds; the sender of every message waiting in it, and of every
 /// message sent to it while suspended, gets `system.undeliverable` with AB-4013 (§5.9).
-pub async fn suspend_agent<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn suspend_agent(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
@@ -557,8 +571,8 @@ pub async fn suspend_agent<S: Store>(
 
 /// `POST /v1/agents/{id}/resume` (an admin whose scope covers the agent): its credential works
 /// again and its held inbox is delivered.
-pub async fn resume_agent<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn resume_agent(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {

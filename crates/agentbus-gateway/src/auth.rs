@@ -1,73 +1,126 @@
-//! Bearer authentication (§3.2 step 1).
+//! The auth layer: who a bearer token is ([`App::authenticate`], the token cache), and the
+//! tenant data keys (the tenant-key cache). Above the state layer only; who may do what, and the
+//! request's bearer check, sit above the directory in `roles`.
 
-use axum::http::HeaderMap;
+use base64::Engine as _;
+use sha2::{Digest, Sha256};
 
 use agentbus_protocol::Code;
-use agentbus_store::Store;
+use agentbus_store::{Signal, Store, TokenSubject};
 
-use crate::app::{App, Principal};
+use crate::crypto::DataKey;
 use crate::error::{ApiError, ApiResult};
+use crate::state::App;
+pub(crate) use crate::state::Principal;
 
-/// The header a sidecar announces its version in (§11.4).
-pub const SIDECAR_VERSION_HEADER: &str = "agentbus-sidecar-version";
-
-/// Compares dotted versions numerically (`0.10.0` > `0.9.1`); non-numeric parts count as 0.
-pub fn version_lt(a: &str, b: &str) -> bool {
-    let parse = |v: &str| {
-        v.split('.')
-            .map(|p| p.parse::<u64>().unwrap_or(0))
-            .collect::<Vec<_>>()
-    };
-    parse(a) < parse(b)
+/// SHA-256 of a bearer token, the only form tokens are stored in.
+pub fn token_hash(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
 }
 
-/// The principal of the request's `Authorization: Bearer` token. A sidecar that announces a version
-/// below `min_sidecar_version` is refused with AB-6002 before anything else (§11.4); a credential of
-/// a suspended tenant (AB-1003) or agent (AB-1004) after it.
-pub async fn bearer<S: Store>(app: &App<S>, headers: &HeaderMap) -> ApiResult<Principal> {
-    if let Some(v) = headers
-        .get(SIDECAR_VERSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        && version_lt(v, &app.config.min_sidecar_version)
-    {
-        return Err(ApiError::new(
-            Code::SidecarTooOld,
-            format!(
-                "sidecar {v} is older than this gateway's minimum {}; upgrade agentbus",
-                app.config.min_sidecar_version
-            ),
-        ));
+/// A new bearer token: a kind prefix and 32 random bytes, base64url.
+pub fn new_token(prefix: &str) -> String {
+    let raw: [u8; 32] = agentbus_runtime::random_bytes();
+    format!(
+        "{prefix}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+    )
+}
+
+impl App {
+    /// The tenant's data key.
+    pub async fn tenant_key(&self, tenant_id: &str) -> ApiResult<DataKey> {
+        if let Some(k) = self
+            .tenant_keys
+            .lock()
+            .ok()
+            .and_then(|m| m.get(tenant_id).cloned())
+        {
+            return Ok(k);
+        }
+        let t = self
+            .store
+            .tenant(tenant_id)
+            .await?
+            .ok_or_else(ApiError::not_found)?;
+        let raw = self
+            .master
+            .open(&t.data_key)
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .ok_or_else(|| {
+                ApiError::new(
+                    Code::StorageUnavailable,
+                    "a tenant key does not open under the master key",
+                )
+            })?;
+        let key = DataKey::from_bytes(raw);
+        if let Ok(mut m) = self.tenant_keys.lock() {
+            m.insert(tenant_id.to_owned(), key.clone());
+        }
+        Ok(key)
     }
-    let value = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .ok_or_else(|| ApiError::new(Code::MissingCredential, "no Authorization: Bearer header"))?;
-    let token = value
-        .strip_prefix("Bearer ")
-        .or_else(|| value.strip_prefix("bearer "))
-        .map(str::trim)
-        .filter(|t| !t.is_empty() && t.len() <= 256)
-        .ok_or_else(|| {
-            ApiError::new(
-                Code::MissingCredential,
-                "the Authorization header is not `Bearer <token>`",
-            )
-        })?;
-    let principal = app.authenticate(token).await?;
-    crate::roles::ensure_active(app, &principal).await?;
-    Ok(principal)
-}
 
-/// The calling agent, refusing user tokens.
-pub async fn agent<S: Store>(
-    app: &App<S>,
-    headers: &HeaderMap,
-) -> ApiResult<agentbus_store::AgentRow> {
-    match bearer(app, headers).await? {
-        Principal::Agent(a) => Ok(a),
-        Principal::User(_) => Err(ApiError::new(
-            Code::NotPermitted,
-            "this endpoint takes an agent credential",
-        )),
+    /// Resolves a bearer token (cached; tokens are never re-pointed).
+    pub async fn authenticate(&self, token: &str) -> ApiResult<Principal> {
+        self.authenticate_hash(token_hash(token)).await
+    }
+
+    /// Resolves a token by its SHA-256, as [`App::authenticate`] does: for a caller that keeps
+    /// only the hash (a console session re-checks the token it was opened with this way).
+    pub async fn authenticate_hash(&self, hash: [u8; 32]) -> ApiResult<Principal> {
+        if let Some(p) = self.tokens.lock().ok().and_then(|m| m.get(&hash).cloned()) {
+            if let Principal::Agent(a) = &p
+                && a.deleted_at.is_some()
+            {
+                return Err(ApiError::new(
+                    Code::MissingCredential,
+                    "this agent was deleted",
+                ));
+            }
+            return Ok(p);
+        }
+        let generation = self.identity_generation();
+        let row = self
+            .store
+            .token(hash)
+            .await?
+            .ok_or_else(|| ApiError::new(Code::MissingCredential, "unknown bearer token"))?;
+        let p = match row.subject {
+            TokenSubject::User(id) => Principal::User(
+                self.store
+                    .user(&id)
+                    .await?
+                    .ok_or_else(|| ApiError::new(Code::MissingCredential, "unknown user"))?,
+            ),
+            TokenSubject::Agent(id) => {
+                let a = self
+                    .store
+                    .agent(&id)
+                    .await?
+                    .ok_or_else(|| ApiError::new(Code::MissingCredential, "unknown agent"))?;
+                if a.deleted_at.is_some() {
+                    return Err(ApiError::new(
+                        Code::MissingCredential,
+                        "this agent was deleted",
+                    ));
+                }
+                Principal::Agent(a)
+            }
+        };
+        self.if_current(generation, || {
+            if let Ok(mut m) = self.tokens.lock() {
+                m.insert(hash, p.clone());
+            }
+        });
+        Ok(p)
+    }
+
+    /// Forgets cached principals of an agent (after a delete or a card change), here and on
+    /// the other replicas.
+    pub fn forget_agent(&self, agent_id: &str) {
+        if let Ok(mut m) = self.tokens.lock() {
+            m.retain(|_, p| !matches!(p, Principal::Agent(a) if a.id == agent_id));
+        }
+        self.tell_peers(Signal::Identity);
     }
 }

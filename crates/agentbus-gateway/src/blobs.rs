@@ -26,12 +26,13 @@ use agentbus_protocol::ids::IdKind;
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_store::{AgentRow, BlobRow, Store};
 
-use crate::app::{App, Principal};
-use crate::auth;
+use crate::access;
 use crate::blobstore::{ByteStream, PRESIGN_VALID, StoreFailed};
 use crate::crypto::DataKey;
-use crate::error::{ApiError, ApiResult, Body};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::Body;
 use crate::extract::{Json, Path};
+use crate::state::{App, Principal};
 
 /// A pending blob's upload window, milliseconds: its pre-signed PUT's validity (§9: 15 minutes).
 /// `complete` (and the inline PUT) refuse after it, and the reaper then deletes what was put.
@@ -44,7 +45,7 @@ impl From<StoreFailed> for ApiError {
 }
 
 /// The content key of blob `b` under its tenant's data key (see [`content_key`]).
-async fn blob_key<S: Store>(app: &App<S>, b: &BlobRow) -> ApiResult<ContentKey> {
+async fn blob_key(app: &App, b: &BlobRow) -> ApiResult<ContentKey> {
     Ok(content_key(&app.tenant_key(&b.tenant_id).await?, b))
 }
 
@@ -73,7 +74,7 @@ fn sealing(key: &ContentKey, b: &BlobRow) -> Value {
 }
 
 /// The largest content whose sealed object one upload to this target takes.
-fn target_max(app: &App<impl Store>) -> u64 {
+fn target_max(app: &App) -> u64 {
     if app.blobstore.presigns() {
         let most = app.blobstore.max_object();
         most - TAG as u64 * pieces(most)
@@ -82,7 +83,7 @@ fn target_max(app: &App<impl Store>) -> u64 {
     }
 }
 
-async fn blob_json<S: Store>(app: &App<S>, b: &BlobRow) -> ApiResult<Value> {
+async fn blob_json(app: &App, b: &BlobRow) -> ApiResult<Value> {
     let tenant = app
         .store
         .tenant(&b.tenant_id)
@@ -102,12 +103,12 @@ async fn blob_json<S: Store>(app: &App<S>, b: &BlobRow) -> ApiResult<Value> {
 }
 
 /// `POST /v1/blobs` `{name, media_type, size, sha256}`: a pending blob and its upload target.
-pub async fn create<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn create(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Body(body): Body,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let agent = auth::agent(&app, &headers).await?;
+    let agent = access::agent(&app, &headers).await?;
     let b: Value = agentbus_protocol::json::parse(&body)
         .map_err(|e| ApiError::new(Code::MalformedJson, e.to_string()))?;
     let name = b["name"]
@@ -199,7 +200,7 @@ pub async fn create<S: Store>(
 /// The blob `id` if `agent` may use it: it uploaded the blob, or is a party of a message that
 /// references it (§9). Any other blob, of its tenant or another, is exactly a blob that does not
 /// exist to it (`None`).
-async fn usable<S: Store>(app: &App<S>, agent: &AgentRow, id: &str) -> ApiResult<Option<BlobRow>> {
+async fn usable(app: &App, agent: &AgentRow, id: &str) -> ApiResult<Option<BlobRow>> {
     let Some(b) = app
         .store
         .blob(id)
@@ -215,7 +216,7 @@ async fn usable<S: Store>(app: &App<S>, agent: &AgentRow, id: &str) -> ApiResult
     }
 }
 
-async fn readable<S: Store>(app: &App<S>, agent: &AgentRow, id: &str) -> ApiResult<BlobRow> {
+async fn readable(app: &App, agent: &AgentRow, id: &str) -> ApiResult<BlobRow> {
     let b = usable(app, agent, id)
         .await?
         .ok_or_else(ApiError::not_found)?;
@@ -226,8 +227,8 @@ async fn readable<S: Store>(app: &App<S>, agent: &AgentRow, id: &str) -> ApiResu
 }
 
 /// The blob `id` if the caller uploaded it; any other answers as a blob that does not exist.
-async fn uploading<S: Store>(app: &App<S>, headers: &HeaderMap, id: &str) -> ApiResult<BlobRow> {
-    let agent = auth::agent(app, headers).await?;
+async fn uploading(app: &App, headers: &HeaderMap, id: &str) -> ApiResult<BlobRow> {
+    let agent = access::agent(app, headers).await?;
     app.store
         .blob(id)
         .await?
@@ -236,8 +237,8 @@ async fn uploading<S: Store>(app: &App<S>, headers: &HeaderMap, id: &str) -> Api
 }
 
 /// `PUT /v1/blobs/{id}/content`: the inline upload, verified against the declared size and hash.
-pub async fn upload<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn upload(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
     Body(body): Body,
@@ -275,12 +276,12 @@ pub async fn upload<S: Store>(
 }
 
 /// `GET /v1/blobs/{id}`: metadata and the download target.
-pub async fn get<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn get(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let agent = auth::agent(&app, &headers).await?;
+    let agent = access::agent(&app, &headers).await?;
     let b = readable(&app, &agent, &id).await?;
     let mut out = blob_json(&app, &b).await?;
     let presigned = if b.complete {
@@ -304,7 +305,7 @@ pub async fn get<S: Store>(
 }
 
 /// Refuses a pending blob whose upload window closed (AB-3055).
-fn open_window<S: Store>(app: &App<S>, b: &BlobRow) -> ApiResult<()> {
+fn open_window(app: &App, b: &BlobRow) -> ApiResult<()> {
     if app.now() >= b.created_at + UPLOAD_WINDOW_MS {
         return Err(ApiError::new(
             Code::UploadWindowClosed,
@@ -319,7 +320,7 @@ fn open_window<S: Store>(app: &App<S>, b: &BlobRow) -> ApiResult<()> {
 }
 
 /// Marks `b` complete; a blob the reaper purged meanwhile (its window closed) is AB-3055.
-async fn mark_complete<S: Store>(app: &App<S>, b: &BlobRow) -> ApiResult<()> {
+async fn mark_complete(app: &App, b: &BlobRow) -> ApiResult<()> {
     match app.store.complete_blob(&b.id).await {
         Err(agentbus_store::StoreError::NotFound) => Err(ApiError::new(
             Code::UploadWindowClosed,
@@ -332,8 +333,8 @@ async fn mark_complete<S: Store>(app: &App<S>, b: &BlobRow) -> ApiResult<()> {
 /// `POST /v1/blobs/{id}/complete`: reads the uploaded object back, opens it under the blob's
 /// content key and checks its size and sha256 before the blob becomes `complete` (§9). Wrong
 /// content is deleted and refused; the blob stays pending until its window closes.
-pub async fn complete<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn complete(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
@@ -444,11 +445,11 @@ fn open_stream(
 
 /// The plaintext of complete blob `b` from byte `from` on. Files sealed whole under the tenant key
 /// (before content keys, issue 17) are told apart by their length and opened in memory.
-async fn plaintext<S: Store>(
-    app: &App<S>,
+async fn plaintext(
+    app: &App,
     b: &BlobRow,
     from: u64,
-) -> ApiResult<impl Stream<Item = std::io::Result<Bytes>> + Send + use<S>> {
+) -> ApiResult<impl Stream<Item = std::io::Result<Bytes>> + Send + use<>> {
     let tenant = app.tenant_key(&b.tenant_id).await?;
     let missing = || ApiError::new(Code::StorageUnavailable, "the blob's content is missing");
     let first = from / CHUNK as u64;
@@ -494,11 +495,7 @@ async fn plaintext<S: Store>(
 /// The blob `id` and its bytes, for an agent that may use it (its uploader, a party of a message
 /// referencing it) or an admin whose scope covers the workspace of such an agent; any other blob
 /// answers as one that does not exist. Expired is AB-4009, not uploaded yet AB-4021.
-pub async fn content_for<S: Store>(
-    app: &App<S>,
-    who: &Principal,
-    id: &str,
-) -> ApiResult<(BlobRow, Vec<u8>)> {
+pub async fn content_for(app: &App, who: &Principal, id: &str) -> ApiResult<(BlobRow, Vec<u8>)> {
     let b = downloadable(app, who, id).await?;
     let mut stream = std::pin::pin!(plaintext(app, &b, 0).await?);
     let mut plain = Vec::with_capacity(usize::try_from(b.size).unwrap_or(0));
@@ -511,7 +508,7 @@ pub async fn content_for<S: Store>(
 }
 
 /// The blob `id` if `who` may download it now (the rules of [`content_for`]).
-async fn downloadable<S: Store>(app: &App<S>, who: &Principal, id: &str) -> ApiResult<BlobRow> {
+async fn downloadable(app: &App, who: &Principal, id: &str) -> ApiResult<BlobRow> {
     let b = match who {
         Principal::Agent(agent) => readable(app, agent, id).await?,
         Principal::User(_) => {
@@ -621,13 +618,13 @@ fn disposition(name: &str) -> String {
 /// `GET /v1/blobs/{id}/content`: the bytes, as an attachment, streamed as they are opened. A
 /// `Range: bytes=N-` or `bytes=N-M` header gets that part (206), so a client resumes a download
 /// where it stopped; any other range form gets the whole (RFC 9110 lets a server ignore it).
-pub async fn download<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn download(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
     let result: ApiResult<Response> = async {
-        let agent = auth::agent(&app, &headers).await?;
+        let agent = access::agent(&app, &headers).await?;
         let b = downloadable(&app, &Principal::Agent(agent), &id).await?;
         let range = headers
             .get(header::RANGE)
@@ -687,7 +684,7 @@ fn byte_range(v: &str, size: u64) -> Option<(u64, u64)> {
 /// pending ones when their upload window closes. A blob is marked purged before its object is
 /// deleted, so a `complete` racing the reaper fails rather than completing a blob without
 /// content; an object whose deletion fails is logged (a bucket lifecycle rule can catch it).
-pub async fn reap<S: Store>(app: &App<S>) -> ApiResult<()> {
+pub async fn reap(app: &App) -> ApiResult<()> {
     const BATCH: usize = 200;
     let now = app.now();
     let since = now - UPLOAD_WINDOW_MS;
@@ -711,8 +708,8 @@ pub async fn reap<S: Store>(app: &App<S>) -> ApiResult<()> {
 /// text alone; a blob the sender may not use, of its own tenant or another, answers AB-4008
 /// exactly like one that does not exist; then pending is AB-4021, expired AB-4009, and a size or
 /// hash differing from the blob AB-3021.
-pub async fn check_attachments<S: Store>(
-    app: &App<S>,
+pub async fn check_attachments(
+    app: &App,
     sender: &AgentRow,
     data: Option<&Value>,
 ) -> ApiResult<Vec<String>> {

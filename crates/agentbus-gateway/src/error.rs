@@ -135,5 +135,3 @@ impl IntoResponse for ApiError {
 
 /// Handler result.
 pub type ApiResult<T> = Result<T, ApiError>;
-
-pub use crate::extract::Body;

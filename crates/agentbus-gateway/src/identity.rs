@@ -13,11 +13,13 @@ use agentbus_protocol::signing::PublicKey;
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_store::*;
 
-use crate::app::{App, Principal, new_token, token_hash};
-use crate::auth::bearer;
-use crate::error::{ApiError, ApiResult, Body};
+use crate::access::bearer;
+use crate::auth::{new_token, token_hash};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::Body;
 use crate::extract::{Json, Path};
 use crate::roles::administers;
+use crate::state::{App, Principal};
 
 /// Card fields a PATCH may change (§10); `id`, `name` and `address` never change (§4.1).
 const EDITABLE: &[&str] = &[
@@ -45,43 +47,6 @@ pub(crate) fn body_object(body: &[u8]) -> ApiResult<Map<String, Value>> {
         )),
         Err(e) => Err(ApiError::new(Code::MalformedJson, e.to_string())),
     }
-}
-
-/// Result of the first start.
-#[derive(Debug, Clone)]
-pub struct Bootstrap {
-    /// Tenant slug.
-    pub tenant: String,
-    /// Workspace slug.
-    pub workspace: String,
-    /// The first tenant admin's integration token, shown once.
-    pub admin_token: String,
-    /// The gateway operator's integration token (tenants: create, list, suspend), shown once.
-    pub operator_token: String,
-}
-
-/// On the first start (no tenant yet), creates the gateway operator and the first tenant with its
-/// workspace and tenant admin. On any later start, creates the operator if the data directory has
-/// none (one from before roles were scoped), without a token; `Ok(None)` then.
-pub async fn bootstrap<S: Store>(
-    app: &App<S>,
-    tenant_slug: &str,
-    workspace_slug: &str,
-) -> ApiResult<Option<Bootstrap>> {
-    if !app.store.tenants().await?.is_empty() {
-        crate::admin::ensure_operator(app, false).await?;
-        return Ok(None);
-    }
-    let first = crate::admin::provision(app, tenant_slug, workspace_slug, "admin").await?;
-    let operator_token = crate::admin::ensure_operator(app, true)
-        .await?
-        .unwrap_or_default();
-    Ok(Some(Bootstrap {
-        tenant: first.tenant.slug,
-        workspace: first.workspace.slug,
-        admin_token: first.token,
-        operator_token,
-    }))
 }
 
 /// Checked card fields: the stored card object, new aliases, new visibility.
@@ -201,7 +166,7 @@ fn check_card(fields: &Map<String, Value>, registering: bool) -> ApiResult<CardC
 }
 
 /// The full card (§10), with keys (revoked ones carry `revoked_at`, decision 7).
-pub async fn card_json<S: Store>(app: &App<S>, a: &AgentRow) -> ApiResult<Value> {
+pub async fn card_json(app: &App, a: &AgentRow) -> ApiResult<Value> {
     let stored: Map<String, Value> = serde_json::from_str(&a.card).unwrap_or_default();
     let depth = app.store.pending_count(&a.id).await?;
     let mut status = stored.get("status").cloned().unwrap_or_else(|| json!({}));
@@ -257,8 +222,8 @@ fn base64url(b: &[u8]) -> String {
 /// `POST /v1/agents` (a user of a tenant): registers an agent in the user's own workspace, or in
 /// the `workspace` named when the user administers it (a tenant admin any of its tenant's), and
 /// returns its card and credential.
-pub async fn register_agent<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn register_agent(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Body(body): Body,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
@@ -377,15 +342,15 @@ pub(crate) fn visible(who: &Principal, a: &AgentRow) -> bool {
 }
 
 /// The directory: every live agent of the caller's tenant that the caller may see (§10).
-pub async fn directory<S: Store>(app: &App<S>, who: &Principal) -> ApiResult<Vec<AgentRow>> {
+pub async fn directory(app: &App, who: &Principal) -> ApiResult<Vec<AgentRow>> {
     let mut out = app.store.agents(who.tenant_id()).await?;
     out.retain(|a| visible(who, a));
     Ok(out)
 }
 
 /// `GET /v1/agents`: the directory within what the caller may see.
-pub async fn list_agents<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn list_agents(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
     let who = bearer(&app, &headers).await?;
@@ -397,11 +362,7 @@ pub async fn list_agents<S: Store>(
 }
 
 /// The agent `id` if `who` may see it in the directory, else exactly what a missing one gets.
-pub async fn visible_agent<S: Store>(
-    app: &App<S>,
-    who: &Principal,
-    id: &str,
-) -> ApiResult<AgentRow> {
+pub async fn visible_agent(app: &App, who: &Principal, id: &str) -> ApiResult<AgentRow> {
     app.store
         .agent(id)
         .await?
@@ -410,8 +371,8 @@ pub async fn visible_agent<S: Store>(
 }
 
 /// `GET /v1/agents/{id}`: the card and its keys.
-pub async fn get_agent<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn get_agent(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
@@ -434,7 +395,7 @@ pub fn may_manage(who: &Principal, a: &AgentRow) -> bool {
 
 /// The agent `id` if `who` manages it; otherwise exactly what a missing agent gets, so a refusal
 /// never tells that the agent exists.
-async fn managed_agent<S: Store>(app: &App<S>, who: &Principal, id: &str) -> ApiResult<AgentRow> {
+async fn managed_agent(app: &App, who: &Principal, id: &str) -> ApiResult<AgentRow> {
     app.store
         .agent(id)
         .await?
@@ -443,8 +404,8 @@ async fn managed_agent<S: Store>(app: &App<S>, who: &Principal, id: &str) -> Api
 }
 
 /// `PATCH /v1/agents/{id}` (the agent, its owner, or an admin whose scope covers it).
-pub async fn patch_agent<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn patch_agent(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
     Body(body): Body,
@@ -476,8 +437,8 @@ pub async fn patch_agent<S: Store>(
 
 /// `DELETE /v1/agents/{id}` (its owner, or an admin whose scope covers it): queued messages are dead-lettered and their senders
 /// told (§5.9).
-pub async fn delete_agent<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn delete_agent(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
@@ -491,7 +452,7 @@ pub async fn delete_agent<S: Store>(
     // the deletion, which is made, is answered all the same.
     for e in &pending {
         if let Err(err) = app.owed_entry_notice(e, NoticeKind::Deleted).await {
-            tracing::warn!(agent = %a.id, code = %err.code, error = %err.message, "a deletion's notice was not sent; the reaper's next pass sends it");
+            tracing::warn!(agent = %a.id, code = %err.code(), error = %err.message(), "a deletion's notice was not sent; the reaper's next pass sends it");
         }
     }
     Ok(StatusCode::NO_CONTENT)
@@ -502,8 +463,8 @@ fn parse_public_key(public_key: &str) -> ApiResult<PublicKey> {
     PublicKey::from_base64url(public_key).map_err(|e| ApiError::new(e.code(), e.to_string()))
 }
 
-async fn add_key_inner<S: Store>(
-    app: &App<S>,
+async fn add_key_inner(
+    app: &App,
     agent: &AgentRow,
     public_key: &str,
     expires_at: Option<&str>,
@@ -550,8 +511,8 @@ async fn add_key_inner<S: Store>(
 
 /// `POST /v1/agents/{id}/keys` `{public_key, expires_at?}` (the agent, its owner, or an admin whose
 /// scope covers it).
-pub async fn add_key<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn add_key(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
     Body(body): Body,
@@ -568,8 +529,8 @@ pub async fn add_key<S: Store>(
 
 /// `POST /v1/agents/{id}/keys/{key_id}/revoke`: new publishes with it are refused; history still
 /// verifies (§3.3).
-pub async fn revoke_key<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn revoke_key(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path((id, key_id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
@@ -584,12 +545,12 @@ pub async fn revoke_key<S: Store>(
 }
 
 /// `PUT /v1/topics/{name}/subscription` (agent): subscribes, creating the topic (§4.4).
-pub async fn subscribe<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn subscribe(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let a = crate::auth::agent(&app, &headers).await?;
+    let a = crate::access::agent(&app, &headers).await?;
     check_topic_name(&name)?;
     app.store
         .subscribe(&a.workspace_id, &name, &a.id, app.now())
@@ -600,12 +561,12 @@ pub async fn subscribe<S: Store>(
 
 /// `DELETE /v1/topics/{name}/subscription` (agent): idempotent; a name no topic could have is
 /// refused as on subscribe.
-pub async fn unsubscribe<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn unsubscribe(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let a = crate::auth::agent(&app, &headers).await?;
+    let a = crate::access::agent(&app, &headers).await?;
     check_topic_name(&name)?;
     app.store.unsubscribe(&a.workspace_id, &name, &a.id).await?;
     let topic = topic_address(&app, &a, &name).await?;
@@ -624,7 +585,7 @@ fn check_topic_name(name: &str) -> ApiResult<()> {
 }
 
 /// `topic://tenant/workspace/name` of the agent's workspace.
-async fn topic_address<S: Store>(app: &App<S>, a: &AgentRow, name: &str) -> ApiResult<String> {
+async fn topic_address(app: &App, a: &AgentRow, name: &str) -> ApiResult<String> {
     let addr = app.address_of(a).await?;
     let topic = addr.replacen("agent://", "topic://", 1);
     Ok(format!(
@@ -636,8 +597,8 @@ async fn topic_address<S: Store>(app: &App<S>, a: &AgentRow, name: &str) -> ApiR
 /// `GET /v1/topics?workspace=`: an agent gets its workspace's topics with subscriber counts; an
 /// admin those of the workspaces it administers (one, with `workspace`), each with its
 /// subscribers' ids.
-pub async fn list_topics<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn list_topics(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     crate::extract::Query(q): crate::extract::Query<TopicsQuery>,
 ) -> ApiResult<Json<Value>> {
@@ -678,8 +639,8 @@ pub struct TopicView {
 /// The topics `who` may list (§4.4): an agent its own workspace's; an admin those of every
 /// workspace it administers, or of `workspace` alone. Another workspace answers as a missing one;
 /// a member or the operator is refused from its role (AB-1002).
-pub async fn topics_for<S: Store>(
-    app: &App<S>,
+pub async fn topics_for(
+    app: &App,
     who: &Principal,
     workspace: Option<&str>,
 ) -> ApiResult<Vec<TopicView>> {
@@ -749,11 +710,7 @@ fn viewer(who: &Principal) -> ApiResult<ConversationViewer> {
 
 /// The messages of conversation `id` that `who` may read, in `received_at` order (§7); with
 /// nothing to read, exactly what an unknown id gets.
-pub async fn conversation_rows<S: Store>(
-    app: &App<S>,
-    who: &Principal,
-    id: &str,
-) -> ApiResult<Vec<MessageRow>> {
+pub async fn conversation_rows(app: &App, who: &Principal, id: &str) -> ApiResult<Vec<MessageRow>> {
     let viewer = viewer(who)?;
     app.store
         .conversation(who.tenant_id(), id, &viewer)
@@ -763,7 +720,7 @@ pub async fn conversation_rows<S: Store>(
 
 /// A stored message as a conversation shows it: its delivered copy to its recipient, without the
 /// per-inbox `sequence`.
-pub async fn envelope<S: Store>(app: &App<S>, m: &MessageRow) -> ApiResult<Value> {
+pub async fn envelope(app: &App, m: &MessageRow) -> ApiResult<Value> {
     let mut copy = app.delivered_copy(m, &m.to_id, 0).await?;
     if let Some(o) = copy.as_object_mut() {
         o.shift_remove("sequence");
@@ -776,8 +733,8 @@ pub async fn envelope<S: Store>(app: &App<S>, m: &MessageRow) -> ApiResult<Value
 /// someone else's `conversation_id` shows nothing of theirs); a workspace admin what its
 /// workspace's agents sent or received; a tenant admin the whole conversation (the console's view).
 /// With nothing to read, the answer is exactly what an unknown id gets.
-pub async fn conversation<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn conversation(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
@@ -812,8 +769,8 @@ fn parse_cursor(s: &str) -> ApiResult<(i64, i64)> {
 
 /// The conversations with messages `who` may read (per message, as for one conversation), most
 /// recently active first; `before` is a cursor from an earlier page.
-pub async fn conversation_list<S: Store>(
-    app: &App<S>,
+pub async fn conversation_list(
+    app: &App,
     who: &Principal,
     before: Option<&str>,
     limit: u32,
@@ -842,8 +799,8 @@ pub struct ConversationsQuery {
 
 /// `GET /v1/conversations?before=&limit=`: the conversations the caller may read, most recently
 /// active first, each with the count of its messages the caller may read and the last of them.
-pub async fn list_conversations<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn list_conversations(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     crate::extract::Query(q): crate::extract::Query<ConversationsQuery>,
 ) -> ApiResult<Json<Value>> {

@@ -3,8 +3,8 @@
 //! visibility timeout the entry is leased again, and after the maximum attempts it is
 //! dead-lettered (see `docs/delivery.md`).
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -19,10 +19,11 @@ use serde_json::{Value, json};
 use agentbus_protocol::Code;
 use agentbus_store::*;
 
-use crate::app::App;
-use crate::auth;
-use crate::error::{ApiError, ApiResult, Body};
+use crate::access;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::Body;
 use crate::extract::{Json, Path, Query};
+use crate::state::{App, SocketSlot};
 
 /// Query of a long-poll or WebSocket.
 #[derive(Debug, Deserialize)]
@@ -69,12 +70,7 @@ pub struct DeliveryOut {
     pub envelope: Box<serde_json::value::RawValue>,
 }
 
-async fn lease<S: Store>(
-    app: &App<S>,
-    agent: &AgentRow,
-    after: u64,
-    limit: u32,
-) -> ApiResult<Vec<DeliveryOut>> {
+async fn lease(app: &App, agent: &AgentRow, after: u64, limit: u32) -> ApiResult<Vec<DeliveryOut>> {
     // A connection outlives the credential check at its start: a suspension since then stops it.
     crate::roles::still_receives(app, agent).await?;
     app.mark_seen(&agent.id);
@@ -124,8 +120,8 @@ async fn lease<S: Store>(
 /// time then leases once per publish, not twice). Only the first wait is taken that way: a wait
 /// that ends on its timer always leases again, so a message whose wake-up was lost (another
 /// replica's `NOTIFY`) or a lease that ran out (the visibility timeout) is found within a second.
-async fn wait_for<S: Store>(
-    app: &App<S>,
+async fn wait_for(
+    app: &App,
     agent: &AgentRow,
     after: u64,
     limit: u32,
@@ -176,12 +172,12 @@ async fn wait_for<S: Store>(
 }
 
 /// `GET /v1/inbox?after=&wait=&limit=`.
-pub async fn poll<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn poll(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Query(q): Query<PollQuery>,
 ) -> ApiResult<Response> {
-    let agent = auth::agent(&app, &headers).await?;
+    let agent = access::agent(&app, &headers).await?;
     let after = q.checked_after()?;
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
     let wait = Duration::from_secs(q.wait.min(app.config.max_wait_s));
@@ -234,12 +230,12 @@ fn outcome_json(sequence: u64, o: AckOutcome) -> Value {
 }
 
 /// `POST /v1/inbox/acks`: acks in a batch; per-item answers; AB-4010 when none was current.
-pub async fn ack_batch<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn ack_batch(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Body(body): Body,
 ) -> ApiResult<Json<Value>> {
-    let agent = auth::agent(&app, &headers).await?;
+    let agent = access::agent(&app, &headers).await?;
     // Strict I-JSON like every other body: AB-3001 when it does not parse, AB-3016 for its shape.
     let body: AckBody = crate::extract::parse_json(&body)?;
     if body.acks.is_empty() || body.acks.len() > MAX_ACKS {
@@ -275,13 +271,13 @@ pub async fn ack_batch<S: Store>(
 }
 
 /// `POST /v1/inbox/{sequence}/ack` with `{"delivery": token}`.
-pub async fn ack_one<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn ack_one(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(sequence): Path<u64>,
     Body(body): Body,
 ) -> ApiResult<Json<Value>> {
-    let agent = auth::agent(&app, &headers).await?;
+    let agent = access::agent(&app, &headers).await?;
     #[derive(Deserialize)]
     struct One {
         delivery: String,
@@ -314,55 +310,16 @@ const WRITE_HEADROOM: usize = 128 * 1024 + 2 * agentbus_protocol::envelope::MAX_
 /// as slow; older ones come back after their visibility timeout as usual.
 const REMEMBERED: usize = 4096;
 
-/// Open WebSockets per agent (`ws_per_agent`, AB-5002 above it).
-#[derive(Debug, Default)]
-pub struct Sockets(Arc<Mutex<HashMap<String, usize>>>);
-
-impl Sockets {
-    /// Takes one of `agent_id`'s `max` places, if one is free.
-    pub fn open(&self, agent_id: &str, max: usize) -> Option<SocketSlot> {
-        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let n = m.entry(agent_id.to_owned()).or_default();
-        if *n >= max {
-            return None;
-        }
-        *n += 1;
-        Some(SocketSlot {
-            map: self.0.clone(),
-            agent: agent_id.to_owned(),
-        })
-    }
-}
-
-/// One open WebSocket's place among its agent's; given back when the socket ends.
-#[derive(Debug)]
-pub struct SocketSlot {
-    map: Arc<Mutex<HashMap<String, usize>>>,
-    agent: String,
-}
-
-impl Drop for SocketSlot {
-    fn drop(&mut self) {
-        let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = m.get_mut(&self.agent) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                m.remove(&self.agent);
-            }
-        }
-    }
-}
-
 /// `GET /v1/inbox/ws?after=N`: pushes deliveries as they become deliverable, resuming after `N`;
 /// the client may ack over the socket (`{"type":"ack","sequence","delivery"}`) or over HTTP.
 /// A frame the gateway cannot take gets an `error` frame, then a close frame with a code.
-pub async fn websocket<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn websocket(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Query(q): Query<PollQuery>,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
-    let agent = match auth::agent(&app, &headers).await {
+    let agent = match access::agent(&app, &headers).await {
         Ok(a) => a,
         Err(e) => return e.into_response(),
     };
@@ -439,7 +396,7 @@ async fn push(sink: &mut Sink, frames: Vec<String>, within: Duration) -> Result<
 }
 
 /// The `error` frame: the HTTP error body's shape, under `"type": "error"`.
-fn error_frame<S: Store>(app: &App<S>, code: Code, message: &str) -> String {
+fn error_frame(app: &App, code: Code, message: &str) -> String {
     json!({
         "type": "error",
         "error": {
@@ -453,7 +410,7 @@ fn error_frame<S: Store>(app: &App<S>, code: Code, message: &str) -> String {
 
 /// Sends the `error` frame and the close frame (reason: the code and a few words, at most the
 /// 123 bytes a close frame carries), within `within`.
-async fn refuse<S: Store>(app: &App<S>, sink: &mut Sink, r: Refusal, within: Duration) {
+async fn refuse(app: &App, sink: &mut Sink, r: Refusal, within: Duration) {
     use futures_util::SinkExt as _;
     let mut reason = format!("{} {}", r.code, r.message);
     if reason.len() > 123 {
@@ -477,8 +434,8 @@ async fn refuse<S: Store>(app: &App<S>, sink: &mut Sink, r: Refusal, within: Dur
     .await;
 }
 
-async fn serve_socket<S: Store>(
-    app: Arc<App<S>>,
+async fn serve_socket(
+    app: Arc<App>,
     agent: AgentRow,
     mut after: u64,
     socket: WebSocket,
@@ -649,8 +606,8 @@ fn refusal_of(e: axum::Error) -> Option<Refusal> {
 /// Reads the client's frames until it closes, answering acks in batches (every frame already
 /// received is taken at once and their acks settled in one store call), and hands the writer
 /// any refusal.
-async fn read_frames<S: Store>(
-    app: Arc<App<S>>,
+async fn read_frames(
+    app: Arc<App>,
     agent: AgentRow,
     mut stream: SplitStream<WebSocket>,
     tx: tokio::sync::mpsc::UnboundedSender<FromReader>,
@@ -728,8 +685,8 @@ async fn read_frames<S: Store>(
 /// delivery}, …]}` (for a receiver acking a burst) gets one `{"type":"acks","results":[…]}`.
 /// The first frame that is not one of these stops the batch: it is answered with its code and
 /// message (AB-3001 when it is not JSON, AB-3016 otherwise), and the frames after it are dropped.
-async fn handle_client_frames<S: Store>(
-    app: &App<S>,
+async fn handle_client_frames(
+    app: &App,
     agent: &AgentRow,
     frames: &[axum::extract::ws::Utf8Bytes],
 ) -> (Vec<String>, Option<(Code, String)>) {

@@ -6,30 +6,39 @@
 //! interface, so a PostgreSQL backend changes nothing here.
 
 pub mod a2a;
+pub mod access;
 pub mod admin;
-pub mod app;
 pub mod auth;
 pub mod blobs;
 pub mod blobstore;
 pub mod capabilities;
+pub mod clockapi;
 pub mod config;
+pub mod copies;
 pub mod crypto;
+pub mod directory;
 pub mod error;
 pub mod extract;
 pub mod identity;
 pub mod inbox;
+#[cfg(test)]
+mod layers;
 pub mod meta;
 pub mod metrics;
+pub mod notice;
 pub mod policy;
 pub mod publish;
+pub mod reaper;
 pub mod receipts;
 pub mod roles;
 pub mod serve;
 pub mod sigv4;
+pub mod state;
 pub mod tasks;
 pub mod testclock;
 pub mod usage;
 pub mod views;
+pub mod wake;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -49,9 +58,9 @@ use agentbus_store::{
     AnyStore, PgOptions, PgStore, Signal, SqliteStore, Store, TokenRow, TokenSubject,
 };
 
-pub use app::App;
+pub use admin::Bootstrap;
 pub use config::Config;
-pub use identity::Bootstrap;
+pub use state::{App, Principal};
 
 use crate::crypto::DataKey;
 use crate::error::REQUEST;
@@ -117,7 +126,7 @@ pub const TEST_CLOCK_ROUTES: &[(&str, &str)] =
     &[("get", "/v1/test/clock"), ("post", "/v1/test/clock")];
 
 /// The HTTP API.
-pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
+pub fn router(app: Arc<App>) -> Router {
     use admin as adm;
     use identity as id;
     let base = app.config.public_url.clone();
@@ -136,87 +145,84 @@ pub fn router<S: Store>(app: Arc<App<S>>) -> Router {
         what: "card_max_bytes, the agent card limit",
     };
     let mut r = Router::new()
-        .route("/.well-known/agentbus.json", get(meta::well_known::<S>))
+        .route("/.well-known/agentbus.json", get(meta::well_known))
         .route("/schemas/{*path}", get(meta::schema))
         .route("/errors/{code}", get(meta::error_page))
         .route("/healthz", get(meta::health))
-        .route("/readyz", get(meta::ready::<S>))
-        .route("/metrics", get(meta::metrics::<S>))
+        .route("/readyz", get(meta::ready))
+        .route("/metrics", get(meta::metrics))
         .route("/v1/openapi.json", get(meta::openapi))
         .route(
             "/v1/workspaces",
-            post(adm::create_workspace::<S>).get(adm::list_workspaces::<S>),
+            post(adm::create_workspace).get(adm::list_workspaces),
         )
         .route(
             "/v1/workspaces/{id}/policy",
-            put(adm::set_policy::<S>).get(adm::get_policy::<S>),
+            put(adm::set_policy).get(adm::get_policy),
         )
-        .route("/v1/users", post(adm::create_user::<S>))
+        .route("/v1/users", post(adm::create_user))
         .route(
             "/v1/agents",
-            post(id::register_agent::<S>)
-                .get(id::list_agents::<S>)
+            post(id::register_agent)
+                .get(id::list_agents)
                 .layer(Extension(card)),
         )
         .route(
             "/v1/agents/{id}",
-            get(id::get_agent::<S>)
-                .patch(id::patch_agent::<S>)
-                .delete(id::delete_agent::<S>)
+            get(id::get_agent)
+                .patch(id::patch_agent)
+                .delete(id::delete_agent)
                 .layer(Extension(card)),
         )
-        .route("/v1/agents/{id}/keys", post(id::add_key::<S>))
-        .route(
-            "/v1/agents/{id}/keys/{key_id}/revoke",
-            post(id::revoke_key::<S>),
-        )
-        .route("/v1/topics", get(id::list_topics::<S>))
+        .route("/v1/agents/{id}/keys", post(id::add_key))
+        .route("/v1/agents/{id}/keys/{key_id}/revoke", post(id::revoke_key))
+        .route("/v1/topics", get(id::list_topics))
         .route(
             "/v1/topics/{name}/subscription",
-            put(id::subscribe::<S>).delete(id::unsubscribe::<S>),
+            put(id::subscribe).delete(id::unsubscribe),
         )
-        .route("/v1/messages", post(publish::publish::<S>))
-        .route("/v1/inbox", get(inbox::poll::<S>))
-        .route("/v1/inbox/ws", get(inbox::websocket::<S>))
-        .route("/v1/inbox/acks", post(inbox::ack_batch::<S>))
-        .route("/v1/inbox/{sequence}/ack", post(inbox::ack_one::<S>))
-        .route("/v1/conversations/{id}", get(id::conversation::<S>))
-        .route("/v1/tasks", get(tasks::list::<S>))
-        .route("/v1/tasks/{id}", get(tasks::get::<S>))
-        .route("/v1/tasks/{id}/cancel", post(tasks::admin_cancel::<S>))
-        .route("/v1/blobs", post(blobs::create::<S>))
-        .route("/v1/blobs/{id}", get(blobs::get::<S>))
-        .route("/v1/blobs/{id}/complete", post(blobs::complete::<S>))
+        .route("/v1/messages", post(publish::publish))
+        .route("/v1/inbox", get(inbox::poll))
+        .route("/v1/inbox/ws", get(inbox::websocket))
+        .route("/v1/inbox/acks", post(inbox::ack_batch))
+        .route("/v1/inbox/{sequence}/ack", post(inbox::ack_one))
+        .route("/v1/conversations/{id}", get(id::conversation))
+        .route("/v1/tasks", get(tasks::list))
+        .route("/v1/tasks/{id}", get(tasks::get))
+        .route("/v1/tasks/{id}/cancel", post(tasks::admin_cancel))
+        .route("/v1/blobs", post(blobs::create))
+        .route("/v1/blobs/{id}", get(blobs::get))
+        .route("/v1/blobs/{id}/complete", post(blobs::complete))
         .route(
             "/v1/blobs/{id}/content",
-            put(blobs::upload::<S>)
-                .get(blobs::download::<S>)
+            put(blobs::upload)
+                .get(blobs::download)
                 .layer(Extension(blob_content)),
         )
         .route(
             "/v1/tenants",
-            post(adm::create_tenant::<S>).get(adm::list_tenants::<S>),
+            post(adm::create_tenant).get(adm::list_tenants),
         )
-        .route("/v1/tenants/{id}/suspend", post(adm::suspend_tenant::<S>))
-        .route("/v1/tenants/{id}/resume", post(adm::resume_tenant::<S>))
-        .route("/v1/agents/{id}/suspend", post(adm::suspend_agent::<S>))
-        .route("/v1/agents/{id}/resume", post(adm::resume_agent::<S>))
-        .route("/v1/agents/{id}/a2a", get(a2a::card::<S>))
+        .route("/v1/tenants/{id}/suspend", post(adm::suspend_tenant))
+        .route("/v1/tenants/{id}/resume", post(adm::resume_tenant))
+        .route("/v1/agents/{id}/suspend", post(adm::suspend_agent))
+        .route("/v1/agents/{id}/resume", post(adm::resume_agent))
+        .route("/v1/agents/{id}/a2a", get(a2a::card))
         .route(
             "/v1/agents/{id}/.well-known/agent-card.json",
-            get(a2a::well_known::<S>),
+            get(a2a::well_known),
         )
-        .route("/v1/inbox/receipts", post(receipts::report::<S>))
-        .route("/v1/inbox/policy", get(receipts::policy::<S>))
-        .route("/v1/messages/{id}/delivery", get(receipts::delivery::<S>))
-        .route("/v1/conversations", get(id::list_conversations::<S>))
-        .route("/v1/usage", get(usage::list::<S>))
-        .route("/v1/messages/sent", get(receipts::sent::<S>));
+        .route("/v1/inbox/receipts", post(receipts::report))
+        .route("/v1/inbox/policy", get(receipts::policy))
+        .route("/v1/messages/{id}/delivery", get(receipts::delivery))
+        .route("/v1/conversations", get(id::list_conversations))
+        .route("/v1/usage", get(usage::list))
+        .route("/v1/messages/sent", get(receipts::sent));
     let test_clock = app.test_clock.clone();
     if test_clock.is_some() {
         r = r.route(
             "/v1/test/clock",
-            get(testclock::read::<S>).post(testclock::advance::<S>),
+            get(clockapi::read).post(clockapi::advance),
         );
     }
     let mut r = r
@@ -271,7 +277,7 @@ async fn with_request_id(base: String, req: Request, next: Next) -> Response {
 /// A gateway on its store (the embedded SQLite file, or PostgreSQL), ready to serve.
 pub struct Gateway {
     /// The shared state.
-    pub app: Arc<App<AnyStore>>,
+    pub app: Arc<App>,
     /// Set on the first start of a data directory: the operator's and the first admin's
     /// credentials, to show once.
     pub bootstrap: Option<Bootstrap>,
@@ -447,11 +453,11 @@ impl Gateway {
         {
             return Err(StartError::MasterKeyMismatch(dir.display().to_string()));
         }
-        let bootstrap = match identity::bootstrap(&app, "default", "default").await {
+        let bootstrap = match admin::bootstrap(&app, "default", "default").await {
             Ok(b) => b,
             // Another replica starting at the same moment bootstrapped first: join it.
             Err(_) if app.peers && !app.store.tenants().await?.is_empty() => {
-                identity::bootstrap(&app, "default", "default")
+                admin::bootstrap(&app, "default", "default")
                     .await
                     .map_err(|e| StartError::Bootstrap(e.message))?
             }
@@ -514,7 +520,7 @@ impl Gateway {
                 "the open-file limit is below max_connections: connections past it fail to be accepted"
             );
         }
-        let reaper = spawn_reaper(self.app.clone());
+        let reaper = reaper::spawn_reaper(self.app.clone());
         serve::run(
             listener,
             self.service(),
@@ -588,10 +594,7 @@ pub async fn migrate(config: &Config) -> Result<(&'static str, i64), StartError>
 
 /// The admin whose token `admin-token` reissues: the gateway operator, or else the first user
 /// the first start's bootstrap made (the first tenant's admin).
-async fn reissued<S: Store>(
-    store: &S,
-    operator: bool,
-) -> Result<agentbus_store::UserRow, StartError> {
+async fn reissued(store: &AnyStore, operator: bool) -> Result<agentbus_store::UserRow, StartError> {
     let found = if operator {
         store
             .users_with_role(agentbus_store::Role::Operator)
@@ -647,10 +650,10 @@ pub async fn reissue_admin_token(
         .await?
         .map(|w| w.slug)
         .unwrap_or_default();
-    let token = app::new_token("abu_");
+    let token = auth::new_token("abu_");
     let revoked = store
         .replace_tokens(TokenRow {
-            hash: app::token_hash(&token),
+            hash: auth::token_hash(&token),
             subject: TokenSubject::User(admin.id),
             created_at: agentbus_runtime::SystemClock.now().millis(),
         })
@@ -671,8 +674,8 @@ const IDENTITY_REFRESH: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Applies the other replicas' signals as they arrive, and forgets every cached identity row
 /// each `refresh` besides, until the signals' channel closes.
-async fn serve_signals<S: Store>(
-    app: Arc<App<S>>,
+async fn serve_signals(
+    app: Arc<App>,
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Signal>,
     refresh: std::time::Duration,
 ) {
@@ -686,39 +689,6 @@ async fn serve_signals<S: Store>(
             _ = tick.tick() => app.on_signal(Signal::Identity),
         }
     }
-}
-
-/// How long a replica's claim on the reaper lasts past its last pass: when it dies, another
-/// takes the sweeps over after this long at most.
-const REAPER_CLAIM_MS: i64 = 5_000;
-
-/// Runs the reaper every `reaper_interval_ms` (none when 0: tests call `App::reap`). With
-/// replicas on one database, a pass runs only on the replica that holds the reaper's claim
-/// ([`Store::claim_reaper`]), so timers and expiries fire once, not once per replica.
-pub fn spawn_reaper<S: Store>(app: Arc<App<S>>) -> Option<tokio::task::JoinHandle<()>> {
-    let every = app.config.reaper_interval_ms;
-    if every == 0 {
-        return None;
-    }
-    let me = app.mint(IdKind::Receipt);
-    let claim_ms = REAPER_CLAIM_MS.max(3 * every as i64);
-    Some(tokio::spawn(async move {
-        let mut tick = tokio::time::interval(std::time::Duration::from_millis(every));
-        loop {
-            tick.tick().await;
-            match app.store.claim_reaper(&me, app.now(), claim_ms).await {
-                Ok(true) => {}
-                Ok(false) => continue,
-                Err(e) => {
-                    tracing::warn!(error = %e, "the reaper's claim could not be read");
-                    continue;
-                }
-            }
-            if let Err(e) = app.reap().await {
-                tracing::warn!(code = %e.code, error = %e.message, "reaper pass failed");
-            }
-        }
-    }))
 }
 
 /// A gateway on an SQLite store in a new temporary directory (kept while the handle lives), for

@@ -11,15 +11,15 @@ use agentbus_protocol::errors::{Code, render_entry_markdown};
 use agentbus_protocol::schema::{KnownType, SCHEMA_FILES, schema_text};
 use agentbus_store::Store;
 
-use crate::app::App;
 use crate::error::ApiError;
 use crate::extract::{Json, Path};
+use crate::state::App;
 
 /// The protocol majors this gateway speaks.
 pub const PROTOCOL_VERSIONS: &[&str] = &["1"];
 
 /// `GET /.well-known/agentbus.json`.
-pub async fn well_known<S: Store>(State(app): State<Arc<App<S>>>) -> Json<Value> {
+pub async fn well_known(State(app): State<Arc<App>>) -> Json<Value> {
     Json(json!({
         "protocol_versions": PROTOCOL_VERSIONS,
         "gateway_version": env!("CARGO_PKG_VERSION"),
@@ -87,7 +87,7 @@ pub async fn health() -> Json<Value> {
 
 /// `GET /readyz`: the store answers and its schema is current, and the gateway is not shutting
 /// down; otherwise 503 with the code that says which (AB-9001, AB-9003).
-pub async fn ready<S: Store>(State(app): State<Arc<App<S>>>) -> Result<Json<Value>, ApiError> {
+pub async fn ready(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
     if *app.shutting_down.borrow() {
         return Err(ApiError::new(
             Code::ShuttingDown,
@@ -103,8 +103,8 @@ pub async fn ready<S: Store>(State(app): State<Arc<App<S>>>) -> Result<Json<Valu
 
 /// `GET /metrics`: Prometheus text, for the gateway operator's token only: its series name agents
 /// of every tenant (inbox depths), which no tenant may learn about another.
-pub async fn metrics<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) -> Response {
-    let allowed = match crate::auth::bearer(&app, &headers).await {
+pub async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    let allowed = match crate::access::bearer(&app, &headers).await {
         Ok(p) => crate::roles::operator(p).map(|_| ()),
         Err(e) => Err(e),
     };

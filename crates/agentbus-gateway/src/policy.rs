@@ -7,18 +7,13 @@
 //! decides; otherwise `default` does, and when the document states no `default` the schema's
 //! `default` keyword does (read from the schema itself, so it is written in one place).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use serde::Deserialize;
 use serde_json::Value;
 
 use agentbus_protocol::Code;
 use agentbus_protocol::envelope::Violation;
-use agentbus_store::Store;
-
-use crate::app::App;
-use crate::error::ApiResult;
 
 /// The schema's path under `/schemas/`.
 pub const SCHEMA_PATH: &str = "gateway/policy/v1.json";
@@ -190,47 +185,6 @@ fn violation(path: &str, message: &str) -> Violation {
         path: path.to_owned(),
         message: message.to_owned(),
     }
-}
-
-/// Parsed policies by workspace id, so a publish does not parse its recipient's policy again.
-/// Cleared with the directory on every identity write.
-#[derive(Default)]
-pub struct PolicyCache(Mutex<HashMap<String, Arc<Policy>>>);
-
-impl PolicyCache {
-    /// Forgets every parsed policy.
-    pub fn clear(&self) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clear();
-    }
-}
-
-/// The policy of a workspace (`None` when the workspace does not exist).
-pub async fn of_workspace<S: Store>(
-    app: &App<S>,
-    workspace_id: &str,
-) -> ApiResult<Option<Arc<Policy>>> {
-    if let Some(p) = app
-        .policies
-        .0
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(workspace_id)
-    {
-        return Ok(Some(p.clone()));
-    }
-    let generation = app.identity_generation();
-    let Some(ws) = app.workspace_row(workspace_id).await? else {
-        return Ok(None);
-    };
-    let policy = Arc::new(Policy::from_stored(&ws.policy));
-    app.if_current(generation, || {
-        app.policies
-            .0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(workspace_id.to_owned(), policy.clone());
-    });
-    Ok(Some(policy))
 }
 
 #[cfg(test)]

@@ -22,9 +22,10 @@ use agentbus_protocol::signing;
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_store::*;
 
-use crate::app::{App, Principal};
-use crate::auth::bearer;
-use crate::error::{ApiError, ApiResult, Body};
+use crate::access::bearer;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::Body;
+use crate::state::{App, Principal};
 
 /// Where a message goes, once resolved.
 struct Route {
@@ -39,8 +40,8 @@ struct Route {
 }
 
 /// The handler.
-pub async fn publish<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn publish(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Body(body): Body,
 ) -> Response {
@@ -123,8 +124,8 @@ fn missing(env: &Envelope, name: &str) -> ApiError {
 }
 
 /// `workspace` is set to the sender's once it is known, for the per-workspace counters.
-async fn publish_inner<S: Store>(
-    app: &App<S>,
+async fn publish_inner(
+    app: &App,
     headers: &HeaderMap,
     body: &[u8],
     workspace: &mut Option<String>,
@@ -252,8 +253,8 @@ struct Checked<'a> {
 
 /// Steps 6 (idempotency key) to 13, then the store, which re-checks the replay window and the
 /// inbox depth inside its transaction.
-async fn store_checked<S: Store>(
-    app: &App<S>,
+async fn store_checked(
+    app: &App,
     c: &Checked<'_>,
     env: Envelope,
 ) -> ApiResult<(StatusCode, Value)> {
@@ -410,8 +411,8 @@ async fn store_checked<S: Store>(
 /// covers only its own requests; the store's version check catches the rest) is decided again on
 /// the task as it is now (§6.2, §6.3), up to [`crate::tasks::DECIDE_TRIES`] times, and then
 /// answers AB-9010 with nothing stored. Returns the task effect that was stored, holding its lock.
-async fn store_deciding_again<S: Store>(
-    app: &App<S>,
+async fn store_deciding_again(
+    app: &App,
     agent: &AgentRow,
     env: Option<&Envelope>,
     single: Option<&AgentRow>,
@@ -445,8 +446,8 @@ async fn store_deciding_again<S: Store>(
 /// (it fails, or the route read the agent live before a suspension that the store saw) goes with
 /// the reaper's next pass; one for a copy the store did not hold (the route read a suspension
 /// lifted since) stores nothing. The publish, which is stored, is answered all the same.
-async fn held_for_suspended<S: Store>(
-    app: &App<S>,
+async fn held_for_suspended(
+    app: &App,
     route: &Route,
     message: &MessageRow,
     sequences: &[(String, u64)],
@@ -464,7 +465,7 @@ async fn held_for_suspended<S: Store>(
             message: message.clone(),
         };
         if let Err(e) = app.owed_entry_notice(&entry, NoticeKind::Held).await {
-            tracing::warn!(agent = %r.id, code = %e.code, error = %e.message, "a held message's notice was not sent; the reaper's next pass sends it");
+            tracing::warn!(agent = %r.id, code = %e.code(), error = %e.message(), "a held message's notice was not sent; the reaper's next pass sends it");
         }
     }
 }
@@ -499,7 +500,7 @@ fn replayed(
 }
 
 /// Resolves `to` within the sender's tenant (§4.2). Other tenants answer exactly as unknown.
-async fn resolve<S: Store>(app: &App<S>, sender: &AgentRow, to: &str) -> ApiResult<Route> {
+async fn resolve(app: &App, sender: &AgentRow, to: &str) -> ApiResult<Route> {
     let unknown = || ApiError::new(Code::UnknownAgent, format!("no agent {to}"));
     let addr: Address = to
         .parse()
@@ -598,8 +599,9 @@ async fn resolve<S: Store>(app: &App<S>, sender: &AgentRow, to: &str) -> ApiResu
 /// §4.2, after resolution: the recipient workspace's policy (`crate::policy`) decides on the
 /// sender's and the recipient's canonical addresses, so an alias or an `agt_` id is matched like
 /// the name it stands for.
-async fn check_policy<S: Store>(app: &App<S>, from: &str, route: &Route) -> ApiResult<()> {
-    let policy = crate::policy::of_workspace(app, &route.workspace_id)
+async fn check_policy(app: &App, from: &str, route: &Route) -> ApiResult<()> {
+    let policy = app
+        .policy_of_workspace(&route.workspace_id)
         .await?
         .ok_or_else(ApiError::not_found)?;
     match policy.decide(from, &route.address) {

@@ -28,9 +28,10 @@ use agentbus_protocol::Code;
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_store::*;
 
-use crate::app::{App, Principal};
-use crate::auth;
-use crate::error::{ApiError, ApiResult, Body};
+use crate::access;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::Body;
+use crate::state::{App, Principal};
 
 /// The most receipts one report may carry.
 const MAX_RECEIPTS: usize = 1000;
@@ -63,12 +64,12 @@ fn plain(s: &str, max: usize) -> bool {
 }
 
 /// `POST /v1/inbox/receipts`.
-pub async fn report<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn report(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Body(body): Body,
 ) -> ApiResult<Json<Value>> {
-    let agent = auth::agent(&app, &headers).await?;
+    let agent = access::agent(&app, &headers).await?;
     let body: ReceiptsBody = crate::extract::parse_json(&body)?;
     if body.receipts.is_empty() || body.receipts.len() > MAX_RECEIPTS {
         return Err(ApiError::new(
@@ -174,12 +175,12 @@ fn answer_json(a: &AnswerRow) -> Value {
 }
 
 /// `GET /v1/messages/{id}/delivery`.
-pub async fn delivery<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn delivery(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let agent = auth::agent(&app, &headers).await?;
+    let agent = access::agent(&app, &headers).await?;
     let source = app.address_of(&agent).await?;
     let unknown = || {
         ApiError::new(
@@ -204,8 +205,8 @@ pub async fn delivery<S: Store>(
 /// recipient it addressed and those whose cards it may see; a topic's other subscribers (private
 /// ones, or of another workspace) are only counted, in `hidden_recipients`, as `GET /v1/topics`
 /// counts them: who they are, and when they read, is not the sender's to know.
-async fn delivery_json<S: Store>(
-    app: &App<S>,
+async fn delivery_json(
+    app: &App,
     sender: &Principal,
     message: &MessageRow,
     rows: &[DeliveryStateRow],
@@ -271,12 +272,12 @@ pub struct SentQuery {
 }
 
 /// `GET /v1/messages/sent`: the caller's sent messages, newest first, with their delivery states.
-pub async fn sent<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn sent(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Query(q): Query<SentQuery>,
 ) -> ApiResult<Json<Value>> {
-    let agent = auth::agent(&app, &headers).await?;
+    let agent = access::agent(&app, &headers).await?;
     let source = app.address_of(&agent).await?;
     let limit = q.limit.unwrap_or(20).clamp(1, 100);
     // The cursor is the storage sequence of the page's last message, as `next` gave it.
@@ -321,11 +322,8 @@ pub fn inbound_flags(policy: &str) -> (bool, bool) {
 }
 
 /// `GET /v1/inbox/policy`.
-pub async fn policy<S: Store>(
-    State(app): State<Arc<App<S>>>,
-    headers: HeaderMap,
-) -> ApiResult<Json<Value>> {
-    let agent = auth::agent(&app, &headers).await?;
+pub async fn policy(State(app): State<Arc<App>>, headers: HeaderMap) -> ApiResult<Json<Value>> {
+    let agent = access::agent(&app, &headers).await?;
     let ws = app
         .workspace_row(&agent.workspace_id)
         .await?

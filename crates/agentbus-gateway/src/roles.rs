@@ -6,10 +6,10 @@
 //! An object outside it is answered exactly like one that does not exist.
 
 use agentbus_protocol::Code;
-use agentbus_store::{AgentRow, Role, Store, UserRow};
+use agentbus_store::{AgentRow, Role, UserRow};
 
-use crate::app::{App, Principal};
 use crate::error::{ApiError, ApiResult};
+use crate::state::{App, Principal};
 
 /// What an admin administers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,7 +92,7 @@ pub fn tenant_user(p: Principal) -> ApiResult<UserRow> {
 }
 
 /// Refuses a principal whose tenant (AB-1003) or agent (AB-1004) is suspended.
-pub async fn ensure_active<S: Store>(app: &App<S>, p: &Principal) -> ApiResult<()> {
+pub async fn ensure_active(app: &App, p: &Principal) -> ApiResult<()> {
     if let Principal::User(u) = p
         && u.role == Role::Operator
     {
@@ -125,7 +125,7 @@ fn suspended() -> ApiError {
 
 /// Refuses to go on delivering to an agent that was suspended or deleted, or whose tenant was
 /// suspended, since its connection began (a long-poll or WebSocket outlives the check at connect).
-pub async fn still_receives<S: Store>(app: &App<S>, agent: &AgentRow) -> ApiResult<()> {
+pub async fn still_receives(app: &App, agent: &AgentRow) -> ApiResult<()> {
     let current = app.agent_row(&agent.id).await?;
     match current {
         Some(a) if a.deleted_at.is_some() => Err(ApiError::new(

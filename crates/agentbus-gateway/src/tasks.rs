@@ -5,14 +5,12 @@
 //! is written in the same transaction as the message, so the timeline and the stored envelopes
 //! always agree.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use agentbus_protocol::Code;
 use agentbus_protocol::envelope::Envelope;
@@ -22,26 +20,11 @@ use agentbus_protocol::task::{Outcome, Sender, Task, TaskEvent, TaskLimits, Task
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_store::*;
 
-use crate::app::{App, Principal};
-use crate::auth::bearer;
+use crate::access::bearer;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Path, Query};
 use crate::roles::administers;
-
-/// Per-task locks, so two lifecycle messages of one task never race.
-#[derive(Default)]
-pub struct TaskLocks(std::sync::Mutex<HashMap<String, Arc<Mutex<()>>>>);
-
-impl TaskLocks {
-    /// Locks a task.
-    pub async fn lock(&self, id: &str) -> OwnedMutexGuard<()> {
-        let m = {
-            let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-            map.entry(id.to_owned()).or_default().clone()
-        };
-        m.lock_owned().await
-    }
-}
+use crate::state::{App, Principal};
 
 fn ts(t: Option<Timestamp>) -> Value {
     t.map_or(Value::Null, |t| json!(t.millis()))
@@ -138,7 +121,7 @@ pub struct TaskEffect {
     /// The change to store with the message.
     pub write: TaskWrite,
     /// Held until the message is stored.
-    pub _guard: Option<OwnedMutexGuard<()>>,
+    pub _guard: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
 
 /// Checks a task message against its task and computes its effect (§5.2, §6.2, §6.3, §7).
@@ -149,8 +132,8 @@ pub struct TaskEffect {
 /// a task the sender is not a party of answers alike whether or not it exists), `correlation_id` is
 /// the request (AB-3017), `conversation_id` is the task's (AB-3023), `to` is the counterpart
 /// (AB-4014), and then the state machine (AB-4020).
-pub async fn effect<S: Store>(
-    app: &App<S>,
+pub async fn effect(
+    app: &App,
     sender: &AgentRow,
     env: &Envelope,
     recipient: Option<&AgentRow>,
@@ -303,11 +286,7 @@ pub async fn effect<S: Store>(
 /// G-WP-37: a result's `output` against the capability's `output_schema` (from the worker's card)
 /// and the request's `constraints.output_schema`. Advisory: the findings go on the timeline and
 /// the result is applied all the same.
-async fn result_warnings<S: Store>(
-    app: &App<S>,
-    row: &TaskRow,
-    data: &Value,
-) -> ApiResult<Vec<Value>> {
+async fn result_warnings(app: &App, row: &TaskRow, data: &Value) -> ApiResult<Vec<Value>> {
     let Some(request) = find_request(app, row).await? else {
         return Ok(Vec::new());
     };
@@ -337,7 +316,7 @@ async fn result_warnings<S: Store>(
 /// A reaper pass's task timers (§6.1): fires each due timer, recorded with `actor: system`, each
 /// commit marking the notices §6.1 names as owed; the pass sends them later
 /// ([`send_owed_notices`]). Returns how many tasks changed.
-pub async fn fire_due<S: Store>(app: &App<S>) -> ApiResult<usize> {
+pub async fn fire_due(app: &App) -> ApiResult<usize> {
     let now = app.now();
     let mut changed = 0;
     let due = app.store.due_tasks(now, 1000).await?;
@@ -367,12 +346,12 @@ fn owed_by(o: &Outcome) -> u8 {
 /// gateway stopped, the store failed after the timer's commit) go with a later pass of any
 /// replica, and none goes twice. One that fails on its own is left for the next pass
 /// ([`App::owed_failed`]).
-pub(crate) async fn send_owed_notices<S: Store>(app: &App<S>) -> ApiResult<()> {
+pub(crate) async fn send_owed_notices(app: &App) -> ApiResult<()> {
     let mut after = String::new();
     loop {
         let owed = app
             .store
-            .pending_task_notices(&after, crate::app::OWED_PAGE)
+            .pending_task_notices(&after, crate::notice::OWED_PAGE)
             .await?;
         let Some((last, _)) = owed.last() else {
             return Ok(());
@@ -387,7 +366,7 @@ pub(crate) async fn send_owed_notices<S: Store>(app: &App<S>) -> ApiResult<()> {
             )
             .await;
             for r in sent {
-                app.owed_failed(r)?;
+                app.owed_failed(r.map_err(Into::into))?;
             }
         }
     }
@@ -419,7 +398,7 @@ fn admin_cancel_reason(e: &TaskEventRow) -> Option<Option<String>> {
 /// (its own, [`CANCEL_BITS`]), so a task whose timer fired and which an admin cancelled owes
 /// both. Bits with no such change (not expected) are forgone. Each cause is tried whatever the
 /// other's outcome; the first failure is answered.
-async fn send_owed_notice<S: Store>(app: &App<S>, row: &TaskRow, owed: u8) -> ApiResult<()> {
+async fn send_owed_notice(app: &App, row: &TaskRow, owed: u8) -> ApiResult<()> {
     let events = app.store.task_events(&row.id).await?;
     let mut unfound = 0;
     let mut sent = Ok(());
@@ -454,7 +433,7 @@ async fn send_owed_notice<S: Store>(app: &App<S>, row: &TaskRow, owed: u8) -> Ap
 }
 
 /// Fires the due timer of one task, if it is still due; returns whether it changed.
-async fn fire<S: Store>(app: &App<S>, id: &str, now: i64) -> ApiResult<bool> {
+async fn fire(app: &App, id: &str, now: i64) -> ApiResult<bool> {
     let _guard = app.task_locks.lock(id).await;
     let Some(row) = app.store.task(id).await? else {
         return Ok(false);
@@ -479,8 +458,8 @@ async fn fire<S: Store>(app: &App<S>, id: &str, now: i64) -> ApiResult<bool> {
 
 /// Sends the notices `owed` (bits) to the parties of `row` about the timer that fired at `at`
 /// in state `from` (§6.1); a party gone since is owed nothing.
-async fn notify_expiry<S: Store>(
-    app: &App<S>,
+async fn notify_expiry(
+    app: &App,
     row: &TaskRow,
     (from, timer, at): (TaskState, Timer, i64),
     owed: u8,
@@ -509,7 +488,8 @@ async fn notify_expiry<S: Store>(
         let owed = Some(owed_to(OWED_REQUESTER));
         return app
             .notify_owed(&req, "tasks", kind, data, Some(orig), owed)
-            .await;
+            .await
+            .map_err(ApiError::from);
     }
     // §6.1: both parties get a message.v1 from agent://system/gateway/tasks explaining the expiry.
     let text = format!(
@@ -554,8 +534,8 @@ const ADMIN_ACTOR: &str = "user:";
 /// the admin's scope, the task's visibility and the reason's bound first (public for the tests,
 /// which stop the route here).
 #[doc(hidden)]
-pub async fn apply_admin_cancel<S: Store>(
-    app: &App<S>,
+pub async fn apply_admin_cancel(
+    app: &App,
     user: &UserRow,
     id: &str,
     reason: Option<&str>,
@@ -589,7 +569,7 @@ pub async fn apply_admin_cancel<S: Store>(
     Err(kept_changing(id))
 }
 
-async fn find_request<S: Store>(app: &App<S>, row: &TaskRow) -> ApiResult<Option<MessageRow>> {
+async fn find_request(app: &App, row: &TaskRow) -> ApiResult<Option<MessageRow>> {
     let Some(requester) = app.store.agent(&row.requester_id).await? else {
         return Ok(None);
     };
@@ -601,7 +581,7 @@ async fn find_request<S: Store>(app: &App<S>, row: &TaskRow) -> ApiResult<Option
 }
 
 /// A task as `GET /v1/tasks/{id}` answers it: state, parties, constraints, timeline.
-pub async fn task_json<S: Store>(app: &App<S>, row: &TaskRow) -> ApiResult<Value> {
+pub async fn task_json(app: &App, row: &TaskRow) -> ApiResult<Value> {
     let m = machine_of(row);
     let addr = |id: &str| {
         let id = id.to_owned();
@@ -656,7 +636,7 @@ pub async fn task_json<S: Store>(app: &App<S>, row: &TaskRow) -> ApiResult<Value
 
 /// Whether `who` may read a task: its parties, and admins whose scope covers the workspace of
 /// either party.
-async fn may_read<S: Store>(app: &App<S>, who: &Principal, row: &TaskRow) -> ApiResult<bool> {
+async fn may_read(app: &App, who: &Principal, row: &TaskRow) -> ApiResult<bool> {
     Ok(match who {
         Principal::Agent(a) => {
             a.tenant_id == row.tenant_id && (a.id == row.requester_id || a.id == row.recipient_id)
@@ -683,7 +663,7 @@ fn reader(who: &Principal) -> ApiResult<()> {
 /// The task `id` if `who` may read it (its parties, and admins whose scope covers a party), else
 /// exactly what an unknown id gets (AB-4012); a member or the operator is refused from its role
 /// (AB-1002).
-pub async fn readable<S: Store>(app: &App<S>, who: &Principal, id: &str) -> ApiResult<TaskRow> {
+pub async fn readable(app: &App, who: &Principal, id: &str) -> ApiResult<TaskRow> {
     reader(who)?;
     let unknown = || ApiError::new(Code::UnknownTask, "no such task");
     let row = app.store.task(id).await?.ok_or_else(unknown)?;
@@ -696,8 +676,8 @@ pub async fn readable<S: Store>(app: &App<S>, who: &Principal, id: &str) -> ApiR
 
 /// `GET /v1/tasks/{id}`: state, parties, constraints and the timeline, to the task's parties and
 /// the admins whose scope covers a party; anyone else gets what an unknown id gets.
-pub async fn get<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn get(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
@@ -727,11 +707,11 @@ fn cancel_reason(body: &[u8]) -> ApiResult<Option<String>> {
 
 /// `POST /v1/tasks/{id}/cancel` `{reason?}`: an admin whose scope covers a party cancels a task
 /// through the console (§5.7, §6.2): see [`cancel`].
-pub async fn admin_cancel<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn admin_cancel(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
-    crate::error::Body(body): crate::error::Body,
+    crate::extract::Body(body): crate::extract::Body,
 ) -> ApiResult<Json<Value>> {
     // The credential first, as every route decides (docs/security.md), then the body.
     let who = bearer(&app, &headers).await?;
@@ -748,8 +728,8 @@ pub async fn admin_cancel<S: Store>(
 /// `task.cancel` notice from `agent://system/gateway/tasks`; the transition follows the same rules
 /// as the requester's cancel. Returns the task as it is now and whether the cancel is waiting for
 /// the worker (or the grace timer) rather than done.
-pub async fn cancel<S: Store>(
-    app: &App<S>,
+pub async fn cancel(
+    app: &App,
     who: &Principal,
     id: &str,
     reason: Option<String>,
@@ -796,8 +776,8 @@ pub async fn cancel<S: Store>(
 /// Sends the `task.cancel` notices of an admin's cancel of `row` with `reason` to the parties
 /// `owed` names (bits), each stored with the clearing of its mark (none twice); a party deleted
 /// since is owed nothing.
-async fn send_cancel_notices<S: Store>(
-    app: &App<S>,
+async fn send_cancel_notices(
+    app: &App,
     row: &TaskRow,
     reason: Option<&str>,
     owed: u8,
@@ -852,11 +832,7 @@ pub fn task_cursor(t: &TaskRow) -> String {
 
 /// The tasks `who` may read that match `q`, newest first: an agent's own, an admin's those of
 /// the workspaces it administers (requested from one, or received by an agent of one).
-pub async fn visible<S: Store>(
-    app: &App<S>,
-    who: &Principal,
-    q: &ListQuery,
-) -> ApiResult<Vec<TaskRow>> {
+pub async fn visible(app: &App, who: &Principal, q: &ListQuery) -> ApiResult<Vec<TaskRow>> {
     reader(who)?;
     if let Some(s) = &q.state
         && s.parse::<TaskState>().is_err()
@@ -907,8 +883,8 @@ pub async fn visible<S: Store>(
 
 /// `GET /v1/tasks?state=&capability=&requester=&recipient=&before=&limit=`: an agent sees its own
 /// tasks, an admin those of the workspaces it administers; `next` continues the list.
-pub async fn list<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn list(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<Value>> {
@@ -926,8 +902,8 @@ pub async fn list<S: Store>(
 /// The messages of a task `who` may read (its request, lifecycle messages and notices), in
 /// `received_at` order, each with its delivered copy (`data` opened): the task's page draws its
 /// progress, usage and cost from them.
-pub async fn messages_of<S: Store>(
-    app: &App<S>,
+pub async fn messages_of(
+    app: &App,
     who: &Principal,
     id: &str,
 ) -> ApiResult<(TaskRow, Vec<(MessageRow, Value)>)> {

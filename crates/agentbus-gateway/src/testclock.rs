@@ -5,25 +5,16 @@
 //! It cannot be switched on by accident: only a flag turns it on; a data directory records at
 //! its first start whether it was made with it ([`MARKER`]), and the gateway refuses to start when
 //! the flag and the directory disagree; every move is logged as a warning; every response carries
-//! the `agentbus-test-clock` header; and its routes ([`crate::TEST_CLOCK_ROUTES`]) exist only then.
+//! the `agentbus-test-clock` header; and its routes ([`crate::TEST_CLOCK_ROUTES`], in `clockapi`) exist only then.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use axum::extract::State;
-use axum::http::HeaderMap;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
-use agentbus_protocol::Code;
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_runtime::{Clock, SystemClock};
-use agentbus_store::{Role, Store};
-
-use crate::app::{App, Principal};
-use crate::error::{ApiError, ApiResult};
-use crate::extract::Json;
 
 /// The file in a data directory that marks it as made for the test clock, and keeps its offset.
 pub const MARKER: &str = "unsafe-test-clock.json";
@@ -132,66 +123,4 @@ pub fn check(dir: &Path, flag: bool) -> Result<Option<Arc<TestClock>>, Mismatch>
             })))
         }
     }
-}
-
-/// Body of `POST /v1/test/clock`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Advance {
-    /// How far to move forward, as a duration (`90s`, `25h`, `31d`).
-    pub advance: String,
-}
-
-async fn admin<S: Store>(app: &App<S>, headers: &HeaderMap) -> ApiResult<Arc<TestClock>> {
-    match crate::auth::bearer(app, headers).await? {
-        // The clock is the whole gateway's, every tenant's: only its operator moves it.
-        Principal::User(u) if u.role == Role::Operator => {}
-        _ => {
-            return Err(ApiError::new(
-                Code::NotPermitted,
-                "the test clock is moved with the gateway operator's integration token",
-            ));
-        }
-    }
-    app.test_clock.clone().ok_or_else(ApiError::not_found)
-}
-
-fn now_json(clock: &TestClock) -> Value {
-    json!({"now": clock.now().to_string(), "offset_ms": clock.offset_ms()})
-}
-
-/// `GET /v1/test/clock` (operator): the test clock's time.
-pub async fn read<S: Store>(
-    State(app): State<Arc<App<S>>>,
-    headers: HeaderMap,
-) -> ApiResult<Json<Value>> {
-    let clock = admin(&app, &headers).await?;
-    Ok(Json(now_json(&clock)))
-}
-
-/// `POST /v1/test/clock` `{"advance": "25h"}` (operator): moves the clock forward, then runs one
-/// reaper pass, so every timer due by the new time has fired when this answers.
-pub async fn advance<S: Store>(
-    State(app): State<Arc<App<S>>>,
-    headers: HeaderMap,
-    crate::error::Body(body): crate::error::Body,
-) -> ApiResult<Json<Value>> {
-    let clock = admin(&app, &headers).await?;
-    // Parsed after the credential is checked, as every route decides (docs/security.md).
-    let body: Advance = crate::extract::parse_json(&body)?;
-    let by = crate::config::parse_duration(&crate::config::Raw::Text(body.advance.clone()))
-        .map_err(|b| {
-            ApiError::new(
-                Code::InvalidRequest,
-                format!("`advance`: {}; {}", b.cause, b.fix),
-            )
-        })?;
-    let now = clock
-        .advance(by.as_millis() as i64)
-        .map_err(|e| ApiError::new(Code::StorageUnavailable, format!("the clock's marker: {e}")))?;
-    tracing::warn!(advance = %body.advance, now = %now, "UNSAFE TEST CLOCK moved forward");
-    let report = app.reap().await?;
-    let mut out = now_json(&clock);
-    out["reaped"] = json!({"dead_lettered": report.dead.len(), "expired": report.expired.len()});
-    Ok(Json(out))
 }

@@ -21,10 +21,10 @@ use agentbus_protocol::Code;
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_store::*;
 
-use crate::app::{App, Principal};
-use crate::auth::bearer;
+use crate::access::bearer;
 use crate::error::{ApiError, ApiResult};
 use crate::roles::{self, AdminScope};
+use crate::state::{App, Principal};
 
 /// The usage figure of `field` in `obj`, if it reads as the usage schema (`reported_by` set).
 fn figure(obj: Option<&Value>) -> Option<UsageFigure> {
@@ -175,11 +175,7 @@ pub struct UsageQuery {
 /// The usage totals `who` may read, summed per agent, capability, day and source: an agent its
 /// own, a workspace admin its workspace's agents', a tenant admin its tenant's. Anyone else is
 /// refused from its role alone (AB-1002).
-pub async fn totals<S: Store>(
-    app: &App<S>,
-    who: &Principal,
-    q: &UsageQuery,
-) -> ApiResult<Vec<UsageTotal>> {
+pub async fn totals(app: &App, who: &Principal, q: &UsageQuery) -> ApiResult<Vec<UsageTotal>> {
     let (workspace_ids, own) = match who {
         Principal::Agent(a) => (Some(vec![a.workspace_id.clone()]), Some(a.id.clone())),
         Principal::User(_) => match roles::admin_scope(who) {
@@ -259,8 +255,8 @@ pub fn total_json(t: &UsageTotal, address: Option<&str>) -> Value {
 
 /// `GET /v1/usage?agent=&capability=&since=&until=`: usage and cost reported by messages (§5.5),
 /// per agent, capability, day and source, within the caller's scope.
-pub async fn list<S: Store>(
-    State(app): State<Arc<App<S>>>,
+pub async fn list(
+    State(app): State<Arc<App>>,
     headers: HeaderMap,
     Query(q): Query<UsageQuery>,
 ) -> ApiResult<Json<Value>> {

@@ -10,8 +10,8 @@ use serde_json::{Map, Value};
 use agentbus_protocol::signing::{PublicKey, envelope_sig, verify_envelope};
 use agentbus_store::*;
 
-use crate::app::App;
 use crate::error::ApiResult;
+use crate::state::App;
 
 /// How far one copy of a message got (§5.8's states as the gateway knows them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,8 +68,8 @@ const ACK: &str = "agentbus.ack.v1";
 /// The delivery states of every copy of each message in `messages` (in the same order), the
 /// one function the conversation view calls for them. "Answered" is read from `messages`
 /// themselves, so it shows only replies the viewer may read.
-pub async fn delivery_states<S: Store>(
-    app: &App<S>,
+pub async fn delivery_states(
+    app: &App,
     messages: &[MessageRow],
 ) -> ApiResult<Vec<Vec<RecipientState>>> {
     let seqs: Vec<i64> = messages.iter().map(|m| m.seq).collect();
@@ -140,11 +140,7 @@ pub enum Verification {
 
 /// Verifies `envelope` (a stored message's delivered copy, as [`crate::identity::envelope`]
 /// builds it) as sent by `m`'s sender.
-pub async fn verification<S: Store>(
-    app: &App<S>,
-    m: &MessageRow,
-    envelope: &Value,
-) -> ApiResult<Verification> {
+pub async fn verification(app: &App, m: &MessageRow, envelope: &Value) -> ApiResult<Verification> {
     let Some(env) = envelope.as_object() else {
         return Ok(Verification::Failed(
             "the stored envelope does not read".into(),

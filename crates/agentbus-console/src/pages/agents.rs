@@ -11,7 +11,7 @@ use agentbus_gateway::admin;
 use agentbus_gateway::error::ApiResult;
 use agentbus_gateway::identity::{self, card_json};
 use agentbus_gateway::roles::administers;
-use agentbus_store::{AgentRow, Store};
+use agentbus_store::AgentRow;
 
 use crate::render::{self, Chrome, page};
 use crate::session::Viewer;
@@ -80,7 +80,7 @@ fn strings(v: &Value) -> Vec<String> {
 }
 
 /// An agent's view from its card (`identity::card_json`, exactly what the API answers).
-pub(crate) async fn view<S: Store>(v: &Viewer<S>, a: &AgentRow) -> ApiResult<AgentView> {
+pub(crate) async fn view(v: &Viewer, a: &AgentRow) -> ApiResult<AgentView> {
     let app = &v.console.app;
     let card = card_json(app, a).await?;
     let now = app.now();
@@ -171,7 +171,7 @@ struct ListPage<'a> {
 }
 
 /// `GET /console/agents`: the directory as the viewer may see it.
-pub(crate) async fn list<S: Store>(v: Viewer<S>) -> Response {
+pub(crate) async fn list(v: Viewer) -> Response {
     let r = async {
         let mut agents = Vec::new();
         for a in identity::directory(&v.console.app, &v.who).await? {
@@ -194,7 +194,7 @@ struct OnePage<'a> {
 }
 
 /// `GET /console/agents/{id}`: the card, keys, presence and depth of an agent the viewer may see.
-pub(crate) async fn one<S: Store>(v: Viewer<S>, Path(id): Path<String>) -> Response {
+pub(crate) async fn one(v: Viewer, Path(id): Path<String>) -> Response {
     let r = async {
         let a = identity::visible_agent(&v.console.app, &v.who, &id).await?;
         page(&OnePage {
@@ -206,13 +206,7 @@ pub(crate) async fn one<S: Store>(v: Viewer<S>, Path(id): Path<String>) -> Respo
     v.respond(r)
 }
 
-async fn set<S: Store>(
-    v: Viewer<S>,
-    headers: HeaderMap,
-    id: String,
-    body: &[u8],
-    suspend: bool,
-) -> Response {
+async fn set(v: Viewer, headers: HeaderMap, id: String, body: &[u8], suspend: bool) -> Response {
     super::change(&v, &headers, body, |_| async {
         let a = admin::set_agent_suspended(&v.console.app, &v.who, &id, suspend).await?;
         super::back(&format!("/console/agents/{}", a.id))
@@ -221,8 +215,8 @@ async fn set<S: Store>(
 }
 
 /// `POST /console/agents/{id}/suspend` `csrf`: `POST /v1/agents/{id}/suspend`'s function.
-pub(crate) async fn suspend<S: Store>(
-    v: Viewer<S>,
+pub(crate) async fn suspend(
+    v: Viewer,
     headers: HeaderMap,
     Path(id): Path<String>,
     RawForm(body): RawForm,
@@ -231,8 +225,8 @@ pub(crate) async fn suspend<S: Store>(
 }
 
 /// `POST /console/agents/{id}/resume` `csrf`: `POST /v1/agents/{id}/resume`'s function.
-pub(crate) async fn resume<S: Store>(
-    v: Viewer<S>,
+pub(crate) async fn resume(
+    v: Viewer,
     headers: HeaderMap,
     Path(id): Path<String>,
     RawForm(body): RawForm,

@@ -13,7 +13,7 @@ use agentbus_gateway::identity;
 use agentbus_gateway::views::{self, CopyProgress, RecipientState, Verification};
 use agentbus_protocol::envelope::Envelope;
 use agentbus_protocol::frame;
-use agentbus_store::{MessageRow, Store};
+use agentbus_store::MessageRow;
 
 use crate::render::{self, Chrome, page, peer};
 use crate::session::Viewer;
@@ -65,7 +65,7 @@ fn attr(attrs: &Map<String, Value>, k: &str) -> String {
 }
 
 /// `GET /console/conversations?before=`: `GET /v1/conversations` as the viewer reads it.
-pub(crate) async fn list<S: Store>(v: Viewer<S>, Query(q): Query<ListQuery>) -> Response {
+pub(crate) async fn list(v: Viewer, Query(q): Query<ListQuery>) -> Response {
     let r = async {
         let list =
             identity::conversation_list(&v.console.app, &v.who, q.before.as_deref(), PAGE).await?;
@@ -229,17 +229,14 @@ pub(crate) struct ThreadQuery {
     page: Option<usize>,
 }
 
-async fn recipient_address<S: Store>(v: &Viewer<S>, id: &str) -> ApiResult<String> {
+async fn recipient_address(v: &Viewer, id: &str) -> ApiResult<String> {
     Ok(match v.console.app.agent_row(id).await? {
         Some(a) => peer(&v.console.app.address_of(&a).await?),
         None => id.to_owned(),
     })
 }
 
-async fn recipients<S: Store>(
-    v: &Viewer<S>,
-    states: Vec<RecipientState>,
-) -> ApiResult<Vec<RecipientView>> {
+async fn recipients(v: &Viewer, states: Vec<RecipientState>) -> ApiResult<Vec<RecipientView>> {
     let mut out = Vec::with_capacity(states.len());
     for s in states {
         out.push(RecipientView {
@@ -255,8 +252,8 @@ async fn recipients<S: Store>(
 }
 
 /// A message as the thread shows it.
-async fn message_view<S: Store>(
-    v: &Viewer<S>,
+async fn message_view(
+    v: &Viewer,
     m: &MessageRow,
     states: Vec<RecipientState>,
 ) -> ApiResult<MessageView> {
@@ -284,8 +281,8 @@ async fn message_view<S: Store>(
 
 /// `GET /console/conversations/{id}?page=`: the thread, as `GET /v1/conversations/{id}` reads it
 /// for the viewer, with each message's verification and delivery states.
-pub(crate) async fn thread<S: Store>(
-    v: Viewer<S>,
+pub(crate) async fn thread(
+    v: Viewer,
     Path(id): Path<String>,
     Query(q): Query<ThreadQuery>,
 ) -> Response {
@@ -317,7 +314,7 @@ pub(crate) async fn thread<S: Store>(
 
 /// `GET /console/attachments/{id}`: a blob the viewer's scope covers, always as a download
 /// (`Content-Disposition: attachment`, `nosniff`), the same answer the API gives its parties.
-pub(crate) async fn attachment<S: Store>(v: Viewer<S>, Path(id): Path<String>) -> Response {
+pub(crate) async fn attachment(v: Viewer, Path(id): Path<String>) -> Response {
     let r = async {
         let (b, bytes) = blobs::content_for(&v.console.app, &v.who, &id).await?;
         Ok(blobs::attachment(&b, bytes))

@@ -19,19 +19,18 @@ use axum::response::{IntoResponse, Redirect, Response};
 
 use agentbus_gateway::error::{ApiError, ApiResult};
 use agentbus_protocol::Code;
-use agentbus_store::Store;
 
 use crate::Console;
 use crate::render::{self, Fields};
 use crate::session::Viewer;
 
 /// `GET /console`: the overview, or the sign-in form without a session.
-pub(crate) async fn home<S: Store>(_v: Viewer<S>) -> Response {
+pub(crate) async fn home(_v: Viewer) -> Response {
     Redirect::to("/console/overview").into_response()
 }
 
 /// Any other path under `/console`: the not-found page, the same whether signed in or not.
-pub(crate) async fn not_found<S: Store>(_: State<Arc<Console<S>>>) -> Response {
+pub(crate) async fn not_found(_: State<Arc<Console>>) -> Response {
     missing()
 }
 
@@ -52,8 +51,8 @@ pub(crate) async fn wrong_method() -> Response {
 
 /// Runs a change submitted from a form: refuses it without the session's CSRF token (nothing
 /// else is looked at then), and otherwise answers with `change`'s page.
-pub(crate) async fn change<S: Store, F>(
-    v: &Viewer<S>,
+pub(crate) async fn change<F>(
+    v: &Viewer,
     headers: &HeaderMap,
     body: &[u8],
     change: impl FnOnce(Fields) -> F,

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use askama::Template;
 use axum::response::Response;
 
-use agentbus_gateway::app::Principal;
+use agentbus_gateway::Principal;
 use agentbus_gateway::error::ApiResult;
 use agentbus_gateway::metrics::{self, Counters};
 use agentbus_gateway::{admin, identity, roles};
@@ -20,7 +20,7 @@ use crate::session::Viewer;
 
 /// The workspaces whose counters the viewer may see: `None` for the gateway's own totals (the
 /// operator), no set at all for a member (who administers nothing).
-pub(crate) async fn scope<S: Store>(v: &Viewer<S>) -> ApiResult<Option<Scope>> {
+pub(crate) async fn scope(v: &Viewer) -> ApiResult<Option<Scope>> {
     Ok(match v.user.role {
         Role::Operator => Some(Scope::Gateway),
         Role::TenantAdmin | Role::Admin => {
@@ -125,7 +125,7 @@ struct Figures {
 }
 
 /// The live part of the overview, for the page and for each update its stream pushes.
-pub(crate) async fn live_part<S: Store>(v: &Viewer<S>, samples: &[Sample]) -> ApiResult<String> {
+pub(crate) async fn live_part(v: &Viewer, samples: &[Sample]) -> ApiResult<String> {
     let app = &v.console.app;
     let interval_s = v.console.config.live_interval.as_secs_f64().max(0.001);
     let counters = match samples.last() {
@@ -227,7 +227,7 @@ struct OverviewPage<'a> {
 }
 
 /// `GET /console/overview`.
-pub(crate) async fn page_of<S: Store>(v: Viewer<S>) -> Response {
+pub(crate) async fn page_of(v: Viewer) -> Response {
     let r = async {
         let samples = match scope(&v).await? {
             Some(s) => v.console.history.snapshot(&s),

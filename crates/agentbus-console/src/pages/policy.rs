@@ -9,7 +9,7 @@ use axum::response::Response;
 
 use agentbus_gateway::admin;
 use agentbus_gateway::error::{ApiError, ApiResult};
-use agentbus_store::{Store, WorkspaceRow};
+use agentbus_store::WorkspaceRow;
 
 use crate::render::{self, Chrome, page_with, peer};
 use crate::session::Viewer;
@@ -35,15 +35,15 @@ pub(crate) struct PolicyQuery {
 }
 
 /// The workspaces whose policy the viewer administers.
-async fn administered<S: Store>(v: &Viewer<S>) -> ApiResult<Vec<WorkspaceRow>> {
+async fn administered(v: &Viewer) -> ApiResult<Vec<WorkspaceRow>> {
     agentbus_gateway::roles::admin(v.who.clone())?;
     let mut list = admin::workspaces_for(&v.console.app, &v.who).await?;
     list.retain(|w| agentbus_gateway::roles::administers(&v.who, &w.tenant_id, &w.id));
     Ok(list)
 }
 
-async fn render_page<S: Store>(
-    v: &Viewer<S>,
+async fn render_page(
+    v: &Viewer,
     id: &str,
     document: Option<String>,
     error: Option<&ApiError>,
@@ -78,7 +78,7 @@ async fn render_page<S: Store>(
 
 /// `GET /console/policy?workspace=ws_…`: the policy of a workspace the viewer administers (its
 /// own by default).
-pub(crate) async fn view<S: Store>(v: Viewer<S>, Query(q): Query<PolicyQuery>) -> Response {
+pub(crate) async fn view(v: Viewer, Query(q): Query<PolicyQuery>) -> Response {
     let r = async {
         let id = match q.workspace {
             Some(id) => id,
@@ -98,8 +98,8 @@ pub(crate) async fn view<S: Store>(v: Viewer<S>, Query(q): Query<PolicyQuery>) -
 
 /// `POST /console/policy/{id}` `csrf`, `document`: `PUT /v1/workspaces/{id}/policy`'s function.
 /// A refused document is shown again, as typed, with every violation listed.
-pub(crate) async fn save<S: Store>(
-    v: Viewer<S>,
+pub(crate) async fn save(
+    v: Viewer,
     headers: HeaderMap,
     Path(id): Path<String>,
     RawForm(body): RawForm,

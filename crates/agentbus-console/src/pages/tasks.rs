@@ -27,7 +27,7 @@ use crate::session::Viewer;
 /// Tasks per page of the list.
 const PAGE: u32 = 50;
 
-async fn address<S: Store>(v: &Viewer<S>, agent_id: &str) -> ApiResult<String> {
+async fn address(v: &Viewer, agent_id: &str) -> ApiResult<String> {
     Ok(match v.console.app.agent_row(agent_id).await? {
         Some(a) => peer(&v.console.app.address_of(&a).await?),
         None => agent_id.to_owned(),
@@ -73,7 +73,7 @@ fn filled(s: &Option<String>) -> Option<String> {
 
 /// `GET /console/tasks?state=&capability=&requester=&recipient=&before=`: `GET /v1/tasks` as the
 /// viewer reads it.
-pub(crate) async fn list<S: Store>(v: Viewer<S>, Query(q): Query<ListQuery>) -> Response {
+pub(crate) async fn list(v: Viewer, Query(q): Query<ListQuery>) -> Response {
     let r = async {
         let q = ListQuery {
             state: filled(&q.state),
@@ -228,8 +228,8 @@ fn actor<'a>(a: &'a str, names: &'a BTreeMap<String, String>) -> String {
 /// The live part of a task's page (state, progress, deadlines, timeline, usage), rendered for
 /// the page and for every update its stream pushes: one function serves both. `row` and
 /// `messages` are what `tasks::messages_of` gave the viewer.
-pub(crate) async fn live_part<S: Store>(
-    v: &Viewer<S>,
+pub(crate) async fn live_part(
+    v: &Viewer,
     row: &TaskRow,
     messages: &[(MessageRow, Value)],
 ) -> ApiResult<String> {
@@ -392,7 +392,7 @@ struct OnePage<'a> {
 
 /// `GET /console/tasks/{id}`: `GET /v1/tasks/{id}` as the viewer reads it, with the timeline drawn,
 /// and the cancel form for an admin while the task is open.
-pub(crate) async fn one<S: Store>(v: Viewer<S>, Path(id): Path<String>) -> Response {
+pub(crate) async fn one(v: Viewer, Path(id): Path<String>) -> Response {
     let r = async {
         let app = &v.console.app;
         let (row, messages) = tasks::messages_of(app, &v.who, &id).await?;
@@ -445,8 +445,8 @@ pub(crate) async fn one<S: Store>(v: Viewer<S>, Path(id): Path<String>) -> Respo
 
 /// `POST /console/tasks/{id}/cancel` `csrf`, `reason?`: the admin cancel of §6.2, through
 /// `agentbus_gateway::tasks::cancel` (the function `POST /v1/tasks/{id}/cancel` calls).
-pub(crate) async fn cancel<S: Store>(
-    v: Viewer<S>,
+pub(crate) async fn cancel(
+    v: Viewer,
     headers: HeaderMap,
     Path(id): Path<String>,
     RawForm(body): RawForm,

@@ -7,7 +7,6 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 
 use agentbus_gateway::admin;
-use agentbus_store::Store;
 
 use crate::render::{self, Chrome, page};
 use crate::session::Viewer;
@@ -27,7 +26,7 @@ struct TenantsPage<'a> {
 }
 
 /// `GET /console/tenants`: every tenant (the operator's view; AB-1002 for anyone else).
-pub(crate) async fn list<S: Store>(v: Viewer<S>) -> Response {
+pub(crate) async fn list(v: Viewer) -> Response {
     let r = async {
         let tenants = admin::tenants_for(&v.console.app, &v.who)
             .await?
@@ -48,13 +47,7 @@ pub(crate) async fn list<S: Store>(v: Viewer<S>) -> Response {
     v.respond(r)
 }
 
-async fn set<S: Store>(
-    v: Viewer<S>,
-    headers: HeaderMap,
-    id: String,
-    body: &[u8],
-    suspend: bool,
-) -> Response {
+async fn set(v: Viewer, headers: HeaderMap, id: String, body: &[u8], suspend: bool) -> Response {
     super::change(&v, &headers, body, |_| async {
         admin::set_tenant_suspended(&v.console.app, &v.who, &id, suspend).await?;
         super::back("/console/tenants")
@@ -63,8 +56,8 @@ async fn set<S: Store>(
 }
 
 /// `POST /console/tenants/{id}/suspend` `csrf`.
-pub(crate) async fn suspend<S: Store>(
-    v: Viewer<S>,
+pub(crate) async fn suspend(
+    v: Viewer,
     headers: HeaderMap,
     Path(id): Path<String>,
     RawForm(body): RawForm,
@@ -73,8 +66,8 @@ pub(crate) async fn suspend<S: Store>(
 }
 
 /// `POST /console/tenants/{id}/resume` `csrf`.
-pub(crate) async fn resume<S: Store>(
-    v: Viewer<S>,
+pub(crate) async fn resume(
+    v: Viewer,
     headers: HeaderMap,
     Path(id): Path<String>,
     RawForm(body): RawForm,

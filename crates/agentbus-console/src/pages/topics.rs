@@ -4,7 +4,6 @@ use askama::Template;
 use axum::response::Response;
 
 use agentbus_gateway::identity;
-use agentbus_store::Store;
 
 use crate::render::{self, Chrome, page, peer};
 use crate::session::Viewer;
@@ -24,7 +23,7 @@ struct TopicsPage<'a> {
 }
 
 /// `GET /console/topics`: the topics of every workspace the viewer administers.
-pub(crate) async fn list<S: Store>(v: Viewer<S>) -> Response {
+pub(crate) async fn list(v: Viewer) -> Response {
     let r = async {
         let app = &v.console.app;
         let tenant = app

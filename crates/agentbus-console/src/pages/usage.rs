@@ -9,7 +9,7 @@ use axum::extract::Query;
 use axum::response::Response;
 
 use agentbus_gateway::usage::{self, UsageQuery};
-use agentbus_store::{Store, Tokens, UsageTotal};
+use agentbus_store::{Tokens, UsageTotal};
 
 use crate::render::{Chrome, count, page, peer};
 use crate::session::Viewer;
@@ -73,7 +73,7 @@ fn roll_up(rows: &[UsageTotal], key: impl Fn(&UsageTotal) -> UsageTotal) -> Vec<
 
 /// `GET /console/usage?since=&until=&capability=`: the viewer's usage totals (the last 30 days
 /// unless told).
-pub(crate) async fn page_of<S: Store>(v: Viewer<S>, Query(q): Query<UsageQuery>) -> Response {
+pub(crate) async fn page_of(v: Viewer, Query(q): Query<UsageQuery>) -> Response {
     let r = async {
         let app = &v.console.app;
         let blank = |s: Option<String>| s.filter(|x| !x.trim().is_empty());

@@ -186,7 +186,7 @@ pub trait TenantId {
     async fn store_tenant_id(&self, slug: &str) -> String;
 }
 
-impl TenantId for std::sync::Arc<agentbus_gateway::App<agentbus_store::AnyStore>> {
+impl TenantId for std::sync::Arc<agentbus_gateway::App> {
     async fn store_tenant_id(&self, slug: &str) -> String {
         use agentbus_store::Store as _;
         self.store.tenant_by_slug(slug).await.unwrap().unwrap().id

@@ -284,7 +284,7 @@ async fn a_revoked_token_signs_its_sessions_out() {
     assert_eq!(w.get(Some(&s), "/console/agents").await.status, 200);
     let (dir, clock, tmp) = w.stop().await;
     // Offline, the token's row goes, as `agentbus gateway admin-token` replaces a token.
-    let hash = agentbus_gateway::app::token_hash(&member);
+    let hash = agentbus_gateway::auth::token_hash(&member);
     let db = rusqlite::Connection::open(dir.join("agentbus.db")).unwrap();
     assert_eq!(
         db.execute("DELETE FROM tokens WHERE hash = ?1", [hash.to_vec()])

@@ -15,7 +15,6 @@ use agentbus_protocol::ids::{Id, IdKind};
 use agentbus_protocol::signing::{SigningKey, sign_envelope};
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_runtime::{Clock as _, ManualClock, mint};
-use agentbus_store::AnyStore;
 
 pub const T0: i64 = 1_795_000_000_000;
 
@@ -27,7 +26,7 @@ pub struct World {
     /// The gateway operator's token.
     pub operator: String,
     pub clock: ManualClock,
-    pub app: Arc<App<AnyStore>>,
+    pub app: Arc<App>,
     pub http: reqwest::Client,
     pub dir: std::path::PathBuf,
     tmp: Option<tempfile::TempDir>,

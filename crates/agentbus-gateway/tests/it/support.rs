@@ -10,7 +10,6 @@ use agentbus_protocol::ids::{Id, IdKind};
 use agentbus_protocol::signing::{SigningKey, sign_envelope};
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_runtime::{ManualClock, mint};
-use agentbus_store::AnyStore;
 
 /// A running gateway.
 pub struct Harness {
@@ -20,7 +19,7 @@ pub struct Harness {
     /// The gateway operator's token.
     pub operator: String,
     pub clock: ManualClock,
-    pub app: Arc<agentbus_gateway::App<AnyStore>>,
+    pub app: Arc<agentbus_gateway::App>,
     pub http: reqwest::Client,
     pub dir: std::path::PathBuf,
     _tmp: Option<tempfile::TempDir>,

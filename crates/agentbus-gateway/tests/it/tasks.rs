@@ -682,11 +682,11 @@ async fn admin_user(h: &Harness) -> agentbus_store::UserRow {
     let mut headers = axum::http::HeaderMap::new();
     let bearer = format!("Bearer {}", h.admin).parse().unwrap();
     headers.insert("authorization", bearer);
-    match agentbus_gateway::auth::bearer(&h.app, &headers)
+    match agentbus_gateway::access::bearer(&h.app, &headers)
         .await
         .unwrap()
     {
-        agentbus_gateway::app::Principal::User(admin) => admin,
+        agentbus_gateway::Principal::User(admin) => admin,
         _ => panic!("the admin token is a user's"),
     }
 }
