@@ -42,7 +42,21 @@ pub struct CreatedTenant {
     /// Its first workspace.
     pub workspace: WorkspaceRef,
     /// Its tenant admin.
-    pub admin: CreatedUser,
+    pub admin: TenantAdmin,
+}
+
+/// A new tenant's admin, with its token (shown once).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TenantAdmin {
+    /// Its `usr_` id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// `tenant_admin`.
+    pub role: String,
+    /// Its bearer token (`abu_…`).
+    pub token: String,
 }
 
 /// `GET /v1/tenants`.
@@ -96,7 +110,7 @@ pub struct NewUser {
     pub workspace: Option<String>,
 }
 
-/// A user just created, with its token (shown once): `POST /v1/users`, a new tenant's admin.
+/// `POST /v1/users`: the user just created, with its token (shown once).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CreatedUser {
@@ -106,9 +120,8 @@ pub struct CreatedUser {
     pub name: String,
     /// Its role.
     pub role: String,
-    /// Its workspace's slug (`POST /v1/users` only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<String>,
+    /// Its workspace's slug.
+    pub workspace: String,
     /// Its bearer token (`abu_…`).
     pub token: String,
 }

@@ -62,15 +62,32 @@ pub struct BlobDownload {
     #[serde(flatten)]
     pub blob: Blob,
     /// The download target.
-    pub download: Transfer,
+    pub download: Download,
 }
 
-/// Where content goes or comes from: the gateway's own route, or a pre-signed URL of the object
-/// store with the headers it binds, its expiry, the sealing of the content and how to finish.
+/// Where content is read: the gateway's own route, or a pre-signed URL of the object store with
+/// its expiry and the sealing of the content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Download {
+    /// `GET`.
+    pub method: String,
+    /// A path of the gateway (`/v1/…`) or a pre-signed URL.
+    pub url: String,
+    /// When a pre-signed URL stops working.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    /// How the content is sealed at rest, for a pre-signed download.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealing: Option<Sealing>,
+}
+
+/// Where content goes: the gateway's own route, or a pre-signed URL of the object store with the
+/// headers it binds, its expiry, the sealing of the content and how to finish.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Transfer {
-    /// `PUT` or `GET`.
+    /// `PUT`.
     pub method: String,
     /// A path of the gateway (`/v1/…`) or a pre-signed URL.
     pub url: String,

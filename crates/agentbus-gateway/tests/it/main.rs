@@ -16,6 +16,7 @@ mod delivery;
 mod identity;
 mod isolation;
 mod meta;
+mod openapi;
 #[path = "../../../agentbus-store/tests/it/pg.rs"]
 mod pg;
 mod policy;
