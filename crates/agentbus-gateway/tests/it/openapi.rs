@@ -262,9 +262,10 @@ fn shape(schema: &Value, root: &Value) -> Shape {
             own = Shape::Null;
         } else if real == [&"array"] {
             own = Shape::Array(Box::new(Shape::Open));
-        } else if !real.is_empty() && real.iter().all(|t| !matches!(**t, "object" | "array")) {
-            own = Shape::Leaf;
-        } else if obj.contains_key("enum") || obj.contains_key("const") {
+        } else if (!real.is_empty() && real.iter().all(|t| !matches!(**t, "object" | "array")))
+            || obj.contains_key("enum")
+            || obj.contains_key("const")
+        {
             own = Shape::Leaf;
         }
     }
