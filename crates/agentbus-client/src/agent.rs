@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
+use agentbus_api as api;
+
 use agentbus_local::Store;
 use agentbus_protocol::frame::Transport;
 use agentbus_protocol::schema::KnownType;
@@ -67,7 +69,7 @@ impl Sent {
 
     /// The receipt with what was sent where: `to`, `type`, `conversation_id`, `replay`.
     pub fn summary(&self) -> Value {
-        let mut r = self.receipt.body.clone();
+        let mut r = serde_json::to_value(&self.receipt.body).unwrap_or(Value::Null);
         for k in ["to", "type", "conversation_id"] {
             r[k] = self.envelope.get(k).cloned().unwrap_or(Value::Null);
         }
@@ -381,7 +383,7 @@ pub enum TaskNews<'a> {
     /// A lifecycle message of the task arrived (accept, progress, needs-input, …).
     Message(&'a Received),
     /// The task's record, as the gateway has it now.
-    Record(&'a Value),
+    Record(&'a api::TaskView),
 }
 
 /// A task action that was sent.
@@ -395,23 +397,36 @@ pub struct Acted {
     pub verb: String,
 }
 
+/// One of this agent's tasks as `tasks` lists it: the record, the agent's `role` in it and the
+/// `verbs` that apply now ([`verbs_now`]).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MyTask {
+    /// The task record.
+    #[serde(flatten)]
+    pub task: api::TaskView,
+    /// `requester` or `worker`.
+    pub role: &'static str,
+    /// The verbs that apply now.
+    pub verbs: &'static [&'static str],
+}
+
 /// The timeline `trace` shows.
 #[derive(Debug, Clone)]
 pub enum Trace {
     /// A task's record and its conversation (`Null` when it has none).
     Task {
         /// The task record.
-        task: Value,
-        /// Its conversation.
-        conversation: Value,
+        task: api::TaskView,
+        /// Its conversation (`None` when it has none).
+        conversation: Option<api::Conversation>,
     },
     /// A conversation; for a message sent here, how far it got with each recipient (§5.8
     /// receipts); for one received here, its stored record.
     Conversation {
         /// The conversation.
-        conversation: Value,
+        conversation: api::Conversation,
         /// `GET /v1/messages/{id}/delivery` of a message this agent sent.
-        delivery: Option<Value>,
+        delivery: Option<api::DeliveryStates>,
         /// The record of a message this agent received.
         received: Option<Box<Received>>,
     },
@@ -541,7 +556,7 @@ impl Agent {
         &self,
         files: &[PathBuf],
         progress: &dyn TransferProgress,
-    ) -> Result<Vec<Value>> {
+    ) -> Result<Vec<api::Attachment>> {
         let mut out = Vec::new();
         for (i, f) in files.iter().enumerate() {
             let bytes = std::fs::read(f).map_err(|e| ClientError::Attachment {
@@ -660,8 +675,11 @@ impl Agent {
         draft.expires_at = Some(SystemClock.now().plus_ms(expires_in.as_millis() as i64));
         draft.budget = d.budget.as_ref().map(Budget::to_json);
         let sent = self.publish(draft).await?;
-        let field = |k: &str| sent.receipt.body[k].as_str().unwrap_or_default().to_owned();
-        let (task_id, request_id) = (field("task_id"), field("id"));
+        let receipt = &sent.receipt.body;
+        let (task_id, request_id) = (
+            receipt.task_id.clone().unwrap_or_default(),
+            receipt.id.clone(),
+        );
         Ok(Delegated {
             sent,
             task_id,
@@ -678,7 +696,7 @@ impl Agent {
         state: Option<&str>,
         limit: u32,
         before: Option<&str>,
-    ) -> Result<(Vec<Value>, Option<String>)> {
+    ) -> Result<(Vec<MyTask>, Option<String>)> {
         let me = self.profile.agent_id.clone();
         let mut q = vec![("limit", limit.to_string())];
         match side {
@@ -692,27 +710,33 @@ impl Agent {
         if let Some(b) = before {
             q.push(("before", b.to_owned()));
         }
-        let (mut tasks, next) = self.gw.tasks_page(&q).await?;
-        for t in &mut tasks {
-            let role = if t["requester"]["id"] == json!(me) {
-                Side::Requester
-            } else {
-                Side::Worker
-            };
-            let state = t["state"].as_str().unwrap_or_default().to_owned();
-            t["role"] = json!(if role == Side::Requester {
-                "requester"
-            } else {
-                "worker"
-            });
-            t["verbs"] = json!(verbs_now(&state, role));
-        }
-        Ok((tasks, next))
+        let page = self.gw.tasks_page(&q).await?;
+        let tasks = page
+            .tasks
+            .into_iter()
+            .map(|task| {
+                let role = if task.requester.id == me {
+                    Side::Requester
+                } else {
+                    Side::Worker
+                };
+                MyTask {
+                    verbs: verbs_now(&task.state, role),
+                    role: if role == Side::Requester {
+                        "requester"
+                    } else {
+                        "worker"
+                    },
+                    task,
+                }
+            })
+            .collect();
+        Ok((tasks, page.next))
     }
 
     /// A task of this agent by its `tsk_` id, its request's `msg_` id, or the `msg_` id of a
     /// message of it received here (a question, a progress report).
-    pub async fn find_task(&self, id: &str) -> Result<Value> {
+    pub async fn find_task(&self, id: &str) -> Result<api::TaskView> {
         if id.starts_with("tsk_") {
             return self.gw.task(id).await;
         }
@@ -727,7 +751,7 @@ impl Agent {
             .tasks()
             .await?
             .into_iter()
-            .find(|t| t["request_id"] == json!(id))
+            .find(|t| t.request_id == id)
             .ok_or_else(|| ClientError::UnknownTask {
                 id: id.to_owned(),
                 agent: self.profile.address.clone(),
@@ -758,14 +782,13 @@ impl Agent {
         extra: Extra,
     ) -> Result<Acted> {
         let task = self.find_task(task_ref).await?;
-        let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-        let (task_id, request_id) = (s(&task["id"]), s(&task["request_id"]));
+        let (task_id, request_id) = (task.id.clone(), task.request_id.clone());
         let party = if action.from_requester() {
-            "recipient"
+            &task.recipient
         } else {
-            "requester"
+            &task.requester
         };
-        let to = s(&task[party]["address"]);
+        let to = party.address.clone().unwrap_or_default();
         let kind = action.kind();
         let mut data = action.data();
         if kind == KnownType::Message {
@@ -792,7 +815,7 @@ impl Agent {
             data["attachments"] = json!(self.upload(attach, progress).await?);
         }
         let mut draft = Draft::new(kind, &to, data);
-        draft.conversation_id = task["conversation_id"].as_str().map(str::to_owned);
+        draft.conversation_id = Some(task.conversation_id.clone());
         draft.correlation_id = Some(request_id.clone());
         draft.usage = extra.usage;
         if let Some(req) = self.inbox().get(&request_id)? {
@@ -817,9 +840,9 @@ impl Agent {
         let id = id.trim();
         if id.starts_with("tsk_") {
             let task = self.gw.task(id).await?;
-            let conversation = match task["conversation_id"].as_str() {
-                Some(c) if !c.is_empty() => self.gw.conversation(c).await?,
-                _ => Value::Null,
+            let conversation = match task.conversation_id.as_str() {
+                "" => None,
+                c => Some(self.gw.conversation(c).await?),
             };
             return Ok(Trace::Task { task, conversation });
         }
@@ -869,7 +892,7 @@ impl Agent {
         local: &Store,
         id: &str,
         timeout: Duration,
-        watch: &mut (dyn FnMut(Value) + Send),
+        watch: &mut (dyn FnMut(api::DeliveryStates) + Send),
     ) -> Result<Option<Received>> {
         let mut seen = HashSet::new();
         let mut wait = Wait::new(self, local, timeout);
@@ -898,7 +921,7 @@ impl Agent {
     async fn look_at_delivery(
         &self,
         id: &str,
-        watch: &mut (dyn FnMut(Value) + Send),
+        watch: &mut (dyn FnMut(api::DeliveryStates) + Send),
     ) -> Option<Instant> {
         let d = self.gw.delivery(id).await.ok()?;
         watch(d);
@@ -917,7 +940,7 @@ impl Agent {
         request_id: &str,
         timeout: Duration,
         watch: &mut (dyn FnMut(TaskNews<'_>) + Send),
-    ) -> Result<Option<(Value, Option<Received>)>> {
+    ) -> Result<Option<(api::TaskView, Option<Received>)>> {
         let mut last_check = Instant::now() - Duration::from_secs(2);
         let mut seen = HashSet::new();
         let mut wait = Wait::new(self, local, timeout);
@@ -936,8 +959,7 @@ impl Agent {
                 last_check = Instant::now();
                 let task = self.gw.task(task_id).await?;
                 watch(TaskNews::Record(&task));
-                let state = task["state"].as_str().unwrap_or_default();
-                if TERMINAL.contains(&state) {
+                if TERMINAL.contains(&task.state.as_str()) {
                     return Ok(Some((task, result)));
                 }
             }
@@ -1113,9 +1135,9 @@ pub fn verbs_now(state: &str, side: Side) -> &'static [&'static str] {
 /// the tool names them ([`verbs_now`], as `agentbus tasks --json` lists them).
 pub fn acted_json(acted: &Acted, side: Side) -> Value {
     let receipt = &acted.sent.receipt.body;
-    let state = receipt["task_state"].as_str().unwrap_or_default();
-    let late = receipt["late"] == json!(true);
-    let ignored = receipt["ignored"] == json!(true);
+    let state = receipt.task_state.as_deref().unwrap_or_default();
+    let late = receipt.late == Some(true);
+    let ignored = receipt.ignored == Some(true);
     let verbs: Vec<String> = verbs_now(state, side)
         .iter()
         .map(|v| v.replace('-', "_"))
@@ -1124,7 +1146,7 @@ pub fn acted_json(acted: &Acted, side: Side) -> Value {
         "sent": acted.sent.summary(),
         "task_id": acted.task_id,
         "verb": acted.verb,
-        "task_state": receipt["task_state"],
+        "task_state": receipt.task_state,
         "late": late,
         "ignored": ignored,
         "verbs": verbs,
@@ -1263,14 +1285,25 @@ mod tests {
             sent: Sent {
                 envelope: Map::new(),
                 receipt: crate::http::Receipt {
-                    body: receipt,
+                    body: serde_json::from_value(receipt).unwrap(),
                     replay: false,
                 },
             },
             task_id: "tsk_1".into(),
             verb: "task.progress".into(),
         };
-        let doc = acted_json(&acted(json!({"task_state": "in_progress"})), Side::Worker);
+        let receipt = |more: Value| {
+            let mut r =
+                json!({"receipt": "rcp_1", "id": "msg_1", "state": "persisted", "trace_id": "t"});
+            for (k, v) in more.as_object().unwrap() {
+                r[k] = v.clone();
+            }
+            r
+        };
+        let doc = acted_json(
+            &acted(receipt(json!({"task_state": "in_progress"}))),
+            Side::Worker,
+        );
         assert_eq!(doc["task_state"], "in_progress");
         assert_eq!(doc["late"], false);
         assert_eq!(
@@ -1279,7 +1312,7 @@ mod tests {
         );
         assert!(doc.get("changed_nothing").is_none(), "{doc}");
         let doc = acted_json(
-            &acted(json!({"task_state": "succeeded", "late": true})),
+            &acted(receipt(json!({"task_state": "succeeded", "late": true}))),
             Side::Worker,
         );
         assert_eq!(doc["late"], true);
@@ -1289,7 +1322,9 @@ mod tests {
             "task.progress was recorded but changed nothing: the task is succeeded"
         );
         let doc = acted_json(
-            &acted(json!({"task_state": "input_required", "ignored": true})),
+            &acted(receipt(
+                json!({"task_state": "input_required", "ignored": true}),
+            )),
             Side::Requester,
         );
         assert_eq!(doc["ignored"], true);

@@ -1,10 +1,11 @@
 //! Building the envelopes the CLI sends: every §2.1 attribute a sender sets, then the signature.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use agentbus_protocol::ids::IdKind;
 use agentbus_protocol::schema::KnownType;
-use agentbus_protocol::signing::{SigningKey, sign_envelope};
+use agentbus_protocol::seal;
+use agentbus_protocol::signing::SigningKey;
 use agentbus_protocol::timestamp::Timestamp;
 
 use crate::error::{ClientError, Result};
@@ -74,20 +75,19 @@ impl Draft {
 
 /// A traceparent with the same trace id and a new span id.
 fn child_span(parent: &str) -> String {
-    let parts: Vec<&str> = parent.split('-').collect();
-    if parts.len() == 4 && parts[1].len() == 32 {
-        let span: [u8; 8] = agentbus_runtime::random_bytes();
-        format!("00-{}-{}-{}", parts[1], hex::encode(span), parts[3])
-    } else {
-        new_traceparent()
-    }
+    seal::child_traceparent(
+        parent,
+        agentbus_runtime::random_bytes(),
+        agentbus_runtime::random_bytes(),
+    )
 }
 
 /// A new W3C traceparent (sampled).
 pub fn new_traceparent() -> String {
-    let trace: [u8; 16] = agentbus_runtime::random_bytes();
-    let span: [u8; 8] = agentbus_runtime::random_bytes();
-    format!("00-{}-{}-01", hex::encode(trace), hex::encode(span))
+    seal::traceparent(
+        agentbus_runtime::random_bytes(),
+        agentbus_runtime::random_bytes(),
+    )
 }
 
 /// Completes and signs `draft` as `profile`'s agent, at `now`.
@@ -105,55 +105,35 @@ pub fn seal(
     let conversation = draft.conversation_id.unwrap_or_else(|| {
         agentbus_runtime::mint_at(IdKind::Conversation, now.millis()).to_string()
     });
-    let mut env = Map::new();
-    env.insert("specversion".into(), json!("1.0"));
-    env.insert("id".into(), json!(id.to_string()));
-    env.insert("source".into(), json!(profile.address));
-    env.insert("type".into(), json!(draft.kind.as_str()));
-    env.insert("time".into(), json!(now.to_string()));
-    env.insert("datacontenttype".into(), json!("application/json"));
-    if let Some(s) = draft.subject {
-        env.insert("subject".into(), json!(s));
-    }
-    env.insert("to".into(), json!(draft.to));
-    env.insert("conversation_id".into(), json!(conversation));
-    if let Some(c) = draft.correlation_id {
-        env.insert("correlation_id".into(), json!(c));
-    }
-    env.insert(
-        "traceparent".into(),
-        json!(draft.traceparent.unwrap_or_else(new_traceparent)),
-    );
-    env.insert("schema".into(), json!(draft.kind.schema_url()));
-    if let Some(k) = draft.idempotency_key {
-        env.insert("idempotency_key".into(), json!(k));
-    }
-    if let Some(t) = draft.expires_at {
-        env.insert("expires_at".into(), json!(t.to_string()));
-    }
-    if let Some((cap, version)) = draft.capability {
-        env.insert("capability".into(), json!(cap));
-        env.insert("capability_version".into(), json!(version));
-    }
-    if let Some(u) = draft.usage {
-        env.insert("usage".into(), u);
-    }
-    if let Some(b) = draft.budget {
-        env.insert("budget".into(), b);
-    }
-    if let Some(p) = draft.priority.filter(|p| p != "normal") {
-        env.insert("priority".into(), json!(p));
-    }
-    env.insert("data".into(), draft.data);
-    sign_envelope(&mut env, key, key_id)
-        .map_err(|e| ClientError::Invalid(format!("cannot sign the envelope: {e}")))?;
-    Ok(env)
+    let parts = seal::Parts {
+        id: id.to_string(),
+        source: profile.address.clone(),
+        kind: draft.kind.as_str().to_owned(),
+        time: now,
+        subject: draft.subject,
+        to: draft.to,
+        conversation_id: conversation,
+        correlation_id: draft.correlation_id,
+        traceparent: draft.traceparent.unwrap_or_else(new_traceparent),
+        schema: draft.kind.schema_url(),
+        idempotency_key: draft.idempotency_key,
+        expires_at: draft.expires_at,
+        capability: draft.capability,
+        usage: draft.usage,
+        budget: draft.budget,
+        // Absent reads as `normal` (§2.1), so `normal` is not written.
+        priority: draft.priority.filter(|p| p != "normal"),
+        data: draft.data,
+    };
+    seal::seal(parts, key, key_id)
+        .map_err(|e| ClientError::Invalid(format!("cannot sign the envelope: {e}")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use agentbus_protocol::envelope::{Envelope, ValidateOptions};
+    use serde_json::json;
 
     #[test]
     fn a_sealed_reply_is_valid_and_correlated() {

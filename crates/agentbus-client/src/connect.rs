@@ -7,7 +7,6 @@
 use std::path::PathBuf;
 
 use serde::Serialize;
-use serde_json::json;
 
 use agentbus_protocol::Code;
 use agentbus_protocol::signing::SigningKey;
@@ -171,11 +170,7 @@ pub async fn connect(
         };
         let card = gw.agent(id).await?;
         let k = gw.add_key(id, &public).await?;
-        (
-            card,
-            options.token.clone(),
-            k["id"].as_str().unwrap_or_default().to_owned(),
-        )
+        (card, options.token.clone(), k.id)
     } else {
         let out = gw
             .register_agent(&options.name, &public)
@@ -185,14 +180,15 @@ pub async fn connect(
                 _ => ConnectError::Client(e),
             })?;
         (
-            out["agent"].clone(),
-            out["token"].as_str().unwrap_or_default().to_owned(),
-            out["key"]["id"].as_str().unwrap_or_default().to_owned(),
+            out.agent,
+            out.token,
+            out.key.map(|k| k.id).unwrap_or_default(),
         )
     };
-    let (Some(agent_id), Some(address)) = (card["id"].as_str(), card["address"].as_str()) else {
-        return Err(ClientError::Protocol(format!("a card without id: {card}")).into());
-    };
+    let (agent_id, address) = (card.id.as_str(), card.address.as_str());
+    if agent_id.is_empty() {
+        return Err(ClientError::Protocol("a card without id".into()).into());
+    }
     if token.is_empty() || key_id.is_empty() {
         return Err(ClientError::Protocol(
             "the registration answer lacks the credential or the key".into(),
@@ -235,11 +231,10 @@ async fn resume(
     let card = gw.agent(&p.agent_id).await?;
     let store = profiles.key_store(&p)?;
     store.read_current(&p.agent_id)?;
-    let active = card["keys"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|k| k["id"] == json!(p.key_id) && k["revoked_at"].is_null());
+    let active = card
+        .keys
+        .iter()
+        .any(|k| k.id == p.key_id && k.revoked_at.is_none());
     if !active {
         return Err(ConnectError::KeyNotActive {
             profile: p.name,

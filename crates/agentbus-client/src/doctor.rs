@@ -2,7 +2,7 @@
 //! every finding that is not ok says what to do. `agentbus doctor` prints the [`Report`].
 
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use agentbus_protocol::Code;
 use agentbus_protocol::timestamp::Timestamp;
@@ -214,7 +214,7 @@ pub async fn diagnose(agent: &Agent, now: Timestamp) -> Report {
     let inbox = agent.inbox();
     let waiting = card
         .as_ref()
-        .and_then(|c| c["status"]["queue_depth"].as_u64());
+        .and_then(|c| c.status.get("queue_depth").and_then(Value::as_u64));
     let behind = match waiting {
         Some(n) => format!("{n} message(s) waiting at the gateway"),
         None => "backlog unknown".to_owned(),
@@ -255,12 +255,8 @@ pub async fn diagnose(agent: &Agent, now: Timestamp) -> Report {
 
 /// The signing key's finding: registered, not revoked, not expired, not expiring within 30 days
 /// (§3.3: doctor warns 30 days ahead).
-pub fn key_finding(card: &Value, key_id: &str, now: Timestamp) -> Finding {
-    let key = card["keys"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|k| k["id"] == json!(key_id));
+pub fn key_finding(card: &agentbus_api::Card, key_id: &str, now: Timestamp) -> Finding {
+    let key = card.keys.iter().find(|k| k.id == key_id);
     let Some(k) = key else {
         return bad(
             "key",
@@ -269,7 +265,7 @@ pub fn key_finding(card: &Value, key_id: &str, now: Timestamp) -> Finding {
             "reconnect, or register a new key with the owner's token",
         );
     };
-    if !k["revoked_at"].is_null() {
+    if k.revoked_at.is_some() {
         return bad(
             "key",
             Status::Fail,
@@ -277,10 +273,7 @@ pub fn key_finding(card: &Value, key_id: &str, now: Timestamp) -> Finding {
             "reconnect to register a new key",
         );
     }
-    match k["expires_at"]
-        .as_str()
-        .and_then(|t| t.parse::<Timestamp>().ok())
-    {
+    match k.expires_at.parse::<Timestamp>().ok() {
         Some(t) if t.millis() <= now.millis() => bad(
             "key",
             Status::Fail,
@@ -358,14 +351,24 @@ pub fn clock_finding(skew_s: i64) -> Finding {
 mod tests {
     use super::*;
 
-    fn card(expires: &str, revoked: Option<&str>) -> Value {
-        json!({"keys": [{"id": "key_A", "expires_at": expires, "revoked_at": revoked}]})
+    fn card(expires: &str, revoked: Option<&str>) -> agentbus_api::Card {
+        serde_json::from_value(serde_json::json!({
+            "id": "agt_A", "address": "agent://acme/backend/a", "name": "a",
+            "display_name": "a", "description": "", "aliases": [], "harness": {},
+            "owner": null, "visibility": "workspace", "capabilities": [],
+            "pricing": {"model": "free"}, "status": {}, "tags": [],
+            "created_at": "2026-11-01T00:00:00Z", "updated_at": "2026-11-01T00:00:00Z",
+            "deleted": false, "suspended": false, "suspended_at": null,
+            "keys": [{"id": "key_A", "public_key": "", "created_at": "2026-11-01T00:00:00Z",
+                      "expires_at": expires, "revoked_at": revoked}],
+        }))
+        .unwrap()
     }
 
     #[test]
     fn wp_3_3_8_doctor_warns_30_days_before_a_key_expires() {
         let now: Timestamp = "2026-11-30T00:00:00Z".parse().unwrap();
-        let status = |c: &Value| key_finding(c, "key_A", now).status;
+        let status = |c: &agentbus_api::Card| key_finding(c, "key_A", now).status;
         assert_eq!(
             status(&card("2026-12-29T00:00:00Z", None)),
             Status::Warn,

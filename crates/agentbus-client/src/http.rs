@@ -4,8 +4,11 @@
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
 
+use agentbus_api as api;
 use agentbus_protocol::Code;
 
 use crate::error::{ClientError, Result};
@@ -25,41 +28,18 @@ pub struct Gateway {
 #[derive(Debug, Clone)]
 pub struct Receipt {
     /// The receipt body (`receipt`, `id`, `state`, `trace_id`, and `task_id` for a task request).
-    pub body: Value,
+    pub body: api::Receipt,
     /// Whether the gateway answered with an idempotent replay of an earlier publish.
     pub replay: bool,
 }
 
 /// One leased copy from the inbox.
-#[derive(Debug, Clone)]
-pub struct Delivery {
-    /// The inbox sequence.
-    pub sequence: u64,
-    /// The lease token to ack with.
-    pub delivery: String,
-    /// The delivery attempt (1 for the first).
-    pub attempt: u64,
-    /// The delivered envelope.
-    pub envelope: Map<String, Value>,
-}
+pub type Delivery = api::Delivery;
 
-impl Delivery {
-    /// Reads one `{sequence, delivery, attempt, envelope}` object.
-    pub fn from_json(d: &Value) -> Result<Delivery> {
-        let (Some(sequence), Some(delivery), Some(envelope)) = (
-            d["sequence"].as_u64(),
-            d["delivery"].as_str(),
-            d["envelope"].as_object(),
-        ) else {
-            return Err(ClientError::Protocol(format!("a malformed delivery: {d}")));
-        };
-        Ok(Delivery {
-            sequence,
-            delivery: delivery.to_owned(),
-            attempt: d["attempt"].as_u64().unwrap_or(1),
-            envelope: envelope.clone(),
-        })
-    }
+/// Reads one `{sequence, delivery, attempt, envelope}` object.
+pub fn delivery_from_json(d: &Value) -> Result<Delivery> {
+    <Delivery as serde::Deserialize>::deserialize(d)
+        .map_err(|_| ClientError::Protocol(format!("a malformed delivery: {d}")))
 }
 
 /// A response's body with its status and the gateway's `date` header.
@@ -181,15 +161,25 @@ impl Gateway {
         Err(api_error(a.status, &a.body))
     }
 
-    async fn get(&self, path: &str) -> Result<Value> {
-        Ok(self.request(Method::GET, path, None).await?.body)
+    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        self.typed(Method::GET, path, None).await
     }
 
-    async fn post(&self, path: &str, body: Value) -> Result<Value> {
-        Ok(self
-            .request(Method::POST, path, Some(Body::Json(body)))
-            .await?
-            .body)
+    async fn post<T: DeserializeOwned>(&self, path: &str, body: &impl Serialize) -> Result<T> {
+        self.typed(Method::POST, path, Some(Body::json(body)?))
+            .await
+    }
+
+    /// A request whose answer is read as `T`: an answer of another shape is a protocol error
+    /// naming the route.
+    async fn typed<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Body>,
+    ) -> Result<T> {
+        let a = self.request(method.clone(), path, body).await?;
+        decode(&method, path, a.body)
     }
 
     /// `GET /.well-known/agentbus.json` (no token needed).
@@ -199,72 +189,76 @@ impl Gateway {
     }
 
     /// `POST /v1/agents` with a user token: registers `name` with `public_key`.
-    pub async fn register_agent(&self, name: &str, public_key: &str) -> Result<Value> {
-        self.post(
-            "/v1/agents",
-            json!({"name": name, "public_key": public_key}),
-        )
-        .await
+    pub async fn register_agent(
+        &self,
+        name: &str,
+        public_key: &str,
+    ) -> Result<api::RegisteredAgent> {
+        let card = api::CardInput {
+            name: Some(name.to_owned()),
+            public_key: Some(public_key.to_owned()),
+            ..api::CardInput::default()
+        };
+        self.post("/v1/agents", &card).await
     }
 
     /// `GET /v1/agents/{id}`: a card with its keys.
-    pub async fn agent(&self, id: &str) -> Result<Value> {
+    pub async fn agent(&self, id: &str) -> Result<api::Card> {
         self.get(&format!("/v1/agents/{}", seg(id)?)).await
     }
 
     /// `GET /v1/agents`: the directory.
-    pub async fn agents(&self) -> Result<Vec<Value>> {
-        let v = self.get("/v1/agents").await?;
-        Ok(v["agents"].as_array().cloned().unwrap_or_default())
+    pub async fn agents(&self) -> Result<Vec<api::Card>> {
+        let v: api::Agents = self.get("/v1/agents").await?;
+        Ok(v.agents)
     }
 
     /// `PATCH /v1/agents/{id}`: changes card fields.
-    pub async fn patch_agent(&self, id: &str, patch: Value) -> Result<Value> {
-        Ok(self
-            .request(
-                Method::PATCH,
-                &format!("/v1/agents/{}", seg(id)?),
-                Some(Body::Json(patch)),
-            )
-            .await?
-            .body)
-    }
-
-    /// `POST /v1/agents/{id}/keys`: registers a public key.
-    pub async fn add_key(&self, id: &str, public_key: &str) -> Result<Value> {
-        self.post(
-            &format!("/v1/agents/{}/keys", seg(id)?),
-            json!({"public_key": public_key}),
+    pub async fn patch_agent(&self, id: &str, patch: Value) -> Result<api::Card> {
+        self.typed(
+            Method::PATCH,
+            &format!("/v1/agents/{}", seg(id)?),
+            Some(Body::Json(patch)),
         )
         .await
     }
 
+    /// `POST /v1/agents/{id}/keys`: registers a public key.
+    pub async fn add_key(&self, id: &str, public_key: &str) -> Result<api::Key> {
+        let key = api::NewKey {
+            public_key: public_key.to_owned(),
+            expires_at: None,
+        };
+        self.post(&format!("/v1/agents/{}/keys", seg(id)?), &key)
+            .await
+    }
+
     /// `POST /v1/agents/{id}/keys/{key}/revoke`.
-    pub async fn revoke_key(&self, id: &str, key_id: &str) -> Result<Value> {
+    pub async fn revoke_key(&self, id: &str, key_id: &str) -> Result<api::RevokedKey> {
         self.post(
             &format!("/v1/agents/{}/keys/{}/revoke", seg(id)?, seg(key_id)?),
-            json!({}),
+            &Map::new(),
         )
         .await
     }
 
     /// `PUT /v1/topics/{name}/subscription`.
-    pub async fn subscribe(&self, topic: &str) -> Result<Value> {
+    pub async fn subscribe(&self, topic: &str) -> Result<api::Subscription> {
         self.subscription(Method::PUT, topic).await
     }
 
     /// `DELETE /v1/topics/{name}/subscription`.
-    pub async fn unsubscribe(&self, topic: &str) -> Result<Value> {
+    pub async fn unsubscribe(&self, topic: &str) -> Result<api::Subscription> {
         self.subscription(Method::DELETE, topic).await
     }
 
-    async fn subscription(&self, method: Method, topic: &str) -> Result<Value> {
+    async fn subscription(&self, method: Method, topic: &str) -> Result<api::Subscription> {
         let path = format!("/v1/topics/{}/subscription", seg(topic)?);
-        Ok(self.request(method, &path, None).await?.body)
+        self.typed(method, &path, None).await
     }
 
     /// `GET /v1/topics`.
-    pub async fn topics(&self) -> Result<Value> {
+    pub async fn topics(&self) -> Result<api::Topics> {
         self.get("/v1/topics").await
     }
 
@@ -278,7 +272,7 @@ impl Gateway {
             )
             .await?;
         Ok(Receipt {
-            body: a.body,
+            body: decode(&Method::POST, "/v1/messages", a.body)?,
             replay: a.replay,
         })
     }
@@ -292,34 +286,42 @@ impl Gateway {
         let list = a.body["deliveries"]
             .as_array()
             .ok_or_else(|| ClientError::Protocol("the inbox answer has no deliveries".into()))?;
-        list.iter().map(Delivery::from_json).collect()
+        list.iter().map(delivery_from_json).collect()
     }
 
     /// `POST /v1/inbox/acks`: transport acks, after the copies are persisted locally.
-    pub async fn ack(&self, acks: &[(u64, String)]) -> Result<Value> {
-        let list: Vec<Value> = acks
-            .iter()
-            .map(|(s, d)| json!({"sequence": s, "delivery": d}))
-            .collect();
-        self.post("/v1/inbox/acks", json!({"acks": list})).await
+    pub async fn ack(&self, acks: &[(u64, String)]) -> Result<api::ItemResults> {
+        let acks = api::Acks {
+            acks: acks
+                .iter()
+                .map(|(sequence, delivery)| api::Ack {
+                    sequence: *sequence,
+                    delivery: delivery.clone(),
+                })
+                .collect(),
+        };
+        self.post("/v1/inbox/acks", &acks).await
     }
 
     /// `GET /v1/inbox/policy`: the flags of the agent's workspace policy a receiver acts on
     /// (`require_verified_inbound`, `read_receipts`).
-    pub async fn inbox_policy(&self) -> Result<Value> {
+    pub async fn inbox_policy(&self) -> Result<api::InboxPolicy> {
         self.get("/v1/inbox/policy").await
     }
 
     /// `POST /v1/inbox/receipts`: reports messages shown in a session's context, each named by
     /// the inbox sequence and id it was delivered with; per-item results.
-    pub async fn report_receipts(&self, receipts: &[Value]) -> Result<Value> {
-        self.post("/v1/inbox/receipts", json!({"receipts": receipts}))
+    pub async fn report_receipts(
+        &self,
+        receipts: Vec<api::ShownReceipt>,
+    ) -> Result<api::ItemResults> {
+        self.post("/v1/inbox/receipts", &api::ShownReceipts { receipts })
             .await
     }
 
     /// `GET /v1/messages/{id}/delivery`: the delivery states of a message this agent sent, per
     /// recipient (persisted, leased, acknowledged, shown, answered).
-    pub async fn delivery(&self, id: &str) -> Result<Value> {
+    pub async fn delivery(&self, id: &str) -> Result<api::DeliveryStates> {
         self.get(&format!("/v1/messages/{}/delivery", seg(id)?))
             .await
     }
@@ -332,23 +334,19 @@ impl Gateway {
         media_type: &str,
         bytes: Vec<u8>,
         progress: Option<Progress>,
-    ) -> Result<Value> {
+    ) -> Result<api::Attachment> {
         use sha2::Digest as _;
         let sha = hex::encode(sha2::Sha256::digest(&bytes));
-        let size = bytes.len();
-        let blob = self
-            .post(
-                "/v1/blobs",
-                json!({"name": name, "media_type": media_type, "size": size, "sha256": sha}),
-            )
-            .await?;
-        let (Some(id), Some(r)) = (blob["id"].as_str(), blob["ref"].as_str()) else {
-            return Err(ClientError::Protocol(format!("a blob without id: {blob}")));
+        let size = bytes.len() as u64;
+        let new = api::NewBlob {
+            name: name.to_owned(),
+            media_type: Some(media_type.to_owned()),
+            size,
+            sha256: sha.clone(),
         };
-        let upload = blob["upload"]["url"]
-            .as_str()
-            .map(str::to_owned)
-            .unwrap_or_else(|| format!("/v1/blobs/{id}/content"));
+        let created: api::CreatedBlob = self.post("/v1/blobs", &new).await?;
+        let id = created.blob.id.as_str();
+        let upload = created.upload.url.clone();
         if upload.starts_with("/v1/") {
             let body = match progress {
                 Some(p) => Body::Upload(bytes, p),
@@ -360,15 +358,12 @@ impl Gateway {
             // A pre-signed PUT (§9): the content sealed under the key the gateway handed out, so
             // the store holds no plaintext; it carries no bearer token, and `complete` then has
             // the gateway check what arrived.
-            let key = sealing_key(&blob["upload"]["sealing"])?;
+            let key = sealing_key(created.upload.sealing.as_ref())?;
             let sealed = key.seal(&bytes);
             drop(bytes);
             // The headers the URL's signature binds, sent exactly; the length is the body's own,
             // so a gateway and client that disagree on the sealed size stop here, not at the store.
-            let bound = blob["upload"]["headers"]
-                .as_object()
-                .cloned()
-                .unwrap_or_default();
+            let bound = created.upload.headers.clone().unwrap_or_default();
             let length = sealed.len().to_string();
             if bound
                 .get("content-length")
@@ -398,10 +393,17 @@ impl Gateway {
                     resp.status()
                 )));
             }
-            self.post(&format!("/v1/blobs/{}/complete", seg(id)?), json!({}))
+            let _: api::Blob = self
+                .post(&format!("/v1/blobs/{}/complete", seg(id)?), &Map::new())
                 .await?;
         }
-        Ok(json!({"ref": r, "name": name, "media_type": media_type, "size": size, "sha256": sha}))
+        Ok(api::Attachment {
+            reference: created.blob.reference,
+            name: name.to_owned(),
+            media_type: media_type.to_owned(),
+            size,
+            sha256: sha,
+        })
     }
 
     /// Downloads blob `id` into `path` through the target `GET /v1/blobs/{id}` names (the
@@ -414,16 +416,13 @@ impl Gateway {
         id: &str,
         path: &std::path::Path,
         progress: Option<Progress>,
-    ) -> Result<Value> {
+    ) -> Result<api::BlobDownload> {
         use agentbus_protocol::blobseal::{CHUNK, Opener, sealed_offset};
         use sha2::Digest as _;
         use std::io::Write as _;
-        let meta = self.get(&format!("/v1/blobs/{}", seg(id)?)).await?;
-        let size = meta["size"].as_u64().unwrap_or(0);
-        let url = meta["download"]["url"]
-            .as_str()
-            .map(str::to_owned)
-            .unwrap_or_else(|| format!("/v1/blobs/{id}/content"));
+        let meta: api::BlobDownload = self.get(&format!("/v1/blobs/{}", seg(id)?)).await?;
+        let size = meta.blob.size;
+        let url = meta.download.url.clone();
         let part = path.with_extension(match path.extension() {
             Some(e) => format!("{}.part", e.to_string_lossy()),
             None => "part".into(),
@@ -489,7 +488,7 @@ impl Gateway {
             }
             let mut opener = if presigned {
                 Some(Opener::new(
-                    sealing_key(&meta["download"]["sealing"])?,
+                    sealing_key(meta.download.sealing.as_ref())?,
                     size,
                     first,
                 ))
@@ -526,11 +525,11 @@ impl Gateway {
         let mut f = std::fs::File::open(&part).map_err(crate::error::io(&part))?;
         let n = std::io::copy(&mut f, &mut hash).map_err(crate::error::io(&part))?;
         let sha = hex::encode(hash.finalize());
-        if n != size || meta["sha256"].as_str() != Some(sha.as_str()) {
+        if n != size || meta.blob.sha256 != sha {
             let _ = std::fs::remove_file(&part);
             return Err(ClientError::Protocol(format!(
-                "blob {id} arrived as {n} bytes with sha256 {sha}; it is {size} bytes with {}",
-                meta["sha256"]
+                "blob {id} arrived as {n} bytes with sha256 {sha}; it is {size} bytes with {:?}",
+                meta.blob.sha256
             )));
         }
         std::fs::rename(&part, path).map_err(crate::error::io(path))?;
@@ -538,67 +537,52 @@ impl Gateway {
     }
 
     /// `GET /v1/conversations/{id}`.
-    pub async fn conversation(&self, id: &str) -> Result<Value> {
+    pub async fn conversation(&self, id: &str) -> Result<api::Conversation> {
         self.get(&format!("/v1/conversations/{}", seg(id)?)).await
     }
 
     /// `GET /v1/tasks?limit=`: this agent's tasks, as requester or recipient.
-    pub async fn tasks(&self) -> Result<Vec<Value>> {
-        let v = self.get("/v1/tasks?limit=1000").await?;
-        Ok(v["tasks"].as_array().cloned().unwrap_or_default())
+    pub async fn tasks(&self) -> Result<Vec<api::TaskView>> {
+        let v: api::Tasks = self.get("/v1/tasks?limit=1000").await?;
+        Ok(v.tasks)
     }
 
     /// `GET /v1/tasks?recipient=&state=`: the tasks in `state` that the agent `agent_id` works
     /// (at most 1000).
-    pub async fn tasks_received(&self, agent_id: &str, state: &str) -> Result<Vec<Value>> {
-        let v = self
+    pub async fn tasks_received(&self, agent_id: &str, state: &str) -> Result<Vec<api::TaskView>> {
+        let v: api::Tasks = self
             .get(&format!(
                 "/v1/tasks?recipient={}&state={}&limit=1000",
                 seg(agent_id)?,
                 seg(state)?
             ))
             .await?;
-        Ok(v["tasks"].as_array().cloned().unwrap_or_default())
+        Ok(v.tasks)
     }
 
     /// `GET /v1/tasks?…`: one page of this agent's tasks matching `query` (pairs of a filter of
     /// the route and its value): the tasks and the `next` cursor.
-    pub async fn tasks_page(
-        &self,
-        query: &[(&str, String)],
-    ) -> Result<(Vec<Value>, Option<String>)> {
+    pub async fn tasks_page(&self, query: &[(&str, String)]) -> Result<api::Tasks> {
         let mut path = "/v1/tasks".to_owned();
         for (i, (k, v)) in query.iter().enumerate() {
             path.push(if i == 0 { '?' } else { '&' });
             path.push_str(&format!("{k}={}", seg(v)?));
         }
-        let v = self.get(&path).await?;
-        Ok((
-            v["tasks"].as_array().cloned().unwrap_or_default(),
-            v["next"].as_str().map(str::to_owned),
-        ))
+        self.get(&path).await
     }
 
     /// `GET /v1/messages/sent?limit=&before=`: this agent's sent messages, newest first, with
     /// their delivery states, and the `next` cursor.
-    pub async fn sent(
-        &self,
-        limit: u32,
-        before: Option<&str>,
-    ) -> Result<(Vec<Value>, Option<String>)> {
+    pub async fn sent(&self, limit: u32, before: Option<&str>) -> Result<api::SentMessages> {
         let mut path = format!("/v1/messages/sent?limit={limit}");
         if let Some(b) = before {
             path.push_str(&format!("&before={}", seg(b)?));
         }
-        let v = self.get(&path).await?;
-        Ok((
-            v["messages"].as_array().cloned().unwrap_or_default(),
-            v["next"].as_str().map(str::to_owned),
-        ))
+        self.get(&path).await
     }
 
     /// `GET /v1/tasks/{id}`.
-    pub async fn task(&self, id: &str) -> Result<Value> {
+    pub async fn task(&self, id: &str) -> Result<api::TaskView> {
         self.get(&format!("/v1/tasks/{}", seg(id)?)).await
     }
 }
@@ -634,22 +618,28 @@ fn with_body(mut req: reqwest::RequestBuilder, body: Option<Body>) -> reqwest::R
     req
 }
 
+/// An answer's body read as `T`; another shape is a protocol error naming the route.
+fn decode<T: DeserializeOwned>(method: &Method, path: &str, body: Value) -> Result<T> {
+    serde_json::from_value(body).map_err(|e| {
+        let route = path.split('?').next().unwrap_or_default();
+        ClientError::Protocol(format!("the gateway's answer to {method} {route}: {e}"))
+    })
+}
+
 /// The content key of a `sealing` object of the gateway's answers (§9, agentbus-chunked-v1).
-fn sealing_key(sealing: &Value) -> Result<agentbus_protocol::blobseal::ContentKey> {
+fn sealing_key(sealing: Option<&api::Sealing>) -> Result<agentbus_protocol::blobseal::ContentKey> {
     use base64::Engine as _;
-    if sealing["scheme"].as_str() != Some(agentbus_protocol::blobseal::SCHEME) {
+    let scheme = sealing.map(|s| s.scheme.as_str());
+    let Some(sealing) = sealing.filter(|_| scheme == Some(agentbus_protocol::blobseal::SCHEME))
+    else {
         return Err(ClientError::Protocol(format!(
             "the gateway offered a sealing this client does not know: {}",
-            sealing["scheme"]
+            scheme.map_or("null".to_owned(), |s| format!("{s:?}"))
         )));
-    }
-    sealing["key"]
-        .as_str()
-        .and_then(|k| {
-            base64::engine::general_purpose::URL_SAFE_NO_PAD
-                .decode(k)
-                .ok()
-        })
+    };
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(&sealing.key)
+        .ok()
         .and_then(|k| <[u8; 32]>::try_from(k).ok())
         .map(agentbus_protocol::blobseal::ContentKey::from_bytes)
         .ok_or_else(|| ClientError::Protocol("the blob's content key is not 32 bytes".into()))
@@ -669,6 +659,15 @@ pub enum Body {
     Bytes(Vec<u8>),
     /// Raw bytes whose transfer is reported to a progress callback.
     Upload(Vec<u8>, Progress),
+}
+
+impl Body {
+    /// A JSON body of `value`.
+    pub fn json(value: &impl Serialize) -> Result<Body> {
+        serde_json::to_value(value)
+            .map(Body::Json)
+            .map_err(|e| ClientError::Invalid(format!("cannot write the request: {e}")))
+    }
 }
 
 /// Called with the number of bytes just handed to the network.

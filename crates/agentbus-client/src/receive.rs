@@ -60,23 +60,22 @@ pub struct KeyCache {
 impl KeyCache {
     async fn refresh(&mut self, gw: &Gateway) -> Result<()> {
         for card in gw.agents().await? {
-            let owner = card["address"].as_str().unwrap_or_default();
-            for k in card["keys"].as_array().into_iter().flatten() {
-                self.insert(owner, k);
+            for k in &card.keys {
+                self.insert(&card.address, &k.id, &k.public_key);
             }
         }
         let wk = gw.well_known().await?.body;
         for k in wk["gateway_keys"].as_array().into_iter().flatten() {
-            self.insert("agent://system/gateway/*", k);
+            if let (Some(id), Some(pk)) = (k["id"].as_str(), k["public_key"].as_str()) {
+                self.insert("agent://system/gateway/*", id, pk);
+            }
         }
         Ok(())
     }
 
-    /// Caches one `{id, public_key}` entry as `owner`'s.
-    fn insert(&mut self, owner: &str, k: &Value) {
-        if let (Some(id), Some(pk)) = (k["id"].as_str(), k["public_key"].as_str())
-            && let Ok(public) = PublicKey::from_base64url(pk)
-        {
+    /// Caches key `id` (`pk`, base64url) as `owner`'s.
+    fn insert(&mut self, owner: &str, id: &str, pk: &str) {
+        if let Ok(public) = PublicKey::from_base64url(pk) {
             let owner = owner.to_owned();
             self.keys.insert(id.to_owned(), KnownKey { owner, public });
         }
@@ -412,7 +411,7 @@ impl Receiver {
             if v["type"] != "delivery" {
                 continue;
             }
-            let d = Delivery::from_json(&v["delivery"])?;
+            let d = crate::http::delivery_from_json(&v["delivery"])?;
             let (sequence, token) = (d.sequence, d.delivery.clone());
             #[cfg(any(test, feature = "fault-injection"))]
             let id = envelope_id(&d.envelope);
@@ -519,7 +518,7 @@ impl Receiver {
             shown.done();
             let saved = match fetched {
                 Ok(meta) => {
-                    if a["sha256"] != meta["sha256"] {
+                    if a["sha256"].as_str() != Some(meta.blob.sha256.as_str()) {
                         diagnostics.push(Diagnostic {
                             code: "AB-1303".into(),
                             message: format!("attachment {name:?} does not match its sha256"),
@@ -661,15 +660,15 @@ impl Receiver {
         match frame::receiver_type(&e) {
             Some(KnownType::TaskRequest) => {
                 let tasks = self.gw.tasks().await.unwrap_or_default();
-                let Some(t) = tasks.iter().find(|t| t["request_id"].as_str() == Some(id)) else {
+                let Some(t) = tasks.iter().find(|t| t.request_id == id) else {
                     return (None, false, None);
                 };
-                let task = t["id"].as_str().map(str::to_owned);
-                let state = t["state"].as_str().unwrap_or_default();
+                let task = Some(t.id.clone());
+                let state = t.state.as_str();
                 // An expired (or otherwise ended) task's request is not a fresh request.
                 let late = crate::agent::TERMINAL.contains(&state);
                 let expires_ms = (state == "submitted")
-                    .then(|| t["next_deadline"].as_str()?.parse::<Timestamp>().ok())
+                    .then(|| t.next_deadline.as_deref()?.parse::<Timestamp>().ok())
                     .flatten()
                     .map(|t| t.millis());
                 (task, late, expires_ms)
@@ -679,9 +678,10 @@ impl Receiver {
                     return (None, false, None);
                 };
                 let late = match self.gw.task(&task_id).await {
-                    Ok(t) => t["timeline"].as_array().into_iter().flatten().any(|ev| {
-                        ev["envelope_id"].as_str() == Some(id) && ev["late"] == Value::Bool(true)
-                    }),
+                    Ok(t) => t
+                        .timeline
+                        .iter()
+                        .any(|ev| ev.envelope_id.as_deref() == Some(id) && ev.late),
                     Err(_) => false,
                 };
                 (Some(task_id), late, None)
@@ -702,8 +702,8 @@ impl Receiver {
         }
         let fetched = match self.gw.inbox_policy().await {
             Ok(v) => Some(InboundPolicy {
-                require_verified_inbound: v["require_verified_inbound"] == Value::Bool(true),
-                read_receipts: v["read_receipts"] == Value::Bool(true),
+                require_verified_inbound: v.require_verified_inbound,
+                read_receipts: v.read_receipts,
             }),
             Err(ClientError::Api { status: 404, .. }) => Some(InboundPolicy::default()),
             Err(_) => None,
@@ -741,18 +741,16 @@ impl Receiver {
         for rec in records {
             match self.inbox.get(&rec.message_id)? {
                 Some(r) => {
-                    let mut item = json!({
-                        "sequence": r.sequence,
-                        "id": rec.message_id,
-                        "shown_at": Timestamp(rec.ms).to_string(),
-                        "harness": rec.harness,
-                        "event": rec.event,
+                    items.push(agentbus_api::ShownReceipt {
+                        sequence: r.sequence,
+                        id: rec.message_id.clone(),
+                        shown_at: Timestamp(rec.ms).to_string(),
+                        harness: rec.harness.clone(),
+                        event: rec.event.clone(),
+                        // A push the client may drop is reported as such, never as a showing.
+                        state: (rec.state == SeenState::Pushed)
+                            .then(|| rec.state.as_str().to_owned()),
                     });
-                    // A push the client may drop is reported as such, never as a showing.
-                    if rec.state == SeenState::Pushed {
-                        item["state"] = json!(rec.state.as_str());
-                    }
-                    items.push(item);
                     known.push((rec, r));
                 }
                 // Not a copy this agent received here: nothing to report.
@@ -764,8 +762,8 @@ impl Receiver {
             self.shown_mark = settled(mark);
             return Ok(out);
         }
-        let results = match self.gw.report_receipts(&items).await {
-            Ok(v) => v["results"].as_array().cloned().unwrap_or_default(),
+        let results = match self.gw.report_receipts(items).await {
+            Ok(v) => v.results,
             // None of them names a delivery the gateway knows: nothing to retry.
             Err(ClientError::Api { status: 404, .. }) => Vec::new(),
             Err(e) => {
@@ -778,7 +776,7 @@ impl Receiver {
         for (i, (rec, r)) in known.iter().enumerate() {
             let status = results
                 .get(i)
-                .and_then(|v| v["status"].as_str())
+                .map(|v| v.status.as_str())
                 .unwrap_or("refused");
             if status != "refused" && rec.state == SeenState::Pushed {
                 out.pushed.push(rec.message_id.clone());

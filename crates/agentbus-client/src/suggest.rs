@@ -1,20 +1,17 @@
 //! "Did you mean": the nearest of the names a user could have meant, by edit distance, for a
 //! recipient missing from the directory or a profile not saved here.
 
-use serde_json::Value;
-
 /// The candidate nearest to `word` (case-insensitive Levenshtein distance), if one is close
 /// enough to be a slip: at most a third of the word's length, and at least one edit away.
 pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     nearest(word, candidates, slips(word))
 }
 
-/// The address in the directory `cards` nearest to `to`, allowing as many edits as a slip in
+/// The address among the directory's `addresses` nearest to `to`, allowing as many edits as a slip in
 /// its last segment (the name) would make: a mistyped name or workspace is found, another
 /// agent's address is not.
-pub fn recipient(to: &str, cards: &[Value]) -> Option<String> {
+pub fn recipient<'a>(to: &str, addresses: impl IntoIterator<Item = &'a str>) -> Option<String> {
     let name = to.rsplit('/').next().unwrap_or(to);
-    let addresses = cards.iter().filter_map(|c| c["address"].as_str());
     nearest(to, addresses, slips(name)).map(str::to_owned)
 }
 
@@ -58,7 +55,6 @@ fn distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn distances_and_slips() {
@@ -79,13 +75,13 @@ mod tests {
     #[test]
     fn a_recipient_is_suggested_by_address_or_by_name_in_its_workspace() {
         let cards = [
-            json!({"address": "agent://acme/backend/reviewer"}),
-            json!({"address": "agent://acme/frontend/designer"}),
+            "agent://acme/backend/reviewer",
+            "agent://acme/frontend/designer",
         ];
         assert_eq!(
-            recipient("agent://acme/backend/reveiwer", &cards).as_deref(),
+            recipient("agent://acme/backend/reveiwer", cards).as_deref(),
             Some("agent://acme/backend/reviewer")
         );
-        assert_eq!(recipient("agent://acme/backend/zzz", &cards), None);
+        assert_eq!(recipient("agent://acme/backend/zzz", cards), None);
     }
 }

@@ -93,13 +93,7 @@ async fn run(s3: &str, target: Option<S3Download>, body: &[u8]) -> (f64, f64) {
         .await
         .unwrap();
     let up = started.elapsed().as_secs_f64();
-    let id = entry["ref"]
-        .as_str()
-        .unwrap()
-        .rsplit('/')
-        .next()
-        .unwrap()
-        .to_owned();
+    let id = entry.reference.rsplit('/').next().unwrap().to_owned();
     let path = tmp.path().join("bench.bin");
     let started = Instant::now();
     client.download_blob_to(&id, &path, None).await.unwrap();

@@ -8,6 +8,7 @@ use sha2::{Digest, Sha256};
 
 use agentbus_protocol::Code;
 use agentbus_protocol::ids::IdKind;
+use agentbus_protocol::seal;
 use agentbus_protocol::signing;
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_store::{
@@ -133,38 +134,37 @@ impl App {
             None => (self.mint(IdKind::Conversation), None),
         };
         let trace = trace.unwrap_or_else(|| {
-            let t: [u8; 16] = agentbus_runtime::random_bytes();
-            let s: [u8; 8] = agentbus_runtime::random_bytes();
-            format!("00-{}-{}-01", hex::encode(t), hex::encode(s))
+            seal::traceparent(
+                agentbus_runtime::random_bytes(),
+                agentbus_runtime::random_bytes(),
+            )
         });
         let short = kind.trim_start_matches("agentbus.").trim_end_matches(".v1");
-        let mut env = Map::new();
-        env.insert("specversion".into(), json!("1.0"));
-        env.insert("id".into(), json!(self.mint(IdKind::Message)));
-        env.insert(
-            "source".into(),
-            json!(format!("agent://system/gateway/{service}")),
-        );
-        env.insert("type".into(), json!(kind));
-        env.insert("time".into(), json!(Timestamp(now).to_string()));
-        env.insert("datacontenttype".into(), json!("application/json"));
-        env.insert("to".into(), json!(to_address));
-        env.insert("conversation_id".into(), json!(conversation));
-        if let Some(m) = original {
-            env.insert("correlation_id".into(), json!(m.id));
-        }
-        env.insert("traceparent".into(), json!(trace));
-        env.insert(
-            "schema".into(),
-            json!(format!(
+        let parts = seal::Parts {
+            id: self.mint(IdKind::Message),
+            source: format!("agent://system/gateway/{service}"),
+            kind: kind.to_owned(),
+            time: Timestamp(now),
+            subject: None,
+            to: to_address.clone(),
+            conversation_id: conversation.clone(),
+            correlation_id: original.map(|m| m.id.clone()),
+            traceparent: trace,
+            schema: format!(
                 "{}{short}/v1.json",
                 agentbus_protocol::schema::REGISTRY_BASE
-            )),
-        );
-        env.insert("data".into(), data);
+            ),
+            idempotency_key: None,
+            expires_at: None,
+            capability: None,
+            usage: None,
+            budget: None,
+            priority: None,
+            data,
+        };
         let id = agentbus_protocol::ids::Id::parse_kind(&self.gateway_key_id, IdKind::Key)
             .map_err(|e| BackgroundError::item(Code::StorageUnavailable, e.to_string()))?;
-        signing::sign_envelope(&mut env, &self.gateway_key, id)
+        let mut env = seal::seal(parts, &self.gateway_key, id)
             .map_err(|e| BackgroundError::item(Code::StorageUnavailable, e.to_string()))?;
         let signed_hash = Sha256::digest(signing::signing_bytes(&env).unwrap_or_default()).to_vec();
         let data = env.shift_remove("data").unwrap_or(Value::Null);

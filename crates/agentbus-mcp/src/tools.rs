@@ -344,9 +344,9 @@ impl Session {
                 let Some(wait) = wait else {
                     return Ok(Output::json(json!({"sent": summary})));
                 };
-                let mut delivery = Value::Null;
+                let mut delivery = None;
                 let reply = agent
-                    .wait_reply(&self.store, sent.id(), wait, &mut |d| delivery = d)
+                    .wait_reply(&self.store, sent.id(), wait, &mut |d| delivery = Some(d))
                     .await?;
                 let reply = reply.map(|r| r.id().to_owned());
                 let doc = json!({"sent": summary, "delivery": delivery});
@@ -589,7 +589,7 @@ impl Session {
         {
             Some((task, result)) => {
                 let mut doc = doc;
-                doc["state"] = task["state"].clone();
+                doc["state"] = json!(task.state);
                 let result = result.map(|r| r.id().to_owned());
                 match result {
                     Some(id) => self.after_wait(doc, "result", Some(id), wait).await,
@@ -679,20 +679,21 @@ impl Session {
             (None, None) => Value::Null,
             (_, Some(who)) => {
                 let gw = &self.agent()?.gw;
-                if who.starts_with("agt_") {
+                let card = if who.starts_with("agt_") {
                     gw.agent(&who).await?
                 } else {
                     gw.agents()
                         .await?
                         .into_iter()
-                        .find(|c| c["address"] == json!(who) || c["name"] == json!(who))
+                        .find(|c| c.address == who || c.name == who)
                         .ok_or_else(|| {
                             ToolError::new(
                                 Code::UnknownAgent,
                                 format!("no agent {who} is visible to this agent"),
                             )
                         })?
-                }
+                };
+                json!(card)
             }
             (Some(agent), None) => Value::Array(
                 agent
@@ -702,9 +703,9 @@ impl Session {
                     .iter()
                     .map(|c| {
                         json!({
-                            "id": c["id"], "address": c["address"], "display_name": c["display_name"],
-                            "description": c["description"], "presence": c["status"]["presence"],
-                            "capabilities": c["capabilities"].as_array().map(|cs| cs.iter().map(|x| x["name"].clone()).collect::<Vec<_>>()),
+                            "id": c.id, "address": c.address, "display_name": c.display_name,
+                            "description": c.description, "presence": c.status.get("presence"),
+                            "capabilities": c.capabilities.iter().map(|x| x["name"].clone()).collect::<Vec<_>>(),
                         })
                     })
                     .collect(),

@@ -26,6 +26,7 @@ pub mod ids;
 pub mod jcs;
 pub mod json;
 pub mod schema;
+pub mod seal;
 pub mod signing;
 pub mod task;
 pub mod text;

@@ -183,7 +183,7 @@ impl Worker {
         let agent = &self.shared.agent;
         let card = agent.gw.agent(&agent.profile.agent_id).await?;
         let mut declared = HashMap::new();
-        for c in card["capabilities"].as_array().into_iter().flatten() {
+        for c in &card.capabilities {
             let key = (
                 c["name"].as_str().unwrap_or_default().to_owned(),
                 c["version"].as_str().unwrap_or("1").to_owned(),
@@ -239,7 +239,7 @@ impl Worker {
             );
         }
         for t in stale {
-            let id = t["id"].as_str().unwrap_or_default();
+            let id = t.id.as_str();
             let action = TaskAction::Fail {
                 code: "worker_restarted".into(),
                 message: "the worker working this task stopped before it finished (it was killed or crashed) and has restarted; the harness turn was lost, so the task can be sent again".into(),
@@ -280,7 +280,7 @@ impl Worker {
         }
         fresh.sort_by_key(|(_, r)| r.sequence);
         let request = KnownType::TaskRequest.as_str();
-        let tasks: HashMap<String, Value> =
+        let tasks: HashMap<String, agentbus_api::TaskView> =
             if fresh.iter().any(|(_, r)| r.attr("type") == Some(request)) {
                 // Only requests still waiting for a worker are worked.
                 agent
@@ -288,7 +288,7 @@ impl Worker {
                     .tasks_received(&agent.profile.agent_id, "submitted")
                     .await?
                     .into_iter()
-                    .map(|t| (t["request_id"].as_str().unwrap_or_default().to_owned(), t))
+                    .map(|t| (t.request_id.clone(), t))
                     .collect()
             } else {
                 HashMap::new()
@@ -310,7 +310,7 @@ impl Worker {
                         seen.insert(key);
                         continue; // worked before, or ended already
                     };
-                    let task_id = task["id"].as_str().unwrap_or_default().to_owned();
+                    let task_id = task.id.clone();
                     if let Some(why) = &r.held {
                         // Held from the agent's sessions (§13.1), so from its harness too.
                         let action = TaskAction::Reject {
@@ -386,9 +386,8 @@ impl Worker {
                         && let Some(tx) = jobs.get(task_id)
                     {
                         let task = agent.gw.task(task_id).await?;
-                        let state = task["state"].as_str().unwrap_or_default();
-                        if TERMINAL.contains(&state) {
-                            let _ = tx.send(Inbound::Gone(state.to_owned()));
+                        if TERMINAL.contains(&task.state.as_str()) {
+                            let _ = tx.send(Inbound::Gone(task.state));
                         }
                     }
                 }

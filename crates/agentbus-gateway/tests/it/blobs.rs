@@ -722,12 +722,12 @@ async fn wp_9_14_wp_9_15_the_sidecar_follows_either_target(target: Target) {
     let mut m = message(&h, &a, &b.address, "see attached");
     m["data"]["attachments"] = json!([entry]);
     assert_eq!(h.publish(&a, &sign(&a, m)).await.0, 202);
-    let id = entry["ref"].as_str().unwrap().rsplit('/').next().unwrap();
+    let id = entry.reference.rsplit('/').next().unwrap();
     let receiver = agentbus_client::http::Gateway::new(&h.url, &b.token).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("report.bin");
     let meta = receiver.download_blob_to(id, &path, None).await.unwrap();
-    assert_eq!(meta["sha256"], entry["sha256"]);
+    assert_eq!(meta.blob.sha256, entry.sha256);
     assert_eq!(std::fs::read(&path).unwrap(), body);
     // Interrupted after 1.5 pieces: the rest is fetched, the whole verified.
     std::fs::remove_file(&path).unwrap();

@@ -16,6 +16,7 @@ mod delivery;
 mod identity;
 mod isolation;
 mod meta;
+mod openapi;
 mod policy;
 mod publish;
 mod receipts;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value, json};
 
+use agentbus_api::Card;
 use agentbus_protocol::text::{for_terminal, for_terminal_line};
 
 use super::profile::{Ctx, json_object};
@@ -104,18 +105,17 @@ pub fn agents(args: AgentsArgs, globals: &Globals, printer: &Printer) -> CliResu
                 for a in &list {
                     // Every field is a card's (a peer's words): each stays on its row, so a
                     // display name cannot add a row of its own.
-                    let caps: Vec<_> = a["capabilities"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
+                    let caps: Vec<_> = a
+                        .capabilities
+                        .iter()
                         .filter_map(|c| c["name"].as_str().or(c.as_str()))
                         .map(for_terminal_line)
                         .collect();
                     printer.line(&format!(
                         "{:<44} {:<8} {}{}",
-                        for_terminal_line(a["address"].as_str().unwrap_or("?")),
-                        for_terminal_line(a["status"]["presence"].as_str().unwrap_or("?")),
-                        for_terminal_line(a["display_name"].as_str().unwrap_or("")),
+                        for_terminal_line(&a.address),
+                        for_terminal_line(a.presence().unwrap_or("?")),
+                        for_terminal_line(&a.display_name),
                         if caps.is_empty() {
                             String::new()
                         } else {
@@ -131,20 +131,14 @@ pub fn agents(args: AgentsArgs, globals: &Globals, printer: &Printer) -> CliResu
             } else {
                 let list = ctx.block(ctx.gw.agents())?;
                 list.into_iter()
-                    .find(|a| {
-                        a["address"] == json!(agent)
-                            || a["name"] == json!(agent)
-                            || a["aliases"]
-                                .as_array()
-                                .is_some_and(|x| x.contains(&json!(agent)))
-                    })
+                    .find(|a| a.address == agent || a.name == agent || a.aliases.contains(&agent))
                     .ok_or_else(|| {
                         CliError::input(format!("no agent {agent:?} is visible to you"))
                             .fix("run `agentbus agents` to list the directory")
                     })?
             };
             if printer.is_json() {
-                printer.json(&card)?;
+                printer.json(&json!(card))?;
             } else {
                 printer.line(&card_text(&card))?;
             }
@@ -156,33 +150,35 @@ pub fn agents(args: AgentsArgs, globals: &Globals, printer: &Printer) -> CliResu
 /// A card for people. A card is its agent's own words: each one-line field stays on its line, and
 /// the description, which may hold several lines, has each of them indented under its label, so
 /// no field can pass for a line of its own (a key, a capability).
-pub fn card_text(c: &Value) -> String {
-    let s = |v: &Value| for_terminal_line(v.as_str().unwrap_or("")).into_owned();
+pub fn card_text(c: &Card) -> String {
+    let s = |v: &str| for_terminal_line(v).into_owned();
     let mut out = format!(
         "{}  ({})\n  name:        {}\n  display:     {}\n  description: {}\n  visibility:  {}\n  presence:    {} (queue {})\n",
-        s(&c["address"]),
-        s(&c["id"]),
-        s(&c["name"]),
-        s(&c["display_name"]),
-        under_label(c["description"].as_str().unwrap_or("")),
-        s(&c["visibility"]),
-        s(&c["status"]["presence"]),
-        c["status"]["queue_depth"].as_u64().unwrap_or(0),
+        s(&c.address),
+        s(&c.id),
+        s(&c.name),
+        s(&c.display_name),
+        under_label(&c.description),
+        s(&c.visibility),
+        s(c.presence().unwrap_or("")),
+        c.status
+            .get("queue_depth")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
     );
-    for cap in c["capabilities"].as_array().into_iter().flatten() {
+    for cap in &c.capabilities {
         out.push_str(&format!(
             "  capability:  {} v{}\n",
             for_terminal_line(cap["name"].as_str().unwrap_or("?")),
             for_terminal_line(cap["version"].as_str().unwrap_or("?"))
         ));
     }
-    for k in c["keys"].as_array().into_iter().flatten() {
-        let state = if k["revoked_at"].is_null() {
-            format!("expires {}", s(&k["expires_at"]))
-        } else {
-            format!("revoked {}", s(&k["revoked_at"]))
+    for k in &c.keys {
+        let state = match &k.revoked_at {
+            None => format!("expires {}", s(&k.expires_at)),
+            Some(at) => format!("revoked {}", s(at)),
         };
-        out.push_str(&format!("  key:         {} {state}\n", s(&k["id"])));
+        out.push_str(&format!("  key:         {} {state}\n", s(&k.id)));
     }
     out.trim_end().to_owned()
 }
@@ -251,7 +247,7 @@ pub fn card(args: CardArgs, globals: &Globals, printer: &Printer) -> CliResult {
         }
     };
     if printer.is_json() {
-        printer.json(&card)?;
+        printer.json(&json!(card))?;
     } else {
         printer.line(&card_text(&card))?;
     }
@@ -265,30 +261,27 @@ pub fn topic(args: TopicArgs, globals: &Globals, printer: &Printer) -> CliResult
         TopicArgs::Subscribe { name } => {
             let v = ctx.block(ctx.gw.subscribe(&name))?;
             printer.either(
-                &v,
+                &json!(v),
                 &format!("{} is subscribed to {name}", ctx.profile.address),
             )?;
         }
         TopicArgs::Unsubscribe { name } => {
             let v = ctx.block(ctx.gw.unsubscribe(&name))?;
             printer.either(
-                &v,
+                &json!(v),
                 &format!("{} is no longer subscribed to {name}", ctx.profile.address),
             )?;
         }
         TopicArgs::List => {
             let v = ctx.block(ctx.gw.topics())?;
             if printer.is_json() {
-                printer.json(&v)?;
+                printer.json(&json!(v))?;
             } else {
-                let list = v["topics"].as_array().cloned().unwrap_or_default();
-                if list.is_empty() {
+                if v.topics.is_empty() {
                     printer.line("no topics in this workspace")?;
                 }
-                for t in list {
-                    let name = t["name"].as_str().or(t.as_str()).unwrap_or("?").to_owned();
-                    let n = t["subscribers"].as_u64().unwrap_or(0);
-                    printer.line(&format!("{name}  ({n} subscribers)"))?;
+                for t in &v.topics {
+                    printer.line(&format!("{}  ({} subscribers)", t.name, t.subscribers))?;
                 }
             }
         }

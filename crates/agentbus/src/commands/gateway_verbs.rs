@@ -643,7 +643,7 @@ fn delegate(args: DelegateArgs, globals: &Globals, printer: &Printer) -> CliResu
             d.task_id
         )));
     };
-    let state = task["state"].as_str().unwrap_or_default().to_owned();
+    let state = task.state.clone();
     let mut human = format!("task {}: {state}", d.task_id);
     if let Some(r) = &result {
         let data = r.envelope.get("data").cloned().unwrap_or(Value::Null);
@@ -753,10 +753,10 @@ fn lifecycle(
     // The gateway stores a late or ignored lifecycle message but applies nothing (§6.3): that
     // is not success, and the receipt says which it was and the task's state.
     let receipt = &acted.sent.receipt.body;
-    let state = receipt["task_state"].as_str().unwrap_or("?");
-    let refused = if receipt["late"] == json!(true) {
+    let state = receipt.task_state.as_deref().unwrap_or("?");
+    let refused = if receipt.late == Some(true) {
         Some(format!("it arrived after the task had ended ({state})"))
-    } else if receipt["ignored"] == json!(true) {
+    } else if receipt.ignored == Some(true) {
         Some(format!("a {state} task takes no {}", acted.verb))
     } else {
         None

@@ -5,9 +5,9 @@
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use agentbus_client::agent::Side;
+use agentbus_client::agent::{MyTask, Side};
 
 use super::profile::Ctx;
 use super::trace::recipients_text;
@@ -113,38 +113,30 @@ pub fn tasks(args: TasksArgs, globals: &Globals, printer: &Printer) -> CliResult
 }
 
 /// One task for people: id, state, capability, the other party, and the verbs that apply now.
-pub fn task_line(t: &Value) -> String {
-    let s = |v: &Value| v.as_str().unwrap_or("?").to_owned();
-    let worker = t["role"] == json!("worker");
+pub fn task_line(mine: &MyTask) -> String {
+    let t = &mine.task;
+    let worker = mine.role == "worker";
     let (rel, other) = if worker {
-        ("from", &t["requester"])
+        ("from", &t.requester)
     } else {
-        ("to", &t["recipient"])
+        ("to", &t.recipient)
     };
-    let other = other["address"]
-        .as_str()
-        .or(other["id"].as_str())
-        .unwrap_or("?");
+    let other = other.address.as_deref().unwrap_or(&other.id);
     let mut line = format!(
         "{}  {:<14} {}  {} {rel} {other}  updated {}",
-        s(&t["id"]),
-        s(&t["state"]),
-        s(&t["capability"]),
+        t.id,
+        t.state,
+        t.capability,
         if worker { "worker" } else { "requester" },
-        s(&t["updated_at"]),
+        t.updated_at,
     );
-    let verbs: Vec<&str> = t["verbs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let verbs = mine.verbs;
     if !verbs.is_empty() {
         line.push_str(&format!(
             "\n    now: {}",
             verbs
                 .iter()
-                .map(|v| format!("agentbus {v} {}", s(&t["id"])))
+                .map(|v| format!("agentbus {v} {}", t.id))
                 .collect::<Vec<_>>()
                 .join(" | ")
         ));
@@ -155,7 +147,7 @@ pub fn task_line(t: &Value) -> String {
 /// `agentbus sent`.
 pub fn sent(args: SentArgs, globals: &Globals, printer: &Printer) -> CliResult {
     let ctx = Ctx::open(globals, printer)?;
-    let (messages, next) = ctx.block(
+    let agentbus_api::SentMessages { messages, next } = ctx.block(
         ctx.gw
             .sent(args.limit.clamp(1, 100), args.before.as_deref()),
     )?;
@@ -169,15 +161,14 @@ pub fn sent(args: SentArgs, globals: &Globals, printer: &Printer) -> CliResult {
     }
     let mut out = Vec::new();
     for m in &messages {
-        let s = |v: &Value| v.as_str().unwrap_or("?").to_owned();
         let mut text = format!(
             "{}  {} to {}  at {}",
-            s(&m["id"]),
-            s(&m["type"]).trim_start_matches("agentbus."),
-            s(&m["to"]),
-            s(&m["persisted_at"]),
+            m.id,
+            m.kind.trim_start_matches("agentbus."),
+            m.to,
+            m.persisted_at,
         );
-        if let Some(t) = m["task_id"].as_str() {
+        if let Some(t) = &m.task_id {
             text.push_str(&format!("  task {t}"));
         }
         text.push_str(&recipients_text(m));

@@ -34,7 +34,7 @@ pub fn recipient_hint(ctx: &Ctx, to: &str, e: CliError) -> CliError {
         return e;
     }
     let cards = ctx.rt.block_on(ctx.gw.agents()).unwrap_or_default();
-    match agentbus_client::suggest::recipient(to, &cards) {
+    match agentbus_client::suggest::recipient(to, cards.iter().map(|c| c.address.as_str())) {
         Some(near) => e.fix(format!(
             "did you mean {near}? `agentbus agents` lists the directory"
         )),

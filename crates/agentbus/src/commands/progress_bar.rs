@@ -120,9 +120,7 @@ impl TaskLine {
         use agentbus_protocol::schema::KnownType;
         match news {
             TaskNews::Record(task) => {
-                if let Some(s) = task["state"].as_str() {
-                    self.state = s.to_owned();
-                }
+                self.state = task.state.clone();
             }
             TaskNews::Message(r) => {
                 let data = r.envelope.get("data").cloned().unwrap_or_default();

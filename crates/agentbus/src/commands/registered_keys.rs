@@ -17,8 +17,8 @@ use crate::cli::Globals;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::printer::Printer;
 
-fn keys_of(card: &Value) -> Vec<Value> {
-    card["keys"].as_array().cloned().unwrap_or_default()
+fn keys_of(card: &agentbus_api::Card) -> Vec<Value> {
+    card.keys.iter().map(|k| json!(k)).collect()
 }
 
 /// `keys list`.
@@ -64,7 +64,7 @@ pub fn rotate(globals: &Globals, printer: &Printer) -> CliResult {
     let old = store.read_current(&agent_id).map_err(CliError::of)?;
     let new = SigningKey::from_seed(random_bytes());
     let registered = ctx.block(ctx.gw.add_key(&agent_id, &new.public().to_base64url()))?;
-    let new_id = registered["id"].as_str().unwrap_or_default().to_owned();
+    let new_id = registered.id;
     // Keep the old private key beside the new one until it is revoked, then replace the current
     // key in one step: the new key is saved completely before the profile points at it.
     let unsaved = |e| CliError::new(ErrorKind::Config, CliError::of(e).message).fix(UNSAVED_FIX);
@@ -107,7 +107,7 @@ pub fn revoke(key_id: &str, force: bool, globals: &Globals, printer: &Printer) -
         let _ = store.delete_retired(&ctx.profile.agent_id, key_id);
     }
     printer.either(
-        &v,
+        &json!(v),
         &format!("revoked {key_id}; envelopes it signed before still verify"),
     )?;
     Ok(ExitCode::SUCCESS)

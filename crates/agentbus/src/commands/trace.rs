@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use clap::Args;
 use serde_json::{Value, json};
 
+use agentbus_api::{Conversation, DeliveryStates, RecipientState, TaskView};
 use agentbus_client::ClientError;
 use agentbus_client::agent::Trace;
 use agentbus_protocol::text::for_terminal_line;
@@ -55,7 +56,7 @@ pub fn run(args: TraceArgs, globals: &Globals, printer: &Printer) -> CliResult {
             if printer.is_json() {
                 printer.json(&json!({"task": task, "conversation": conversation}))?;
             } else {
-                printer.line(&task_text(&task, &conversation))?;
+                printer.line(&task_text(&task, conversation.as_ref()))?;
             }
         }
         Trace::Conversation {
@@ -66,8 +67,8 @@ pub fn run(args: TraceArgs, globals: &Globals, printer: &Printer) -> CliResult {
             let received = received.map(|r| received_here(&ctx, &r)).transpose()?;
             if printer.is_json() {
                 let mut doc = json!({"conversation": conversation});
-                if let Some(d) = delivery {
-                    doc["delivery"] = d;
+                if let Some(d) = &delivery {
+                    doc["delivery"] = json!(d);
                 }
                 if let Some(r) = received {
                     doc["received"] = r;
@@ -136,60 +137,70 @@ fn received_text(r: &Value) -> String {
 }
 
 /// One recipient's delivery state in a line: the furthest state, with its time and where.
-pub fn state_line(r: &Value) -> String {
-    let who = for_terminal_line(
-        r["agent"]["address"]
-            .as_str()
-            .or(r["agent"]["id"].as_str())
-            .unwrap_or("?"),
-    );
-    let state = s(&r["state"]);
+pub fn state_line(r: &RecipientState) -> String {
+    let who = for_terminal_line(r.agent.address.as_deref().unwrap_or(&r.agent.id));
+    let state = r.state.as_str();
     // Where a message was shown is what the recipient's sidecar reported: each field stays on
     // this recipient's line.
     let detail = match state {
-        "answered" => format!(
-            "{} by {} ({})",
-            one(&r["answered"]["at"]),
-            one(&r["answered"]["id"]),
-            for_terminal_line(s(&r["answered"]["type"]).trim_start_matches("agentbus."))
-        ),
-        "shown" => format!(
-            "{} in {} ({})",
-            one(&r["shown"]["at"]),
-            one(&r["shown"]["harness"]),
-            one(&r["shown"]["event"])
-        ),
-        "pushed" => format!(
-            "{} to {} ({}), which may drop it; not shown yet",
-            one(&r["pushed"]["at"]),
-            one(&r["pushed"]["harness"]),
-            one(&r["pushed"]["event"])
-        ),
-        "acknowledged" => format!("{} by its sidecar", one(&r["acknowledged_at"])),
-        "leased" => format!("{} (attempt {})", one(&r["leased_at"]), r["attempts"]),
-        _ => one(&r["persisted_at"]).into_owned(),
+        "answered" => {
+            let a = r.answered.as_ref();
+            format!(
+                "{} by {} ({})",
+                opt(a.map(|a| a.at.as_str())),
+                opt(a.map(|a| a.id.as_str())),
+                for_terminal_line(
+                    a.map_or("", |a| a.kind.as_str())
+                        .trim_start_matches("agentbus.")
+                )
+            )
+        }
+        "shown" => {
+            let (at, harness, event) = shown(&r.shown);
+            format!("{at} in {harness} ({event})")
+        }
+        "pushed" => {
+            let (at, harness, event) = shown(&r.pushed);
+            format!("{at} to {harness} ({event}), which may drop it; not shown yet")
+        }
+        "acknowledged" => format!("{} by its sidecar", opt(r.acknowledged_at.as_deref())),
+        "leased" => format!("{} (attempt {})", opt(r.leased_at.as_deref()), r.attempts),
+        _ => for_terminal_line(&r.persisted_at).into_owned(),
     };
     let state = for_terminal_line(state);
     let mut line = format!("  {who}: {state} {detail}");
-    if !r["read_receipt"].is_null() {
-        line.push_str(&format!("; read receipt {}", one(&r["read_receipt"]["id"])));
+    if let Some(rr) = &r.read_receipt {
+        line.push_str(&format!("; read receipt {}", for_terminal_line(&rr.id)));
     }
     line
 }
 
+/// The time, harness and event of a showing (or push), each made safe for one line.
+fn shown(s: &Option<agentbus_api::Shown>) -> (Cow<'_, str>, Cow<'_, str>, Cow<'_, str>) {
+    let s = s.as_ref();
+    (
+        opt(s.map(|s| s.at.as_str())),
+        opt(s.map(|s| s.harness.as_str())),
+        opt(s.map(|s| s.event.as_str())),
+    )
+}
+
 /// The delivery states of a message, for people.
-pub fn delivery_text(d: &Value) -> String {
-    format!("delivery of {}:{}", one(&d["id"]), recipients_text(d))
+pub fn delivery_text(d: &DeliveryStates) -> String {
+    format!(
+        "delivery of {}:{}",
+        for_terminal_line(&d.id),
+        recipients_text(d)
+    )
 }
 
 /// Each recipient's state line of a delivery document (`GET /v1/messages/{id}/delivery`, an
 /// entry of `GET /v1/messages/sent`), each on a line of its own after a line break.
-pub fn recipients_text(d: &Value) -> String {
-    let recipients = d["recipients"].as_array().cloned().unwrap_or_default();
-    if recipients.is_empty() {
+pub fn recipients_text(d: &DeliveryStates) -> String {
+    if d.recipients.is_empty() {
         return "\n  no recipient (a topic without subscribers)".to_owned();
     }
-    recipients
+    d.recipients
         .iter()
         .map(|r| format!("\n{}", state_line(r)))
         .collect()
@@ -199,7 +210,7 @@ pub fn recipients_text(d: &Value) -> String {
 /// --wait`); the client's wait hands it the states it looks up.
 #[derive(Default)]
 pub struct Watch {
-    last: Value,
+    last: Option<DeliveryStates>,
     said: std::collections::HashMap<String, String>,
 }
 
@@ -210,23 +221,23 @@ impl Watch {
     }
 
     /// The lines of recipients whose state changed since the last `d`.
-    pub fn take(&mut self, d: Value) -> Vec<String> {
+    pub fn take(&mut self, d: DeliveryStates) -> Vec<String> {
         let mut out = Vec::new();
-        for r in d["recipients"].as_array().into_iter().flatten() {
-            let key = s(&r["agent"]["id"]).to_owned();
-            let state = format!("{}/{}", s(&r["state"]), r["read_receipt"].is_null());
+        for r in &d.recipients {
+            let key = r.agent.id.clone();
+            let state = format!("{}/{}", r.state, r.read_receipt.is_none());
             if self.said.get(&key) != Some(&state) {
                 self.said.insert(key, state);
                 out.push(state_line(r));
             }
         }
-        self.last = d;
+        self.last = Some(d);
         out
     }
 
-    /// The last states seen (`null` before any).
-    pub fn last(&self) -> &Value {
-        &self.last
+    /// The last states seen (`None`, written `null`, before any).
+    pub fn last(&self) -> Option<&DeliveryStates> {
+        self.last.as_ref()
     }
 }
 
@@ -240,56 +251,59 @@ fn one(v: &Value) -> Cow<'_, str> {
     for_terminal_line(s(v))
 }
 
+/// [`one`] of a field that may be absent (written as nothing).
+fn opt(v: Option<&str>) -> Cow<'_, str> {
+    for_terminal_line(v.unwrap_or(""))
+}
+
 /// The human timeline of a task and its conversation.
-pub fn task_text(task: &Value, conversation: &Value) -> String {
+pub fn task_text(task: &TaskView, conversation: Option<&Conversation>) -> String {
     let mut out = format!(
         "task {}  {}  state: {}\n  requester: {}\n  recipient: {}\n",
-        one(&task["id"]),
-        one(&task["capability"]),
-        one(&task["state"]),
-        one(&task["requester"]["address"]),
-        one(&task["recipient"]["address"]),
+        for_terminal_line(&task.id),
+        for_terminal_line(&task.capability),
+        for_terminal_line(&task.state),
+        opt(task.requester.address.as_deref()),
+        opt(task.recipient.address.as_deref()),
     );
     out.push_str("\ntimeline:\n");
-    for e in task["timeline"].as_array().into_iter().flatten() {
+    for e in &task.timeline {
         let kind = for_terminal_line(
-            s(&e["type"])
+            e.kind
                 .trim_start_matches("agentbus.")
                 .trim_end_matches(".v1"),
         );
-        let from = e["from"]
-            .as_str()
+        let from = Some(e.from.as_str())
             .filter(|f| !f.is_empty())
             .unwrap_or("(new)");
-        let actor = s(&e["actor"]);
-        let who = |side: &str| format!("agent:{}", s(&task[side]["id"]));
-        let actor = if actor == who("requester") {
+        let actor = e.actor.as_str();
+        let actor = if actor == format!("agent:{}", task.requester.id) {
             Cow::Borrowed("requester")
-        } else if actor == who("recipient") {
+        } else if actor == format!("agent:{}", task.recipient.id) {
             Cow::Borrowed("recipient")
         } else {
             for_terminal_line(actor)
         };
         let mut flags = String::new();
-        if e["late"] == json!(true) {
+        if e.late {
             flags.push_str(" (late)");
         }
-        if e["ignored"] == json!(true) {
+        if e.ignored {
             flags.push_str(" (ignored)");
         }
-        if let Some(t) = e["timer"].as_str() {
+        if let Some(t) = &e.timer {
             flags.push_str(&format!(" (timer: {})", for_terminal_line(t)));
         }
         out.push_str(&format!(
             "  {}  {:<9} {:<14} {} -> {}{flags}\n",
-            one(&e["at"]),
+            for_terminal_line(&e.at),
             actor,
             kind,
             for_terminal_line(from),
-            one(&e["to"]),
+            for_terminal_line(&e.to),
         ));
     }
-    if conversation.is_object() {
+    if let Some(conversation) = conversation {
         out.push('\n');
         out.push_str(&conversation_text(conversation));
     }
@@ -297,11 +311,14 @@ pub fn task_text(task: &Value, conversation: &Value) -> String {
 }
 
 /// The human view of a conversation: one block per envelope.
-pub fn conversation_text(conversation: &Value) -> String {
-    let mut out = format!("conversation {}:\n", one(&conversation["conversation_id"]));
+pub fn conversation_text(conversation: &Conversation) -> String {
+    let mut out = format!(
+        "conversation {}:\n",
+        for_terminal_line(&conversation.conversation_id)
+    );
     // Every field of an envelope is its sender's: one line each, so no stage, status or text can
     // add a line that passes for another envelope's or a task's transition.
-    for e in conversation["envelopes"].as_array().into_iter().flatten() {
+    for e in &conversation.envelopes {
         let kind = for_terminal_line(
             s(&e["type"])
                 .trim_start_matches("agentbus.")
