@@ -7,9 +7,9 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use agentbus_gateway::ops::{ApiError, ApiResult, Caller};
+use agentbus_gateway::ops::{ConsoleSessionRow, Role, UserRow};
 use agentbus_protocol::Code;
 use agentbus_protocol::timestamp::Timestamp;
-use agentbus_store::{ConsoleSessionRow, Role, UserRow};
 
 use crate::session::role_label;
 

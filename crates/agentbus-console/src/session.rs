@@ -18,8 +18,8 @@ use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
 use agentbus_gateway::ops::{ApiError, ApiResult, Caller, Door, Principal, token_hash};
+use agentbus_gateway::ops::{ConsoleSessionRow, Role, UserRow};
 use agentbus_protocol::Code;
-use agentbus_store::{ConsoleSessionRow, Role, UserRow};
 
 use crate::Console;
 use crate::render::{self, Chrome};

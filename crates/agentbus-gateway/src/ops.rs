@@ -7,12 +7,11 @@
 
 use serde_json::Value;
 
-use agentbus_store::{
-    AgentRow, BlobRow, ConsoleSessionRow, ConversationSummary, MessageRow, Role, Store,
-    TaskEventRow, TaskRow, TenantRow, UsageTotal, WorkspaceRow,
-};
+use agentbus_store::Store;
 
 pub use crate::error::{ApiError, ApiResult};
+// The stored rows the door hands out, named here so a front end needs no dependency on the store
+// crate (the architecture test `no_front_end_depends_on_the_store` holds it to that).
 pub use crate::identity::TopicView;
 pub use crate::metrics::Counters;
 pub use crate::roles::AdminScope;
@@ -20,6 +19,10 @@ pub use crate::state::{App, Principal};
 pub use crate::tasks::ListQuery;
 pub use crate::usage::UsageQuery;
 pub use crate::views::{CopyProgress, RecipientState, Verification};
+pub use agentbus_store::{
+    AgentRow, BlobRow, ConsoleSessionRow, ConversationSummary, MessageRow, Role, TaskEventRow,
+    TaskRow, TenantRow, Tokens, UsageFigure, UsageTotal, UserRow, WorkspaceRow,
+};
 
 /// SHA-256 of a bearer token, the form a session keeps it in.
 pub fn token_hash(token: &str) -> [u8; 32] {

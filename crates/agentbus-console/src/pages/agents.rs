@@ -7,8 +7,8 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::Value;
 
+use agentbus_gateway::ops::AgentRow;
 use agentbus_gateway::ops::{ApiResult, administers};
-use agentbus_store::AgentRow;
 
 use crate::render::{self, Chrome, page};
 use crate::session::Viewer;

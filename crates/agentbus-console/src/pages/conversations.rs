@@ -7,10 +7,10 @@ use axum::extract::{Path, Query};
 use axum::response::Response;
 use serde_json::{Map, Value};
 
+use agentbus_gateway::ops::MessageRow;
 use agentbus_gateway::ops::{self, ApiResult, CopyProgress, RecipientState, Verification};
 use agentbus_protocol::envelope::Envelope;
 use agentbus_protocol::frame;
-use agentbus_store::MessageRow;
 
 use crate::render::{self, Chrome, page, peer};
 use crate::session::Viewer;

@@ -7,9 +7,9 @@ use std::collections::BTreeSet;
 use askama::Template;
 use axum::response::Response;
 
+use agentbus_gateway::ops::Role;
 use agentbus_gateway::ops::{self, ApiResult, Counters, Principal};
 use agentbus_protocol::Code;
-use agentbus_store::Role;
 
 use crate::live::{Sample, Scope};
 use crate::render::{Chrome, count, fragment, page, peer};

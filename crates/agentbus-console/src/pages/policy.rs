@@ -7,8 +7,8 @@ use axum::extract::{Path, Query, RawForm};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 
+use agentbus_gateway::ops::WorkspaceRow;
 use agentbus_gateway::ops::{ApiError, ApiResult};
-use agentbus_store::WorkspaceRow;
 
 use crate::render::{self, Chrome, page_with, peer};
 use crate::session::Viewer;

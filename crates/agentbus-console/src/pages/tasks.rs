@@ -12,10 +12,10 @@ use axum::response::Response;
 use serde_json::{Map, Value};
 
 use agentbus_gateway::ops::{self, ApiResult, ListQuery};
+use agentbus_gateway::ops::{MessageRow, TaskRow, Tokens, UsageFigure};
 use agentbus_protocol::envelope::Envelope;
 use agentbus_protocol::frame;
 use agentbus_protocol::task::TaskState;
-use agentbus_store::{MessageRow, TaskRow, Tokens, UsageFigure};
 
 use super::conversations::short_kind;
 use crate::render::{self, Chrome, fragment, page, peer};

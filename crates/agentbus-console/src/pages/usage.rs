@@ -9,7 +9,7 @@ use axum::extract::Query;
 use axum::response::Response;
 
 use agentbus_gateway::ops::{self, UsageQuery};
-use agentbus_store::{Tokens, UsageTotal};
+use agentbus_gateway::ops::{Tokens, UsageTotal};
 
 use crate::render::{Chrome, count, page, peer};
 use crate::session::Viewer;
