@@ -835,6 +835,7 @@ impl Receiver {
 /// is not, because a file system stamps modification times with a coarse clock and a record
 /// written in the same tick would leave the mark as it was. (File times are the machine's, so this
 /// compares them with the machine's clock, not the receiver's injected one.)
+#[allow(clippy::disallowed_methods)] // file times are compared with the machine's own clock
 fn settled(mark: Option<std::time::SystemTime>) -> Option<std::time::SystemTime> {
     let recent = mark.is_some_and(|m| {
         std::time::SystemTime::now()
