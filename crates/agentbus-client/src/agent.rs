@@ -1280,7 +1280,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn issue_14_an_acted_task_says_its_state_late_or_ignored_and_the_verbs_that_apply_now() {
+    fn an_acted_task_says_its_state_late_or_ignored_and_the_verbs_that_apply_now() {
         let acted = |receipt: Value| Acted {
             sent: Sent {
                 envelope: Map::new(),

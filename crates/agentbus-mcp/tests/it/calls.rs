@@ -139,7 +139,7 @@ fn task_request(f: &Fixture, id: &str, expires_ms: i64) {
 }
 
 #[test]
-fn issue_14_read_inbox_says_each_messages_ids_answer_and_expiry_as_the_cli_json_does() {
+fn read_inbox_says_each_messages_ids_answer_and_expiry_as_the_cli_json_does() {
     let f = Fixture::new();
     f.store
         .bind(crate::SID, Some("agent://acme/backend/reviewer"))

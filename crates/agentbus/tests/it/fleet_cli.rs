@@ -55,7 +55,7 @@ fn delegate(bot: &Machine, to: &Machine, instructions: &str, extra: &[&str]) -> 
 }
 
 #[test]
-fn issue_14_every_surface_shows_the_msg_and_tsk_ids_and_every_verb_takes_them() {
+fn every_surface_shows_the_msg_and_tsk_ids_and_every_verb_takes_them() {
     let gw = Gw::start();
     let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
     reviewer.ok(&["--json", "card", "edit", "--capability", "code.review@1"]);
@@ -172,7 +172,7 @@ fn issue_14_every_surface_shows_the_msg_and_tsk_ids_and_every_verb_takes_them() 
 }
 
 #[test]
-fn issue_14_wp_6_1_an_expired_or_accept_timed_out_request_is_shown_expired_not_fresh() {
+fn wp_6_1_an_expired_or_accept_timed_out_request_is_shown_expired_not_fresh() {
     // The gateway's clock runs 60 s behind this machine's (within the 5 min skew): a request
     // with a 5 s accept window is still open at the gateway when it arrives, and past its
     // deadline here. Its reaper looks every 50 ms.
@@ -222,7 +222,7 @@ fn issue_14_wp_6_1_an_expired_or_accept_timed_out_request_is_shown_expired_not_f
 }
 
 #[test]
-fn issue_14_tasks_and_sent_list_what_an_agent_is_party_of_and_what_became_of_what_it_sent() {
+fn tasks_and_sent_list_what_an_agent_is_party_of_and_what_became_of_what_it_sent() {
     let gw = Gw::start();
     let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
     let stranger = Machine::new("stranger");
@@ -356,8 +356,7 @@ fn interrupt(child: &Child) {
 }
 
 #[test]
-fn issue_14_delegate_wait_says_the_ids_at_once_then_each_change_and_ctrl_c_leaves_the_task_running()
-{
+fn delegate_wait_says_the_ids_at_once_then_each_change_and_ctrl_c_leaves_the_task_running() {
     let gw = Gw::start();
     let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
     reviewer.ok(&["--json", "card", "edit", "--capability", "code.review@1"]);
@@ -438,7 +437,7 @@ fn issue_14_delegate_wait_says_the_ids_at_once_then_each_change_and_ctrl_c_leave
 }
 
 #[test]
-fn issue_14_send_wait_says_the_id_at_once_and_ctrl_c_says_how_to_follow_it() {
+fn send_wait_says_the_id_at_once_and_ctrl_c_says_how_to_follow_it() {
     let gw = Gw::start();
     let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
     let mut child = bot.spawn(&[
@@ -489,7 +488,7 @@ fn profile_of(cmd: &str) -> Option<String> {
 }
 
 #[test]
-fn issue_14_the_readme_walk_through_runs_as_written_and_every_id_it_takes_was_shown() {
+fn the_readme_walk_through_runs_as_written_and_every_id_it_takes_was_shown() {
     let commands = walkthrough();
     assert!(commands.len() >= 10, "{commands:?}");
     let machine = Machine::new("walk");

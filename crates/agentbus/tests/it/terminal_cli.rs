@@ -14,7 +14,7 @@ fn task_id(text: &str) -> String {
 }
 
 #[test]
-fn issue_14_delegate_wait_on_a_terminal_redraws_one_line_with_state_percent_and_last_note() {
+fn delegate_wait_on_a_terminal_redraws_one_line_with_state_percent_and_last_note() {
     let gw = Gw::start();
     let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
     reviewer.ok(&["--json", "card", "edit", "--capability", "code.review@1"]);
@@ -126,7 +126,7 @@ fn shows_bar(term: &pty::OnPty, verb: &str) -> bool {
 }
 
 #[test]
-fn issue_17_attachments_show_one_kind_of_bar_up_and_down_on_a_terminal_and_none_with_q() {
+fn attachments_show_one_kind_of_bar_up_and_down_on_a_terminal_and_none_with_q() {
     let (_gw, bot, reviewer, file) = with_big_file();
     let (to, path) = (reviewer.address(), file.to_str().unwrap().to_owned());
 
@@ -156,7 +156,7 @@ fn issue_17_attachments_show_one_kind_of_bar_up_and_down_on_a_terminal_and_none_
 }
 
 #[test]
-fn issue_17_without_a_terminal_no_bar_bytes_reach_stderr_either_way() {
+fn without_a_terminal_no_bar_bytes_reach_stderr_either_way() {
     let (_gw, bot, reviewer, file) = with_big_file();
     let (to, path) = (reviewer.address(), file.to_str().unwrap().to_owned());
     let up = bot.run(&delegate_attach(&to, &path, &[]));
