@@ -10,6 +10,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Map, Value, json};
 
+use agentbus_api as api;
+
 use agentbus_protocol::Code;
 use agentbus_protocol::address::is_slug;
 use agentbus_protocol::ids::IdKind;
@@ -20,15 +22,15 @@ use crate::access::bearer;
 use crate::auth::{new_token, token_hash};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Body;
-use crate::identity::{body_object, card_json};
+use crate::identity::{body_object, card_body};
 use crate::roles::{self, administers};
 use crate::state::{App, Principal};
 
 /// The slug reserved for the gateway's own notices (decision 8).
 pub const RESERVED_TENANT: &str = "system";
 
-fn ts(t: i64) -> Value {
-    json!(Timestamp(t).to_string())
+fn ts(t: i64) -> String {
+    Timestamp(t).to_string()
 }
 
 /// A slug field of a request body: `default` when absent, AB-3015 when malformed.
@@ -217,13 +219,13 @@ pub async fn bootstrap(
     }))
 }
 
-fn tenant_json(t: &TenantRow) -> Value {
-    json!({
-        "id": t.id,
-        "slug": t.slug,
-        "created_at": ts(t.created_at),
-        "suspended_at": t.suspended_at.map(ts),
-    })
+fn tenant_body(t: &TenantRow) -> api::Tenant {
+    api::Tenant {
+        id: t.id.clone(),
+        slug: t.slug.clone(),
+        created_at: ts(t.created_at),
+        suspended_at: t.suspended_at.map(ts),
+    }
 }
 
 /// `POST /v1/tenants` `{slug, workspace?, admin_name?}` (operator): a tenant, its first workspace
@@ -232,7 +234,7 @@ pub async fn create_tenant(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Body(body): Body,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<api::CreatedTenant>)> {
     roles::operator(bearer(&app, &headers).await?)?;
     let b = body_object(&body)?;
     only_fields(&b, &["slug", "workspace", "admin_name"])?;
@@ -246,10 +248,22 @@ pub async fn create_tenant(
         ));
     }
     let p = provision(&app, slug, workspace, &admin_name).await?;
-    let mut out = tenant_json(&p.tenant);
-    out["workspace"] = json!({"id": p.workspace.id, "slug": p.workspace.slug});
-    out["admin"] = json!({"id": p.admin.id, "name": p.admin.name, "role": p.admin.role.as_str(), "token": p.token});
-    Ok((StatusCode::CREATED, Json(out)))
+    Ok((
+        StatusCode::CREATED,
+        Json(api::CreatedTenant {
+            tenant: tenant_body(&p.tenant),
+            workspace: api::WorkspaceRef {
+                id: p.workspace.id,
+                slug: p.workspace.slug,
+            },
+            admin: api::TenantAdmin {
+                id: p.admin.id,
+                name: p.admin.name,
+                role: p.admin.role.as_str().to_owned(),
+                token: p.token,
+            },
+        }),
+    ))
 }
 
 /// Every tenant, for the gateway operator (AB-1002 for anyone else).
@@ -262,14 +276,14 @@ pub async fn tenants_for(app: &App, who: &Principal) -> ApiResult<Vec<TenantRow>
 pub async fn list_tenants(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::Tenants>> {
     let who = bearer(&app, &headers).await?;
-    let tenants: Vec<Value> = tenants_for(&app, &who)
+    let tenants = tenants_for(&app, &who)
         .await?
         .iter()
-        .map(tenant_json)
+        .map(tenant_body)
         .collect();
-    Ok(Json(json!({"tenants": tenants})))
+    Ok(Json(api::Tenants { tenants }))
 }
 
 async fn set_tenant(
@@ -277,9 +291,9 @@ async fn set_tenant(
     headers: &HeaderMap,
     id: &str,
     suspend: bool,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::Tenant>> {
     let who = bearer(app, headers).await?;
-    Ok(Json(tenant_json(
+    Ok(Json(tenant_body(
         &set_tenant_suspended(app, &who, id, suspend).await?,
     )))
 }
@@ -315,7 +329,7 @@ pub async fn suspend_tenant(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::Tenant>> {
     set_tenant(&app, &headers, &id, true).await
 }
 
@@ -324,12 +338,16 @@ pub async fn resume_tenant(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::Tenant>> {
     set_tenant(&app, &headers, &id, false).await
 }
 
-fn workspace_json(w: &WorkspaceRow) -> Value {
-    json!({"id": w.id, "slug": w.slug, "created_at": ts(w.created_at)})
+fn workspace_body(w: &WorkspaceRow) -> api::Workspace {
+    api::Workspace {
+        id: w.id.clone(),
+        slug: w.slug.clone(),
+        created_at: ts(w.created_at),
+    }
 }
 
 /// `POST /v1/workspaces` `{slug}` (tenant admin): a new workspace in the admin's tenant.
@@ -337,7 +355,7 @@ pub async fn create_workspace(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Body(body): Body,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<api::Workspace>)> {
     let admin = roles::tenant_admin(bearer(&app, &headers).await?)?;
     let b = body_object(&body)?;
     only_fields(&b, &["slug"])?;
@@ -359,7 +377,7 @@ pub async fn create_workspace(
             e => e.into(),
         })?;
     app.invalidate_directory();
-    Ok((StatusCode::CREATED, Json(workspace_json(&ws))))
+    Ok((StatusCode::CREATED, Json(workspace_body(&ws))))
 }
 
 /// `GET /v1/workspaces`: the workspaces the caller belongs to or administers (a tenant admin all of
@@ -367,14 +385,14 @@ pub async fn create_workspace(
 pub async fn list_workspaces(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::Workspaces>> {
     let who = bearer(&app, &headers).await?;
-    let list: Vec<Value> = workspaces_for(&app, &who)
+    let workspaces = workspaces_for(&app, &who)
         .await?
         .iter()
-        .map(workspace_json)
+        .map(workspace_body)
         .collect();
-    Ok(Json(json!({"workspaces": list})))
+    Ok(Json(api::Workspaces { workspaces }))
 }
 
 /// The workspaces `who` belongs to or administers: a tenant admin all of its tenant's, anyone
@@ -455,7 +473,7 @@ pub async fn create_user(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Body(body): Body,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<api::CreatedUser>)> {
     let who = bearer(&app, &headers).await?;
     let admin = roles::admin(who.clone())?;
     let b = body_object(&body)?;
@@ -500,9 +518,13 @@ pub async fn create_user(
     let token = add_user(&app, &user).await?;
     Ok((
         StatusCode::CREATED,
-        Json(
-            json!({"id": user.id, "name": user.name, "role": role.as_str(), "workspace": ws.slug, "token": token}),
-        ),
+        Json(api::CreatedUser {
+            id: user.id,
+            name: user.name,
+            role: role.as_str().to_owned(),
+            workspace: ws.slug,
+            token,
+        }),
     ))
 }
 
@@ -520,10 +542,10 @@ async fn set_agent(
     headers: &HeaderMap,
     id: &str,
     suspend: bool,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::Card>> {
     let who = bearer(app, headers).await?;
     let a = set_agent_suspended(app, &who, id, suspend).await?;
-    Ok(Json(card_json(app, &a).await?))
+    Ok(Json(card_body(app, &a).await?))
 }
 
 /// Suspends (`suspend`) or resumes agent `id`, for an admin whose scope covers it (§5.9): see
@@ -565,7 +587,7 @@ pub async fn suspend_agent(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::Card>> {
     set_agent(&app, &headers, &id, true).await
 }
 
@@ -575,6 +597,6 @@ pub async fn resume_agent(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::Card>> {
     set_agent(&app, &headers, &id, false).await
 }

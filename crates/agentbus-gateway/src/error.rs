@@ -1,5 +1,5 @@
-//! One error type for every rejection, one JSON shape: `{"error": {code, message, doc_url,
-//! request_id}}`, with the status the catalogue gives the code.
+//! One error type for every rejection, one JSON shape (`agentbus_api::ErrorBody`: `{"error":
+//! {code, message, doc_url, request_id, details?}}`), with the status the catalogue gives the code.
 
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -106,17 +106,15 @@ impl IntoResponse for ApiError {
             .unwrap_or_else(|_| (String::new(), String::new()));
         let status =
             StatusCode::from_u16(self.code.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
-        let mut body = json!({
-            "error": {
-                "code": self.code.to_string(),
-                "message": self.message,
-                "doc_url": format!("{base}{}", self.code.doc_path()),
-                "request_id": request_id,
-            }
-        });
-        if let Some(d) = self.details {
-            body["error"]["details"] = d;
-        }
+        let body = agentbus_api::ErrorBody {
+            error: agentbus_api::ErrorDetail {
+                code: self.code.to_string(),
+                message: self.message,
+                doc_url: format!("{base}{}", self.code.doc_path()),
+                request_id,
+                details: self.details,
+            },
+        };
         let mut resp = (status, axum::Json(body)).into_response();
         if let Some(s) = self.retry_after
             && let Ok(v) = HeaderValue::from_str(&s.to_string())

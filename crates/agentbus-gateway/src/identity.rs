@@ -6,6 +6,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Map, Value, json};
 
+use agentbus_api as api;
+
 use agentbus_protocol::Code;
 use agentbus_protocol::address::{is_slug, is_topic_name};
 use agentbus_protocol::ids::IdKind;
@@ -166,52 +168,76 @@ fn check_card(fields: &Map<String, Value>, registering: bool) -> ApiResult<CardC
 }
 
 /// The full card (§10), with keys (revoked ones carry `revoked_at`, decision 7).
-pub async fn card_json(app: &App, a: &AgentRow) -> ApiResult<Value> {
-    let stored: Map<String, Value> = serde_json::from_str(&a.card).unwrap_or_default();
+pub async fn card_body(app: &App, a: &AgentRow) -> ApiResult<api::Card> {
+    let mut stored: Map<String, Value> = serde_json::from_str(&a.card).unwrap_or_default();
+    let mut field = |name: &str| stored.remove(name);
+    let mut status = match field("status") {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    let display_name = field("display_name");
+    let description = field("description");
+    let harness = field("harness");
+    let capabilities = field("capabilities");
+    let pricing = field("pricing");
+    let tags = field("tags");
     let depth = app.store.pending_count(&a.id).await?;
-    let mut status = stored.get("status").cloned().unwrap_or_else(|| json!({}));
-    status["queue_depth"] = json!(depth);
+    status.insert("queue_depth".into(), json!(depth));
     let (presence, last) = app.presence(&a.id);
-    status["presence"] = json!(presence);
+    status.insert("presence".into(), json!(presence));
     if let Some(t) = last {
-        status["last_heartbeat_at"] = json!(Timestamp(t).to_string());
+        status.insert("last_heartbeat_at".into(), json!(Timestamp(t).to_string()));
     }
-    let keys: Vec<Value> = app
-        .store
-        .keys(&a.id)
-        .await?
-        .into_iter()
-        .map(|k| {
-            json!({
-                "id": k.id,
-                "public_key": base64url(&k.public_key),
-                "created_at": Timestamp(k.created_at).to_string(),
-                "expires_at": Timestamp(k.expires_at).to_string(),
-                "revoked_at": k.revoked_at.map(|t| Timestamp(t).to_string()),
-            })
-        })
-        .collect();
-    Ok(json!({
-        "id": a.id,
-        "address": app.address_of(a).await?,
-        "name": a.name,
-        "display_name": stored.get("display_name").cloned().unwrap_or_else(|| json!(a.name)),
-        "description": stored.get("description").cloned().unwrap_or_else(|| json!("")),
-        "aliases": app.store.aliases(&a.id).await?,
-        "harness": stored.get("harness").cloned().unwrap_or_else(|| json!({})),
-        "owner": a.owner_id,
-        "visibility": a.visibility,
-        "capabilities": stored.get("capabilities").cloned().unwrap_or_else(|| json!([])),
-        "pricing": stored.get("pricing").cloned().unwrap_or_else(|| json!({"model": "free"})),
-        "status": status,
-        "tags": stored.get("tags").cloned().unwrap_or_else(|| json!([])),
-        "created_at": Timestamp(a.created_at).to_string(),
-        "updated_at": Timestamp(a.updated_at).to_string(),
-        "deleted": a.deleted_at.is_some(),
-        "suspended": a.suspended_at.is_some(),
-        "suspended_at": a.suspended_at.map(|t| Timestamp(t).to_string()),
-        "keys": keys,
-    }))
+    let keys = app.store.keys(&a.id).await?.iter().map(key_body).collect();
+    // The stored card holds only fields `check_card` accepted, each of its documented kind.
+    let array = |v: Option<Value>| match v {
+        Some(Value::Array(a)) => a,
+        _ => Vec::new(),
+    };
+    let text = |v: Option<Value>, default: &str| match v {
+        Some(Value::String(s)) => s,
+        _ => default.to_owned(),
+    };
+    Ok(api::Card {
+        id: a.id.clone(),
+        address: app.address_of(a).await?,
+        name: a.name.clone(),
+        display_name: text(display_name, &a.name),
+        description: text(description, ""),
+        aliases: app.store.aliases(&a.id).await?,
+        harness: match harness {
+            Some(Value::Object(m)) => m,
+            _ => Map::new(),
+        },
+        owner: a.owner_id.clone(),
+        visibility: a.visibility.clone(),
+        capabilities: array(capabilities),
+        pricing: pricing.unwrap_or_else(|| json!({"model": "free"})),
+        status,
+        tags: array(tags),
+        created_at: Timestamp(a.created_at).to_string(),
+        updated_at: Timestamp(a.updated_at).to_string(),
+        deleted: a.deleted_at.is_some(),
+        suspended: a.suspended_at.is_some(),
+        suspended_at: a.suspended_at.map(|t| Timestamp(t).to_string()),
+        keys,
+    })
+}
+
+/// [`card_body`] as a JSON value, for front ends that read it as a document.
+pub async fn card_json(app: &App, a: &AgentRow) -> ApiResult<Value> {
+    Ok(serde_json::to_value(card_body(app, a).await?).unwrap_or_default())
+}
+
+/// A key as cards and `POST /v1/agents/{id}/keys` show it.
+fn key_body(k: &KeyRow) -> api::Key {
+    api::Key {
+        id: k.id.clone(),
+        public_key: base64url(&k.public_key),
+        created_at: Timestamp(k.created_at).to_string(),
+        expires_at: Timestamp(k.expires_at).to_string(),
+        revoked_at: k.revoked_at.map(|t| Timestamp(t).to_string()),
+    }
 }
 
 fn base64url(b: &[u8]) -> String {
@@ -226,7 +252,7 @@ pub async fn register_agent(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Body(body): Body,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<api::RegisteredAgent>)> {
     let who = bearer(&app, &headers).await?;
     let user = crate::roles::tenant_user(who.clone())?;
     let b = body_object(&body)?;
@@ -313,11 +339,19 @@ pub async fn register_agent(
             created_at: now,
         })
         .await?;
-    let mut out = json!({"agent": card_json(&app, &agent).await?, "token": token});
-    if let Some(pk) = public_key {
-        out["key"] = add_key_inner(&app, &agent, pk, None).await?;
-    }
-    Ok((StatusCode::CREATED, Json(out)))
+    let agent_card = card_body(&app, &agent).await?;
+    let key = match public_key {
+        Some(pk) => Some(add_key_inner(&app, &agent, pk, None).await?),
+        None => None,
+    };
+    Ok((
+        StatusCode::CREATED,
+        Json(api::RegisteredAgent {
+            agent: agent_card,
+            token,
+            key,
+        }),
+    ))
 }
 
 /// Whether `who` may see `a` in the directory (§10 visibility; `public` acts as `tenant` in v1):
@@ -352,13 +386,13 @@ pub async fn directory(app: &App, who: &Principal) -> ApiResult<Vec<AgentRow>> {
 pub async fn list_agents(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::Agents>> {
     let who = bearer(&app, &headers).await?;
-    let mut out = Vec::new();
+    let mut agents = Vec::new();
     for a in directory(&app, &who).await? {
-        out.push(card_json(&app, &a).await?);
+        agents.push(card_body(&app, &a).await?);
     }
-    Ok(Json(json!({"agents": out})))
+    Ok(Json(api::Agents { agents }))
 }
 
 /// The agent `id` if `who` may see it in the directory, else exactly what a missing one gets.
@@ -375,10 +409,10 @@ pub async fn get_agent(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::Card>> {
     let who = bearer(&app, &headers).await?;
     let a = visible_agent(&app, &who, &id).await?;
-    Ok(Json(card_json(&app, &a).await?))
+    Ok(Json(card_body(&app, &a).await?))
 }
 
 /// Whether `who` manages `a`: the agent itself, its owner, or an admin whose scope covers its
@@ -409,7 +443,7 @@ pub async fn patch_agent(
     headers: HeaderMap,
     Path(id): Path<String>,
     Body(body): Body,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::Card>> {
     let who = bearer(&app, &headers).await?;
     let mut a = managed_agent(&app, &who, &id).await?;
     let b = body_object(&body)?;
@@ -432,7 +466,7 @@ pub async fn patch_agent(
         })?;
     app.invalidate_directory();
     app.forget_agent(&a.id);
-    Ok(Json(card_json(&app, &a).await?))
+    Ok(Json(card_body(&app, &a).await?))
 }
 
 /// `DELETE /v1/agents/{id}` (its owner, or an admin whose scope covers it): queued messages are dead-lettered and their senders
@@ -468,7 +502,7 @@ async fn add_key_inner(
     agent: &AgentRow,
     public_key: &str,
     expires_at: Option<&str>,
-) -> ApiResult<Value> {
+) -> ApiResult<api::Key> {
     let pk = parse_public_key(public_key)?;
     let now = app.now();
     let expires = match expires_at {
@@ -500,13 +534,7 @@ async fn add_key_inner(
             e => e.into(),
         })?;
     app.invalidate_directory();
-    Ok(json!({
-        "id": key.id,
-        "public_key": pk.to_base64url(),
-        "created_at": Timestamp(now).to_string(),
-        "expires_at": Timestamp(expires).to_string(),
-        "revoked_at": null,
-    }))
+    Ok(key_body(&key))
 }
 
 /// `POST /v1/agents/{id}/keys` `{public_key, expires_at?}` (the agent, its owner, or an admin whose
@@ -516,7 +544,7 @@ pub async fn add_key(
     headers: HeaderMap,
     Path(id): Path<String>,
     Body(body): Body,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<api::Key>)> {
     let who = bearer(&app, &headers).await?;
     let a = managed_agent(&app, &who, &id).await?;
     let b = body_object(&body)?;
@@ -533,15 +561,16 @@ pub async fn revoke_key(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path((id, key_id)): Path<(String, String)>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::RevokedKey>> {
     let who = bearer(&app, &headers).await?;
     let a = managed_agent(&app, &who, &id).await?;
     let now = app.now();
     app.store.revoke_key(&a.id, &key_id, now).await?;
     app.invalidate_directory();
-    Ok(Json(
-        json!({"id": key_id, "revoked_at": Timestamp(now).to_string()}),
-    ))
+    Ok(Json(api::RevokedKey {
+        id: key_id,
+        revoked_at: Timestamp(now).to_string(),
+    }))
 }
 
 /// `PUT /v1/topics/{name}/subscription` (agent): subscribes, creating the topic (§4.4).
@@ -549,14 +578,17 @@ pub async fn subscribe(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(name): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::Subscription>> {
     let a = crate::access::agent(&app, &headers).await?;
     check_topic_name(&name)?;
     app.store
         .subscribe(&a.workspace_id, &name, &a.id, app.now())
         .await?;
     let topic = topic_address(&app, &a, &name).await?;
-    Ok(Json(json!({"topic": topic, "subscribed": true})))
+    Ok(Json(api::Subscription {
+        topic,
+        subscribed: true,
+    }))
 }
 
 /// `DELETE /v1/topics/{name}/subscription` (agent): idempotent; a name no topic could have is
@@ -565,12 +597,15 @@ pub async fn unsubscribe(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(name): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::Subscription>> {
     let a = crate::access::agent(&app, &headers).await?;
     check_topic_name(&name)?;
     app.store.unsubscribe(&a.workspace_id, &name, &a.id).await?;
     let topic = topic_address(&app, &a, &name).await?;
-    Ok(Json(json!({"topic": topic, "subscribed": false})))
+    Ok(Json(api::Subscription {
+        topic,
+        subscribed: false,
+    }))
 }
 
 /// AB-3015 for a name no topic can have.
@@ -601,19 +636,23 @@ pub async fn list_topics(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     crate::extract::Query(q): crate::extract::Query<TopicsQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::Topics>> {
     let who = bearer(&app, &headers).await?;
     let agent = matches!(who, Principal::Agent(_));
-    let mut out = Vec::new();
-    for t in topics_for(&app, &who, q.workspace.as_deref()).await? {
-        let mut v = json!({"name": t.name, "subscribers": t.subscribers.len()});
-        if !agent {
-            v["workspace"] = json!({"id": t.workspace.id, "slug": t.workspace.slug});
-            v["subscriber_ids"] = json!(t.subscribers);
-        }
-        out.push(v);
-    }
-    Ok(Json(json!({"topics": out})))
+    let topics = topics_for(&app, &who, q.workspace.as_deref())
+        .await?
+        .into_iter()
+        .map(|t| api::Topic {
+            name: t.name,
+            subscribers: t.subscribers.len() as u64,
+            workspace: (!agent).then(|| api::WorkspaceRef {
+                id: t.workspace.id,
+                slug: t.workspace.slug,
+            }),
+            subscriber_ids: (!agent).then_some(t.subscribers),
+        })
+        .collect();
+    Ok(Json(api::Topics { topics }))
 }
 
 /// Filters of `GET /v1/topics`.
@@ -728,6 +767,14 @@ pub async fn envelope(app: &App, m: &MessageRow) -> ApiResult<Value> {
     Ok(copy)
 }
 
+/// A delivered copy as the object it always is (the gateway writes every envelope as one).
+pub(crate) fn envelope_map(v: Value) -> api::EnvelopeMap {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
 /// `GET /v1/conversations/{id}`: the conversation's envelopes the caller may read, in
 /// `received_at` order (§7). An agent reads what it sent or received, message by message (joining
 /// someone else's `conversation_id` shows nothing of theirs); a workspace admin what its
@@ -737,14 +784,17 @@ pub async fn conversation(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::Conversation>> {
     let who = bearer(&app, &headers).await?;
     let rows = conversation_rows(&app, &who, &id).await?;
     let mut envelopes = Vec::with_capacity(rows.len());
     for m in &rows {
-        envelopes.push(envelope(&app, m).await?);
+        envelopes.push(envelope_map(envelope(&app, m).await?));
     }
-    Ok(Json(json!({"conversation_id": id, "envelopes": envelopes})))
+    Ok(Json(api::Conversation {
+        conversation_id: id,
+        envelopes,
+    }))
 }
 
 /// The most conversations a list answers at once.
@@ -803,29 +853,32 @@ pub async fn list_conversations(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     crate::extract::Query(q): crate::extract::Query<ConversationsQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::Conversations>> {
     let who = bearer(&app, &headers).await?;
     let limit = q.limit.unwrap_or(50);
     let list = conversation_list(&app, &who, q.before.as_deref(), limit).await?;
     let mut out = Vec::with_capacity(list.len());
     for c in &list {
         let attrs: Map<String, Value> = serde_json::from_str(&c.last.attrs).unwrap_or_default();
-        out.push(json!({
-            "conversation_id": c.conversation_id,
-            "messages": c.messages,
-            "first_received_at": Timestamp(c.first_at).to_string(),
-            "last_received_at": Timestamp(c.last_at).to_string(),
-            "last": {
-                "id": c.last.id,
-                "type": c.last.kind,
-                "source": c.last.source,
-                "to": c.last.to_text,
-                "subject": attrs.get("subject"),
+        out.push(api::ConversationSummary {
+            conversation_id: c.conversation_id.clone(),
+            messages: c.messages,
+            first_received_at: Timestamp(c.first_at).to_string(),
+            last_received_at: Timestamp(c.last_at).to_string(),
+            last: api::LastMessage {
+                id: c.last.id.clone(),
+                kind: c.last.kind.clone(),
+                source: c.last.source.clone(),
+                to: c.last.to_text.clone(),
+                subject: attrs.get("subject").cloned(),
             },
-        }));
+        });
     }
     let next = (list.len() as u32 >= limit.clamp(1, MAX_CONVERSATIONS))
         .then(|| list.last().map(conversation_cursor))
         .flatten();
-    Ok(Json(json!({"conversations": out, "next": next})))
+    Ok(Json(api::Conversations {
+        conversations: out,
+        next,
+    }))
 }

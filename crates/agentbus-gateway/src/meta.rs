@@ -5,7 +5,8 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+
+use agentbus_api as api;
 
 use agentbus_protocol::errors::{Code, render_entry_markdown};
 use agentbus_protocol::schema::{KnownType, SCHEMA_FILES, schema_text};
@@ -19,28 +20,33 @@ use crate::state::App;
 pub const PROTOCOL_VERSIONS: &[&str] = &["1"];
 
 /// `GET /.well-known/agentbus.json`.
-pub async fn well_known(State(app): State<Arc<App>>) -> Json<Value> {
-    Json(json!({
-        "protocol_versions": PROTOCOL_VERSIONS,
-        "gateway_version": env!("CARGO_PKG_VERSION"),
-        "min_sidecar_version": app.config.min_sidecar_version,
-        "deprecations": [],
-        "types": KnownType::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
-        "schemas": SCHEMA_FILES.iter().map(|(p, _)| *p).chain(GATEWAY_SCHEMAS.iter().map(|(p, _)| *p)).map(|p| format!("/schemas/{p}")).collect::<Vec<_>>(),
-        "gateway_keys": [{
-            "id": app.gateway_key_id,
-            "public_key": app.gateway_key.public().to_base64url(),
-            "signs": "agent://system/gateway/*",
+pub async fn well_known(State(app): State<Arc<App>>) -> Json<api::WellKnown> {
+    Json(api::WellKnown {
+        protocol_versions: PROTOCOL_VERSIONS.iter().map(|v| (*v).to_owned()).collect(),
+        gateway_version: env!("CARGO_PKG_VERSION").to_owned(),
+        min_sidecar_version: app.config.min_sidecar_version.clone(),
+        deprecations: Vec::new(),
+        types: KnownType::ALL.iter().map(|k| k.as_str().to_owned()).collect(),
+        schemas: SCHEMA_FILES
+            .iter()
+            .map(|(p, _)| *p)
+            .chain(GATEWAY_SCHEMAS.iter().map(|(p, _)| *p))
+            .map(|p| format!("/schemas/{p}"))
+            .collect(),
+        gateway_keys: vec![api::GatewayKey {
+            id: app.gateway_key_id.clone(),
+            public_key: app.gateway_key.public().to_base64url(),
+            signs: "agent://system/gateway/*".to_owned(),
         }],
-        "limits": {
-            "envelope_bytes": agentbus_protocol::envelope::MAX_ENVELOPE_BYTES,
-            "max_skew_s": app.config.max_skew_s,
-            "visibility_timeout_s": app.config.visibility_timeout_s,
-            "max_attempts": app.config.max_attempts,
-            "inbox_max_depth": app.config.inbox_max_depth,
+        limits: api::Limits {
+            envelope_bytes: agentbus_protocol::envelope::MAX_ENVELOPE_BYTES as u64,
+            max_skew_s: app.config.max_skew_s,
+            visibility_timeout_s: app.config.visibility_timeout_s,
+            max_attempts: app.config.max_attempts,
+            inbox_max_depth: app.config.inbox_max_depth,
         },
-        "openapi": "/v1/openapi.json",
-    }))
+        openapi: "/v1/openapi.json".to_owned(),
+    })
 }
 
 /// The gateway's own documents' schemas, beside the wire protocol's (`SCHEMA_FILES`).
@@ -71,7 +77,14 @@ pub async fn error_page(Path(code): Path<String>, headers: HeaderMap) -> Respons
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("application/json"));
     if wants_json {
-        return Json(json!({"code": code.to_string(), "http_status": e.http_status, "title": e.title, "cause": e.cause, "fix": e.fix})).into_response();
+        return Json(api::ErrorPage {
+            code: code.to_string(),
+            http_status: e.http_status,
+            title: e.title.to_owned(),
+            cause: e.cause.to_owned(),
+            fix: e.fix.to_owned(),
+        })
+        .into_response();
     }
     (
         [(header::CONTENT_TYPE, "text/markdown; charset=utf-8")],
@@ -81,13 +94,15 @@ pub async fn error_page(Path(code): Path<String>, headers: HeaderMap) -> Respons
 }
 
 /// `GET /healthz`: the process is alive and answering.
-pub async fn health() -> Json<Value> {
-    Json(json!({"status": "alive"}))
+pub async fn health() -> Json<api::Health> {
+    Json(api::Health {
+        status: "alive".to_owned(),
+    })
 }
 
 /// `GET /readyz`: the store answers and its schema is current, and the gateway is not shutting
 /// down; otherwise 503 with the code that says which (AB-9001, AB-9003).
-pub async fn ready(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
+pub async fn ready(State(app): State<Arc<App>>) -> Result<Json<api::Health>, ApiError> {
     if *app.shutting_down.borrow() {
         return Err(ApiError::new(
             Code::ShuttingDown,
@@ -98,7 +113,9 @@ pub async fn ready(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError>
         tracing::error!(error = %e, "readiness check failed");
         ApiError::new(Code::StorageUnavailable, format!("not ready: {e}"))
     })?;
-    Ok(Json(json!({"status": "ready"})))
+    Ok(Json(api::Health {
+        status: "ready".to_owned(),
+    }))
 }
 
 /// `GET /metrics`: Prometheus text, for the gateway operator's token only: its series name agents
