@@ -14,8 +14,8 @@ pub struct Blob {
     pub reference: String,
     /// Its file name.
     pub name: String,
-    /// Its media type.
-    pub media_type: String,
+    /// Its media type, `null` when none was declared.
+    pub media_type: Option<String>,
     /// Its size in bytes.
     pub size: u64,
     /// The hex SHA-256 of its content.

@@ -14,7 +14,9 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
-use serde_json::{Value, json};
+use serde_json::Value;
+
+use agentbus_api as api;
 use sha2::{Digest, Sha256};
 
 use agentbus_protocol::Code;
@@ -64,13 +66,13 @@ pub fn content_key(tenant: &DataKey, b: &BlobRow) -> ContentKey {
 }
 
 /// How the content of `b` is sealed, for a party that seals or opens it itself.
-fn sealing(key: &ContentKey, b: &BlobRow) -> Value {
-    json!({
-        "scheme": SCHEME,
-        "key": base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key.to_bytes()),
-        "piece_bytes": CHUNK,
-        "sealed_size": sealed_len(b.size),
-    })
+fn sealing(key: &ContentKey, b: &BlobRow) -> api::Sealing {
+    api::Sealing {
+        scheme: SCHEME.to_owned(),
+        key: base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key.to_bytes()),
+        piece_bytes: CHUNK as u64,
+        sealed_size: sealed_len(b.size),
+    }
 }
 
 /// The largest content whose sealed object one upload to this target takes.
@@ -83,23 +85,23 @@ fn target_max(app: &App) -> u64 {
     }
 }
 
-async fn blob_json(app: &App, b: &BlobRow) -> ApiResult<Value> {
+async fn blob_body(app: &App, b: &BlobRow) -> ApiResult<api::Blob> {
     let tenant = app
         .store
         .tenant(&b.tenant_id)
         .await?
         .ok_or_else(ApiError::not_found)?;
-    Ok(json!({
-        "id": b.id,
-        "ref": format!("blob://{}/{}", tenant.slug, b.id),
-        "name": b.name,
-        "media_type": b.media_type,
-        "size": b.size,
-        "sha256": b.sha256,
-        "status": if b.complete { "complete" } else { "pending" },
-        "created_at": Timestamp(b.created_at).to_string(),
-        "expires_at": Timestamp(b.expires_at).to_string(),
-    }))
+    Ok(api::Blob {
+        id: b.id.clone(),
+        reference: format!("blob://{}/{}", tenant.slug, b.id),
+        name: b.name.clone(),
+        media_type: b.media_type.clone(),
+        size: b.size,
+        sha256: b.sha256.clone(),
+        status: if b.complete { "complete" } else { "pending" }.to_owned(),
+        created_at: Timestamp(b.created_at).to_string(),
+        expires_at: Timestamp(b.expires_at).to_string(),
+    })
 }
 
 /// `POST /v1/blobs` `{name, media_type, size, sha256}`: a pending blob and its upload target.
@@ -107,18 +109,15 @@ pub async fn create(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Body(body): Body,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<api::CreatedBlob>)> {
     let agent = access::agent(&app, &headers).await?;
-    let b: Value = agentbus_protocol::json::parse(&body)
-        .map_err(|e| ApiError::new(Code::MalformedJson, e.to_string()))?;
-    let name = b["name"]
-        .as_str()
-        .ok_or_else(|| ApiError::new(Code::InvalidRequest, "`name` is required"))?;
+    let b: api::NewBlob = crate::extract::parse_json(&body)?;
+    let name = b.name.as_str();
     check_attachment_name(name).map_err(|m| ApiError::new(Code::InvalidAttachmentName, m))?;
-    let media_type = match &b["media_type"] {
-        Value::Null => None,
-        Value::String(m) if is_declared_media_type(m) => Some(m.clone()),
-        _ => {
+    let media_type = match b.media_type {
+        None => None,
+        Some(m) if is_declared_media_type(&m) => Some(m),
+        Some(_) => {
             return Err(ApiError::new(
                 Code::InvalidRequest,
                 "`media_type` is a media type (`type/subtype`, with any parameters), at most 255 \
@@ -126,11 +125,8 @@ pub async fn create(
             ));
         }
     };
-    let size = b["size"]
-        .as_u64()
-        .ok_or_else(|| ApiError::new(Code::InvalidRequest, "`size` is a non-negative integer"))?;
-    let sha = b["sha256"]
-        .as_str()
+    let size = b.size;
+    let sha = Some(b.sha256.as_str())
         .filter(|s| s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')));
     let sha = sha.ok_or_else(|| {
         ApiError::new(Code::InvalidRequest, "`sha256` is 64 lowercase hex digits")
@@ -175,26 +171,39 @@ pub async fn create(
         .upload_url(&row.id, sealed_len(size), now)
         .await?;
     app.store.create_blob(row.clone()).await?;
-    let mut out = blob_json(&app, &row).await?;
-    out["upload"] = match presigned {
+    let blob = blob_body(&app, &row).await?;
+    let upload = match presigned {
         Some(up) => {
             let key = blob_key(&app, &row).await?;
-            let headers: serde_json::Map<String, Value> =
-                up.headers.into_iter().map(|(k, v)| (k, json!(v))).collect();
-            json!({
-                "method": "PUT",
-                "url": up.url,
-                "headers": headers,
-                "expires_at": Timestamp(now + UPLOAD_WINDOW_MS).to_string(),
-                "sealing": sealing(&key, &row),
-                "complete": {"method": "POST", "url": format!("/v1/blobs/{}/complete", row.id)},
-            })
+            let headers = up
+                .headers
+                .into_iter()
+                .map(|(k, v)| (k, Value::String(v)))
+                .collect();
+            api::Transfer {
+                method: "PUT".to_owned(),
+                url: up.url,
+                headers: Some(headers),
+                expires_at: Some(Timestamp(now + UPLOAD_WINDOW_MS).to_string()),
+                sealing: Some(sealing(&key, &row)),
+                complete: Some(api::Call {
+                    method: "POST".to_owned(),
+                    url: format!("/v1/blobs/{}/complete", row.id),
+                }),
+                max_bytes: None,
+            }
         }
-        None => {
-            json!({"method": "PUT", "url": format!("/v1/blobs/{}/content", row.id), "max_bytes": max})
-        }
+        None => api::Transfer {
+            method: "PUT".to_owned(),
+            url: format!("/v1/blobs/{}/content", row.id),
+            headers: None,
+            expires_at: None,
+            sealing: None,
+            complete: None,
+            max_bytes: Some(max),
+        },
     };
-    Ok((StatusCode::CREATED, Json(out)))
+    Ok((StatusCode::CREATED, Json(api::CreatedBlob { blob, upload })))
 }
 
 /// The blob `id` if `agent` may use it: it uploaded the blob, or is a party of a message that
@@ -242,7 +251,7 @@ pub async fn upload(
     headers: HeaderMap,
     Path(id): Path<String>,
     Body(body): Body,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::Blob>> {
     let b = uploading(&app, &headers, &id).await?;
     if body.len() as u64 > app.config.blob_inline_max {
         return Err(ApiError::new(
@@ -272,7 +281,7 @@ pub async fn upload(
         mark_complete(&app, &b).await?;
     }
     let b = app.store.blob(&id).await?.ok_or_else(ApiError::not_found)?;
-    Ok(Json(blob_json(&app, &b).await?))
+    Ok(Json(blob_body(&app, &b).await?))
 }
 
 /// `GET /v1/blobs/{id}`: metadata and the download target.
@@ -280,28 +289,33 @@ pub async fn get(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::BlobDownload>> {
     let agent = access::agent(&app, &headers).await?;
     let b = readable(&app, &agent, &id).await?;
-    let mut out = blob_json(&app, &b).await?;
+    let blob = blob_body(&app, &b).await?;
     let presigned = if b.complete {
         app.blobstore.download_url(&b.id).await?
     } else {
         None
     };
-    out["download"] = match presigned {
+    let download = match presigned {
         Some(url) => {
             let key = blob_key(&app, &b).await?;
-            json!({
-                "method": "GET",
-                "url": url,
-                "expires_at": Timestamp(app.now() + UPLOAD_WINDOW_MS).to_string(),
-                "sealing": sealing(&key, &b),
-            })
+            api::Download {
+                method: "GET".to_owned(),
+                url,
+                expires_at: Some(Timestamp(app.now() + UPLOAD_WINDOW_MS).to_string()),
+                sealing: Some(sealing(&key, &b)),
+            }
         }
-        None => json!({"method": "GET", "url": format!("/v1/blobs/{}/content", b.id)}),
+        None => api::Download {
+            method: "GET".to_owned(),
+            url: format!("/v1/blobs/{}/content", b.id),
+            expires_at: None,
+            sealing: None,
+        },
     };
-    Ok(Json(out))
+    Ok(Json(api::BlobDownload { blob, download }))
 }
 
 /// Refuses a pending blob whose upload window closed (AB-3055).
@@ -337,7 +351,7 @@ pub async fn complete(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::Blob>> {
     let b = uploading(&app, &headers, &id).await?;
     if !b.complete {
         open_window(&app, &b)?;
@@ -355,7 +369,7 @@ pub async fn complete(
         mark_complete(&app, &b).await?;
     }
     let b = app.store.blob(&id).await?.ok_or_else(ApiError::not_found)?;
-    Ok(Json(blob_json(&app, &b).await?))
+    Ok(Json(blob_body(&app, &b).await?))
 }
 
 /// Opens the whole object and compares the plaintext with the declared size and sha256.

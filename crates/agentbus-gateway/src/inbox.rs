@@ -14,7 +14,9 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{SplitSink, SplitStream};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
+
+use agentbus_api as api;
 
 use agentbus_protocol::Code;
 use agentbus_store::*;
@@ -57,18 +59,9 @@ impl PollQuery {
     }
 }
 
-/// One delivery as sent on the wire (long-poll item, WebSocket `delivery` frame).
-#[derive(Debug, Serialize)]
-pub struct DeliveryOut {
-    /// The inbox sequence.
-    pub sequence: u64,
-    /// The lease token an ack names.
-    pub delivery: String,
-    /// 1 for the first delivery, then one more per redelivery.
-    pub attempt: u32,
-    /// The delivered copy, as text (see [`App::delivered_copy_raw`]).
-    pub envelope: Box<serde_json::value::RawValue>,
-}
+/// One delivery as sent on the wire (long-poll item, WebSocket `delivery` frame), the delivered
+/// copy as text (see [`App::delivered_copy_raw`]): the gateway never parses a copy it hands out.
+pub type DeliveryOut = api::Delivery<Box<serde_json::value::RawValue>>;
 
 async fn lease(app: &App, agent: &AgentRow, after: u64, limit: u32) -> ApiResult<Vec<DeliveryOut>> {
     // A connection outlives the credential check at its start: a suspension since then stops it.
@@ -188,12 +181,7 @@ pub async fn poll(
         .max()
         .unwrap_or(q.after)
         .max(q.after);
-    #[derive(Serialize)]
-    struct Answer {
-        deliveries: Vec<DeliveryOut>,
-        next_after: u64,
-    }
-    Ok(Json(Answer {
+    Ok(Json(api::Deliveries {
         deliveries,
         next_after,
     })
@@ -203,29 +191,19 @@ pub async fn poll(
 /// The most acks one batch may carry (`POST /v1/inbox/acks`, a WebSocket `acks` frame).
 const MAX_ACKS: usize = 1000;
 
-/// One ack.
-#[derive(Debug, Deserialize)]
-pub struct Ack {
-    /// The inbox sequence.
-    pub sequence: u64,
-    /// The delivery token it was leased under.
-    pub delivery: String,
+fn item(sequence: u64, status: &str, code: Option<Code>) -> api::ItemResult {
+    api::ItemResult {
+        sequence,
+        status: status.to_owned(),
+        code: code.map(|c| c.to_string()),
+    }
 }
 
-/// Body of `POST /v1/inbox/acks`.
-#[derive(Debug, Deserialize)]
-pub struct AckBody {
-    /// The acks.
-    pub acks: Vec<Ack>,
-}
-
-fn outcome_json(sequence: u64, o: AckOutcome) -> Value {
+fn ack_result(sequence: u64, o: AckOutcome) -> api::ItemResult {
     match o {
-        AckOutcome::Acked => json!({"sequence": sequence, "status": "acked"}),
-        AckOutcome::AlreadyAcked => json!({"sequence": sequence, "status": "already_acked"}),
-        AckOutcome::Stale => {
-            json!({"sequence": sequence, "status": "refused", "code": Code::StaleAck.to_string()})
-        }
+        AckOutcome::Acked => item(sequence, "acked", None),
+        AckOutcome::AlreadyAcked => item(sequence, "already_acked", None),
+        AckOutcome::Stale => item(sequence, "refused", Some(Code::StaleAck)),
     }
 }
 
@@ -234,10 +212,10 @@ pub async fn ack_batch(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Body(body): Body,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::ItemResults>> {
     let agent = access::agent(&app, &headers).await?;
     // Strict I-JSON like every other body: AB-3001 when it does not parse, AB-3016 for its shape.
-    let body: AckBody = crate::extract::parse_json(&body)?;
+    let body: api::Acks = crate::extract::parse_json(&body)?;
     if body.acks.is_empty() || body.acks.len() > MAX_ACKS {
         return Err(ApiError::new(
             Code::InvalidRequest,
@@ -262,12 +240,12 @@ pub async fn ack_batch(
             "no ack named a current delivery: the message was redelivered or already settled",
         ));
     }
-    let results: Vec<Value> = seqs
+    let results = seqs
         .into_iter()
         .zip(outcomes)
-        .map(|(s, o)| outcome_json(s, o))
+        .map(|(s, o)| ack_result(s, o))
         .collect();
-    Ok(Json(json!({"results": results})))
+    Ok(Json(api::ItemResults { results }))
 }
 
 /// `POST /v1/inbox/{sequence}/ack` with `{"delivery": token}`.
@@ -276,13 +254,9 @@ pub async fn ack_one(
     headers: HeaderMap,
     Path(sequence): Path<u64>,
     Body(body): Body,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::ItemResult>> {
     let agent = access::agent(&app, &headers).await?;
-    #[derive(Deserialize)]
-    struct One {
-        delivery: String,
-    }
-    let one: One = crate::extract::parse_json(&body)?;
+    let one: api::AckOne = crate::extract::parse_json(&body)?;
     let outcome = app
         .store
         .ack(&agent.id, vec![(sequence, one.delivery)], app.now())
@@ -292,7 +266,7 @@ pub async fn ack_one(
             Code::StaleAck,
             "this delivery is no longer current: the message was redelivered or already settled",
         )),
-        Some(o) => Ok(Json(outcome_json(sequence, *o))),
+        Some(o) => Ok(Json(ack_result(sequence, *o))),
     }
 }
 
@@ -696,7 +670,7 @@ async fn handle_client_frames(
         sequence: Option<u64>,
         delivery: Option<String>,
         #[serde(default)]
-        acks: Vec<Ack>,
+        acks: Vec<api::Ack>,
     }
     // Per frame answered: true for a batch frame, and how many acks it carried.
     let mut shapes: Vec<(bool, usize)> = Vec::new();
@@ -752,17 +726,17 @@ async fn handle_client_frames(
         .into_iter()
         .enumerate()
         .map(|(i, sequence)| match &outcomes {
-            Ok(o) => outcome_json(sequence, o.get(i).copied().unwrap_or(AckOutcome::Stale)),
-            Err(_) => json!({"sequence": sequence, "status": "error"}),
+            Ok(o) => ack_result(sequence, o.get(i).copied().unwrap_or(AckOutcome::Stale)),
+            Err(_) => item(sequence, "error", None),
         });
     let answers = shapes
         .into_iter()
         .map(|(batch, n)| {
-            let answers: Vec<Value> = results.by_ref().take(n).collect();
+            let answers: Vec<api::ItemResult> = results.by_ref().take(n).collect();
             if batch {
                 json!({"type": "acks", "results": answers}).to_string()
             } else {
-                let one = answers.into_iter().next().unwrap_or(Value::Null);
+                let one = answers.into_iter().next();
                 json!({"type": "ack", "result": one}).to_string()
             }
         })

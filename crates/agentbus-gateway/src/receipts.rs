@@ -22,7 +22,9 @@ use crate::extract::{Json, Path, Query};
 use axum::extract::State;
 use axum::http::HeaderMap;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
+
+use agentbus_api as api;
 
 use agentbus_protocol::Code;
 use agentbus_protocol::timestamp::Timestamp;
@@ -35,25 +37,6 @@ use crate::state::{App, Principal};
 
 /// The most receipts one report may carry.
 const MAX_RECEIPTS: usize = 1000;
-
-/// One receipt as the wire carries it.
-#[derive(Debug, Deserialize)]
-struct ReceiptIn {
-    sequence: u64,
-    id: String,
-    shown_at: String,
-    harness: String,
-    #[serde(default)]
-    event: String,
-    /// `shown` (the default) or `pushed`: sent to a client that may drop it.
-    #[serde(default)]
-    state: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ReceiptsBody {
-    receipts: Vec<ReceiptIn>,
-}
 
 /// A harness or event name as a receipt may carry it: short, printable, no markup.
 fn plain(s: &str, max: usize) -> bool {
@@ -68,9 +51,9 @@ pub async fn report(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Body(body): Body,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::ItemResults>> {
     let agent = access::agent(&app, &headers).await?;
-    let body: ReceiptsBody = crate::extract::parse_json(&body)?;
+    let body: api::ShownReceipts = crate::extract::parse_json(&body)?;
     if body.receipts.is_empty() || body.receipts.len() > MAX_RECEIPTS {
         return Err(ApiError::new(
             Code::InvalidRequest,
@@ -120,22 +103,23 @@ pub async fn report(
     if outcomes.iter().all(|o| *o == ReceiptOutcome::Unknown) {
         return Err(unknown_delivery());
     }
-    let results: Vec<Value> = seqs
+    let results = seqs
         .into_iter()
         .zip(outcomes)
-        .map(|(sequence, o)| match o {
-            ReceiptOutcome::Recorded => json!({"sequence": sequence, "status": "recorded"}),
-            ReceiptOutcome::AlreadyRecorded => {
-                json!({"sequence": sequence, "status": "already_recorded"})
+        .map(|(sequence, o)| {
+            let (status, code) = match o {
+                ReceiptOutcome::Recorded => ("recorded", None),
+                ReceiptOutcome::AlreadyRecorded => ("already_recorded", None),
+                ReceiptOutcome::Unknown => ("refused", Some(Code::UnknownDelivery.to_string())),
+            };
+            api::ItemResult {
+                sequence,
+                status: status.to_owned(),
+                code,
             }
-            ReceiptOutcome::Unknown => json!({
-                "sequence": sequence,
-                "status": "refused",
-                "code": Code::UnknownDelivery.to_string(),
-            }),
         })
         .collect();
-    Ok(Json(json!({"results": results})))
+    Ok(Json(api::ItemResults { results }))
 }
 
 fn unknown_delivery() -> ApiError {
@@ -170,8 +154,20 @@ fn at(ms: i64) -> String {
     Timestamp(ms).to_string()
 }
 
-fn answer_json(a: &AnswerRow) -> Value {
-    json!({"id": a.id, "type": a.kind, "at": at(a.received_at)})
+fn answer(a: &AnswerRow) -> api::Answer {
+    api::Answer {
+        id: a.id.clone(),
+        kind: a.kind.clone(),
+        at: at(a.received_at),
+    }
+}
+
+fn shown(s: &ShownReceipt) -> api::Shown {
+    api::Shown {
+        at: at(s.shown_at),
+        harness: s.harness.clone(),
+        event: s.event.clone(),
+    }
 }
 
 /// `GET /v1/messages/{id}/delivery`.
@@ -179,7 +175,7 @@ pub async fn delivery(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::DeliveryStates>> {
     let agent = access::agent(&app, &headers).await?;
     let source = app.address_of(&agent).await?;
     let unknown = || {
@@ -197,7 +193,7 @@ pub async fn delivery(
         return Err(unknown());
     }
     let who = Principal::Agent(agent);
-    Ok(Json(delivery_json(&app, &who, &message, &rows).await?))
+    Ok(Json(delivery_states(&app, &who, &message, &rows).await?))
 }
 
 /// One sent message and how far it got with each recipient: the document of
@@ -205,12 +201,12 @@ pub async fn delivery(
 /// recipient it addressed and those whose cards it may see; a topic's other subscribers (private
 /// ones, or of another workspace) are only counted, in `hidden_recipients`, as `GET /v1/topics`
 /// counts them: who they are, and when they read, is not the sender's to know.
-async fn delivery_json(
+async fn delivery_states(
     app: &App,
     sender: &Principal,
     message: &MessageRow,
     rows: &[DeliveryStateRow],
-) -> ApiResult<Value> {
+) -> ApiResult<api::DeliveryStates> {
     let mut recipients = Vec::with_capacity(rows.len());
     let mut hidden = 0;
     for d in rows {
@@ -225,41 +221,36 @@ async fn delivery_json(
             continue;
         }
         let address = match row {
-            Some(a) => json!(app.address_of(&a).await?),
-            None => Value::Null,
+            Some(a) => Some(app.address_of(&a).await?),
+            None => None,
         };
-        recipients.push(json!({
-            "agent": {"id": d.agent_id, "address": address},
-            "sequence": d.sequence,
-            "state": state_name(d),
-            "persisted_at": at(message.received_at),
-            "leased_at": d.last_attempt_at.map(at),
-            "attempts": d.attempts,
-            "acknowledged_at": d.acked_at.map(at),
-            "shown": d.shown.as_ref().map(|s| json!({
-                "at": at(s.shown_at),
-                "harness": s.harness,
-                "event": s.event,
-            })),
-            "pushed": d.pushed.as_ref().map(|s| json!({
-                "at": at(s.shown_at),
-                "harness": s.harness,
-                "event": s.event,
-            })),
-            "read_receipt": d.ack.as_ref().map(answer_json),
-            "answered": d.answer.as_ref().map(answer_json),
-        }));
+        recipients.push(api::RecipientState {
+            agent: api::AgentRef {
+                id: d.agent_id.clone(),
+                address,
+            },
+            sequence: d.sequence,
+            state: state_name(d).to_owned(),
+            persisted_at: at(message.received_at),
+            leased_at: d.last_attempt_at.map(at),
+            attempts: u64::from(d.attempts),
+            acknowledged_at: d.acked_at.map(at),
+            shown: d.shown.as_ref().map(shown),
+            pushed: d.pushed.as_ref().map(shown),
+            read_receipt: d.ack.as_ref().map(answer),
+            answered: d.answer.as_ref().map(answer),
+        });
     }
-    Ok(json!({
-        "id": message.id,
-        "type": message.kind,
-        "conversation_id": message.conversation_id,
-        "to": message.to_text,
-        "task_id": message.task_id,
-        "persisted_at": at(message.received_at),
-        "recipients": recipients,
-        "hidden_recipients": hidden,
-    }))
+    Ok(api::DeliveryStates {
+        id: message.id.clone(),
+        kind: message.kind.clone(),
+        conversation_id: message.conversation_id.clone(),
+        to: message.to_text.clone(),
+        task_id: message.task_id.clone(),
+        persisted_at: at(message.received_at),
+        recipients,
+        hidden_recipients: hidden,
+    })
 }
 
 /// Query of `GET /v1/messages/sent`.
@@ -276,7 +267,7 @@ pub async fn sent(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Query(q): Query<SentQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::SentMessages>> {
     let agent = access::agent(&app, &headers).await?;
     let source = app.address_of(&agent).await?;
     let limit = q.limit.unwrap_or(20).clamp(1, 100);
@@ -304,12 +295,15 @@ pub async fn sent(
             .filter(|(found, _)| found.seq == m.seq)
             .map(|(_, s)| s)
             .unwrap_or_default();
-        out.push(delivery_json(&app, &who, m, &states).await?);
+        out.push(delivery_states(&app, &who, m, &states).await?);
     }
     let next = (rows.len() as u32 >= limit)
         .then(|| rows.last().map(|m| m.seq.to_string()))
         .flatten();
-    Ok(Json(json!({"messages": out, "next": next})))
+    Ok(Json(api::SentMessages {
+        messages: out,
+        next,
+    }))
 }
 
 /// The policy flags a receiver acts on, from a workspace's policy document.
@@ -322,16 +316,19 @@ pub fn inbound_flags(policy: &str) -> (bool, bool) {
 }
 
 /// `GET /v1/inbox/policy`.
-pub async fn policy(State(app): State<Arc<App>>, headers: HeaderMap) -> ApiResult<Json<Value>> {
+pub async fn policy(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+) -> ApiResult<Json<api::InboxPolicy>> {
     let agent = access::agent(&app, &headers).await?;
     let ws = app
         .workspace_row(&agent.workspace_id)
         .await?
         .ok_or_else(ApiError::not_found)?;
     let (require_verified_inbound, read_receipts) = inbound_flags(&ws.policy);
-    Ok(Json(json!({
-        "workspace": ws.id,
-        "require_verified_inbound": require_verified_inbound,
-        "read_receipts": read_receipts,
-    })))
+    Ok(Json(api::InboxPolicy {
+        workspace: ws.id,
+        require_verified_inbound,
+        read_receipts,
+    }))
 }
