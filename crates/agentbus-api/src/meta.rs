@@ -103,3 +103,36 @@ pub struct ErrorDetail {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<Value>,
 }
+
+/// `GET` and `POST /v1/test/clock`: the test clock's time. Served only by a gateway started with
+/// `--unsafe-test-clock`, so not part of the API's document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ClockReading {
+    /// The time the clock shows.
+    pub now: String,
+    /// How far it is ahead of the system clock, in milliseconds.
+    pub offset_ms: i64,
+    /// What the reaper pass after a move did (`POST` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reaped: Option<Reaped>,
+}
+
+/// What a reaper pass did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Reaped {
+    /// Copies dead-lettered.
+    pub dead_lettered: u64,
+    /// Inbox entries expired.
+    pub expired: u64,
+}
+
+/// `POST /v1/test/clock` `{advance}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AdvanceClock {
+    /// How far to move forward, as a duration (`90s`, `25h`, `31d`).
+    pub advance: String,
+}

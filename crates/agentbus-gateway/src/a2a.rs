@@ -24,12 +24,14 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use serde_json::{Value, json};
 
+use agentbus_api as api;
+
 use agentbus_protocol::Code;
 use agentbus_store::Store;
 
 use crate::access::bearer;
 use crate::error::{ApiError, ApiResult};
-use crate::identity::{card_json, visible_agent};
+use crate::identity::{card_body, visible_agent};
 use crate::state::{App, Principal};
 
 /// The A2A extension that carries what A2A's card has no field for.
@@ -37,12 +39,13 @@ pub const EXTENSION_URI: &str = "https://komsary.agentbus.exchange/a2a/agentbus/
 /// The protocol binding the interface declares: AgentBus Wire Protocol v1, not an A2A binding.
 pub const BINDING: &str = "AGENTBUS";
 
-/// Maps a full card (`card_json`) to an A2A `AgentCard`; `base` is the gateway's public URL.
-pub fn to_a2a(card: &Value, tenant: &str, base: &str) -> Value {
+/// Maps a full card to an A2A `AgentCard`; `base` is the gateway's public URL. The A2A card is
+/// A2A's document, not a body of this API, so it stays a JSON value.
+pub fn to_a2a(card: &api::Card, tenant: &str, base: &str) -> Value {
     let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-    let url = format!("{base}/v1/agents/{}", s(&card["id"]));
-    let tags: Vec<Value> = card["tags"].as_array().cloned().unwrap_or_default();
-    let capabilities = card["capabilities"].as_array().cloned().unwrap_or_default();
+    let url = format!("{base}/v1/agents/{}", card.id);
+    let tags = &card.tags;
+    let capabilities = &card.capabilities;
     let skills: Vec<Value> = capabilities
         .iter()
         .map(|c| {
@@ -77,9 +80,9 @@ pub fn to_a2a(card: &Value, tenant: &str, base: &str) -> Value {
         })
         .collect();
     json!({
-        "name": card["name"],
-        "description": card["description"],
-        "version": card["updated_at"],
+        "name": card.name,
+        "description": card.description,
+        "version": card.updated_at,
         "url": url,
         "supportedInterfaces": [{"url": url, "protocolBinding": BINDING, "protocolVersion": "1"}],
         "provider": {"organization": tenant, "url": base},
@@ -92,11 +95,11 @@ pub fn to_a2a(card: &Value, tenant: &str, base: &str) -> Value {
                 "description": "Reached through AgentBus: sign envelopes (wire protocol §3) and POST them to `messages`; `address` is the agent's agent:// address.",
                 "required": true,
                 "params": {
-                    "address": card["address"],
-                    "id": card["id"],
-                    "display_name": card["display_name"],
-                    "aliases": card["aliases"],
-                    "visibility": card["visibility"],
+                    "address": card.address,
+                    "id": card.id,
+                    "display_name": card.display_name,
+                    "aliases": card.aliases,
+                    "visibility": card.visibility,
                     "gateway": base,
                     "messages": format!("{base}/v1/messages"),
                     "capabilities": schemas,
@@ -115,7 +118,7 @@ pub fn to_a2a(card: &Value, tenant: &str, base: &str) -> Value {
 }
 
 async fn a2a_of(app: &App, a: &agentbus_store::AgentRow) -> ApiResult<Value> {
-    let card = card_json(app, a).await?;
+    let card = card_body(app, a).await?;
     let tenant = app
         .tenant_row(&a.tenant_id)
         .await?

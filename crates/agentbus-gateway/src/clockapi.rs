@@ -5,9 +5,7 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::HeaderMap;
-use serde::Deserialize;
-use serde_json::{Value, json};
-
+use agentbus_api as api;
 use agentbus_protocol::Code;
 use agentbus_runtime::Clock;
 use agentbus_store::Role;
@@ -16,14 +14,6 @@ use crate::error::{ApiError, ApiResult};
 use crate::extract::Json;
 use crate::state::{App, Principal};
 use crate::testclock::TestClock;
-
-/// Body of `POST /v1/test/clock`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Advance {
-    /// How far to move forward, as a duration (`90s`, `25h`, `31d`).
-    pub advance: String,
-}
 
 async fn admin(app: &App, headers: &HeaderMap) -> ApiResult<Arc<TestClock>> {
     match crate::access::bearer(app, headers).await? {
@@ -39,14 +29,21 @@ async fn admin(app: &App, headers: &HeaderMap) -> ApiResult<Arc<TestClock>> {
     app.test_clock.clone().ok_or_else(ApiError::not_found)
 }
 
-fn now_json(clock: &TestClock) -> Value {
-    json!({"now": clock.now().to_string(), "offset_ms": clock.offset_ms()})
+fn reading(clock: &TestClock) -> api::ClockReading {
+    api::ClockReading {
+        now: clock.now().to_string(),
+        offset_ms: clock.offset_ms(),
+        reaped: None,
+    }
 }
 
 /// `GET /v1/test/clock` (operator): the test clock's time.
-pub async fn read(State(app): State<Arc<App>>, headers: HeaderMap) -> ApiResult<Json<Value>> {
+pub async fn read(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+) -> ApiResult<Json<api::ClockReading>> {
     let clock = admin(&app, &headers).await?;
-    Ok(Json(now_json(&clock)))
+    Ok(Json(reading(&clock)))
 }
 
 /// `POST /v1/test/clock` `{"advance": "25h"}` (operator): moves the clock forward, then runs one
@@ -55,10 +52,10 @@ pub async fn advance(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     crate::extract::Body(body): crate::extract::Body,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::ClockReading>> {
     let clock = admin(&app, &headers).await?;
     // Parsed after the credential is checked, as every route decides (docs/security.md).
-    let body: Advance = crate::extract::parse_json(&body)?;
+    let body: api::AdvanceClock = crate::extract::parse_json(&body)?;
     let by = crate::config::parse_duration(&crate::config::Raw::Text(body.advance.clone()))
         .map_err(|b| {
             ApiError::new(
@@ -71,7 +68,10 @@ pub async fn advance(
         .map_err(|e| ApiError::new(Code::StorageUnavailable, format!("the clock's marker: {e}")))?;
     tracing::warn!(advance = %body.advance, now = %now, "UNSAFE TEST CLOCK moved forward");
     let report = app.reap().await?;
-    let mut out = now_json(&clock);
-    out["reaped"] = json!({"dead_lettered": report.dead.len(), "expired": report.expired.len()});
+    let mut out = reading(&clock);
+    out.reaped = Some(api::Reaped {
+        dead_lettered: report.dead.len() as u64,
+        expired: report.expired.len() as u64,
+    });
     Ok(Json(out))
 }

@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+use agentbus_api as api;
 use agentbus_protocol::Code;
 use agentbus_protocol::address::Address;
 use agentbus_protocol::envelope::{Envelope, GATEWAY_SET, MAX_ENVELOPE_BYTES, ValidateOptions};
@@ -24,7 +25,7 @@ use agentbus_store::*;
 
 use crate::access::bearer;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::Body;
+use crate::extract::{Body, Json};
 use crate::state::{App, Principal};
 
 /// Where a message goes, once resolved.
@@ -59,7 +60,7 @@ pub async fn publish(
     }
     match result {
         Ok((status, body)) => {
-            let mut resp = (status, axum::Json(body)).into_response();
+            let mut resp = (status, Json(body)).into_response();
             if status == StatusCode::OK {
                 resp.headers_mut().insert(
                     "agentbus-idempotent-replay",
@@ -72,7 +73,7 @@ pub async fn publish(
     }
 }
 
-fn receipt_body(m: &MessageRow) -> Value {
+fn receipt_body(m: &MessageRow) -> api::Receipt {
     let attrs: Map<String, Value> = serde_json::from_str(&m.attrs).unwrap_or_default();
     let trace = attrs
         .get("traceparent")
@@ -89,13 +90,17 @@ fn trace_id(traceparent: &str) -> &str {
 
 /// The receipt, when the trace id is already known (an accepted publish: no need to parse the
 /// stored attributes again).
-fn receipt_with_trace(m: &MessageRow, trace: &str) -> Value {
-    let mut body =
-        json!({"receipt": m.receipt, "id": m.id, "state": "persisted", "trace_id": trace});
-    if let Some(t) = &m.task_id {
-        body["task_id"] = json!(t);
+fn receipt_with_trace(m: &MessageRow, trace: &str) -> api::Receipt {
+    api::Receipt {
+        receipt: m.receipt.clone(),
+        id: m.id.clone(),
+        state: "persisted".to_owned(),
+        trace_id: trace.to_owned(),
+        task_id: m.task_id.clone(),
+        task_state: None,
+        late: None,
+        ignored: None,
     }
-    body
 }
 
 /// The refusal for a required string attribute that `env` lacks: AB-3002 when it is absent,
@@ -129,7 +134,7 @@ async fn publish_inner(
     headers: &HeaderMap,
     body: &[u8],
     workspace: &mut Option<String>,
-) -> ApiResult<(StatusCode, Value)> {
+) -> ApiResult<(StatusCode, api::Receipt)> {
     // 1. Bearer.
     let agent = match bearer(app, headers).await? {
         Principal::Agent(a) => a,
@@ -257,7 +262,7 @@ async fn store_checked(
     app: &App,
     c: &Checked<'_>,
     env: Envelope,
-) -> ApiResult<(StatusCode, Value)> {
+) -> ApiResult<(StatusCode, api::Receipt)> {
     let (agent, now) = (c.agent, c.now);
     let early_route = resolve(app, agent, env.to().unwrap_or_default()).await;
     let idempotency = match (c.idem_key, &early_route) {
@@ -381,9 +386,9 @@ async fn store_checked(
             held_for_suspended(app, &route, &message, &sequences).await;
             let mut body = receipt_with_trace(&message, &trace);
             if let Some((state, flag)) = task_outcome {
-                body["task_state"] = json!(state);
-                body["late"] = json!(flag.as_deref() == Some("late"));
-                body["ignored"] = json!(flag.as_deref() == Some("ignored"));
+                body.task_state = Some(state.to_string());
+                body.late = Some(flag.as_deref() == Some("late"));
+                body.ignored = Some(flag.as_deref() == Some("ignored"));
             }
             Ok((StatusCode::ACCEPTED, body))
         }
@@ -484,7 +489,7 @@ fn replayed(
     existing: MessageRow,
     signed_hash: &[u8],
     idem_key: Option<&str>,
-) -> ApiResult<(StatusCode, Value)> {
+) -> ApiResult<(StatusCode, api::Receipt)> {
     if existing.signed_hash == signed_hash
         || (idem_key.is_some() && existing.idempotency_key.as_deref() == idem_key)
     {

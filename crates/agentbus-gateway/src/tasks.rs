@@ -12,6 +12,7 @@ use axum::http::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use agentbus_api as api;
 use agentbus_protocol::Code;
 use agentbus_protocol::envelope::Envelope;
 use agentbus_protocol::ids::IdKind;
@@ -581,57 +582,61 @@ async fn find_request(app: &App, row: &TaskRow) -> ApiResult<Option<MessageRow>>
 }
 
 /// A task as `GET /v1/tasks/{id}` answers it: state, parties, constraints, timeline.
-pub async fn task_json(app: &App, row: &TaskRow) -> ApiResult<Value> {
+pub async fn task_view(app: &App, row: &TaskRow) -> ApiResult<api::TaskView> {
     let m = machine_of(row);
-    let addr = |id: &str| {
+    let party = |id: &str| {
         let id = id.to_owned();
         async move {
-            match app.store.agent(&id).await? {
-                Some(a) => app.address_of(&a).await.map(|s| json!(s)),
-                None => Ok(Value::Null),
-            }
+            let address = match app.store.agent(&id).await? {
+                Some(a) => Some(app.address_of(&a).await?),
+                None => None,
+            };
+            Ok::<_, ApiError>(api::AgentRef { id, address })
         }
     };
-    let timeline: Vec<Value> = app
+    let timeline = app
         .store
         .task_events(&row.id)
         .await?
         .into_iter()
-        .map(|e| {
-            json!({
-                "at": Timestamp(e.at).to_string(),
-                "actor": e.actor,
-                "envelope_id": e.envelope_id,
-                "type": e.kind,
-                "from": e.from_state,
-                "to": e.to_state,
-                "late": e.flag.as_deref() == Some("late"),
-                "ignored": e.flag.as_deref() == Some("ignored"),
-                "timer": e.timer,
-                "reason": e.reason,
-                "warnings": e.warnings.as_deref().and_then(|w| serde_json::from_str::<Value>(w).ok()).unwrap_or_else(|| json!([])),
-            })
+        .map(|e| api::TimelineEvent {
+            at: Timestamp(e.at).to_string(),
+            late: e.flag.as_deref() == Some("late"),
+            ignored: e.flag.as_deref() == Some("ignored"),
+            warnings: e
+                .warnings
+                .as_deref()
+                .and_then(|w| serde_json::from_str::<Value>(w).ok())
+                .unwrap_or_else(|| json!([])),
+            actor: e.actor,
+            envelope_id: e.envelope_id,
+            kind: e.kind,
+            from: e.from_state,
+            to: e.to_state,
+            timer: e.timer,
+            reason: e.reason,
         })
         .collect();
-    Ok(json!({
-        "id": row.id,
-        "state": row.state,
-        "capability": row.capability,
-        "request_id": row.request_id,
-        "conversation_id": row.conversation_id,
-        "requester": {"id": row.requester_id, "address": addr(&row.requester_id).await?},
-        "recipient": {"id": row.recipient_id, "address": addr(&row.recipient_id).await?},
-        "constraints": {
-            "accept_timeout_s": m.limits.accept_timeout_s,
-            "progress_timeout_s": m.limits.progress_timeout_s,
-            "max_duration_s": m.limits.max_duration_s,
-            "expires_at": m.limits.expires_at.to_string(),
+    Ok(api::TaskView {
+        id: row.id.clone(),
+        state: row.state.clone(),
+        capability: row.capability.clone(),
+        request_id: row.request_id.clone(),
+        conversation_id: row.conversation_id.clone(),
+        requester: party(&row.requester_id).await?,
+        recipient: party(&row.recipient_id).await?,
+        constraints: api::Constraints {
+            accept_timeout_s: m.limits.accept_timeout_s,
+            progress_timeout_s: m.limits.progress_timeout_s,
+            max_duration_s: m.limits.max_duration_s,
+            expires_at: m.limits.expires_at.to_string(),
         },
-        "next_deadline": row.next_deadline.map(|t| Timestamp(t).to_string()),
-        "created_at": Timestamp(row.created_at).to_string(),
-        "updated_at": Timestamp(row.updated_at).to_string(),
-        "timeline": timeline,
-    }))
+        next_deadline: row.next_deadline.map(|t| Timestamp(t).to_string()),
+        created_at: Timestamp(row.created_at).to_string(),
+        updated_at: Timestamp(row.updated_at).to_string(),
+        timeline,
+        cancel_requested: None,
+    })
 }
 
 /// Whether `who` may read a task: its parties, and admins whose scope covers the workspace of
@@ -680,10 +685,10 @@ pub async fn get(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::TaskView>> {
     let who = bearer(&app, &headers).await?;
     let row = readable(&app, &who, &id).await?;
-    Ok(Json(task_json(&app, &row).await?))
+    Ok(Json(task_view(&app, &row).await?))
 }
 
 /// The most characters of a cancel's `reason`: what the `task.cancel` notice it becomes may carry
@@ -693,15 +698,10 @@ const MAX_CANCEL_REASON: usize = 2000;
 /// The body of `POST /v1/tasks/{id}/cancel`: nothing, or `{"reason"?: string}`; anything else is
 /// refused before the task is touched ([`cancel`] bounds the reason's length).
 fn cancel_reason(body: &[u8]) -> ApiResult<Option<String>> {
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct Cancel {
-        reason: Option<String>,
-    }
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    let c: Cancel = crate::extract::parse_json(body)?;
+    let c: api::CancelTask = crate::extract::parse_json(body)?;
     Ok(c.reason)
 }
 
@@ -712,13 +712,13 @@ pub async fn admin_cancel(
     headers: HeaderMap,
     Path(id): Path<String>,
     crate::extract::Body(body): crate::extract::Body,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::TaskView>> {
     // The credential first, as every route decides (docs/security.md), then the body.
     let who = bearer(&app, &headers).await?;
     let reason = cancel_reason(&body)?;
     let (row, requested) = cancel(&app, &who, &id, reason).await?;
-    let mut out = task_json(&app, &row).await?;
-    out["cancel_requested"] = json!(requested);
+    let mut out = task_view(&app, &row).await?;
+    out.cancel_requested = Some(requested);
     Ok(Json(out))
 }
 
@@ -887,16 +887,16 @@ pub async fn list(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Query(q): Query<ListQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::Tasks>> {
     let who = bearer(&app, &headers).await?;
     let rows = visible(&app, &who, &q).await?;
-    let mut out = Vec::with_capacity(rows.len());
+    let mut tasks = Vec::with_capacity(rows.len());
     for row in &rows {
-        out.push(task_json(&app, row).await?);
+        tasks.push(task_view(&app, row).await?);
     }
     let full = rows.len() as u32 >= q.limit.unwrap_or(100).clamp(1, 1000);
     let next = full.then(|| rows.last().map(task_cursor)).flatten();
-    Ok(Json(json!({"tasks": out, "next": next})))
+    Ok(Json(api::Tasks { tasks, next }))
 }
 
 /// The messages of a task `who` may read (its request, lifecycle messages and notices), in

@@ -15,8 +15,9 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
+use agentbus_api as api;
 use agentbus_protocol::Code;
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_store::*;
@@ -226,31 +227,33 @@ fn exact(n: i64) -> i64 {
 }
 
 /// One total as the API writes it: each figure beside its source.
-pub fn total_json(t: &UsageTotal, address: Option<&str>) -> Value {
-    let usage = t.reported_by.as_ref().map(|r| {
-        json!({
-            "reported_by": r,
-            "input_tokens": exact(t.tokens.input),
-            "output_tokens": exact(t.tokens.output),
-            "cache_read_tokens": exact(t.tokens.cache_read),
-            "cache_write_tokens": exact(t.tokens.cache_write),
-            "reasoning_tokens": exact(t.tokens.reasoning),
-            "requests": exact(t.tokens.requests),
-            "wall_ms": exact(t.tokens.wall_ms),
-        })
+pub fn total_body(t: &UsageTotal, address: Option<&str>) -> api::UsageTotal {
+    let usage = t.reported_by.as_ref().map(|r| api::Tokens {
+        reported_by: r.clone(),
+        input_tokens: exact(t.tokens.input),
+        output_tokens: exact(t.tokens.output),
+        cache_read_tokens: exact(t.tokens.cache_read),
+        cache_write_tokens: exact(t.tokens.cache_write),
+        reasoning_tokens: exact(t.tokens.reasoning),
+        requests: exact(t.tokens.requests),
+        wall_ms: exact(t.tokens.wall_ms),
     });
-    let cost = t
-        .currency
-        .as_ref()
-        .map(|c| json!({"currency": c, "amount": amount(t.cost_micros), "source": t.cost_source}));
-    json!({
-        "agent": {"id": t.agent_id, "address": address},
-        "capability": t.capability,
-        "day": t.day,
-        "messages": t.messages,
-        "usage": usage,
-        "cost": cost,
-    })
+    let cost = t.currency.as_ref().map(|c| api::Cost {
+        currency: c.clone(),
+        amount: amount(t.cost_micros),
+        source: t.cost_source.clone(),
+    });
+    api::UsageTotal {
+        agent: api::AgentRef {
+            id: t.agent_id.clone(),
+            address: address.map(str::to_owned),
+        },
+        capability: t.capability.clone(),
+        day: t.day.clone(),
+        messages: t.messages,
+        usage,
+        cost,
+    }
 }
 
 /// `GET /v1/usage?agent=&capability=&since=&until=`: usage and cost reported by messages (§5.5),
@@ -259,7 +262,7 @@ pub async fn list(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Query(q): Query<UsageQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<api::UsageList>> {
     let who = bearer(&app, &headers).await?;
     let rows = totals(&app, &who, &q).await?;
     let mut out = Vec::with_capacity(rows.len());
@@ -268,14 +271,15 @@ pub async fn list(
             Some(a) => Some(app.address_of(&a).await?),
             None => None,
         };
-        out.push(total_json(t, address.as_deref()));
+        out.push(total_body(t, address.as_deref()));
     }
-    Ok(Json(json!({"usage": out})))
+    Ok(Json(api::UsageList { usage: out }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     /// Two reports of 2^53−1 tokens sum past what I-JSON carries: the total is written as the
     /// largest exact integer, never one a double would round.
@@ -293,10 +297,11 @@ mod tests {
             cost_micros: 0,
         };
         t.tokens.input = 2 * MAX_EXACT;
-        let v = total_json(&t, None);
-        assert_eq!(v["usage"]["input_tokens"], json!(MAX_EXACT));
+        let v = total_body(&t, None);
+        assert_eq!(v.usage.map(|u| u.input_tokens), Some(MAX_EXACT));
         t.tokens.input = 42;
-        assert_eq!(total_json(&t, None)["usage"]["input_tokens"], json!(42));
+        let v = total_body(&t, None);
+        assert_eq!(v.usage.map(|u| u.input_tokens), Some(42));
     }
 
     #[test]
