@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-use axum::extract::State;
-use axum::http::HeaderMap;
 use agentbus_api as api;
 use agentbus_protocol::Code;
 use agentbus_runtime::Clock;
 use agentbus_store::Role;
+use axum::extract::State;
+use axum::http::HeaderMap;
 
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Json;

@@ -26,7 +26,10 @@ pub async fn well_known(State(app): State<Arc<App>>) -> Json<api::WellKnown> {
         gateway_version: env!("CARGO_PKG_VERSION").to_owned(),
         min_sidecar_version: app.config.min_sidecar_version.clone(),
         deprecations: Vec::new(),
-        types: KnownType::ALL.iter().map(|k| k.as_str().to_owned()).collect(),
+        types: KnownType::ALL
+            .iter()
+            .map(|k| k.as_str().to_owned())
+            .collect(),
         schemas: SCHEMA_FILES
             .iter()
             .map(|(p, _)| *p)

@@ -11,6 +11,7 @@ mod a2a;
 mod bad_input;
 mod bad_requests;
 mod blobs;
+mod bodies;
 mod conversations;
 mod delivery;
 mod identity;

@@ -11,163 +11,129 @@ use serde_json::Value;
 
 const DOCUMENT: &str = include_str!("../../openapi.json");
 
+/// A body's `agentbus_api` type: its JSON Schema, and a check that a body is exactly what the
+/// type writes back (`tests/it/bodies.rs` runs it on every route's real answer).
+pub struct Typed {
+    /// The type's JSON Schema.
+    pub schema: Value,
+    /// Reads a body as the type and writes it again: `Err` unless the bytes come back the same.
+    pub same: fn(&[u8]) -> Result<(), String>,
+}
+
+/// `Some(Typed)` for an `agentbus_api` type.
+macro_rules! typed {
+    ($t:ty) => {
+        Some(Typed {
+            schema: schema::<$t>(),
+            same: same_bytes::<$t>,
+        })
+    };
+}
+
+/// Whether `raw` reads as a `T` that writes back exactly `raw`: a field the type lacks, a field
+/// in another order, or `null` where the type leaves a field out (or the other way round) fails.
+pub fn same_bytes<T: serde::Serialize + serde::de::DeserializeOwned>(
+    raw: &[u8],
+) -> Result<(), String> {
+    let text = String::from_utf8_lossy(raw);
+    let value: T = serde_json::from_slice(raw).map_err(|e| format!("{e} in {text}"))?;
+    let again = serde_json::to_string(&value).map_err(|e| e.to_string())?;
+    if again == text {
+        Ok(())
+    } else {
+        Err(format!(
+            "the gateway wrote\n  {text}\nthe type writes\n  {again}"
+        ))
+    }
+}
+
 /// What each route takes and answers as JSON: `(method, path, request, response)`; `None` where
 /// the body is not JSON of this API (bytes, text, a WebSocket, a protocol or policy document).
-fn bodies() -> Vec<(&'static str, &'static str, Option<Value>, Option<Value>)> {
+pub fn bodies() -> Vec<(&'static str, &'static str, Option<Typed>, Option<Typed>)> {
     use api::*;
     vec![
-        (
-            "get",
-            "/.well-known/agentbus.json",
-            None,
-            Some(schema::<WellKnown>()),
-        ),
+        ("get", "/.well-known/agentbus.json", None, typed!(WellKnown)),
         ("get", "/schemas/{path}", None, None),
-        ("get", "/errors/{code}", None, Some(schema::<ErrorPage>())),
-        ("get", "/healthz", None, Some(schema::<Health>())),
-        ("get", "/readyz", None, Some(schema::<Health>())),
+        ("get", "/errors/{code}", None, typed!(ErrorPage)),
+        ("get", "/healthz", None, typed!(Health)),
+        ("get", "/readyz", None, typed!(Health)),
         ("get", "/metrics", None, None),
         ("get", "/v1/openapi.json", None, None),
         (
             "post",
             "/v1/workspaces",
-            Some(schema::<NewWorkspace>()),
-            Some(schema::<Workspace>()),
+            typed!(NewWorkspace),
+            typed!(Workspace),
         ),
         ("put", "/v1/workspaces/{id}/policy", None, None),
-        (
-            "post",
-            "/v1/users",
-            Some(schema::<NewUser>()),
-            Some(schema::<CreatedUser>()),
-        ),
+        ("post", "/v1/users", typed!(NewUser), typed!(CreatedUser)),
         (
             "post",
             "/v1/agents",
-            Some(schema::<CardInput>()),
-            Some(schema::<RegisteredAgent>()),
+            typed!(CardInput),
+            typed!(RegisteredAgent),
         ),
-        ("get", "/v1/agents", None, Some(schema::<Agents>())),
-        ("get", "/v1/agents/{id}", None, Some(schema::<Card>())),
-        (
-            "patch",
-            "/v1/agents/{id}",
-            Some(schema::<CardInput>()),
-            Some(schema::<Card>()),
-        ),
+        ("get", "/v1/agents", None, typed!(Agents)),
+        ("get", "/v1/agents/{id}", None, typed!(Card)),
+        ("patch", "/v1/agents/{id}", typed!(CardInput), typed!(Card)),
         ("delete", "/v1/agents/{id}", None, None),
-        (
-            "post",
-            "/v1/agents/{id}/keys",
-            Some(schema::<NewKey>()),
-            Some(schema::<Key>()),
-        ),
+        ("post", "/v1/agents/{id}/keys", typed!(NewKey), typed!(Key)),
         (
             "post",
             "/v1/agents/{id}/keys/{key_id}/revoke",
             None,
-            Some(schema::<RevokedKey>()),
+            typed!(RevokedKey),
         ),
-        ("get", "/v1/topics", None, Some(schema::<Topics>())),
+        ("get", "/v1/topics", None, typed!(Topics)),
         (
             "put",
             "/v1/topics/{name}/subscription",
             None,
-            Some(schema::<Subscription>()),
+            typed!(Subscription),
         ),
         (
             "delete",
             "/v1/topics/{name}/subscription",
             None,
-            Some(schema::<Subscription>()),
+            typed!(Subscription),
         ),
-        ("post", "/v1/messages", None, Some(schema::<Receipt>())),
-        ("get", "/v1/inbox", None, Some(schema::<Deliveries>())),
+        ("post", "/v1/messages", None, typed!(Receipt)),
+        ("get", "/v1/inbox", None, typed!(Deliveries)),
         ("get", "/v1/inbox/ws", None, None),
-        (
-            "post",
-            "/v1/inbox/acks",
-            Some(schema::<Acks>()),
-            Some(schema::<ItemResults>()),
-        ),
+        ("post", "/v1/inbox/acks", typed!(Acks), typed!(ItemResults)),
         (
             "post",
             "/v1/inbox/{sequence}/ack",
-            Some(schema::<AckOne>()),
-            Some(schema::<ItemResult>()),
+            typed!(AckOne),
+            typed!(ItemResult),
         ),
-        (
-            "get",
-            "/v1/conversations/{id}",
-            None,
-            Some(schema::<Conversation>()),
-        ),
-        ("get", "/v1/tasks", None, Some(schema::<Tasks>())),
-        ("get", "/v1/tasks/{id}", None, Some(schema::<TaskView>())),
+        ("get", "/v1/conversations/{id}", None, typed!(Conversation)),
+        ("get", "/v1/tasks", None, typed!(Tasks)),
+        ("get", "/v1/tasks/{id}", None, typed!(TaskView)),
         (
             "post",
             "/v1/tasks/{id}/cancel",
-            Some(schema::<CancelTask>()),
-            Some(schema::<TaskView>()),
+            typed!(CancelTask),
+            typed!(TaskView),
         ),
-        (
-            "post",
-            "/v1/blobs",
-            Some(schema::<NewBlob>()),
-            Some(schema::<CreatedBlob>()),
-        ),
-        (
-            "get",
-            "/v1/blobs/{id}",
-            None,
-            Some(schema::<BlobDownload>()),
-        ),
-        (
-            "put",
-            "/v1/blobs/{id}/content",
-            None,
-            Some(schema::<Blob>()),
-        ),
+        ("post", "/v1/blobs", typed!(NewBlob), typed!(CreatedBlob)),
+        ("get", "/v1/blobs/{id}", None, typed!(BlobDownload)),
+        ("put", "/v1/blobs/{id}/content", None, typed!(Blob)),
         ("get", "/v1/blobs/{id}/content", None, None),
-        (
-            "post",
-            "/v1/blobs/{id}/complete",
-            None,
-            Some(schema::<Blob>()),
-        ),
+        ("post", "/v1/blobs/{id}/complete", None, typed!(Blob)),
         (
             "post",
             "/v1/tenants",
-            Some(schema::<NewTenant>()),
-            Some(schema::<CreatedTenant>()),
+            typed!(NewTenant),
+            typed!(CreatedTenant),
         ),
-        ("get", "/v1/tenants", None, Some(schema::<Tenants>())),
-        (
-            "post",
-            "/v1/tenants/{id}/suspend",
-            None,
-            Some(schema::<Tenant>()),
-        ),
-        (
-            "post",
-            "/v1/tenants/{id}/resume",
-            None,
-            Some(schema::<Tenant>()),
-        ),
-        ("get", "/v1/workspaces", None, Some(schema::<Workspaces>())),
+        ("get", "/v1/tenants", None, typed!(Tenants)),
+        ("post", "/v1/tenants/{id}/suspend", None, typed!(Tenant)),
+        ("post", "/v1/tenants/{id}/resume", None, typed!(Tenant)),
+        ("get", "/v1/workspaces", None, typed!(Workspaces)),
         ("get", "/v1/workspaces/{id}/policy", None, None),
-        (
-            "post",
-            "/v1/agents/{id}/suspend",
-            None,
-            Some(schema::<Card>()),
-        ),
-        (
-            "post",
-            "/v1/agents/{id}/resume",
-            None,
-            Some(schema::<Card>()),
-        ),
+        ("post", "/v1/agents/{id}/suspend", None, typed!(Card)),
+        ("post", "/v1/agents/{id}/resume", None, typed!(Card)),
         ("get", "/v1/agents/{id}/a2a", None, None),
         (
             "get",
@@ -178,34 +144,19 @@ fn bodies() -> Vec<(&'static str, &'static str, Option<Value>, Option<Value>)> {
         (
             "post",
             "/v1/inbox/receipts",
-            Some(schema::<ShownReceipts>()),
-            Some(schema::<ItemResults>()),
+            typed!(ShownReceipts),
+            typed!(ItemResults),
         ),
-        (
-            "get",
-            "/v1/inbox/policy",
-            None,
-            Some(schema::<InboxPolicy>()),
-        ),
+        ("get", "/v1/inbox/policy", None, typed!(InboxPolicy)),
         (
             "get",
             "/v1/messages/{id}/delivery",
             None,
-            Some(schema::<DeliveryStates>()),
+            typed!(DeliveryStates),
         ),
-        (
-            "get",
-            "/v1/conversations",
-            None,
-            Some(schema::<Conversations>()),
-        ),
-        ("get", "/v1/usage", None, Some(schema::<UsageList>())),
-        (
-            "get",
-            "/v1/messages/sent",
-            None,
-            Some(schema::<SentMessages>()),
-        ),
+        ("get", "/v1/conversations", None, typed!(Conversations)),
+        ("get", "/v1/usage", None, typed!(UsageList)),
+        ("get", "/v1/messages/sent", None, typed!(SentMessages)),
     ]
 }
 
@@ -361,7 +312,7 @@ fn openapi_schemas_name_exactly_the_fields_of_the_api_types() {
         let op = &doc["paths"][path][method];
         let (doc_request, doc_responses) = documented(op, &doc);
         let route = format!("{} {path}", method.to_uppercase());
-        match (&request, &doc_request) {
+        match (request.as_ref().map(|t| &t.schema), &doc_request) {
             (Some(t), Some(d)) => differences(
                 &shape(d, &doc),
                 &shape(t, t),
@@ -373,7 +324,7 @@ fn openapi_schemas_name_exactly_the_fields_of_the_api_types() {
             }
             _ => {}
         }
-        if let Some(t) = &response {
+        if let Some(t) = response.as_ref().map(|t| &t.schema) {
             if doc_responses.is_empty() {
                 problems.push(format!("{route}: no JSON response is documented"));
             }
