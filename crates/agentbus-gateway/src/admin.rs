@@ -22,7 +22,7 @@ use crate::access::bearer;
 use crate::auth::{new_token, token_hash};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Body;
-use crate::identity::{body_object, card_body};
+use crate::identity::{body_object, card_body, typed};
 use crate::roles::{self, administers};
 use crate::state::{App, Principal};
 
@@ -238,16 +238,19 @@ pub async fn create_tenant(
     roles::operator(bearer(&app, &headers).await?)?;
     let b = body_object(&body)?;
     only_fields(&b, &["slug", "workspace", "admin_name"])?;
-    let slug = slug_field(&b, "slug", None)?;
-    let workspace = slug_field(&b, "workspace", Some("default"))?;
-    let admin_name = name_field(&b, "admin_name", "admin")?;
+    slug_field(&b, "slug", None)?;
+    slug_field(&b, "workspace", Some("default"))?;
+    name_field(&b, "admin_name", "admin")?;
+    let t: api::NewTenant = typed(b)?;
+    let (slug, workspace) = (t.slug.as_str(), t.workspace.as_deref().unwrap_or("default"));
+    let admin_name = t.admin_name.as_deref().unwrap_or("admin");
     if slug == RESERVED_TENANT {
         return Err(ApiError::new(
             Code::NameTaken,
             "the tenant slug `system` is reserved for the gateway's notices",
         ));
     }
-    let p = provision(&app, slug, workspace, &admin_name).await?;
+    let p = provision(&app, slug, workspace, admin_name).await?;
     Ok((
         StatusCode::CREATED,
         Json(api::CreatedTenant {
@@ -359,7 +362,9 @@ pub async fn create_workspace(
     let admin = roles::tenant_admin(bearer(&app, &headers).await?)?;
     let b = body_object(&body)?;
     only_fields(&b, &["slug"])?;
-    let slug = slug_field(&b, "slug", None)?;
+    slug_field(&b, "slug", None)?;
+    let new: api::NewWorkspace = typed(b)?;
+    let slug = new.slug.as_str();
     let ws = WorkspaceRow {
         id: app.mint(IdKind::Workspace),
         tenant_id: admin.tenant_id.clone(),
@@ -478,7 +483,7 @@ pub async fn create_user(
     let admin = roles::admin(who.clone())?;
     let b = body_object(&body)?;
     only_fields(&b, &["name", "role", "workspace"])?;
-    let name = name_field(&b, "name", "user")?;
+    name_field(&b, "name", "user")?;
     let role = match b.get("role") {
         None => Role::Member,
         Some(v) => v
@@ -498,11 +503,12 @@ pub async fn create_user(
             "only a tenant admin creates tenant admins",
         ));
     }
-    let ws = match b.get("workspace") {
-        Some(_) => {
-            let slug = slug_field(&b, "workspace", None)?;
-            app.store.workspace_by_slug(&admin.tenant_id, slug).await?
-        }
+    if b.contains_key("workspace") {
+        slug_field(&b, "workspace", None)?;
+    }
+    let new: api::NewUser = typed(b)?;
+    let ws = match new.workspace.as_deref() {
+        Some(slug) => app.store.workspace_by_slug(&admin.tenant_id, slug).await?,
         None => app.store.workspace(&admin.workspace_id).await?,
     }
     .filter(|w| administers(&who, &w.tenant_id, &w.id))
@@ -511,7 +517,7 @@ pub async fn create_user(
         id: app.mint(IdKind::User),
         tenant_id: admin.tenant_id.clone(),
         workspace_id: ws.id.clone(),
-        name,
+        name: new.name.unwrap_or_else(|| "user".to_owned()),
         role,
         created_at: app.now(),
     };

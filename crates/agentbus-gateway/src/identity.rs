@@ -51,6 +51,14 @@ pub(crate) fn body_object(body: &[u8]) -> ApiResult<Map<String, Value>> {
     }
 }
 
+/// A body object, checked field by field already, read as its `agentbus_api` type: the checks
+/// decide each refusal's code (AB-3015 for a malformed slug, AB-3025 for a bad declaration), the
+/// type what the handler reads.
+pub(crate) fn typed<T: serde::de::DeserializeOwned>(b: Map<String, Value>) -> ApiResult<T> {
+    serde_json::from_value(Value::Object(b))
+        .map_err(|e| ApiError::new(Code::InvalidRequest, format!("the body: {e}")))
+}
+
 /// Checked card fields: the stored card object, new aliases, new visibility.
 type CardChange = (Map<String, Value>, Option<Vec<String>>, Option<String>);
 
@@ -293,11 +301,10 @@ pub async fn register_agent(
     }
     let (card, aliases, visibility) = check_card(&b, true)?;
     // The key is checked before anything is stored: a refused registration leaves no agent behind.
-    let public_key = match b.get("public_key") {
-        None | Some(Value::Null) => None,
+    match b.get("public_key") {
+        None | Some(Value::Null) => {}
         Some(Value::String(pk)) => {
             parse_public_key(pk)?;
-            Some(pk.as_str())
         }
         Some(_) => {
             return Err(ApiError::new(
@@ -305,7 +312,9 @@ pub async fn register_agent(
                 "`public_key` is the base64url of an Ed25519 public key",
             ));
         }
-    };
+    }
+    let input: api::CardInput = typed(b)?;
+    let name = input.name.as_deref().unwrap_or_default();
     let now = app.now();
     let agent = AgentRow {
         id: app.mint(IdKind::Agent),
@@ -340,7 +349,7 @@ pub async fn register_agent(
         })
         .await?;
     let agent_card = card_body(&app, &agent).await?;
-    let key = match public_key {
+    let key = match input.public_key.as_deref() {
         Some(pk) => Some(add_key_inner(&app, &agent, pk, None).await?),
         None => None,
     };
@@ -547,11 +556,8 @@ pub async fn add_key(
 ) -> ApiResult<(StatusCode, Json<api::Key>)> {
     let who = bearer(&app, &headers).await?;
     let a = managed_agent(&app, &who, &id).await?;
-    let b = body_object(&body)?;
-    let pk = b.get("public_key").and_then(Value::as_str).ok_or_else(|| {
-        ApiError::new(Code::InvalidRequest, "`public_key` (base64url) is required")
-    })?;
-    let out = add_key_inner(&app, &a, pk, b.get("expires_at").and_then(Value::as_str)).await?;
+    let b: api::NewKey = crate::extract::parse_json(&body)?;
+    let out = add_key_inner(&app, &a, &b.public_key, b.expires_at.as_deref()).await?;
     Ok((StatusCode::CREATED, Json(out)))
 }
 
