@@ -651,7 +651,7 @@ pub async fn list_topics(
         .map(|t| api::Topic {
             name: t.name,
             subscribers: t.subscribers.len() as u64,
-            workspace: (!agent).then(|| api::WorkspaceRef {
+            workspace: (!agent).then_some(api::WorkspaceRef {
                 id: t.workspace.id,
                 slug: t.workspace.slug,
             }),
