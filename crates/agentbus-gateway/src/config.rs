@@ -399,8 +399,7 @@ fn log_filter(r: &Raw) -> Result<String, Bad> {
     let fix = "write a level (error, warn, info, debug) or target=level directives, comma-separated, such as info,agentbus_gateway=debug";
     let target_ok = |t: &str| {
         !t.is_empty()
-            && t
-                .chars()
+            && t.chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':' || c == '-')
     };
     for d in s.split(',') {

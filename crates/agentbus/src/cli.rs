@@ -93,7 +93,7 @@ pub enum Command {
     /// Work this agent's delegated tasks headless: drive a harness (Claude Code, Codex, OpenCode, or any command)
     /// through accept, heartbeats, questions, cancels and results.
     Work(WorkArgs),
-    /// Print a shell completion script (LM-80).
+    /// Print a shell completion script.
     #[command(
         after_help = "Examples:\n  agentbus completions bash > ~/.local/share/bash-completion/completions/agentbus\n  agentbus completions zsh > \"${fpath[1]}/_agentbus\"\n  agentbus completions fish > ~/.config/fish/completions/agentbus.fish"
     )]
@@ -192,4 +192,32 @@ pub fn parse() -> (Cli, Option<String>) {
 fn profile_of(m: &ArgMatches) -> Option<String> {
     let here = m.try_get_one::<String>(PROFILE).ok().flatten().cloned();
     m.subcommand().and_then(|(_, sub)| profile_of(sub)).or(here)
+}
+
+#[cfg(test)]
+mod tests {
+    /// Help is for the person at the terminal: tracker and checklist ids (`LM-80`) mean nothing
+    /// there, however useful they are in the code.
+    #[test]
+    fn no_help_names_a_checklist_id() {
+        fn walk(cmd: &mut clap::Command, path: &str, found: &mut Vec<String>) {
+            let help = cmd.render_long_help().to_string();
+            for word in help.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')) {
+                let id = ["LM-", "WP-", "AS-"]
+                    .iter()
+                    .find_map(|p| word.strip_prefix(p))
+                    .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_digit()));
+                if id {
+                    found.push(format!("{path}: {word}"));
+                }
+            }
+            for sub in cmd.get_subcommands_mut() {
+                let name = format!("{path} {}", sub.get_name());
+                walk(sub, &name, found);
+            }
+        }
+        let mut found = Vec::new();
+        walk(&mut super::command(), "agentbus", &mut found);
+        assert!(found.is_empty(), "{found:?}");
+    }
 }

@@ -33,7 +33,9 @@ fn gateway_logs_json_lines_when_piped_and_requests_only_at_debug() {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
         .collect();
     assert!(
-        parsed.iter().any(|l| message(l).starts_with("shutting down")),
+        parsed
+            .iter()
+            .any(|l| message(l).starts_with("shutting down")),
         "{lines:#?}"
     );
     assert!(
