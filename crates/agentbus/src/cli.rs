@@ -170,7 +170,21 @@ pub fn command() -> clap::Command {
     for path in PROFILE_COMMANDS {
         cmd = add_profile(cmd, &path.split(' ').collect::<Vec<_>>());
     }
-    cmd
+    with_candidates(cmd)
+}
+
+/// Completion candidates known only at run time, on every command that takes them: profile names
+/// for `--profile`, known addresses for a recipient (`send`/`delegate` `TO`, `tell`/`ask`).
+fn with_candidates(cmd: clap::Command) -> clap::Command {
+    use crate::commands::completions as c;
+    use clap_complete::ArgValueCandidates;
+    cmd.mut_args(|a| match a.get_id().as_str() {
+        PROFILE => a.add(ArgValueCandidates::new(c::profile_names)),
+        "to" if a.is_positional() => a.add(ArgValueCandidates::new(c::addresses)),
+        "address" if a.is_positional() => a.add(ArgValueCandidates::new(c::local_addresses)),
+        _ => a,
+    })
+    .mut_subcommands(with_candidates)
 }
 
 fn add_profile(cmd: clap::Command, path: &[&str]) -> clap::Command {
