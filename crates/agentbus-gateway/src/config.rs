@@ -94,6 +94,10 @@ pub struct Config {
     pub card_max_bytes: usize,
     /// How long a SIGTERM or SIGINT waits for in-flight requests before the gateway exits anyway.
     pub shutdown_grace: Duration,
+    /// What is logged: `level` or `target=level` directives, comma-separated.
+    pub log: String,
+    /// How log lines are written (text on a terminal, JSON lines for a pipeline).
+    pub log_format: LogFormat,
     /// The black-box test clock (`--unsafe-test-clock`): time an operator can move by HTTP.
     pub unsafe_test_clock: bool,
 }
@@ -142,6 +146,8 @@ impl Config {
             ws_send_timeout: Duration::ZERO,
             card_max_bytes: 0,
             shutdown_grace: Duration::ZERO,
+            log: String::new(),
+            log_format: LogFormat::Auto,
             unsafe_test_clock: false,
         };
         // Settings whose default depends on the machine (listen, data, public_url) keep the
@@ -348,6 +354,70 @@ fn s3_download(r: &Raw) -> Result<S3Download, Bad> {
             "write presigned (clients fetch from the store) or gateway (through the gateway)",
         )),
     }
+}
+
+/// How the gateway writes its log lines on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Text when stderr is a terminal, JSON lines otherwise.
+    Auto,
+    /// One readable line per event.
+    Text,
+    /// One JSON object per line, for a log pipeline.
+    Json,
+}
+
+impl std::fmt::Display for LogFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LogFormat::Auto => "auto",
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        })
+    }
+}
+
+fn log_format(r: &Raw) -> Result<LogFormat, Bad> {
+    match text(r)?.trim() {
+        "auto" => Ok(LogFormat::Auto),
+        "text" => Ok(LogFormat::Text),
+        "json" => Ok(LogFormat::Json),
+        _ => Err(bad(
+            "not a log format",
+            "write auto (text on a terminal, JSON otherwise), text or json",
+        )),
+    }
+}
+
+/// The log levels a directive may name.
+const LOG_LEVELS: &[&str] = &["off", "error", "warn", "info", "debug", "trace"];
+
+/// Log directives: `level` or `target=level`, comma-separated (the subset of the `RUST_LOG`
+/// syntax the gateway documents, so a value that passes here is one the logger takes).
+fn log_filter(r: &Raw) -> Result<String, Bad> {
+    let s = text(r)?.trim().to_owned();
+    let fix = "write a level (error, warn, info, debug) or target=level directives, comma-separated, such as info,agentbus_gateway=debug";
+    let target_ok = |t: &str| {
+        !t.is_empty()
+            && t.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':' || c == '-')
+    };
+    for d in s.split(',') {
+        let (target, level) = match d.trim().split_once('=') {
+            Some((t, l)) => (Some(t.trim()), l.trim()),
+            None => (None, d.trim()),
+        };
+        let level = level.to_ascii_lowercase();
+        if !LOG_LEVELS.contains(&level.as_str()) || !target.is_none_or(target_ok) {
+            let cause = if s.contains(',') {
+                format!("{:?} is not a log directive", d.trim())
+            } else {
+                "not a log directive".to_owned()
+            };
+            return Err(bad(cause, fix));
+        }
+    }
+    Ok(s)
 }
 
 /// An endpoint URL, or empty for none.
@@ -1184,6 +1254,28 @@ pub static SETTINGS: &[Setting] = &[
         help: "How long SIGTERM or SIGINT waits for in-flight requests before the gateway exits anyway.",
         reason: "A publish finishes in milliseconds; 10 s is inside the stop timeouts of systemd (90 s) and Kubernetes (30 s), so the gateway exits on its own.",
         field: field!(time shutdown_grace, MS, Duration::from_secs(600)),
+    },
+    Setting {
+        name: "log",
+        flag: "log",
+        env: Some("AGENTBUS_LOG"),
+        value_name: "FILTER",
+        default: "info",
+        default_doc: "",
+        help: "What is logged: a level (error, warn, info, debug) or target=level directives, comma-separated; each HTTP request is a debug line. RUST_LOG is read when this is not set.",
+        reason: "Info keeps starts, stops and failures an operator acts on; a line per request (a worker long-polls every second) would bury them.",
+        field: field!(text log, log_filter),
+    },
+    Setting {
+        name: "log_format",
+        flag: "log-format",
+        env: Some("AGENTBUS_LOG_FORMAT"),
+        value_name: "FORMAT",
+        default: "auto",
+        default_doc: "",
+        help: "How log lines are written on stderr: auto (text on a terminal, JSON lines otherwise), text or json.",
+        reason: "A person at a terminal reads text; a supervisor or container runtime collecting stderr feeds a log pipeline, which wants JSON.",
+        field: field!(parsed log_format, log_format),
     },
     Setting {
         name: "unsafe_test_clock",

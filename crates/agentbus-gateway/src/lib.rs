@@ -282,7 +282,7 @@ async fn with_request_id(base: String, req: Request, next: Next) -> Response {
     let mut resp = REQUEST
         .scope((request_id.clone(), base), next.run(req))
         .await;
-    tracing::info!(request_id = %request_id, trace_id = %trace, %method, %path, status = resp.status().as_u16(), ms = started.elapsed().as_millis() as u64, "request");
+    tracing::debug!(request_id = %request_id, trace_id = %trace, %method, %path, status = resp.status().as_u16(), ms = started.elapsed().as_millis() as u64, "request");
     if let Ok(v) = HeaderValue::from_str(&request_id) {
         resp.headers_mut().insert("x-request-id", v);
     }

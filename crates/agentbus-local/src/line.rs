@@ -289,6 +289,22 @@ pub fn seen_ids_of(lines: &[Line], by: &str, node: &str) -> std::collections::Ha
         .collect()
 }
 
+/// The ids any engineer view on `node` acknowledged, whichever email it acked as: the email comes
+/// from the repo at the current directory (G-LM-9), so one person's views differ by repo, and
+/// what one of them showed is not new to the next.
+pub fn engineer_seen_ids(lines: &[Line], node: &str) -> std::collections::HashSet<String> {
+    lines
+        .iter()
+        .filter_map(|l| match l {
+            Line::Seen(s) if s.node == node && crate::address::is_engineer(&s.by) => {
+                Some(s.ids.iter().cloned())
+            }
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
 /// Whether `by` is a sender a line can carry: a session id, the engineer, or an agent identity.
 pub fn is_sender(by: &str) -> bool {
     by.chars().count() <= BY_CHARS && (is_session_id(by) || is_engineer(by))

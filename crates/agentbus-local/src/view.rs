@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 
 use crate::deliver::{Recipient, for_engineer, for_session, paused};
-use crate::line::{Kind, Message, seen_ids_of};
+use crate::line::{Kind, Message, engineer_seen_ids};
 use crate::session::Presence;
 use crate::store::{Store, StoreError, messages};
 
@@ -78,8 +78,7 @@ impl Store {
     ) -> Result<Vec<InboxItem>, StoreError> {
         let node = self.node()?;
         let lines = self.lines()?;
-        let by = engineer_by(email);
-        let seen = seen_ids_of(&lines, &by, &node);
+        let seen = engineer_seen_ids(&lines, &node);
         let msgs = messages(lines);
         let answered: HashSet<&str> = msgs.iter().filter_map(|m| m.re.as_deref()).collect();
         let bound: HashSet<String> = self

@@ -151,6 +151,17 @@ impl GwProc {
         }
     }
 
+    /// Sends `signal`, waits for the exit and answers every log line not yet read (the whole log
+    /// when nothing read it before).
+    pub fn stop_with_logs(mut self, signal: &str) -> (ExitStatus, Vec<String>) {
+        let logs = self.logs.take().expect("the gateway's stderr is not piped");
+        self.signal(signal);
+        let status = self.wait_exit();
+        // The reader thread ends at the pipe's end, which closes the channel.
+        let lines = std::iter::from_fn(|| logs.recv_timeout(PATIENCE).ok()).collect();
+        (status, lines)
+    }
+
     /// Reads the log until a line contains `what`.
     pub fn wait_for_log(&self, what: &str) {
         let logs = self

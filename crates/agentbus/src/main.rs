@@ -18,6 +18,10 @@ use crate::printer::Printer;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // A shell asking for completions (`agentbus completions`) is answered and the process exits.
+    clap_complete::CompleteEnv::with_factory(cli::command)
+        .var(commands::completions::VAR)
+        .complete();
     let (cli, profile) = cli::parse();
     let printer = Printer::new(
         cli.json,

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use clap::{Arg, ArgAction, ArgMatches, Args, Subcommand};
 use serde_json::{Value, json};
 
-use agentbus_gateway::config::{Resolved, SETTINGS, SettingError, Sources, resolve};
+use agentbus_gateway::config::{
+    LogFormat, Origin, Resolved, SETTINGS, SettingError, Sources, resolve,
+};
 use agentbus_gateway::{Gateway, StartError};
 use agentbus_protocol::text::shell_quote;
 use agentbus_runtime::SystemClock;
@@ -28,7 +30,8 @@ Every setting is a flag, an AGENTBUS_* variable and a key of the --config TOML f
 precedence; docs/settings.md lists them with their defaults and reasons. The listener is bound \
 before anything is written. The first start creates a tenant `default`, a workspace `default` and \
 an admin token, printed once with the `agentbus connect` command to run next. SIGTERM or SIGINT \
-stops it gracefully. Logs are JSON lines on stderr (RUST_LOG sets the level)."
+stops it gracefully. Logs go to stderr: text on a terminal, JSON lines otherwise (--log-format); \
+--log sets what is logged (each request is a debug line)."
 )]
 pub struct GatewayArgs {
     #[command(subcommand)]
@@ -260,19 +263,40 @@ fn print_config(resolved: &Resolved, printer: &Printer) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-fn init_logs() {
-    let _ = tracing_subscriber::fmt()
-        .json()
+/// Starts the log: `filter` (the `log` setting, or `RUST_LOG` when that setting was left at its
+/// default) on stderr, as text on a terminal and JSON lines otherwise unless `format` says.
+fn init_logs(filter: &str, format: LogFormat) {
+    use std::io::IsTerminal;
+    // tokio-postgres logs each server NOTICE ("relation … already exists, skipping") at info,
+    // with the build machine's source path: noise for an operator unless asked for by name.
+    let filter = if filter.contains("tokio_postgres") {
+        filter.to_owned()
+    } else {
+        format!("{filter},tokio_postgres=warn")
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,tokio_postgres=warn"));
+    let terminal = std::io::stderr().is_terminal();
+    let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .try_init();
+        .with_env_filter(filter);
+    let _ = match format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Auto if !terminal => builder.json().try_init(),
+        _ => builder.with_ansi(terminal).try_init(),
+    };
+}
+
+/// The log filter of `resolved`: its `log` setting, or `RUST_LOG` if that was left at its default.
+fn log_filter(resolved: &Resolved) -> String {
+    match (resolved.origin("log"), std::env::var("RUST_LOG")) {
+        (Some(Origin::Default), Ok(rust_log)) if !rust_log.trim().is_empty() => rust_log,
+        _ => resolved.config.log.clone(),
+    }
 }
 
 /// Runs the gateway until SIGINT or SIGTERM, or `admin-token`.
 pub fn run(args: GatewayArgs, printer: &Printer) -> CliResult {
-    init_logs();
     match args.command {
         Some(GatewayCommand::AdminToken(a)) => return admin_token(a, printer),
         Some(GatewayCommand::Migrate(m)) => return migrate(m, printer),
@@ -283,6 +307,7 @@ pub fn run(args: GatewayArgs, printer: &Printer) -> CliResult {
     if args.print_config {
         return print_config(&resolved, printer);
     }
+    init_logs(&log_filter(&resolved), resolved.config.log_format);
     let mut config = resolved.config;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -365,6 +390,7 @@ fn migrate(args: MigrateArgs, printer: &Printer) -> CliResult {
         flags.push(("data".to_owned(), d.display().to_string()));
     }
     let resolved = resolve(&Sources::from_process(flags, args.config)).map_err(settings_error)?;
+    init_logs(&log_filter(&resolved), resolved.config.log_format);
     let data = resolved.config.data_dir.clone();
     let rt = super::profile::runtime()?;
     let (backend, version) = rt
@@ -383,6 +409,7 @@ fn admin_token(args: AdminTokenArgs, printer: &Printer) -> CliResult {
         .map(|d| vec![("data".to_owned(), d.display().to_string())])
         .unwrap_or_default();
     let resolved = resolve(&Sources::from_process(flags, args.config)).map_err(settings_error)?;
+    init_logs(&log_filter(&resolved), resolved.config.log_format);
     let data = resolved.config.data_dir.clone();
     let rt = super::profile::runtime()?;
     let t = rt

@@ -848,6 +848,14 @@ fn inbox(
         printer.json(&json!({"messages": msgs, "malformed": inbound.malformed}))?;
         return Ok(ExitCode::SUCCESS);
     }
+    // An empty answer must still read as one, not as a command that did nothing.
+    if msgs.is_empty() && after.is_none() {
+        let whom = agent.map_or_else(|| "this checkout".to_owned(), |a| format!("agent {a}"));
+        say(
+            printer,
+            &format!("no messages for {whom}; `agentbus share sync` fetches new ones"),
+        )?;
+    }
     for m in &msgs {
         if frames {
             say(printer, m.frame().trim_end())?;

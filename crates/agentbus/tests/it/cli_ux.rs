@@ -9,15 +9,20 @@ use crate::gateway_cli::{Gw, Machine};
 const SHELLS: &[&str] = &["bash", "zsh", "fish", "elvish", "powershell"];
 
 /// What bash's completion offers for `words` (the last one being completed), with the script
-/// `agentbus completions bash` printed, sourced into a real bash.
+/// `agentbus completions bash` printed, sourced into a real bash; the script asks the binary,
+/// which sees the store at `home` when given.
 fn bash_completes(script: &str, words: &[&str]) -> Vec<String> {
+    bash_completes_in(None, script, words)
+}
+
+fn bash_completes_in(home: Option<&std::path::Path>, script: &str, words: &[&str]) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("agentbus.bash");
     std::fs::write(&file, script).unwrap();
     let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
     let program = format!(
-        "source {file}; COMP_WORDS=({words}); COMP_CWORD={cword}; COMP_LINE='{line}'; COMP_POINT=${{#COMP_LINE}}; \
-         _agentbus agentbus '{cur}' '{prev}'; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        "source {file}; COMP_WORDS=({words}); COMP_CWORD={cword}; COMP_LINE='{line}'; COMP_POINT=${{#COMP_LINE}}; COMP_TYPE=9; \
+         _clap_complete_agentbus agentbus '{cur}' '{prev}'; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
         file = file.display(),
         words = quoted.join(" "),
         cword = words.len() - 1,
@@ -25,10 +30,15 @@ fn bash_completes(script: &str, words: &[&str]) -> Vec<String> {
         cur = words[words.len() - 1],
         prev = words[words.len() - 2],
     );
-    let out = Command::new("bash")
-        .args(["--norc", "-c", &program])
-        .output()
-        .unwrap();
+    let mut bash = Command::new("bash");
+    bash.args(["--norc", "-c", &program])
+        .env_remove("AGENTBUS_PROFILE")
+        .env("AGENTBUS_KEYSTORE", "file");
+    match home {
+        Some(h) => bash.env("AGENTBUS_HOME", h),
+        None => bash.env("AGENTBUS_HOME", dir.path().join("home")),
+    };
+    let out = bash.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -36,7 +46,8 @@ fn bash_completes(script: &str, words: &[&str]) -> Vec<String> {
     );
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .map(str::to_owned)
+        .map(|l| l.trim_end().to_owned())
+        .filter(|l| !l.is_empty())
         .collect()
 }
 
@@ -48,9 +59,10 @@ fn completions(shell: &str) -> String {
 
 #[test]
 fn lm_80_completions_for_every_shell_name_the_commands_and_their_flags() {
+    // Each shell's script registers the engine: the shell asks this binary at each Tab.
     for shell in SHELLS {
         let script = completions(shell);
-        for word in ["delegate", "inbox", "dry-run", "idempotency-key"] {
+        for word in ["AGENTBUS_COMPLETE", env!("CARGO_BIN_EXE_agentbus")] {
             assert!(script.contains(word), "{shell} completions lack {word}");
         }
     }
@@ -69,6 +81,39 @@ fn lm_80_completions_for_every_shell_name_the_commands_and_their_flags() {
     assert!(!explain.contains(&"--profile".to_owned()), "{explain:?}");
     let out = agentbus(&["completions", "tcsh"], b"");
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// `--profile` completes to the saved profiles' names (it offered file names), and a recipient to
+/// the addresses this machine knows.
+#[test]
+fn completion_offers_profile_names_and_known_addresses() {
+    let gw = Gw::start();
+    let m = Machine::new("alpha");
+    m.connect(&gw);
+    m.ok(&[
+        "--json",
+        "connect",
+        "--gateway",
+        &gw.url,
+        "--token",
+        &gw.admin,
+        "--name",
+        "beta",
+    ]);
+    let bash = completions("bash");
+    let offered = |words: &[&str]| bash_completes_in(Some(m.home()), &bash, words);
+    assert_eq!(
+        offered(&["agentbus", "send", "--profile", ""]),
+        ["alpha", "beta"]
+    );
+    assert_eq!(offered(&["agentbus", "--profile", "b"]), ["beta"]);
+    let to = offered(&["agentbus", "--profile", "alpha", "send", ""]);
+    assert!(
+        to.contains(&"agent://default/default/beta".to_owned()),
+        "{to:?}"
+    );
+    let tell = offered(&["agentbus", "tell", "eng"]);
+    assert_eq!(tell, ["engineer"]);
 }
 
 fn help(args: &[&str]) -> String {

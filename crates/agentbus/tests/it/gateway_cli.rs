@@ -819,7 +819,7 @@ fn wp_3_3_5_wp_3_3_6_key_rotation_keeps_verifying_and_the_directory_cards_topics
 /// The `doctor --json` finding of `check`.
 fn finding(out: &Output, check: &str) -> Value {
     let doc: Value = last_json(&out.stdout);
-    doc["findings"]
+    doc["profiles"][0]["findings"]
         .as_array()
         .unwrap()
         .iter()
@@ -1057,6 +1057,39 @@ fn two_agents_on_one_machine_are_two_profiles_chosen_by_flag_or_environment() {
     let out = m.run(&["send", "agent://default/default/beta", "hi"]);
     assert_eq!(out.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--profile"));
+    // doctor, unlike the verbs, checks every profile when none is chosen, in one JSON shape.
+    let doctor = |args: &[&str]| {
+        let out = m.run(args);
+        assert_eq!(out.status.code(), Some(0), "only warnings: {out:?}");
+        out
+    };
+    let all = last_json(&doctor(&["--json", "doctor"]).stdout);
+    let names: Vec<&str> = all["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["profile"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        (names, &all["ok"]),
+        (vec!["alpha", "beta"], &Value::Bool(true))
+    );
+    let text = String::from_utf8(doctor(&["doctor"]).stdout).unwrap();
+    let heads: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("doctor for"))
+        .collect();
+    assert_eq!(
+        heads,
+        [
+            "doctor for agent://default/default/alpha (profile alpha)",
+            "doctor for agent://default/default/beta (profile beta)"
+        ],
+        "{text}"
+    );
+    let one = last_json(&doctor(&["--profile", "beta", "--json", "doctor"]).stdout);
+    assert_eq!(one["profiles"].as_array().unwrap().len(), 1);
+    assert_eq!(one["profiles"][0]["profile"], "beta");
     // Both agents run a sidecar; alpha's send --wait then watches the inbox its sidecar writes.
     let _alpha = Killer(m.spawn(&["--profile", "alpha", "sidecar"]));
     let mut beta_cmd = m.cmd(&["sidecar"]);

@@ -248,6 +248,27 @@ fn lm_81_lm_45_inbox_shows_the_engineer_s_messages_once_and_show_prints_them_who
     );
     let out = run(h, &["inbox", "--show", &id], b"");
     assert!(String::from_utf8_lossy(&out.stdout).contains(long.trim_end()));
+    // The email is the repo's `user.email`, so the same person's next repo acks as another
+    // address: what the first view showed stays shown, what is new is listed once.
+    let other = [("AGENTBUS_ENGINEER_EMAIL", "ada@work.example")];
+    let out = run_with(h, &other, &["--json", "inbox"], b"");
+    assert!(
+        json(&out)["items"].as_array().unwrap().is_empty(),
+        "already shown"
+    );
+    run(
+        h,
+        &["--json", "tell", "--from", "s1", "engineer", "new"],
+        b"",
+    );
+    let out = run_with(h, &other, &["--json", "inbox"], b"");
+    assert_eq!(json(&out)["items"][0]["text"], "new");
+    let out = run(h, &["--json", "inbox"], b"");
+    assert!(
+        json(&out)["items"].as_array().unwrap().is_empty(),
+        "{}",
+        json(&out)
+    );
 }
 
 #[test]

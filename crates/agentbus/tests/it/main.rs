@@ -10,6 +10,7 @@ mod fuzz_seeds;
 mod gateway_cli;
 mod kill_loop;
 mod local_cli;
+mod logs_cli;
 mod opencode_plugin;
 mod pty;
 mod replicas;

@@ -99,6 +99,26 @@ fn setup() -> tempfile::TempDir {
     tmp
 }
 
+/// An empty inbox says so (and how to fetch), rather than printing nothing; `--json` stays an
+/// empty list.
+#[test]
+fn share_inbox_says_when_it_is_empty() {
+    let tmp = setup();
+    let b = tmp.path().join("b");
+    assert_eq!(
+        ok(&b, &["share", "inbox"]),
+        "no messages for this checkout; `agentbus share sync` fetches new ones\n"
+    );
+    assert_eq!(
+        ok(&b, &["share", "inbox", "--agent", "architect"]),
+        "no messages for agent architect; `agentbus share sync` fetches new ones\n"
+    );
+    assert_eq!(
+        json(&b, &["share", "inbox"])["messages"],
+        serde_json::json!([])
+    );
+}
+
 #[test]
 fn share_round_trip_send_sync_inbox_reply_ack_threads_log_check() {
     let tmp = setup();
