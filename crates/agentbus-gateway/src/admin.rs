@@ -84,6 +84,8 @@ async fn add_user(app: &App, user: &UserRow) -> ApiResult<String> {
             hash: token_hash(&token),
             subject: TokenSubject::User(user.id.clone()),
             created_at: user.created_at,
+            label: None,
+            revoked_at: None,
         })
         .await?;
     Ok(token)
@@ -141,6 +143,8 @@ pub async fn provision(
                 hash: token_hash(&token),
                 subject: TokenSubject::User(admin.id.clone()),
                 created_at: now,
+                label: None,
+                revoked_at: None,
             },
         )
         .await

@@ -311,6 +311,8 @@ pub async fn register_agent(
             hash: token_hash(&token),
             subject: TokenSubject::Agent(agent.id.clone()),
             created_at: now,
+            label: None,
+            revoked_at: None,
         })
         .await?;
     let mut out = json!({"agent": card_json(&app, &agent).await?, "token": token});

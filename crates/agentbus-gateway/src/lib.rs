@@ -668,6 +668,8 @@ pub async fn reissue_admin_token(
             hash: auth::token_hash(&token),
             subject: TokenSubject::User(admin.id),
             created_at: agentbus_runtime::SystemClock.now().millis(),
+            label: None,
+            revoked_at: None,
         })
         .await?;
     store.signal(Signal::Identity).await?;
