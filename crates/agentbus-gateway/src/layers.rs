@@ -33,7 +33,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "features",
         &[
             "a2a", "admin", "blobs", "identity", "inbox", "meta", "publish", "receipts", "tasks",
-            "usage", "views", "ops",
+            "usage", "views", "ops", "people",
         ],
     ),
     ("reaper", &["reaper", "clockapi"]),

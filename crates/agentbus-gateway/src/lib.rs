@@ -27,6 +27,7 @@ mod meta;
 mod metrics;
 mod notice;
 pub mod ops;
+mod people;
 mod policy;
 mod publish;
 mod reaper;
@@ -49,7 +50,7 @@ use axum::extract::{Extension, Request};
 use axum::http::HeaderValue;
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 
 use agentbus_protocol::Code;
 use agentbus_protocol::ids::IdKind;
@@ -133,6 +134,11 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/conversations"),
     ("get", "/v1/usage"),
     ("get", "/v1/messages/sent"),
+    ("get", "/v1/users"),
+    ("delete", "/v1/users/{id}"),
+    ("post", "/v1/tokens"),
+    ("get", "/v1/tokens"),
+    ("post", "/v1/tokens/{id}/revoke"),
 ];
 
 /// Routes served only by a gateway started with `--unsafe-test-clock` (`docs/settings.md`): not
@@ -175,7 +181,13 @@ pub fn router(app: Arc<App>) -> Router {
             "/v1/workspaces/{id}/policy",
             put(adm::set_policy).get(adm::get_policy),
         )
-        .route("/v1/users", post(adm::create_user))
+        .route("/v1/users", post(adm::create_user).get(people::list_users))
+        .route("/v1/users/{id}", delete(people::remove_user))
+        .route(
+            "/v1/tokens",
+            post(people::issue_token).get(people::list_tokens),
+        )
+        .route("/v1/tokens/{id}/revoke", post(people::revoke_token))
         .route(
             "/v1/agents",
             post(id::register_agent)

@@ -206,6 +206,21 @@ fn bodies() -> Vec<(&'static str, &'static str, Option<Value>, Option<Value>)> {
             None,
             Some(schema::<SentMessages>()),
         ),
+        ("get", "/v1/users", None, Some(schema::<Users>())),
+        ("delete", "/v1/users/{id}", None, Some(schema::<User>())),
+        (
+            "post",
+            "/v1/tokens",
+            Some(schema::<NewToken>()),
+            Some(schema::<IssuedToken>()),
+        ),
+        ("get", "/v1/tokens", None, Some(schema::<TokenList>())),
+        (
+            "post",
+            "/v1/tokens/{id}/revoke",
+            None,
+            Some(schema::<TokenInfo>()),
+        ),
     ]
 }
 
