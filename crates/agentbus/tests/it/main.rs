@@ -11,6 +11,7 @@ mod gateway_cli;
 mod kill_loop;
 mod local_cli;
 mod opencode_plugin;
+mod people_cli;
 mod pty;
 mod replicas;
 mod service_cli;
