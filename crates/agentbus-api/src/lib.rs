@@ -16,6 +16,7 @@ pub mod identity;
 pub mod inbox;
 pub mod messages;
 pub mod meta;
+pub mod people;
 pub mod tasks;
 pub mod usage;
 
@@ -25,6 +26,7 @@ pub use identity::*;
 pub use inbox::*;
 pub use messages::*;
 pub use meta::*;
+pub use people::*;
 pub use tasks::*;
 pub use usage::*;
 

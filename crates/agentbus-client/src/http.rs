@@ -585,6 +585,42 @@ impl Gateway {
     pub async fn task(&self, id: &str) -> Result<api::TaskView> {
         self.get(&format!("/v1/tasks/{}", seg(id)?)).await
     }
+
+    /// `POST /v1/users` (an admin): a user of a workspace the caller administers, with its
+    /// integration token (shown once).
+    pub async fn create_user(&self, user: &api::NewUser) -> Result<api::CreatedUser> {
+        self.post("/v1/users", user).await
+    }
+
+    /// `GET /v1/users` (an admin, or the operator): the users the caller administers.
+    pub async fn users(&self) -> Result<Vec<api::User>> {
+        let v: api::Users = self.get("/v1/users").await?;
+        Ok(v.users)
+    }
+
+    /// `DELETE /v1/users/{id}`: removes a user with its tokens; answers the user removed.
+    pub async fn remove_user(&self, id: &str) -> Result<api::User> {
+        self.typed(Method::DELETE, &format!("/v1/users/{}", seg(id)?), None)
+            .await
+    }
+
+    /// `POST /v1/tokens`: a new integration token for a user the caller administers (itself when
+    /// `token.user` is `None`), its secret shown once.
+    pub async fn issue_token(&self, token: &api::NewToken) -> Result<api::IssuedToken> {
+        self.post("/v1/tokens", token).await
+    }
+
+    /// `GET /v1/tokens`: the tokens of the users the caller administers, never their secrets.
+    pub async fn tokens(&self) -> Result<Vec<api::TokenInfo>> {
+        let v: api::TokenList = self.get("/v1/tokens").await?;
+        Ok(v.tokens)
+    }
+
+    /// `POST /v1/tokens/{id}/revoke`.
+    pub async fn revoke_token(&self, id: &str) -> Result<api::TokenInfo> {
+        self.post(&format!("/v1/tokens/{}/revoke", seg(id)?), &Map::new())
+            .await
+    }
 }
 
 /// `req` carrying `body`, with its content type (an upload counted to its progress callback).

@@ -86,6 +86,8 @@ async fn add_user(app: &App, user: &UserRow) -> ApiResult<String> {
             hash: token_hash(&token),
             subject: TokenSubject::User(user.id.clone()),
             created_at: user.created_at,
+            label: None,
+            revoked_at: None,
         })
         .await?;
     Ok(token)
@@ -143,6 +145,8 @@ pub async fn provision(
                 hash: token_hash(&token),
                 subject: TokenSubject::User(admin.id.clone()),
                 created_at: now,
+                label: None,
+                revoked_at: None,
             },
         )
         .await

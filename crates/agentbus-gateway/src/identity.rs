@@ -346,6 +346,8 @@ pub async fn register_agent(
             hash: token_hash(&token),
             subject: TokenSubject::Agent(agent.id.clone()),
             created_at: now,
+            label: None,
+            revoked_at: None,
         })
         .await?;
     let agent_card = card_body(&app, &agent).await?;

@@ -34,7 +34,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "features",
         &[
             "a2a", "admin", "blobs", "identity", "inbox", "meta", "publish", "receipts", "tasks",
-            "usage", "views", "ops",
+            "usage", "views", "ops", "people",
         ],
     ),
     ("notices and the reaper", &["owed", "reaper", "clockapi"]),

@@ -28,6 +28,7 @@ mod metrics;
 mod notice;
 pub mod ops;
 mod owed;
+mod people;
 mod policy;
 mod publish;
 mod reaper;
@@ -50,7 +51,7 @@ use axum::extract::{Extension, Request};
 use axum::http::HeaderValue;
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 
 use agentbus_protocol::Code;
 use agentbus_protocol::ids::IdKind;
@@ -134,6 +135,11 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/conversations"),
     ("get", "/v1/usage"),
     ("get", "/v1/messages/sent"),
+    ("get", "/v1/users"),
+    ("delete", "/v1/users/{id}"),
+    ("post", "/v1/tokens"),
+    ("get", "/v1/tokens"),
+    ("post", "/v1/tokens/{id}/revoke"),
 ];
 
 /// Routes served only by a gateway started with `--unsafe-test-clock` (`docs/settings.md`): not
@@ -176,7 +182,13 @@ pub fn router(app: Arc<App>) -> Router {
             "/v1/workspaces/{id}/policy",
             put(adm::set_policy).get(adm::get_policy),
         )
-        .route("/v1/users", post(adm::create_user))
+        .route("/v1/users", post(adm::create_user).get(people::list_users))
+        .route("/v1/users/{id}", delete(people::remove_user))
+        .route(
+            "/v1/tokens",
+            post(people::issue_token).get(people::list_tokens),
+        )
+        .route("/v1/tokens/{id}/revoke", post(people::revoke_token))
         .route(
             "/v1/agents",
             post(id::register_agent)
@@ -433,6 +445,7 @@ impl Gateway {
         let test_clock = testclock::check(&dir, config.unsafe_test_clock)?;
         let lock = lock_data_dir(&dir)?;
         let store = open_store(&config).await?;
+        remember_store(&config)?;
         let master = load_or_create_key(&dir.join("master.key"))?;
         let master = DataKey::from_bytes(master.seed());
         let gateway_key = load_or_create_key(&dir.join("gateway.key"))?;
@@ -605,6 +618,47 @@ pub async fn migrate(config: &Config) -> Result<(&'static str, i64), StartError>
     Ok((store.backend(), version))
 }
 
+/// The file in the data directory naming the PostgreSQL database a gateway on it last used, so
+/// `agentbus gateway admin-token --data DIR` (what the first start prints) finds that database.
+const STORE_FILE: &str = "store.url";
+
+/// Records, on PostgreSQL, which database this data directory's gateway uses (0600: the URL may
+/// hold a password, beside the master key the directory already keeps).
+fn remember_store(config: &Config) -> Result<(), StartError> {
+    let config::StoreSetting::Postgres(url) = &config.store else {
+        return Ok(());
+    };
+    let path = config.data_dir.join(STORE_FILE);
+    let failed = |source| StartError::DataDir {
+        path: path.display().to_string(),
+        source,
+    };
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(&path).map_err(failed)?;
+    std::io::Write::write_all(&mut f, format!("{url}\n").as_bytes()).map_err(failed)
+}
+
+/// The store `admin-token` acts on: the one `config` names, or, when that is the SQLite default
+/// and the data directory holds no SQLite file, the PostgreSQL database a gateway on the
+/// directory recorded.
+fn admin_store(config: &Config) -> Config {
+    let mut config = config.clone();
+    if config.store == config::StoreSetting::Sqlite
+        && !config.data_dir.join("agentbus.db").exists()
+        && let Ok(url) = std::fs::read_to_string(config.data_dir.join(STORE_FILE))
+        && !url.trim().is_empty()
+    {
+        config.store = config::StoreSetting::Postgres(url.trim().to_owned());
+    }
+    config
+}
+
 /// The admin whose token `admin-token` reissues: the gateway operator, or else the first user
 /// the first start's bootstrap made (the first tenant's admin).
 async fn reissued(store: &AnyStore, operator: bool) -> Result<agentbus_store::UserRow, StartError> {
@@ -641,6 +695,7 @@ pub async fn reissue_admin_token(
     config: &Config,
     operator: bool,
 ) -> Result<AdminToken, StartError> {
+    let config = &admin_store(config);
     let data_dir = &config.data_dir;
     let (store, _lock) = match &config.store {
         config::StoreSetting::Sqlite => {
@@ -669,6 +724,8 @@ pub async fn reissue_admin_token(
             hash: auth::token_hash(&token),
             subject: TokenSubject::User(admin.id),
             created_at: agentbus_runtime::SystemClock.now().millis(),
+            label: None,
+            revoked_at: None,
         })
         .await?;
     store.signal(Signal::Identity).await?;

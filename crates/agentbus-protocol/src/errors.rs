@@ -222,7 +222,7 @@ catalogue! {
     /// The calling agent is suspended.
     AgentSuspended = 1004, 403, Refused, Project, "Agent suspended",
         cause: "An admin suspended this agent (§5.9): its credential may neither publish nor read its inbox. Messages sent to it are kept in its inbox, and each sender is told with AB-4013.",
-        fix: "Ask an admin of the agent's workspace to resume it (`POST /v1/agents/{id}/resume`); the held messages are then delivered.", cli: "ask the gateway's operator to resume it; nothing can be sent until then";
+        fix: "Ask an admin of the agent's workspace to resume it (`POST /v1/agents/{id}/resume`); the held messages are then delivered.", cli: "ask an admin of the agent's workspace to resume it (the console's agent page); nothing can be sent until then";
     /// The `sig` attribute is malformed.
     MalformedSignature = 1010, 400, Refused, Project, "Malformed sig attribute",
         cause: "`sig` is not `ed25519:<key_id>:<base64url signature without padding>`: a wrong algorithm, a missing part, padding, non-base64url characters, or a signature that is not 64 bytes.",
@@ -234,7 +234,7 @@ catalogue! {
     /// The signing key is unknown, revoked, expired or not the caller's.
     UnknownKey = 1012, 401, Refused, Spec, "Unknown, revoked or expired key",
         cause: "The `key_id` in `sig` does not name an active key of the sending agent: it is unknown, revoked, past its `expires_at`, or belongs to another agent.",
-        fix: "Register a key with `POST /v1/agents/{id}/keys` (`agentbus keys rotate`) and sign with its id.", cli: "register a new key with `agentbus keys rotate`, or connect again; `agentbus keys list` shows the registered keys";
+        fix: "Register a key with `agentbus keys rotate` and sign with its id.", cli: "register a new key with `agentbus keys rotate`, or connect again; `agentbus keys list` shows the registered keys";
     /// The agent already has the maximum number of active keys.
     KeyLimit = 1013, 409, Refused, Project, "Too many active keys",
         cause: "An agent may hold at most 3 active keys (§3.3); registering another would exceed that.",
@@ -250,7 +250,7 @@ catalogue! {
     /// The console session is missing or ended.
     ConsoleSignedOut = 1021, 401, Refused, Project, "Console session ended",
         cause: "The console request carried no session cookie, or its session ended: signed out, past its lifetime (8 hours), or its user token was revoked or its tenant suspended since sign-in. Sessions are kept by the gateway's store, so this holds on every replica.",
-        fix: "Sign in again at `/console/sign-in` with a user integration token.";
+        fix: "Sign in again at `/console/sign-in` with a user integration token; an admin issues one with `agentbus tokens issue`.";
     /// Private key file unusable.
     KeyFileUnusable = 1030, 0, Configuration, Project, "Private key file unusable",
         cause: "The agent's private key file (`<AGENTBUS_HOME>/keys/<agent_id>.key`) cannot be read or written, is readable or writable by others (a private key file must be 0600), does not hold a key, or would be overwritten.",
@@ -400,7 +400,7 @@ catalogue! {
     /// `data.input` fails the capability's `input_schema`.
     CapabilityInputInvalid = 3024, 422, Refused, Project, "Input does not match the capability",
         cause: "`data.input` of a `task.request` fails the `input_schema` the recipient's card declares for this capability and version (§5.2, §10); an absent `input` is checked as `{}`. `details.violations` lists each failure with its JSON Pointer.",
-        fix: "Correct the input at the paths given; `GET /v1/agents/{id}` shows the capability's `input_schema`.", cli: "correct --input at the paths given; `agentbus agents show <worker>` prints the capability's input_schema";
+        fix: "Correct the input at the paths given; `agentbus agents show <worker>` prints the capability's `input_schema`.", cli: "correct --input at the paths given; `agentbus agents show <worker>` prints the capability's input_schema";
     /// A card's capability declaration is malformed.
     InvalidCapabilityDeclaration = 3025, 422, Refused, Project, "Capability declaration invalid",
         cause: "An entry of the card's `capabilities` is not valid (§10): not an object, a `name` that is not dot-separated lowercase identifiers, a `version` that is not a major such as \"1\", a name and version declared twice, a field of the wrong type, or an `input_schema`/`output_schema` that is not a JSON Schema (draft 2020-12) the gateway can compile without fetching anything. `details.violations` lists each problem with its JSON Pointer.",
@@ -517,7 +517,7 @@ catalogue! {
     /// The recipient's card does not declare the requested capability.
     CapabilityNotDeclared = 4015, 422, Refused, Project, "Capability not declared",
         cause: "A `task.request` names a `capability` and `capability_version` the recipient's card does not declare (§5.2, §10).",
-        fix: "Read the recipient's capabilities with `GET /v1/agents/{id}` (`agentbus agents show`), or ask its owner to declare the capability (`agentbus card edit --capability name@major`).";
+        fix: "Read the recipient's capabilities with `agentbus agents show <agent>`, or ask its owner to declare the capability (`agentbus card edit --capability name@major`).";
     /// task.input while no question is open.
     NoOpenQuestion = 4020, 409, Refused, Spec, "No question is open",
         cause: "`task.input` is accepted only while the task is `needs_input` (§5.7b).",

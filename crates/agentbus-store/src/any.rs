@@ -109,6 +109,10 @@ dispatch! {
     fn set_tenant_suspended(&self, id: &str, at: Option<i64>) -> ();
     fn workspaces(&self, tenant_id: &str) -> Vec<WorkspaceRow>;
     fn users_with_role(&self, role: Role) -> Vec<UserRow>;
+    fn users(&self, tenant_id: Option<&str>) -> Vec<UserRow>;
+    fn delete_user(&self, id: &str) -> bool;
+    fn user_tokens(&self, tenant_id: Option<&str>) -> Vec<TokenRow>;
+    fn revoke_token(&self, hash: [u8; 32], at: i64) -> bool;
     fn provision_tenant(&self, t: TenantRow, w: WorkspaceRow, u: UserRow, token: TokenRow) -> ();
     fn create_agent(&self, a: AgentRow, aliases: Vec<String>) -> ();
     fn agent(&self, id: &str) -> Option<AgentRow>;

@@ -155,6 +155,28 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Every user holding `role`, oldest first (the gateway operator is found this way).
     fn users_with_role(&self, role: Role)
     -> impl Future<Output = StoreResult<Vec<UserRow>>> + Send;
+    /// Every user of `tenant_id`, or of the whole gateway (the operator included) when `None`,
+    /// oldest first.
+    fn users(
+        &self,
+        tenant_id: Option<&str>,
+    ) -> impl Future<Output = StoreResult<Vec<UserRow>>> + Send;
+    /// Deletes a user with its tokens and console sessions, in one transaction; answers whether
+    /// there was such a user.
+    fn delete_user(&self, id: &str) -> impl Future<Output = StoreResult<bool>> + Send;
+    /// Every user token (revoked ones included) of the users of `tenant_id`, or of every user when
+    /// `None`, oldest first.
+    fn user_tokens(
+        &self,
+        tenant_id: Option<&str>,
+    ) -> impl Future<Output = StoreResult<Vec<TokenRow>>> + Send;
+    /// Marks the token with this hash revoked at `at` unless it is already; answers whether a
+    /// live token was revoked. [`Store::token`] no longer finds it.
+    fn revoke_token(
+        &self,
+        hash: [u8; 32],
+        at: i64,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
     /// Creates a tenant with its first workspace, its first user and that user's token, all or
     /// nothing; a taken slug is [`StoreError::Conflict`].
     fn provision_tenant(

@@ -122,6 +122,10 @@ pub struct TokenRow {
     pub subject: TokenSubject,
     /// Creation time.
     pub created_at: i64,
+    /// What its holder called it when it was issued (`agentbus tokens issue --label`), if anything.
+    pub label: Option<String>,
+    /// When it was revoked; a revoked token authenticates nobody but stays listed.
+    pub revoked_at: Option<i64>,
 }
 
 /// An agent and its card.

@@ -9,6 +9,7 @@ use crate::commands::{
     local::LocalCommand, mcp::McpArgs, share::ShareArgs, sidecar::SidecarArgs, trace::TraceArgs,
     work::WorkArgs,
 };
+use crate::commands::{tokens::TokensArgs, users::UsersArgs};
 
 /// AgentBus: messaging for fleets of AI agents, on one machine, across a team through a gateway,
 /// and across organisations through a git share.
@@ -107,6 +108,12 @@ pub enum Command {
     /// (persisted, leased, acknowledged, shown, answered).
     #[command(after_help = "Examples:\n  agentbus sent\n  agentbus --json sent --limit 5")]
     Sent(SentArgs),
+    /// People of the gateway: add, list and remove users (an admin's or the operator's token).
+    #[command(subcommand)]
+    Users(UsersArgs),
+    /// Integration tokens of the users you administer: issue, list, revoke.
+    #[command(subcommand)]
+    Tokens(TokensArgs),
 }
 
 /// The commands that act as an agent profile, and so take `--profile` (a space separates a

@@ -77,7 +77,39 @@ impl Fixture {
         let (_, other_ws) = h.get("/v1/workspaces", &other_admin).await;
         let first = |v: &Value| v["workspaces"][0]["id"].as_str().unwrap().to_owned();
         let id = |v: &Value| v["id"].as_str().unwrap().to_owned();
+        // Users and their tokens, as the operator sees them: every tenant's.
+        let (_, users) = h.get("/v1/users", &h.operator).await;
+        let (_, tokens) = h.get("/v1/tokens", &h.operator).await;
+        let user_where = |tenant: &str, role: &str| {
+            users["users"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|u| u["tenant"] == tenant && u["role"] == role)
+                .map(id)
+                .unwrap_or_else(|| panic!("no {role} in {tenant}: {users}"))
+        };
+        let (admin_user, member_user, other_user) = (
+            user_where("default", "tenant_admin"),
+            user_where("default", "member"),
+            user_where("other", "tenant_admin"),
+        );
+        let token_of = |user: &str| {
+            tokens["tokens"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["user"] == user)
+                .map(id)
+                .unwrap_or_else(|| panic!("no token of {user}: {tokens}"))
+        };
         let vars = BTreeMap::from([
+            ("admin_token", token_of(&admin_user)),
+            ("member_token", token_of(&member_user)),
+            ("other_token", token_of(&other_user)),
+            ("admin_user", admin_user),
+            ("member_user", member_user),
+            ("other_user", other_user),
             ("alpha", alpha.id.clone()),
             ("alpha_addr", alpha.address.clone()),
             ("alpha_key", alpha.key_id.clone()),

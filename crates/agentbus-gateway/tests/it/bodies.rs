@@ -133,7 +133,23 @@ async fn every_answer_is_its_api_type_byte_for_byte() {
     c.call("get", "/v1/workspaces", "/v1/workspaces", &admin, Nothing)
         .await;
     let user = json!({"name": "rita", "role": "member", "workspace": "ops"});
-    c.call("post", "/v1/users", "/v1/users", &admin, Json(user))
+    let rita = c
+        .call("post", "/v1/users", "/v1/users", &admin, Json(user))
+        .await;
+    let rita = text(&rita["id"]);
+    c.call("get", "/v1/users", "/v1/users", &admin, Nothing)
+        .await;
+    let issue = json!({"user": rita, "label": "ci"});
+    let t = c
+        .call("post", "/v1/tokens", "/v1/tokens", &admin, Json(issue))
+        .await;
+    c.call("get", "/v1/tokens", "/v1/tokens", &admin, Nothing)
+        .await;
+    let path = format!("/v1/tokens/{}/revoke", text(&t["id"]));
+    c.call("post", "/v1/tokens/{id}/revoke", &path, &admin, Nothing)
+        .await;
+    let path = format!("/v1/users/{rita}");
+    c.call("delete", "/v1/users/{id}", &path, &admin, Nothing)
         .await;
 
     // Agents: with a key, and without one (no `key` in the answer).

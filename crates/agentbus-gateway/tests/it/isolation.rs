@@ -62,6 +62,9 @@ struct Victim {
     delivery: (u64, String),
     /// The message of that delivery (sent by the victim's agent to its peer).
     delivered_id: String,
+    /// The member who owns the victim's agents, and the `tok_` id of its integration token.
+    owner_id: String,
+    owner_token_id: String,
 }
 
 struct Ghost {
@@ -73,6 +76,8 @@ struct Ghost {
     blob_id: String,
     key_id: String,
     tenant_id: String,
+    user_id: String,
+    token_id: String,
 }
 
 struct World {
@@ -627,6 +632,51 @@ fn cases(method: &str, path: &str) -> Option<Vec<Probe>> {
                 Box::new(|_, _, _| get(format!("/v1/messages/sent?limit=100&before={}", i64::MAX))),
             ),
         ],
+        // People: the operator administers every user, so it is no attacker here.
+        ("get", "/v1/users") => vec![Alone(
+            "list users",
+            Box::new(|w, a, _| (a.token != w.h.operator).then(|| get("/v1/users"))?),
+        )],
+        ("delete", "/v1/users/{id}") => vec![Compare(
+            "remove the victim's owner",
+            Box::new(|w, a, side| {
+                if a.token == w.h.operator {
+                    return None;
+                }
+                let id = pick(side, &w.victim.owner_id, &w.ghost.user_id);
+                Some(req(M::DELETE, format!("/v1/users/{id}"), Payload::None))
+            }),
+        )],
+        ("post", "/v1/tokens") => vec![
+            Compare(
+                "a token for the victim's owner",
+                Box::new(|w, a, side| {
+                    if a.token == w.h.operator {
+                        return None;
+                    }
+                    let id = pick(side, &w.victim.owner_id, &w.ghost.user_id);
+                    post("/v1/tokens", json!({"user": id}))
+                }),
+            ),
+            Alone(
+                "a token of one's own",
+                Box::new(|_, _, _| post("/v1/tokens", json!({"label": "probe"}))),
+            ),
+        ],
+        ("get", "/v1/tokens") => vec![Alone(
+            "list tokens",
+            Box::new(|w, a, _| (a.token != w.h.operator).then(|| get("/v1/tokens"))?),
+        )],
+        ("post", "/v1/tokens/{id}/revoke") => vec![Compare(
+            "revoke the victim owner's token",
+            Box::new(|w, a, side| {
+                if a.token == w.h.operator {
+                    return None;
+                }
+                let id = pick(side, &w.victim.owner_token_id, &w.ghost.token_id);
+                post(format!("/v1/tokens/{id}/revoke"), json!({}))
+            }),
+        )],
         ("get", "/v1/usage") => vec![Alone(
             "the victim agent's usage",
             Box::new(|w, _, _| get(format!("/v1/usage?agent={}", w.victim.agent.id))),
@@ -761,6 +811,11 @@ fn leak(w: &World, a: &Attacker, r: &Req, answer: &Answer) -> Option<String> {
     if a.category == Category::CrossTenant {
         ids.push(w.victim.tenant_id.clone());
     }
+    // The victim's owner and its token, where people are listed and acted on.
+    if r.path.starts_with("/v1/users") || r.path.starts_with("/v1/tokens") {
+        ids.push(w.victim.owner_id.clone());
+        ids.push(w.victim.owner_token_id.clone());
+    }
     ids.into_iter()
         .find(|id| answer.body.contains(id.as_str()) && !asked.contains(id.as_str()))
         .map(|id| format!("victim id {id} in the answer"))
@@ -785,6 +840,16 @@ async fn victim_state(w: &World) -> String {
         s.blob(v.blob["id"].as_str().unwrap()).await.unwrap()
     );
     let _ = writeln!(out, "{:?}", s.workspace(&v.workspace_id).await.unwrap());
+    let _ = writeln!(out, "{:?}", s.user(&v.owner_id).await.unwrap());
+    let owner = agentbus_store::TokenSubject::User(v.owner_id.clone());
+    let tokens: Vec<_> = s
+        .user_tokens(Some(&v.tenant_id))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.subject == owner)
+        .collect();
+    let _ = writeln!(out, "{tokens:?}");
     let _ = writeln!(out, "{:?}", s.tenant(&v.tenant_id).await.unwrap());
     let _ = writeln!(
         out,
@@ -819,6 +884,27 @@ async fn world() -> World {
     }
     // The victim: two private agents of a member of `backend`.
     let owner = h.user(&h.admin, "member", "backend").await;
+    // The owner is the only member of `backend` so far.
+    let (_, users) = h.get("/v1/users", &h.admin).await;
+    let owner_id = users["users"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["role"] == "member" && u["workspace"] == "backend")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_, tokens) = h.get("/v1/tokens", &h.admin).await;
+    let owner_token_id = tokens["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["user"] == owner_id.as_str())
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let agent = h
         .register(
             &owner,
@@ -1005,6 +1091,11 @@ async fn world() -> World {
         blob_id: mint(IdKind::Blob).to_string(),
         key_id: mint(IdKind::Key).to_string(),
         tenant_id: mint(IdKind::Tenant).to_string(),
+        user_id: mint(IdKind::User).to_string(),
+        token_id: format!(
+            "tok_{}",
+            agentbus_protocol::ids::encode(mint(IdKind::Message).value())
+        ),
     };
     World {
         h,
@@ -1021,6 +1112,8 @@ async fn world() -> World {
             topic,
             delivery,
             delivered_id,
+            owner_id,
+            owner_token_id,
         },
         ghost,
         attackers,

@@ -18,6 +18,7 @@ mod identity;
 mod isolation;
 mod meta;
 mod openapi;
+mod people;
 mod policy;
 mod publish;
 mod receipts;

@@ -157,6 +157,11 @@ pub fn bodies() -> Vec<(&'static str, &'static str, Option<Typed>, Option<Typed>
         ("get", "/v1/conversations", None, typed!(Conversations)),
         ("get", "/v1/usage", None, typed!(UsageList)),
         ("get", "/v1/messages/sent", None, typed!(SentMessages)),
+        ("get", "/v1/users", None, typed!(Users)),
+        ("delete", "/v1/users/{id}", None, typed!(User)),
+        ("post", "/v1/tokens", typed!(NewToken), typed!(IssuedToken)),
+        ("get", "/v1/tokens", None, typed!(TokenList)),
+        ("post", "/v1/tokens/{id}/revoke", None, typed!(TokenInfo)),
     ]
 }
 

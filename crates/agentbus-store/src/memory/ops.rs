@@ -482,7 +482,12 @@ impl Store for MemoryStore {
 
     async fn token(&self, hash: [u8; 32]) -> StoreResult<Option<TokenRow>> {
         self.enter("token").await?;
-        Ok(self.state()?.tokens.get(&hash).cloned())
+        Ok(self
+            .state()?
+            .tokens
+            .get(&hash)
+            .filter(|t| t.revoked_at.is_none())
+            .cloned())
     }
 
     async fn set_tenant_suspended(&self, id: &str, at: Option<i64>) -> StoreResult<()> {
@@ -512,6 +517,64 @@ impl Store for MemoryStore {
         let s = self.state()?;
         let rows = s.users.iter().filter(|u| u.role == role).cloned().collect();
         Ok(self.ordered(rows, |a: &UserRow, b| a.created_at.cmp(&b.created_at)))
+    }
+
+    async fn users(&self, tenant_id: Option<&str>) -> StoreResult<Vec<UserRow>> {
+        self.enter("users").await?;
+        let s = self.state()?;
+        let rows = s
+            .users
+            .iter()
+            .filter(|u| tenant_id.is_none_or(|t| u.tenant_id == t))
+            .cloned()
+            .collect();
+        Ok(self.ordered(rows, |a: &UserRow, b| a.created_at.cmp(&b.created_at)))
+    }
+
+    async fn delete_user(&self, id: &str) -> StoreResult<bool> {
+        self.enter("delete_user").await?;
+        let mut s = self.state()?;
+        let before = s.users.len();
+        s.users.retain(|u| u.id != id);
+        if s.users.len() == before {
+            return Ok(false);
+        }
+        let subject = TokenSubject::User(id.to_owned());
+        s.tokens.retain(|_, t| t.subject != subject);
+        s.sessions.retain(|_, c| c.user_id != id);
+        Ok(true)
+    }
+
+    async fn user_tokens(&self, tenant_id: Option<&str>) -> StoreResult<Vec<TokenRow>> {
+        self.enter("user_tokens").await?;
+        let s = self.state()?;
+        let rows = s
+            .tokens
+            .values()
+            .filter(|t| match &t.subject {
+                TokenSubject::User(u) => s
+                    .users
+                    .iter()
+                    .any(|x| &x.id == u && tenant_id.is_none_or(|t| x.tenant_id == t)),
+                TokenSubject::Agent(_) => false,
+            })
+            .cloned()
+            .collect();
+        Ok(self.ordered(rows, |a: &TokenRow, b| {
+            (a.created_at, a.hash).cmp(&(b.created_at, b.hash))
+        }))
+    }
+
+    async fn revoke_token(&self, hash: [u8; 32], at: i64) -> StoreResult<bool> {
+        self.enter("revoke_token").await?;
+        let mut s = self.state()?;
+        match s.tokens.get_mut(&hash) {
+            Some(t) if t.revoked_at.is_none() => {
+                t.revoked_at = Some(at);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     async fn provision_tenant(
@@ -1442,9 +1505,13 @@ impl Store for MemoryStore {
         {
             return Err(conflict("token"));
         }
-        let before = s.tokens.len();
-        s.tokens.retain(|_, x| x.subject != t.subject);
-        let revoked = (before - s.tokens.len()) as u64;
+        let mut revoked = 0;
+        for x in s.tokens.values_mut() {
+            if x.subject == t.subject && x.revoked_at.is_none() {
+                x.revoked_at = Some(t.created_at);
+                revoked += 1;
+            }
+        }
         s.tokens.insert(t.hash, t);
         Ok(revoked)
     }

@@ -678,8 +678,15 @@ async fn insert_token(t: &impl GenericClient, r: &TokenRow) -> StoreResult<()> {
     let (kind, subject) = r.subject.stored();
     exec(
         t,
-        "INSERT INTO tokens (hash, kind, subject_id, created_at) VALUES ($1, $2, $3, $4)",
-        &[&r.hash.as_slice(), &kind, &subject, &r.created_at],
+        &format!("INSERT INTO tokens ({TOKEN_COLS}) VALUES ($1, $2, $3, $4, $5, $6)"),
+        &[
+            &r.hash.as_slice(),
+            &kind,
+            &subject,
+            &r.created_at,
+            &r.label,
+            &r.revoked_at,
+        ],
     )
     .await?;
     Ok(())
@@ -901,11 +908,11 @@ impl Store for PgStore {
         let c = self.client().await?;
         opt(
             &c,
-            "SELECT kind, subject_id, created_at FROM tokens WHERE hash = $1",
+            &format!("SELECT {TOKEN_COLS} FROM tokens WHERE hash = $1 AND revoked_at IS NULL"),
             &[&hash.as_slice()],
         )
         .await?
-        .map(|r| token(&r, hash))
+        .map(|r| token(&r))
         .transpose()
     }
 
@@ -945,6 +952,69 @@ impl Store for PgStore {
         .iter()
         .map(user)
         .collect()
+    }
+
+    async fn users(&self, tenant_id: Option<&str>) -> StoreResult<Vec<UserRow>> {
+        let c = self.client().await?;
+        rows(
+            &c,
+            &format!(
+                "SELECT {USER_COLS} FROM users WHERE $1::text IS NULL OR tenant_id = $1 \
+                 ORDER BY created_at, n"
+            ),
+            &[&tenant_id],
+        )
+        .await?
+        .iter()
+        .map(user)
+        .collect()
+    }
+
+    async fn delete_user(&self, id: &str) -> StoreResult<bool> {
+        let mut c = self.client().await?;
+        let tx = c.transaction().await?;
+        exec(
+            &tx,
+            "DELETE FROM tokens WHERE kind = 'user' AND subject_id = $1",
+            &[&id],
+        )
+        .await?;
+        exec(
+            &tx,
+            "DELETE FROM console_sessions WHERE user_id = $1",
+            &[&id],
+        )
+        .await?;
+        let n = exec(&tx, "DELETE FROM users WHERE id = $1", &[&id]).await?;
+        tx.commit().await?;
+        Ok(n > 0)
+    }
+
+    async fn user_tokens(&self, tenant_id: Option<&str>) -> StoreResult<Vec<TokenRow>> {
+        let c = self.client().await?;
+        rows(
+            &c,
+            "SELECT t.hash, t.kind, t.subject_id, t.created_at, t.label, t.revoked_at \
+             FROM tokens t JOIN users u ON u.id = t.subject_id \
+             WHERE t.kind = 'user' AND ($1::text IS NULL OR u.tenant_id = $1) \
+             ORDER BY t.created_at, t.hash",
+            &[&tenant_id],
+        )
+        .await?
+        .iter()
+        .map(token)
+        .collect()
+    }
+
+    async fn revoke_token(&self, hash: [u8; 32], at: i64) -> StoreResult<bool> {
+        let c = self.client().await?;
+        Ok(exec(
+            &c,
+            "UPDATE tokens SET revoked_at = $2 WHERE hash = $1 AND revoked_at IS NULL",
+            &[&hash.as_slice(), &at],
+        )
+        .await?
+            > 0)
     }
 
     async fn provision_tenant(
@@ -2030,10 +2100,12 @@ impl Store for PgStore {
         let mut c = self.client().await?;
         let tx = c.transaction().await?;
         let (kind, subject_id) = t.subject.stored();
+        // Revoked, not deleted: `agentbus tokens list` still shows what was replaced.
         let revoked = exec(
             &tx,
-            "DELETE FROM tokens WHERE kind = $1 AND subject_id = $2",
-            &[&kind, &subject_id],
+            "UPDATE tokens SET revoked_at = $3 \
+             WHERE kind = $1 AND subject_id = $2 AND revoked_at IS NULL",
+            &[&kind, &subject_id, &t.created_at],
         )
         .await?;
         insert_token(&tx, &t).await?;

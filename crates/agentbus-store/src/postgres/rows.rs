@@ -258,13 +258,16 @@ pub(super) fn entry(r: &Row) -> StoreResult<InboxEntry> {
     })
 }
 
-pub(super) fn token(r: &Row, hash: [u8; 32]) -> StoreResult<TokenRow> {
-    let kind: String = get(r, 0)?;
-    let subject: String = get(r, 1)?;
+pub(super) const TOKEN_COLS: &str = "hash, kind, subject_id, created_at, label, revoked_at";
+
+pub(super) fn token(r: &Row) -> StoreResult<TokenRow> {
+    let kind: String = get(r, 1)?;
     Ok(TokenRow {
-        hash,
-        subject: TokenSubject::from_stored(&kind, subject),
-        created_at: get(r, 2)?,
+        hash: hash(r, 0)?,
+        subject: TokenSubject::from_stored(&kind, get(r, 2)?),
+        created_at: get(r, 3)?,
+        label: get(r, 4)?,
+        revoked_at: get(r, 5)?,
     })
 }
 

@@ -221,6 +221,12 @@ CREATE TABLE pushes (
 );
 CREATE INDEX pushes_message ON pushes (message_seq);
 "#,
+    // People administer tokens by command: a label given at issue, and a revocation that keeps
+    // the row, so a list shows what was revoked and when.
+    r#"
+ALTER TABLE tokens ADD COLUMN label TEXT COLLATE "C";
+ALTER TABLE tokens ADD COLUMN revoked_at BIGINT;
+"#,
 ];
 
 /// The `schema_version` of a database with every migration applied.

@@ -586,10 +586,32 @@ fn insert_user(tx: &Transaction<'_>, u: &UserRow) -> StoreResult<()> {
 fn insert_token(tx: &Transaction<'_>, t: &TokenRow) -> StoreResult<()> {
     let (kind, subject) = t.subject.stored();
     tx.execute(
-        "INSERT INTO tokens (hash, kind, subject_id, created_at) VALUES (?1, ?2, ?3, ?4)",
-        params![t.hash.to_vec(), kind, subject, t.created_at],
+        "INSERT INTO tokens (hash, kind, subject_id, created_at, label, revoked_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            t.hash.to_vec(),
+            kind,
+            subject,
+            t.created_at,
+            t.label,
+            t.revoked_at
+        ],
     )?;
     Ok(())
+}
+
+const TOKEN_COLS: &str = "hash, kind, subject_id, created_at, label, revoked_at";
+
+fn token_row(r: &Row<'_>) -> rusqlite::Result<TokenRow> {
+    let hash: Vec<u8> = r.get(0)?;
+    let kind: String = r.get(1)?;
+    Ok(TokenRow {
+        hash: <[u8; 32]>::try_from(hash.as_slice()).unwrap_or_default(),
+        subject: TokenSubject::from_stored(&kind, r.get(2)?),
+        created_at: r.get(3)?,
+        label: r.get(4)?,
+        revoked_at: r.get(5)?,
+    })
 }
 
 /// The SQL condition on `m` (a `messages` row) for what `viewer` may read (§7, per message), with
@@ -718,21 +740,11 @@ impl Store for SqliteStore {
 
     async fn token(&self, hash: [u8; 32]) -> StoreResult<Option<TokenRow>> {
         self.read(move |c| {
-            Ok(
-                c.prepare_cached(
-                    "SELECT kind, subject_id, created_at FROM tokens WHERE hash = ?1",
-                )?
-                .query_row([hash.to_vec()], |r| {
-                    let kind: String = r.get(0)?;
-                    let subject: String = r.get(1)?;
-                    Ok(TokenRow {
-                        hash,
-                        subject: TokenSubject::from_stored(&kind, subject),
-                        created_at: r.get(2)?,
-                    })
-                })
-                .optional()?,
-            )
+            Ok(c.prepare_cached(&format!(
+                "SELECT {TOKEN_COLS} FROM tokens WHERE hash = ?1 AND revoked_at IS NULL"
+            ))?
+            .query_row([hash.to_vec()], token_row)
+            .optional()?)
         })
         .await
     }
@@ -772,6 +784,61 @@ impl Store for SqliteStore {
                 .query_map([role.as_str()], user_row)?
                 .collect::<Result<_, _>>()?;
             Ok(rows)
+        })
+        .await
+    }
+
+    async fn users(&self, tenant_id: Option<&str>) -> StoreResult<Vec<UserRow>> {
+        let tenant_id = tenant_id.map(str::to_owned);
+        self.read(move |c| {
+            let mut s = c.prepare_cached(&format!(
+                "SELECT {USER_COLS} FROM users WHERE ?1 IS NULL OR tenant_id = ?1 \
+                 ORDER BY created_at, rowid"
+            ))?;
+            let rows = s
+                .query_map([tenant_id], user_row)?
+                .collect::<Result<_, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn delete_user(&self, id: &str) -> StoreResult<bool> {
+        let id = id.to_owned();
+        self.write(move |tx| {
+            tx.execute(
+                "DELETE FROM tokens WHERE kind = 'user' AND subject_id = ?1",
+                [&id],
+            )?;
+            tx.execute("DELETE FROM console_sessions WHERE user_id = ?1", [&id])?;
+            Ok(tx.execute("DELETE FROM users WHERE id = ?1", [&id])? > 0)
+        })
+        .await
+    }
+
+    async fn user_tokens(&self, tenant_id: Option<&str>) -> StoreResult<Vec<TokenRow>> {
+        let tenant_id = tenant_id.map(str::to_owned);
+        self.read(move |c| {
+            let mut s = c.prepare_cached(
+                "SELECT t.hash, t.kind, t.subject_id, t.created_at, t.label, t.revoked_at \
+                 FROM tokens t JOIN users u ON u.id = t.subject_id \
+                 WHERE t.kind = 'user' AND (?1 IS NULL OR u.tenant_id = ?1) \
+                 ORDER BY t.created_at, t.hash",
+            )?;
+            let rows = s
+                .query_map([tenant_id], token_row)?
+                .collect::<Result<_, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn revoke_token(&self, hash: [u8; 32], at: i64) -> StoreResult<bool> {
+        self.write(move |tx| {
+            Ok(tx.execute(
+                "UPDATE tokens SET revoked_at = ?2 WHERE hash = ?1 AND revoked_at IS NULL",
+                params![hash.to_vec(), at],
+            )? > 0)
         })
         .await
     }
@@ -1614,14 +1681,13 @@ impl Store for SqliteStore {
     async fn replace_tokens(&self, t: TokenRow) -> StoreResult<u64> {
         self.write(move |tx| {
             let (kind, subject) = t.subject.stored();
+            // Revoked, not deleted: `agentbus tokens list` still shows what was replaced.
             let revoked = tx.execute(
-                "DELETE FROM tokens WHERE kind = ?1 AND subject_id = ?2",
-                params![kind, subject],
+                "UPDATE tokens SET revoked_at = ?3 \
+                 WHERE kind = ?1 AND subject_id = ?2 AND revoked_at IS NULL",
+                params![kind, subject, t.created_at],
             )?;
-            tx.execute(
-                "INSERT INTO tokens (hash, kind, subject_id, created_at) VALUES (?1, ?2, ?3, ?4)",
-                params![t.hash.to_vec(), kind, subject, t.created_at],
-            )?;
+            insert_token(tx, &t)?;
             Ok(revoked as u64)
         })
         .await

@@ -198,6 +198,13 @@ CREATE TABLE pushes (
 ) WITHOUT ROWID;
 CREATE INDEX pushes_message ON pushes (message_seq);
 "#,
+    // People administer tokens by command: a label given at issue, and a revocation that keeps
+    // the row, so a list shows what was revoked and when.
+    r#"
+ALTER TABLE tokens ADD COLUMN label TEXT;
+ALTER TABLE tokens ADD COLUMN revoked_at INTEGER;
+CREATE INDEX tokens_subject ON tokens (kind, subject_id);
+"#,
 ];
 
 /// The `user_version` of a database with every migration applied.

@@ -1818,3 +1818,98 @@ pub async fn wp_5_8_a_lease_shows_in_delivery_states_at_once<S: Store + Clone>(s
         assert_eq!(copies[0].state, EntryState::Leased, "round {i}: {copies:?}");
     }
 }
+
+/// People administered by command: users listed by tenant (or all, for the operator), tokens
+/// labelled, listed with their revocations, revoked once, and a removed user's tokens and console
+/// sessions gone with it.
+pub async fn store_users_and_tokens_are_listed_revoked_and_removed<S: Store + Clone>(store: S) {
+    base(&store).await;
+    store
+        .create_tenant(tenant("ten_2", "globex"))
+        .await
+        .unwrap();
+    store
+        .create_user(user("usr_b", Role::Member, T0 + 2))
+        .await
+        .unwrap();
+    store
+        .create_user(user("usr_a", Role::TenantAdmin, T0 + 1))
+        .await
+        .unwrap();
+    let mut other = user("usr_g", Role::Member, T0);
+    other.tenant_id = "ten_2".into();
+    store.create_user(other).await.unwrap();
+    let ids = |v: Vec<UserRow>| v.into_iter().map(|u| u.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(store.users(Some("ten_1")).await.unwrap()),
+        ["usr_a", "usr_b"]
+    );
+    assert_eq!(ids(store.users(Some("ten_2")).await.unwrap()), ["usr_g"]);
+    assert_eq!(
+        ids(store.users(None).await.unwrap()),
+        ["usr_g", "usr_a", "usr_b"]
+    );
+    let mut labelled = token(1, TokenSubject::User("usr_b".into()));
+    labelled.label = Some("laptop".into());
+    store.create_token(labelled.clone()).await.unwrap();
+    let mut later = token(2, TokenSubject::User("usr_b".into()));
+    later.created_at = T0 + 5;
+    store.create_token(later.clone()).await.unwrap();
+    store
+        .create_token(token(3, TokenSubject::User("usr_g".into())))
+        .await
+        .unwrap();
+    store
+        .create_token(token(4, TokenSubject::Agent("agt_1".into())))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.user_tokens(Some("ten_1")).await.unwrap(),
+        [labelled.clone(), later.clone()]
+    );
+    assert_eq!(
+        store.user_tokens(None).await.unwrap().len(),
+        3,
+        "no agent token"
+    );
+    // Revoked once; the row stays listed, and authenticates nobody.
+    assert!(store.revoke_token([1; 32], T0 + 9).await.unwrap());
+    assert!(!store.revoke_token([1; 32], T0 + 10).await.unwrap());
+    assert!(!store.revoke_token([9; 32], T0 + 10).await.unwrap());
+    assert_eq!(store.token([1; 32]).await.unwrap(), None);
+    let listed = store.user_tokens(Some("ten_1")).await.unwrap();
+    assert_eq!(listed[0].revoked_at, Some(T0 + 9));
+    assert_eq!(listed[0].label.as_deref(), Some("laptop"));
+    // Replacing revokes the live ones and keeps them listed.
+    let mut fresh = token(5, TokenSubject::User("usr_b".into()));
+    fresh.created_at = T0 + 20;
+    assert_eq!(store.replace_tokens(fresh).await.unwrap(), 1);
+    let listed = store.user_tokens(Some("ten_1")).await.unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|t| (t.hash[0], t.revoked_at))
+            .collect::<Vec<_>>(),
+        [(1, Some(T0 + 9)), (2, Some(T0 + 20)), (5, None)]
+    );
+    // Removing a user takes its tokens and console sessions with it.
+    store
+        .create_console_session(ConsoleSessionRow {
+            id_hash: [7; 32],
+            user_id: "usr_b".into(),
+            token_hash: [5; 32],
+            csrf: "c".into(),
+            created_at: T0,
+            expires_at: T0 + DAY,
+        })
+        .await
+        .unwrap();
+    assert!(store.delete_user("usr_b").await.unwrap());
+    assert!(!store.delete_user("usr_b").await.unwrap());
+    assert_eq!(store.user("usr_b").await.unwrap(), None);
+    assert_eq!(store.token([5; 32]).await.unwrap(), None);
+    assert_eq!(store.console_session([7; 32]).await.unwrap(), None);
+    assert!(store.user_tokens(Some("ten_1")).await.unwrap().is_empty());
+    assert!(store.token([3; 32]).await.unwrap().is_some());
+    assert!(store.token([4; 32]).await.unwrap().is_some());
+}

@@ -43,6 +43,8 @@ pub fn token(n: u8, subject: TokenSubject) -> TokenRow {
         hash: [n; 32],
         subject,
         created_at: T0,
+        label: None,
+        revoked_at: None,
     }
 }
 

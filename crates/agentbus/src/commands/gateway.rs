@@ -53,8 +53,10 @@ enum GatewayCommand {
     #[command(
         after_help = "Example:\n  agentbus gateway admin-token --data ~/.local/share/agentbus/gateway\n\n\
 For a lost first-start token: the new token belongs to the first admin, every older token of that \
-admin stops working. Refused while a gateway runs on the directory (it would keep accepting the old \
-token from its cache): stop it first."
+admin stops working. On SQLite it is refused while a gateway runs on the directory (it would keep \
+accepting the old token from its cache): stop it first. On PostgreSQL, --data finds the database \
+the gateway on that directory uses (or name it with --store), and running replicas drop the old \
+token at once."
     )]
     AdminToken(AdminTokenArgs),
     /// Apply the store's schema migrations and exit (each start applies them as well).
@@ -86,9 +88,13 @@ struct AdminTokenArgs {
     /// The gateway's data directory [default: as `agentbus gateway` resolves it].
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
-    /// The gateway's settings file, to find its data directory.
+    /// The gateway's settings file, to find its data directory and store.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// The database: `sqlite` (in --data) or a postgres:// URL [env: AGENTBUS_STORE; default: the
+    /// database a gateway on --data last used].
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
     /// Reissue the gateway operator's token (tenants) instead of the first tenant admin's.
     #[arg(long)]
     operator: bool,
@@ -404,10 +410,13 @@ fn migrate(args: MigrateArgs, printer: &Printer) -> CliResult {
 }
 
 fn admin_token(args: AdminTokenArgs, printer: &Printer) -> CliResult {
-    let flags = args
-        .data
-        .map(|d| vec![("data".to_owned(), d.display().to_string())])
-        .unwrap_or_default();
+    let mut flags = Vec::new();
+    if let Some(s) = args.store {
+        flags.push(("store".to_owned(), s));
+    }
+    if let Some(d) = args.data {
+        flags.push(("data".to_owned(), d.display().to_string()));
+    }
     let resolved = resolve(&Sources::from_process(flags, args.config)).map_err(settings_error)?;
     init_logs(&log_filter(&resolved), resolved.config.log_format);
     let data = resolved.config.data_dir.clone();

@@ -18,7 +18,9 @@ pub mod progress_bar;
 pub mod registered_keys;
 pub mod share;
 pub mod sidecar;
+pub mod tokens;
 pub mod trace;
+pub mod users;
 pub mod work;
 
 use std::io::Read as _;
@@ -50,6 +52,8 @@ pub fn run(command: Command, globals: &Globals, printer: &Printer) -> CliResult 
         Command::Completions(args) => completions::run(args, printer),
         Command::Tasks(args) => lists::tasks(args, globals, printer),
         Command::Sent(args) => lists::sent(args, globals, printer),
+        Command::Users(args) => users::run(args, printer),
+        Command::Tokens(args) => tokens::run(args, printer),
     }
 }
 

@@ -12,6 +12,7 @@ mod kill_loop;
 mod local_cli;
 mod logs_cli;
 mod opencode_plugin;
+mod people_cli;
 mod pty;
 mod replicas;
 mod service_cli;
