@@ -10,7 +10,9 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
 use agentbus_client::ClientError;
-use agentbus_client::agent::{Budget, Delegation, Message, TaskAction, Wants, received_json};
+use agentbus_client::agent::{
+    Budget, Delegation, Failure, Message, TaskAction, Wants, received_json,
+};
 use agentbus_client::inbox::Received;
 
 use super::connect::ConnectArgs;
@@ -645,9 +647,18 @@ fn delegate(args: DelegateArgs, globals: &Globals, printer: &Printer) -> CliResu
     };
     let state = task.state.clone();
     let mut human = format!("task {}: {state}", d.task_id);
+    let failure = result.as_ref().and_then(|r| {
+        let data = r.envelope.get("data").cloned().unwrap_or(Value::Null);
+        Failure::of(r.attr("type").unwrap_or_default(), &data)
+    });
+    if let Some(f) = &failure {
+        human.push_str(&format!("\nfailure: {}", f.line()));
+    }
     if let Some(r) = &result {
         let data = r.envelope.get("data").cloned().unwrap_or(Value::Null);
-        if let Some(s) = data["summary"].as_str() {
+        // A summary the failure line already says is not said twice.
+        let said = failure.as_ref().and_then(|f| f.message.as_deref());
+        if let Some(s) = data["summary"].as_str().filter(|s| Some(*s) != said) {
             human.push_str(&format!("\n{s}"));
         }
         if let Some(o) = data.get("output") {
@@ -660,7 +671,7 @@ fn delegate(args: DelegateArgs, globals: &Globals, printer: &Printer) -> CliResu
         }
     }
     printer.either(
-        &json!({"sent": sent, "task": task, "result": result.as_ref().map(received_json)}),
+        &json!({"sent": sent, "task": task, "result": result.as_ref().map(received_json), "failure": failure}),
         &human,
     )?;
     Ok(if state == "succeeded" {

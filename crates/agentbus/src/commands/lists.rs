@@ -130,6 +130,9 @@ pub fn task_line(mine: &MyTask) -> String {
         if worker { "worker" } else { "requester" },
         t.updated_at,
     );
+    if let Some(f) = &mine.failure {
+        line.push_str(&format!("\n    failure: {}", f.line()));
+    }
     let verbs = mine.verbs;
     if !verbs.is_empty() {
         line.push_str(&format!(
