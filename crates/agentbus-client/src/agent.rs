@@ -1189,8 +1189,8 @@ pub fn verbs_now(state: &str, side: Side) -> &'static [&'static str] {
         (Side::Worker, "accepted" | "in_progress") => {
             &["progress", "needs-input", "complete", "fail"]
         }
-        (Side::Worker, "input_required") => &["complete", "fail"],
-        (Side::Requester, "input_required") => &["answer", "cancel"],
+        (Side::Worker, "needs_input") => &["complete", "fail"],
+        (Side::Requester, "needs_input") => &["answer", "cancel"],
         (Side::Requester, "submitted" | "accepted" | "in_progress") => &["cancel"],
         _ => &[],
     }
@@ -1390,7 +1390,7 @@ mod tests {
         );
         let doc = acted_json(
             &acted(receipt(
-                json!({"task_state": "input_required", "ignored": true}),
+                json!({"task_state": "needs_input", "ignored": true}),
             )),
             Side::Requester,
         );

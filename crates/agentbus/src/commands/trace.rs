@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use agentbus_api::{Conversation, DeliveryStates, RecipientState, TaskView};
 use agentbus_client::ClientError;
-use agentbus_client::agent::{Failure, Trace};
+use agentbus_client::agent::{Failure, Side, Trace, verbs_now};
 use agentbus_protocol::text::for_terminal_line;
 
 use super::profile::Ctx;
@@ -61,7 +61,12 @@ pub fn run(args: TraceArgs, globals: &Globals, printer: &Printer) -> CliResult {
                     &json!({"task": task, "conversation": conversation, "failure": failure}),
                 )?;
             } else {
-                printer.line(&task_text(&task, conversation.as_ref()))?;
+                let side = if task.requester.id == ctx.profile.agent_id {
+                    Side::Requester
+                } else {
+                    Side::Worker
+                };
+                printer.line(&task_text(&task, conversation.as_ref(), side))?;
             }
         }
         Trace::Conversation {
@@ -261,8 +266,8 @@ fn opt(v: Option<&str>) -> Cow<'_, str> {
     for_terminal_line(v.unwrap_or(""))
 }
 
-/// The human timeline of a task and its conversation.
-pub fn task_text(task: &TaskView, conversation: Option<&Conversation>) -> String {
+/// The human timeline of a task and its conversation, as its party `side` reads it.
+pub fn task_text(task: &TaskView, conversation: Option<&Conversation>, side: Side) -> String {
     let mut out = format!(
         "task {}  {}  state: {}\n  requester: {}\n  recipient: {}\n",
         for_terminal_line(&task.id),
@@ -273,6 +278,9 @@ pub fn task_text(task: &TaskView, conversation: Option<&Conversation>) -> String
     );
     if let Some(f) = conversation.and_then(|c| Failure::in_conversation(c, &task.id)) {
         out.push_str(&format!("  failure:   {}\n", f.line()));
+    }
+    if let Some(now) = crate::commands::lists::now_line(&task.id, verbs_now(&task.state, side)) {
+        out.push_str(&format!("  now:       {now}\n"));
     }
     out.push_str("\ntimeline:\n");
     for e in &task.timeline {

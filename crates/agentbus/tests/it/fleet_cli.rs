@@ -582,3 +582,58 @@ fn the_readme_walk_through_runs_as_written_and_every_id_it_takes_was_shown() {
     let last_tasks = &shown[at].1;
     assert!(last_tasks.contains("succeeded"), "{last_tasks}");
 }
+
+/// One name per state: a task waiting for its requester is `needs_input` in `tasks` and
+/// `trace`, `--state needs_input` lists it (and `input_required`, the name the help once
+/// gave), every state is accepted by `--state`, and each party is told what to run now: the
+/// requester `agentbus answer`, the worker of a new task `agentbus accept`.
+#[test]
+fn a_task_waiting_for_its_requester_is_needs_input_everywhere_and_says_answer_now() {
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
+    reviewer.ok(&["--json", "card", "edit", "--capability", "code.review@1"]);
+    let (task, _) = delegate(&bot, &reviewer, "Review change 482.", &[]);
+    insta::assert_snapshot!(
+        redact(&text(&reviewer.run(&["tasks", "--as", "worker"]).stdout)),
+        @r"
+    tsk_[id]  submitted      code.review  worker from agent://default/default/release-bot  updated [time]
+        now: agentbus accept tsk_[id] | agentbus reject tsk_[id]
+    "
+    );
+    reviewer.ok(&["--json", "accept", &task]);
+    reviewer.ok(&["--json", "needs-input", &task, "Which repository?"]);
+    insta::assert_snapshot!(redact(&text(&bot.run(&["tasks"]).stdout)), @r#"
+    tsk_[id]  needs_input    code.review  requester to agent://default/default/reviewer  updated [time]
+        now: agentbus answer tsk_[id] "<your answer>" | agentbus cancel tsk_[id]
+    "#);
+    for name in ["needs_input", "input_required"] {
+        let listed = bot.ok(&["--json", "tasks", "--state", name]);
+        assert_eq!(listed["tasks"][0]["id"], task.as_str(), "{name}: {listed}");
+        assert_eq!(
+            listed["tasks"][0]["state"], "needs_input",
+            "{name}: {listed}"
+        );
+    }
+    for state in [
+        "submitted",
+        "accepted",
+        "in_progress",
+        "succeeded",
+        "failed",
+        "rejected",
+        "expired",
+        "cancelled",
+    ] {
+        let listed = bot.ok(&["--json", "tasks", "--state", state]);
+        assert_eq!(listed["tasks"], serde_json::json!([]), "{state}: {listed}");
+    }
+    let trace = redact(&text(&bot.run(&["trace", &task]).stdout));
+    assert!(
+        trace.contains(
+            "\n  now:       agentbus answer tsk_[id] \"<your answer>\" | agentbus cancel tsk_[id]\n"
+        ),
+        "{trace}"
+    );
+    bot.ok(&["--json", "answer", &task, "muxr"]);
+    assert_eq!(task_state(&bot, &task), "in_progress");
+}
