@@ -637,3 +637,61 @@ fn a_task_waiting_for_its_requester_is_needs_input_everywhere_and_says_answer_no
     bot.ok(&["--json", "answer", &task, "muxr"]);
     assert_eq!(task_state(&bot, &task), "in_progress");
 }
+
+/// `delegate` to an agent no worker or sidecar receives for warns (on stderr, and in `--json`
+/// under `warnings`) without refusing; once one has read its inbox, it does not. `--help`
+/// shows the defaults the gateway applies (§6.1's accept and progress timeouts).
+#[test]
+fn delegate_warns_when_no_worker_or_sidecar_receives_for_the_recipient() {
+    // A visibility timeout as long as the default, so a receiver read a moment ago is online.
+    let gw = Gw::start_with(|c| c.visibility_timeout_s = 60);
+    let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
+    reviewer.ok(&["--json", "card", "edit", "--capability", "code.review@1"]);
+    let to = reviewer.address();
+    let args = [
+        "delegate",
+        "--capability",
+        "code.review",
+        "--new-task",
+        &to,
+        "Review change 482.",
+    ];
+    let out = bot.run(&args);
+    assert!(out.status.success(), "{out:?}");
+    insta::assert_snapshot!(redact(&text(&out.stderr)), @"warning: no worker or sidecar of agent://default/default/reviewer is receiving (none seen since the gateway started); the task waits for one and expires unless accepted within 120 s: on its machine, run `agentbus work` or `agentbus sidecar`");
+    let mut json_args = vec!["--json"];
+    json_args.extend_from_slice(&args);
+    json_args.extend(["--accept-timeout", "300"]);
+    let doc = bot.ok(&json_args);
+    let warnings = doc["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{doc}");
+    assert!(
+        warnings[0].as_str().unwrap().contains("within 300 s"),
+        "{doc}"
+    );
+    // The receiver reads its inbox: the gateway lists it online, and nothing is said.
+    reviewer.ok(&["--json", "sidecar", "--once"]);
+    let out = bot.run(&args);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(text(&out.stderr), "");
+    assert_eq!(bot.ok(&json_args)["warnings"], serde_json::json!([]));
+
+    let help = text(&bot.run(&["delegate", "--help"]).stdout);
+    for (flag, default) in [
+        (
+            "--accept-timeout",
+            agentbus_protocol::task::DEFAULT_ACCEPT_TIMEOUT_S,
+        ),
+        (
+            "--progress-timeout",
+            agentbus_protocol::task::DEFAULT_PROGRESS_TIMEOUT_S,
+        ),
+    ] {
+        let entry = help.split(flag).nth(1).unwrap_or_default();
+        let entry = entry.split("\n      --").next().unwrap_or_default();
+        assert!(
+            entry.contains(&format!("[default: {default}]")),
+            "{flag}: {entry}"
+        );
+    }
+}
