@@ -408,6 +408,67 @@ pub struct MyTask {
     pub role: &'static str,
     /// The verbs that apply now.
     pub verbs: &'static [&'static str],
+    /// Why it failed, for a task that did ([`Failure`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
+}
+
+/// Why a task failed or was rejected, or what went wrong in it: the `failure` of a failed
+/// `task.result`, the reason of a rejected one, the `code` and `message` of a `task.error`
+/// (§5.5, §5.6). Every front end shows it beside the task, since the state alone says no why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Failure {
+    /// The failure's code (capability-specific, a rejection reason, or `AB-NNNN`).
+    pub code: Option<String>,
+    /// What went wrong, in the worker's words.
+    pub message: Option<String>,
+}
+
+impl Failure {
+    /// The failure a message of type `kind` with `data` reports, if it reports one.
+    pub fn of(kind: &str, data: &Value) -> Option<Failure> {
+        let text = |v: &Value| v.as_str().map(str::to_owned);
+        let (code, message) = if kind == KnownType::TaskError.as_str() {
+            (text(&data["code"]), text(&data["message"]))
+        } else if kind == KnownType::TaskResult.as_str() {
+            match data["status"].as_str() {
+                Some("failed") => {
+                    let f = &data["failure"];
+                    (
+                        text(&f["code"]),
+                        text(&f["message"]).or(text(&data["summary"])),
+                    )
+                }
+                Some("rejected") => (text(&data["rejection_reason"]), text(&data["summary"])),
+                _ => return None,
+            }
+        } else {
+            return None;
+        };
+        (code.is_some() || message.is_some()).then_some(Failure { code, message })
+    }
+
+    /// The last failure reported in the conversation of task `task_id`.
+    pub fn in_conversation(conversation: &api::Conversation, task_id: &str) -> Option<Failure> {
+        conversation.envelopes.iter().rev().find_map(|e| {
+            let data = e.get("data")?;
+            if data["task_id"].as_str() != Some(task_id) {
+                return None;
+            }
+            Failure::of(e.get("type")?.as_str()?, data)
+        })
+    }
+
+    /// `code: message` (or whichever of the two it has), on one line.
+    pub fn line(&self) -> String {
+        let one = |s: &str| agentbus_protocol::text::for_terminal_line(s).into_owned();
+        match (&self.code, &self.message) {
+            (Some(c), Some(m)) => format!("{}: {}", one(c), one(m)),
+            (Some(c), None) => one(c),
+            (None, Some(m)) => one(m),
+            (None, None) => String::new(),
+        }
+    }
 }
 
 /// The timeline `trace` shows.
@@ -711,26 +772,32 @@ impl Agent {
             q.push(("before", b.to_owned()));
         }
         let page = self.gw.tasks_page(&q).await?;
-        let tasks = page
-            .tasks
-            .into_iter()
-            .map(|task| {
-                let role = if task.requester.id == me {
-                    Side::Requester
-                } else {
-                    Side::Worker
-                };
-                MyTask {
-                    verbs: verbs_now(&task.state, role),
-                    role: if role == Side::Requester {
-                        "requester"
-                    } else {
-                        "worker"
-                    },
-                    task,
+        let mut tasks = Vec::with_capacity(page.tasks.len());
+        for task in page.tasks {
+            let role = if task.requester.id == me {
+                Side::Requester
+            } else {
+                Side::Worker
+            };
+            // The record says that a task failed, its conversation why: read only for those.
+            let failure = match task.state.as_str() {
+                "failed" | "rejected" if !task.conversation_id.is_empty() => {
+                    let c = self.gw.conversation(&task.conversation_id).await?;
+                    Failure::in_conversation(&c, &task.id)
                 }
-            })
-            .collect();
+                _ => None,
+            };
+            tasks.push(MyTask {
+                verbs: verbs_now(&task.state, role),
+                role: if role == Side::Requester {
+                    "requester"
+                } else {
+                    "worker"
+                },
+                task,
+                failure,
+            });
+        }
         Ok((tasks, page.next))
     }
 
@@ -1122,8 +1189,8 @@ pub fn verbs_now(state: &str, side: Side) -> &'static [&'static str] {
         (Side::Worker, "accepted" | "in_progress") => {
             &["progress", "needs-input", "complete", "fail"]
         }
-        (Side::Worker, "input_required") => &["complete", "fail"],
-        (Side::Requester, "input_required") => &["answer", "cancel"],
+        (Side::Worker, "needs_input") => &["complete", "fail"],
+        (Side::Requester, "needs_input") => &["answer", "cancel"],
         (Side::Requester, "submitted" | "accepted" | "in_progress") => &["cancel"],
         _ => &[],
     }
@@ -1323,12 +1390,57 @@ mod tests {
         );
         let doc = acted_json(
             &acted(receipt(
-                json!({"task_state": "input_required", "ignored": true}),
+                json!({"task_state": "needs_input", "ignored": true}),
             )),
             Side::Requester,
         );
         assert_eq!(doc["ignored"], true);
         assert_eq!(doc["verbs"], json!(["answer", "cancel"]));
+    }
+
+    /// A failed result, a rejection and an error report each say why; a success says nothing,
+    /// and a conversation's last failure of the task is the one shown.
+    #[test]
+    fn failures_are_read_from_results_rejections_and_error_reports() {
+        let result = "agentbus.task.result.v1";
+        let failed = json!({"task_id": "tsk_1", "status": "failed",
+            "failure": {"code": "harness_crashed", "message": "exit status: 3"}});
+        assert_eq!(
+            Failure::of(result, &failed).unwrap().line(),
+            "harness_crashed: exit status: 3"
+        );
+        let rejected = json!({"task_id": "tsk_1", "status": "rejected",
+            "rejection_reason": "busy", "summary": "queue full"});
+        assert_eq!(
+            Failure::of(result, &rejected).unwrap().line(),
+            "busy: queue full"
+        );
+        let error = json!({"task_id": "tsk_1", "code": "rate_limited", "message": "retrying"});
+        assert_eq!(
+            Failure::of("agentbus.task.error.v1", &error)
+                .unwrap()
+                .line(),
+            "rate_limited: retrying"
+        );
+        let ok = json!({"task_id": "tsk_1", "status": "succeeded", "summary": "fine"});
+        assert_eq!(Failure::of(result, &ok), None);
+        let envelope = |ty: &str, data: &Value| {
+            json!({"type": ty, "data": data})
+                .as_object()
+                .unwrap()
+                .clone()
+        };
+        let other = json!({"task_id": "tsk_2", "status": "failed", "failure": {"code": "other"}});
+        let c = api::Conversation {
+            conversation_id: "cnv_1".into(),
+            envelopes: vec![
+                envelope("agentbus.task.error.v1", &error),
+                envelope(result, &failed),
+                envelope(result, &other),
+            ],
+        };
+        let f = Failure::in_conversation(&c, "tsk_1").unwrap();
+        assert_eq!(f.code.as_deref(), Some("harness_crashed"));
     }
 
     #[test]

@@ -122,6 +122,30 @@ pub enum ConnectError {
     Client(#[from] ClientError),
 }
 
+impl agentbus_protocol::errors::Catalogued for ConnectError {
+    fn code(&self) -> Code {
+        match self {
+            ConnectError::OtherGateway { .. } => Code::ProfileOtherGateway,
+            ConnectError::KeyNotActive { .. } => Code::ProfileKeyInactive,
+            ConnectError::AgentIdMissing => Code::AgentIdMissing,
+            ConnectError::KeyStoreChoice(_) => Code::KeyStoreChoice,
+            ConnectError::KeyExists(ClientError::Key(KeyFileError::Exists(_))) => {
+                Code::KeyFileExists
+            }
+            ConnectError::NameTaken(e) | ConnectError::KeyExists(e) | ConnectError::Client(e) => {
+                e.code()
+            }
+        }
+    }
+
+    fn fix_values(&self) -> Vec<(&'static str, String)> {
+        match self {
+            ConnectError::Client(e) => e.fix_values(),
+            _ => Vec::new(),
+        }
+    }
+}
+
 impl ConnectError {
     /// The `AB-` code the gateway answered, if it refused.
     pub fn gateway_code(&self) -> Option<Code> {

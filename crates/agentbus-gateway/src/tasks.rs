@@ -682,12 +682,19 @@ pub fn task_cursor(t: &TaskRow) -> String {
 /// the workspaces it administers (requested from one, or received by an agent of one).
 pub async fn visible(app: &App, who: &Principal, q: &ListQuery) -> ApiResult<Vec<TaskRow>> {
     reader(who)?;
-    if let Some(s) = &q.state
+    // `input_required` shipped in the command line's help before the protocol's `needs_input`
+    // was used everywhere: it is still taken for it.
+    let state = match q.state.as_deref() {
+        Some("input_required") => Some(TaskState::NeedsInput.as_str().to_owned()),
+        s => s.map(str::to_owned),
+    };
+    if let Some(s) = &state
         && s.parse::<TaskState>().is_err()
     {
+        let states: Vec<&str> = TaskState::ALL.iter().map(|s| s.as_str()).collect();
         return Err(ApiError::new(
             Code::InvalidRequest,
-            format!("unknown state {s:?}"),
+            format!("unknown state {s:?}; the states: {}", states.join(", ")),
         ));
     }
     let before = match &q.before {
@@ -705,7 +712,7 @@ pub async fn visible(app: &App, who: &Principal, q: &ListQuery) -> ApiResult<Vec
     };
     let filter = TaskFilter {
         tenant_id: who.tenant_id().to_owned(),
-        state: q.state.clone(),
+        state,
         requester_id: q.requester.clone(),
         recipient_id: q.recipient.clone(),
         party_id: match who {

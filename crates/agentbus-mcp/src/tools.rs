@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use agentbus_client::Agent;
 use agentbus_client::agent::{
-    Delegation, Message, Quiet, Side, TaskAction, Trace, acted_json, received_json,
+    Delegation, Failure, Message, Quiet, Side, TaskAction, Trace, acted_json, received_json,
 };
 use agentbus_local::address::{Route, route};
 use agentbus_local::deliver::{AnswerWith, Answerer, sender_label};
@@ -590,6 +590,14 @@ impl Session {
             Some((task, result)) => {
                 let mut doc = doc;
                 doc["state"] = json!(task.state);
+                // The frame of a failed result need not say why; the failure does.
+                let failure = result.as_ref().and_then(|r| {
+                    let data = r.envelope.get("data").cloned().unwrap_or_default();
+                    Failure::of(r.attr("type").unwrap_or_default(), &data)
+                });
+                if let Some(f) = failure {
+                    doc["failure"] = json!(f);
+                }
                 let result = result.map(|r| r.id().to_owned());
                 match result {
                     Some(id) => self.after_wait(doc, "result", Some(id), wait).await,
@@ -659,7 +667,10 @@ impl Session {
     async fn trace(&self, a: IdArgs) -> ToolResult<Output> {
         let v = match self.agent()?.trace(&a.id).await? {
             Trace::Task { task, conversation } => {
-                json!({"task": task, "conversation": conversation})
+                let failure = conversation
+                    .as_ref()
+                    .and_then(|c| Failure::in_conversation(c, &task.id));
+                json!({"task": task, "conversation": conversation, "failure": failure})
             }
             Trace::Conversation {
                 conversation,

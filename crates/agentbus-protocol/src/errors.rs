@@ -271,6 +271,14 @@ catalogue! {
     KeychainKeyExists = 1034, 0, Configuration, Project, "Keychain entry already exists",
         cause: "Saving a new key would replace a private key already in the OS keychain under the same entry; agentbus never overwrites a private key.",
         fix: "delete that keychain entry only if no profile uses it, then connect again";
+    /// `AGENTBUS_KEYSTORE` names no key store.
+    KeyStoreChoice = 1035, 0, Input, Project, "Unknown key store",
+        cause: "`AGENTBUS_KEYSTORE` names no key store: it takes `auto` (the OS keychain where one works, else a 0600 file), `keychain` or `file`.",
+        fix: "set AGENTBUS_KEYSTORE to auto, keychain or file, or unset it, then run `agentbus connect` again";
+    /// Key file already exists.
+    KeyFileExists = 1036, 0, Configuration, Project, "Key file already exists",
+        cause: "Connecting would save a new private key where a key file of this agent already is (`<AGENTBUS_HOME>/keys/<agent_id>.key`); agentbus never overwrites a private key.",
+        fix: "move the old key file away only if no profile uses it, then run `agentbus connect` again";
     /// No such profile.
     NoSuchProfile = 1040, 0, Configuration, Project, "No such profile",
         cause: "`--profile` or `AGENTBUS_PROFILE` names a profile that is not saved on this machine.",
@@ -279,6 +287,14 @@ catalogue! {
     ProfileNotChosen = 1041, 0, Configuration, Project, "Several profiles, none chosen",
         cause: "Several agent profiles are saved on this machine and the command was not told which one to use.",
         fix: "pass --profile <name> or set AGENTBUS_PROFILE";
+    /// The profile is connected to another gateway.
+    ProfileOtherGateway = 1042, 0, Configuration, Project, "Profile of another gateway",
+        cause: "`agentbus connect` names a profile (by `--profile`, else the agent's name) that is saved here for another gateway; a profile holds one gateway's agent.",
+        fix: "connect under another profile name: agentbus --profile <new name> connect --gateway <url> …, or use that profile's gateway";
+    /// The profile's key is not active at the gateway.
+    ProfileKeyInactive = 1043, 0, Configuration, Project, "Profile key revoked or unknown",
+        cause: "The key the saved profile signs with is revoked, or not registered at the gateway, so the profile cannot act as its agent.",
+        fix: "run `agentbus keys rotate` with a working key, or register a new key with the owner's token (agentbus connect --token abu_… --name <name>)";
     /// Re-verification of a delivered envelope failed at the receiver.
     ReverifyFailed = 1303, 0, Refused, Spec, "Re-verification failed at the receiver",
         cause: "The receiving sidecar re-verified a delivered envelope against the sender's registered keys and the signature did not verify. The message is kept and framed with `verified=\"false\"`; it is never dropped.",
@@ -458,6 +474,10 @@ catalogue! {
     WrongIdKind = 3063, 0, Usage, Project, "Id of another kind",
         cause: "The id names another kind of thing than the command takes: a task's `tsk_` id where a message is needed, or a message only this machine holds (`lm_`) where a gateway message is.",
         fix: "`agentbus inbox --json` and `agentbus tasks` show every id of a message and its task";
+    /// An agent credential without the agent's id.
+    AgentIdMissing = 3064, 0, Usage, Project, "Agent credential without its agent",
+        cause: "An agent credential (`aba_…`) connects a machine to an existing agent, which must be named by its `agt_` id; this is checked before any request.",
+        fix: "pass --agent agt_… with the credential, or connect with a user token (abu_…) to register a new agent: agentbus connect --gateway <url> --token abu_… --name <name>";
     /// No agent has this address or id.
     UnknownAgent = 4001, 404, Refused, Spec, "Unknown agent",
         cause: "No agent of the caller's tenant has this address, alias or `agt_` id (§4.2).",
@@ -477,7 +497,7 @@ catalogue! {
     /// The agent name is taken in this workspace.
     NameTaken = 4005, 409, Refused, Project, "Name already taken",
         cause: "Agent names and aliases are unique within a workspace (§4.1, §4.3); slugs never change once created.",
-        fix: "Choose another name or alias.";
+        fix: "Choose another name or alias.", cli: "pick another --name or alias; to connect this machine to the agent of that name, use its credential: agentbus connect --token aba_… --agent agt_… --name <name>";
     /// The card asks for more than 5 aliases.
     TooManyAliases = 4006, 400, Refused, Project, "Too many aliases",
         cause: "An agent card may declare at most 5 aliases (§4.3).",

@@ -94,6 +94,16 @@ impl Printer {
         }
     }
 
+    /// Writes a `warning:` line on stderr, flattened to one line: something the user should know
+    /// though the command did what it was asked. Human mode only (`--json` documents carry their
+    /// warnings in a `warnings` field); `-q` keeps it, since it is not commentary.
+    pub fn warning(&self, text: &str) {
+        if !self.json {
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(err, "warning: {}", for_terminal_line(text));
+        }
+    }
+
     /// Writes one line of machine output (a JSON line, a harness's answer) exactly as given.
     pub fn data_line(&self, text: &str) -> Result<(), CliError> {
         let mut out = std::io::stdout().lock();

@@ -238,6 +238,12 @@ async fn wp_6_2_forbidden_senders_and_inputs() {
     )
     .await;
     assert_eq!(state(&h, &bot, &task).await, "needs_input");
+    // The list filter takes the protocol's name and the one the command line shipped first.
+    for name in ["needs_input", "input_required"] {
+        let (s, v) = h.get(&format!("/v1/tasks?state={name}"), &bot.token).await;
+        assert_eq!(s, 200, "{name}: {v}");
+        assert_eq!(v["tasks"][0]["id"], task.as_str(), "{name}: {v}");
+    }
     // A progress while waiting is recorded and resumes nothing (WP-6.2-3).
     assert_eq!(
         h.publish(

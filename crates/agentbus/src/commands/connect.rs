@@ -5,12 +5,12 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use agentbus_client::connect::{ConnectError, ConnectOptions, Connected, connect};
+use agentbus_client::connect::{ConnectOptions, Connected, connect};
 use agentbus_client::profile::Profiles;
 
 use super::profile::runtime;
 use crate::cli::Globals;
-use crate::error::{CliError, CliResult, ErrorKind};
+use crate::error::{CliError, CliResult};
 use crate::printer::Printer;
 
 /// Arguments of `connect`.
@@ -46,7 +46,7 @@ pub fn run(args: ConnectArgs, globals: &Globals, printer: &Printer) -> CliResult
     let rt = runtime()?;
     let connected = rt
         .block_on(connect(&profiles, &options))
-        .map_err(connect_error)?;
+        .map_err(CliError::of)?;
     print(printer, &connected)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -65,30 +65,4 @@ fn print(printer: &Printer, c: &Connected) -> Result<(), CliError> {
             c.key_location,
         ),
     )
-}
-
-/// A connect failure as the user sees it, in the words of this command's flags.
-fn connect_error(e: ConnectError) -> CliError {
-    match e {
-        ConnectError::OtherGateway { .. } => CliError::new(ErrorKind::Config, e.to_string())
-            .fix("choose another profile name with --profile, or use that gateway"),
-        ConnectError::KeyNotActive { .. } => CliError::new(ErrorKind::Config, e.to_string())
-            .fix("run `agentbus keys rotate` with a working key, or register a new key with the owner's token"),
-        ConnectError::AgentIdMissing => CliError::new(
-            ErrorKind::Usage,
-            "an agent credential (aba_…) needs --agent <agt_ id>",
-        )
-        .fix("pass --agent agt_…, or connect with a user token (abu_…) to register a new agent"),
-        ConnectError::KeyStoreChoice(e) => {
-            CliError::of(e).fix("set AGENTBUS_KEYSTORE to auto, keychain or file, or unset it")
-        }
-        // The credential is only ever returned at registration: resuming an agent on a new
-        // machine takes the credential it was given then.
-        ConnectError::NameTaken(e) => CliError::of(e).fix(
-            "connect with the agent's credential: --token aba_… --agent agt_…, or pick another --name",
-        ),
-        ConnectError::KeyExists(e) => CliError::of(e)
-            .fix("move the old key away only if no profile uses it, then connect again"),
-        ConnectError::Client(e) => CliError::of(e),
-    }
 }

@@ -10,7 +10,9 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
 use agentbus_client::ClientError;
-use agentbus_client::agent::{Budget, Delegation, Message, TaskAction, Wants, received_json};
+use agentbus_client::agent::{
+    Budget, Delegation, Failure, Message, TaskAction, Wants, received_json,
+};
 use agentbus_client::inbox::Received;
 
 use super::connect::ConnectArgs;
@@ -149,20 +151,20 @@ pub struct DelegateArgs {
     /// A one-line summary.
     #[arg(long)]
     subject: Option<String>,
-    /// Wait this long for the task to finish and print its result.
+    /// Wait this long for the task to finish and print its result [default: no wait].
     #[arg(long, value_name = "DURATION")]
     wait: Option<String>,
-    /// Seconds the worker has to accept (5-3600).
+    /// Seconds the worker has to accept (5-3600) [default: 120].
     #[arg(long, value_name = "S")]
     accept_timeout: Option<u64>,
-    /// Seconds allowed between progress reports (30-86400).
+    /// Seconds allowed between progress reports (30-86400) [default: 900].
     #[arg(long, value_name = "S")]
     progress_timeout: Option<u64>,
-    /// Seconds the whole task may take once accepted (30-604800).
+    /// Seconds the whole task may take once accepted (30-604800) [default: no limit].
     #[arg(long, value_name = "S")]
     max_duration: Option<u64>,
-    /// The request expires after this long unless a worker takes it (sets expires_at; default
-    /// 24h).
+    /// The request expires after this long unless a worker takes it (sets expires_at)
+    /// [default: 24h].
     #[arg(long, visible_alias = "expires-in", value_name = "DURATION")]
     expires: Option<String>,
     /// A key that makes retries safe: the same key returns the original task (§8). Default: one
@@ -556,6 +558,9 @@ fn delegate(args: DelegateArgs, globals: &Globals, printer: &Printer) -> CliResu
             CliError::new(ErrorKind::Usage, e.to_string())
                 .fix("write it like --budget \"2.00 USD\"")
         })?;
+    let accept_timeout = args
+        .accept_timeout
+        .unwrap_or(agentbus_protocol::task::DEFAULT_ACCEPT_TIMEOUT_S as u64);
     let ctx = Ctx::open(globals, printer)?;
     let agent = ctx.agent();
     let delegation = Delegation {
@@ -579,7 +584,14 @@ fn delegate(args: DelegateArgs, globals: &Globals, printer: &Printer) -> CliResu
         .block(agent.delegate(delegation, &progress))
         .map_err(|e| recipient_hint(&ctx, &args.to, e))?;
     drop(progress);
-    let sent = d.sent.summary();
+    let mut sent = d.sent.summary();
+    let warnings: Vec<String> = offline_warning(&ctx, &args.to, accept_timeout)
+        .into_iter()
+        .collect();
+    for w in &warnings {
+        printer.warning(w);
+    }
+    sent["warnings"] = json!(warnings);
     // A derived idempotency key makes a repeated command the same task (§8): say so.
     let verb = if d.sent.receipt.replay {
         "already delegated (the same command ran before; pass --new-task for another)"
@@ -645,9 +657,18 @@ fn delegate(args: DelegateArgs, globals: &Globals, printer: &Printer) -> CliResu
     };
     let state = task.state.clone();
     let mut human = format!("task {}: {state}", d.task_id);
+    let failure = result.as_ref().and_then(|r| {
+        let data = r.envelope.get("data").cloned().unwrap_or(Value::Null);
+        Failure::of(r.attr("type").unwrap_or_default(), &data)
+    });
+    if let Some(f) = &failure {
+        human.push_str(&format!("\nfailure: {}", f.line()));
+    }
     if let Some(r) = &result {
         let data = r.envelope.get("data").cloned().unwrap_or(Value::Null);
-        if let Some(s) = data["summary"].as_str() {
+        // A summary the failure line already says is not said twice.
+        let said = failure.as_ref().and_then(|f| f.message.as_deref());
+        if let Some(s) = data["summary"].as_str().filter(|s| Some(*s) != said) {
             human.push_str(&format!("\n{s}"));
         }
         if let Some(o) = data.get("output") {
@@ -660,7 +681,7 @@ fn delegate(args: DelegateArgs, globals: &Globals, printer: &Printer) -> CliResu
         }
     }
     printer.either(
-        &json!({"sent": sent, "task": task, "result": result.as_ref().map(received_json)}),
+        &json!({"sent": sent, "task": task, "result": result.as_ref().map(received_json), "failure": failure, "warnings": warnings}),
         &human,
     )?;
     Ok(if state == "succeeded" {
@@ -668,6 +689,32 @@ fn delegate(args: DelegateArgs, globals: &Globals, printer: &Printer) -> CliResu
     } else {
         ErrorKind::Failed.exit_code()
     })
+}
+
+/// A warning when no worker or sidecar receives for the recipient `to`: the gateway lists it
+/// offline (its inbox not read within the gateway's visibility timeout). The request stands, so
+/// this only warns; a card the directory does not show, or without presence, says nothing.
+fn offline_warning(ctx: &Ctx, to: &str, accept_timeout_s: u64) -> Option<String> {
+    let card = if to.starts_with("agt_") {
+        ctx.rt.block_on(ctx.gw.agent(to)).ok()?
+    } else {
+        ctx.rt
+            .block_on(ctx.gw.agents())
+            .ok()?
+            .into_iter()
+            .find(|c| c.address == to)?
+    };
+    if card.presence()? == "online" {
+        return None;
+    }
+    let seen = match card.status.get("last_heartbeat_at").and_then(Value::as_str) {
+        Some(at) => format!("last seen {at}"),
+        None => "none seen since the gateway started".to_owned(),
+    };
+    Some(format!(
+        "no worker or sidecar of {} is receiving ({seen}); the task waits for one and expires unless accepted within {accept_timeout_s} s: on its machine, run `agentbus work` or `agentbus sidecar`",
+        card.address
+    ))
 }
 
 /// The first line of a wait: with `--json` a JSON line (the rest follows as the usual

@@ -32,8 +32,8 @@ pub struct TasksArgs {
     /// Only tasks this agent delegated (requester) or works (worker).
     #[arg(long = "as", value_enum, default_value = "any", value_name = "ROLE")]
     role: Role,
-    /// Only tasks in this state: submitted, accepted, in_progress, input_required, succeeded,
-    /// failed, rejected, expired, cancelled.
+    /// Only tasks in this state: submitted, accepted, in_progress, needs_input, succeeded,
+    /// failed, rejected, expired, cancelled (input_required is taken for needs_input).
     #[arg(long)]
     state: Option<String>,
     /// Most tasks to list (1-1000).
@@ -55,12 +55,12 @@ pub struct SentArgs {
     before: Option<String>,
 }
 
-/// The task states of §6.1, checked here so a typo stops before any request.
+/// The task states of §6, checked here so a typo stops before any request.
 const STATES: [&str; 9] = [
     "submitted",
     "accepted",
     "in_progress",
-    "input_required",
+    "needs_input",
     "succeeded",
     "failed",
     "rejected",
@@ -68,8 +68,17 @@ const STATES: [&str; 9] = [
     "cancelled",
 ];
 
+/// Names of states that shipped before the protocol's own, taken for it.
+const STATE_ALIASES: [(&str, &str); 1] = [("input_required", "needs_input")];
+
 /// `agentbus tasks`.
-pub fn tasks(args: TasksArgs, globals: &Globals, printer: &Printer) -> CliResult {
+pub fn tasks(mut args: TasksArgs, globals: &Globals, printer: &Printer) -> CliResult {
+    if let Some((_, state)) = STATE_ALIASES
+        .iter()
+        .find(|(alias, _)| args.state.as_deref() == Some(*alias))
+    {
+        args.state = Some((*state).to_owned());
+    }
     if let Some(s) = &args.state
         && !STATES.contains(&s.as_str())
     {
@@ -130,18 +139,30 @@ pub fn task_line(mine: &MyTask) -> String {
         if worker { "worker" } else { "requester" },
         t.updated_at,
     );
-    let verbs = mine.verbs;
-    if !verbs.is_empty() {
-        line.push_str(&format!(
-            "\n    now: {}",
-            verbs
-                .iter()
-                .map(|v| format!("agentbus {v} {}", t.id))
-                .collect::<Vec<_>>()
-                .join(" | ")
-        ));
+    if let Some(f) = &mine.failure {
+        line.push_str(&format!("\n    failure: {}", f.line()));
+    }
+    if let Some(now) = now_line(&t.id, mine.verbs) {
+        line.push_str(&format!("\n    now: {now}"));
     }
     line
+}
+
+/// The commands that apply now to task `id`, one per verb (`agentbus answer tsk_… "<your answer>"`
+/// with the text a verb needs), or `None` when no verb applies.
+pub fn now_line(id: &str, verbs: &[&str]) -> Option<String> {
+    (!verbs.is_empty()).then(|| {
+        verbs
+            .iter()
+            .map(|v| match *v {
+                "answer" => format!("agentbus answer {id} \"<your answer>\""),
+                "needs-input" => format!("agentbus needs-input {id} \"<question>\""),
+                "fail" => format!("agentbus fail {id} --message \"<why>\""),
+                v => format!("agentbus {v} {id}"),
+            })
+            .collect::<Vec<_>>()
+            .join(" | ")
+    })
 }
 
 /// `agentbus sent`.

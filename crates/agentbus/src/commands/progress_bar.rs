@@ -137,9 +137,12 @@ impl TaskLine {
                         self.note = text("note").or(self.note.take());
                     }
                     Some(t) if t == KnownType::TaskNeedsInput.as_str() => {
-                        self.state = "input_required".into();
+                        self.state = "needs_input".into();
                         self.note = text("question").map(|q| {
-                            format!("asks: {q} (answer: agentbus answer {} \"…\")", self.task_id)
+                            format!(
+                                "asks: {q}; now: agentbus answer {} \"<your answer>\"",
+                                self.task_id
+                            )
                         });
                     }
                     _ => {}

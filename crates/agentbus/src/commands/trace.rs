@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use agentbus_api::{Conversation, DeliveryStates, RecipientState, TaskView};
 use agentbus_client::ClientError;
-use agentbus_client::agent::Trace;
+use agentbus_client::agent::{Failure, Side, Trace, verbs_now};
 use agentbus_protocol::text::for_terminal_line;
 
 use super::profile::Ctx;
@@ -54,9 +54,19 @@ pub fn run(args: TraceArgs, globals: &Globals, printer: &Printer) -> CliResult {
     match trace {
         Trace::Task { task, conversation } => {
             if printer.is_json() {
-                printer.json(&json!({"task": task, "conversation": conversation}))?;
+                let failure = conversation
+                    .as_ref()
+                    .and_then(|c| Failure::in_conversation(c, &task.id));
+                printer.json(
+                    &json!({"task": task, "conversation": conversation, "failure": failure}),
+                )?;
             } else {
-                printer.line(&task_text(&task, conversation.as_ref()))?;
+                let side = if task.requester.id == ctx.profile.agent_id {
+                    Side::Requester
+                } else {
+                    Side::Worker
+                };
+                printer.line(&task_text(&task, conversation.as_ref(), side))?;
             }
         }
         Trace::Conversation {
@@ -256,8 +266,8 @@ fn opt(v: Option<&str>) -> Cow<'_, str> {
     for_terminal_line(v.unwrap_or(""))
 }
 
-/// The human timeline of a task and its conversation.
-pub fn task_text(task: &TaskView, conversation: Option<&Conversation>) -> String {
+/// The human timeline of a task and its conversation, as its party `side` reads it.
+pub fn task_text(task: &TaskView, conversation: Option<&Conversation>, side: Side) -> String {
     let mut out = format!(
         "task {}  {}  state: {}\n  requester: {}\n  recipient: {}\n",
         for_terminal_line(&task.id),
@@ -266,6 +276,12 @@ pub fn task_text(task: &TaskView, conversation: Option<&Conversation>) -> String
         opt(task.requester.address.as_deref()),
         opt(task.recipient.address.as_deref()),
     );
+    if let Some(f) = conversation.and_then(|c| Failure::in_conversation(c, &task.id)) {
+        out.push_str(&format!("  failure:   {}\n", f.line()));
+    }
+    if let Some(now) = crate::commands::lists::now_line(&task.id, verbs_now(&task.state, side)) {
+        out.push_str(&format!("  now:       {now}\n"));
+    }
     out.push_str("\ntimeline:\n");
     for e in &task.timeline {
         let kind = for_terminal_line(
@@ -333,8 +349,11 @@ pub fn conversation_text(conversation: &Conversation) -> String {
             one(&e["id"]),
         ));
         let d = &e["data"];
-        let line = d["text"]
-            .as_str()
+        // A failed result or an error report says why on its line (its summary may be empty).
+        let failure = Failure::of(s(&e["type"]), d).map(|f| f.line());
+        let line = failure
+            .as_deref()
+            .or(d["text"].as_str())
             .or(d["instructions"].as_str())
             .or(d["summary"].as_str())
             .or(d["note"].as_str())

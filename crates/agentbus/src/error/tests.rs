@@ -436,6 +436,68 @@ fn client_errors() {
 }
 
 #[test]
+fn connect_errors() {
+    use agentbus_client::connect::ConnectError;
+    let api = |code: Code| ClientError::Api {
+        status: 409,
+        code: Some(code),
+        code_str: code.to_string(),
+        message: "taken".into(),
+    };
+    let mut errors = vec![
+        ConnectError::OtherGateway {
+            profile: "p".into(),
+            connected: "http://a".into(),
+            asked: "http://b".into(),
+        },
+        ConnectError::KeyNotActive {
+            profile: "p".into(),
+            key_id: "key_1".into(),
+        },
+        ConnectError::AgentIdMissing,
+        ConnectError::KeyStoreChoice(ClientError::KeychainUnavailable("x".into())),
+        ConnectError::NameTaken(api(Code::NameTaken)),
+        ConnectError::KeyExists(ClientError::Key(KeyFileError::Exists("/k".into()))),
+        ConnectError::KeyExists(ClientError::KeychainKeyExists("x".into())),
+    ];
+    errors.extend(clients().into_iter().map(ConnectError::Client));
+    check(errors, |e| match e {
+        ConnectError::OtherGateway { .. } => (
+            Config,
+            "connect under another profile name: agentbus --profile <new name> connect --gateway <url> …, or use that profile's gateway",
+        ),
+        ConnectError::KeyNotActive { .. } => (
+            Config,
+            "run `agentbus keys rotate` with a working key, or register a new key with the owner's token (agentbus connect --token abu_… --name <name>)",
+        ),
+        ConnectError::AgentIdMissing => (
+            Usage,
+            "pass --agent agt_… with the credential, or connect with a user token (abu_…) to register a new agent: agentbus connect --gateway <url> --token abu_… --name <name>",
+        ),
+        ConnectError::KeyStoreChoice(_) => (
+            Input,
+            "set AGENTBUS_KEYSTORE to auto, keychain or file, or unset it, then run `agentbus connect` again",
+        ),
+        ConnectError::NameTaken(_) => (
+            Refused,
+            "pick another --name or alias; to connect this machine to the agent of that name, use its credential: agentbus connect --token aba_… --agent agt_… --name <name>",
+        ),
+        ConnectError::KeyExists(ClientError::Key(_)) => (
+            Config,
+            "move the old key file away only if no profile uses it, then run `agentbus connect` again",
+        ),
+        ConnectError::KeyExists(_) => (
+            Config,
+            "delete that keychain entry only if no profile uses it, then connect again",
+        ),
+        ConnectError::Client(e) => client_row(e),
+    });
+    // The gateway's refusal keeps its code first on the line.
+    let taken = CliError::of(ConnectError::NameTaken(api(Code::NameTaken)));
+    assert_eq!(taken.to_string(), "AB-4005: taken");
+}
+
+#[test]
 fn work_errors() {
     let mut errors = vec![
         WorkError::AlreadyRunning { agent: "a".into() },

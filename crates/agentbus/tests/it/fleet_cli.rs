@@ -582,3 +582,116 @@ fn the_readme_walk_through_runs_as_written_and_every_id_it_takes_was_shown() {
     let last_tasks = &shown[at].1;
     assert!(last_tasks.contains("succeeded"), "{last_tasks}");
 }
+
+/// One name per state: a task waiting for its requester is `needs_input` in `tasks` and
+/// `trace`, `--state needs_input` lists it (and `input_required`, the name the help once
+/// gave), every state is accepted by `--state`, and each party is told what to run now: the
+/// requester `agentbus answer`, the worker of a new task `agentbus accept`.
+#[test]
+fn a_task_waiting_for_its_requester_is_needs_input_everywhere_and_says_answer_now() {
+    let gw = Gw::start();
+    let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
+    reviewer.ok(&["--json", "card", "edit", "--capability", "code.review@1"]);
+    let (task, _) = delegate(&bot, &reviewer, "Review change 482.", &[]);
+    insta::assert_snapshot!(
+        redact(&text(&reviewer.run(&["tasks", "--as", "worker"]).stdout)),
+        @r"
+    tsk_[id]  submitted      code.review  worker from agent://default/default/release-bot  updated [time]
+        now: agentbus accept tsk_[id] | agentbus reject tsk_[id]
+    "
+    );
+    reviewer.ok(&["--json", "accept", &task]);
+    reviewer.ok(&["--json", "needs-input", &task, "Which repository?"]);
+    insta::assert_snapshot!(redact(&text(&bot.run(&["tasks"]).stdout)), @r#"
+    tsk_[id]  needs_input    code.review  requester to agent://default/default/reviewer  updated [time]
+        now: agentbus answer tsk_[id] "<your answer>" | agentbus cancel tsk_[id]
+    "#);
+    for name in ["needs_input", "input_required"] {
+        let listed = bot.ok(&["--json", "tasks", "--state", name]);
+        assert_eq!(listed["tasks"][0]["id"], task.as_str(), "{name}: {listed}");
+        assert_eq!(
+            listed["tasks"][0]["state"], "needs_input",
+            "{name}: {listed}"
+        );
+    }
+    for state in [
+        "submitted",
+        "accepted",
+        "in_progress",
+        "succeeded",
+        "failed",
+        "rejected",
+        "expired",
+        "cancelled",
+    ] {
+        let listed = bot.ok(&["--json", "tasks", "--state", state]);
+        assert_eq!(listed["tasks"], serde_json::json!([]), "{state}: {listed}");
+    }
+    let trace = redact(&text(&bot.run(&["trace", &task]).stdout));
+    assert!(
+        trace.contains(
+            "\n  now:       agentbus answer tsk_[id] \"<your answer>\" | agentbus cancel tsk_[id]\n"
+        ),
+        "{trace}"
+    );
+    bot.ok(&["--json", "answer", &task, "muxr"]);
+    assert_eq!(task_state(&bot, &task), "in_progress");
+}
+
+/// `delegate` to an agent no worker or sidecar receives for warns (on stderr, and in `--json`
+/// under `warnings`) without refusing; once one has read its inbox, it does not. `--help`
+/// shows the defaults the gateway applies (§6.1's accept and progress timeouts).
+#[test]
+fn delegate_warns_when_no_worker_or_sidecar_receives_for_the_recipient() {
+    // A visibility timeout as long as the default, so a receiver read a moment ago is online.
+    let gw = Gw::start_with(|c| c.visibility_timeout_s = 60);
+    let (bot, reviewer) = pair(&gw, "release-bot", "reviewer");
+    reviewer.ok(&["--json", "card", "edit", "--capability", "code.review@1"]);
+    let to = reviewer.address();
+    let args = [
+        "delegate",
+        "--capability",
+        "code.review",
+        "--new-task",
+        &to,
+        "Review change 482.",
+    ];
+    let out = bot.run(&args);
+    assert!(out.status.success(), "{out:?}");
+    insta::assert_snapshot!(redact(&text(&out.stderr)), @"warning: no worker or sidecar of agent://default/default/reviewer is receiving (none seen since the gateway started); the task waits for one and expires unless accepted within 120 s: on its machine, run `agentbus work` or `agentbus sidecar`");
+    let mut json_args = vec!["--json"];
+    json_args.extend_from_slice(&args);
+    json_args.extend(["--accept-timeout", "300"]);
+    let doc = bot.ok(&json_args);
+    let warnings = doc["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{doc}");
+    assert!(
+        warnings[0].as_str().unwrap().contains("within 300 s"),
+        "{doc}"
+    );
+    // The receiver reads its inbox: the gateway lists it online, and nothing is said.
+    reviewer.ok(&["--json", "sidecar", "--once"]);
+    let out = bot.run(&args);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(text(&out.stderr), "");
+    assert_eq!(bot.ok(&json_args)["warnings"], serde_json::json!([]));
+
+    let help = text(&bot.run(&["delegate", "--help"]).stdout);
+    for (flag, default) in [
+        (
+            "--accept-timeout",
+            agentbus_protocol::task::DEFAULT_ACCEPT_TIMEOUT_S,
+        ),
+        (
+            "--progress-timeout",
+            agentbus_protocol::task::DEFAULT_PROGRESS_TIMEOUT_S,
+        ),
+    ] {
+        let entry = help.split(flag).nth(1).unwrap_or_default();
+        let entry = entry.split("\n      --").next().unwrap_or_default();
+        assert!(
+            entry.contains(&format!("[default: {default}]")),
+            "{flag}: {entry}"
+        );
+    }
+}

@@ -934,3 +934,77 @@ echo '{"summary": "done, with a server left running"}'
         gone(linger).then_some(())
     });
 }
+
+/// The lines of `out` (stdout) with ids, times and temporary paths made stable.
+fn human(out: &std::process::Output) -> String {
+    super::gateway_cli::redact(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// A failed task says why wherever it is shown: `delegate --wait`, `trace` (its header and the
+/// result's line) and `tasks`, not only in `--json`. The worker runs `./fail.sh` as the docs show
+/// it, relative to the folder it was started in.
+#[test]
+fn a_failed_task_says_its_code_and_message_in_delegate_wait_trace_and_tasks() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let gw = Gw::start();
+    let (bot, reviewer) = setup(&gw);
+    let here = reviewer.home().join("scripts");
+    std::fs::create_dir_all(&here).unwrap();
+    let program = here.join("fail.sh");
+    std::fs::write(
+        &program,
+        "#!/bin/sh\nread -r task\necho 'lint: cannot parse main.go' >&2\nexit 3\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut worker = reviewer.cmd(&[
+        "work",
+        "--harness",
+        "command",
+        "--program",
+        "./fail.sh",
+        "--heartbeat",
+        "0s",
+    ]);
+    let _worker = Work(worker.current_dir(&here).spawn().unwrap());
+    let to = reviewer.address();
+    let out = bot.run(&[
+        "delegate",
+        "--capability",
+        "code.review",
+        "--wait",
+        "60s",
+        &to,
+        "Lint change 482",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    insta::assert_snapshot!(human(&out), @r"
+    task tsk_[id]: failed
+    failure: harness_crashed: the command exited (exit status: 3): lint: cannot parse main.go
+    ");
+    let tasks = bot.ok(&["--json", "tasks"]);
+    let task = tasks["tasks"][0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(tasks["tasks"][0]["failure"]["code"], "harness_crashed");
+    insta::assert_snapshot!(human(&bot.run(&["tasks"])), @r"
+    tsk_[id]  failed         code.review  requester to agent://default/default/reviewer  updated [time]
+        failure: harness_crashed: the command exited (exit status: 3): lint: cannot parse main.go
+    ");
+    let trace = human(&bot.run(&["trace", &task]));
+    let lines: Vec<&str> = trace.lines().collect();
+    assert_eq!(
+        lines[..4],
+        [
+            "task tsk_[id]  code.review  state: failed",
+            "  requester: agent://default/default/release-bot",
+            "  recipient: agent://default/default/reviewer",
+            "  failure:   harness_crashed: the command exited (exit status: 3): lint: cannot parse main.go",
+        ],
+        "{trace}"
+    );
+    assert!(
+        trace.contains("      failed: harness_crashed: the command exited (exit status: 3): lint: cannot parse main.go\n"),
+        "{trace}"
+    );
+    let json = bot.ok(&["--json", "trace", &task]);
+    assert_eq!(json["failure"]["code"], "harness_crashed");
+}
