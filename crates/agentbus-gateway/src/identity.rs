@@ -515,10 +515,21 @@ async fn add_key_inner(
     let pk = parse_public_key(public_key)?;
     let now = app.now();
     let expires = match expires_at {
-        Some(s) => s
-            .parse::<Timestamp>()
-            .map_err(|e| ApiError::new(Code::InvalidRequest, format!("`expires_at`: {e}")))?
-            .millis(),
+        Some(s) => {
+            let at = s
+                .parse::<Timestamp>()
+                .map_err(|e| ApiError::new(Code::InvalidRequest, format!("`expires_at`: {e}")))?
+                .millis();
+            // Stored, it would only be refused at its first publish (AB-1012), far from the
+            // request that made the mistake.
+            if at <= now {
+                return Err(ApiError::new(
+                    Code::InvalidRequest,
+                    format!("`expires_at` {s} is not in the future: an expired key signs nothing (§3.3)"),
+                ));
+            }
+            at
+        }
         None => now + app.config.key_lifetime_days * 86_400_000,
     };
     let key = KeyRow {
