@@ -4,10 +4,11 @@
 //! value in HTML text and attribute context); the only script is one embedded file that swaps in
 //! server-rendered fragments pushed over server-sent events. Every asset is in the binary.
 //!
-//! Authorisation is the gateway's: every page reads through the scoped functions the HTTP API
-//! calls (`identity::conversation_rows`, `tasks::readable`, `tasks::cancel`, …) with the signed-in
-//! user's principal, so a page shows exactly what the API shows that user, and an object outside
-//! the user's scope renders the same "not found" page as one that does not exist. Sessions live in
+//! Authorisation is the gateway's: every page reads through its door, `agentbus_gateway::ops`,
+//! whose `Caller` runs the scoped functions the HTTP API calls with the signed-in user's
+//! principal and hands out views, never stored rows; so a page shows exactly what the API shows
+//! that user, and an object outside the user's scope renders the same "not found" page as one
+//! that does not exist. Sessions live in
 //! the gateway's store (any replica serves any request) and re-check the user's token on every
 //! request.
 

@@ -7,7 +7,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use agentbus_gateway::ops::{ApiError, ApiResult, Caller};
-use agentbus_gateway::ops::{ConsoleSessionRow, Role, UserRow};
+use agentbus_gateway::ops::{ConsoleSession, Role, UserView};
 use agentbus_protocol::Code;
 use agentbus_protocol::timestamp::Timestamp;
 
@@ -38,8 +38,8 @@ impl Chrome {
     /// The frame of a page at `path` for `user`, whom `ops` is the caller of.
     pub async fn of(
         ops: Caller<'_>,
-        user: &UserRow,
-        session: &ConsoleSessionRow,
+        user: &UserView,
+        session: &ConsoleSession,
         path: &str,
     ) -> Chrome {
         let (tenant, workspace) = ops.home().await.unwrap_or_default();

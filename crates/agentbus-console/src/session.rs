@@ -17,8 +17,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
-use agentbus_gateway::ops::{ApiError, ApiResult, Caller, Door, Principal, token_hash};
-use agentbus_gateway::ops::{ConsoleSessionRow, Role, UserRow};
+use agentbus_gateway::ops::{ApiError, ApiResult, Caller, Door, SignedIn, token_hash};
+use agentbus_gateway::ops::{ConsoleSession, Role, UserView};
 use agentbus_protocol::Code;
 
 use crate::Console;
@@ -105,7 +105,7 @@ impl NoSession {
 pub(crate) async fn resolve(
     console: &Console,
     headers: &HeaderMap,
-) -> Result<(ConsoleSessionRow, UserRow), NoSession> {
+) -> Result<(ConsoleSession, UserView, SignedIn), NoSession> {
     let id = cookie(headers, SESSION_COOKIE).ok_or(NoSession::Ended)?;
     let door = Door::new(&console.app);
     let hash = sha256(id);
@@ -123,8 +123,8 @@ pub(crate) async fn resolve(
         }
         Err(e) => return Err(NoSession::Refused(e)),
     };
-    match who {
-        Principal::User(u) if u.id == session.user_id => Ok((session, u)),
+    match who.user() {
+        Some(u) if u.id == session.user_id => Ok((session, u, who)),
         _ => Err(NoSession::Ended),
     }
 }
@@ -133,12 +133,12 @@ pub(crate) async fn resolve(
 pub(crate) struct Viewer {
     /// The console.
     pub console: Arc<Console>,
-    /// The user, as the gateway's scoped functions take it.
-    pub who: Principal,
-    /// The user's row.
-    pub user: UserRow,
+    /// The user, as the gateway's door signed it in.
+    pub who: SignedIn,
+    /// The user.
+    pub user: UserView,
     /// The session.
-    pub session: ConsoleSessionRow,
+    pub session: ConsoleSession,
     /// The page frame: who is signed in, navigation, the CSRF token.
     pub chrome: Chrome,
 }
@@ -201,8 +201,7 @@ impl Viewer {
         headers: &HeaderMap,
         path: &str,
     ) -> Result<Viewer, NoSession> {
-        let (session, user) = resolve(console, headers).await?;
-        let who = Principal::User(user.clone());
+        let (session, user, who) = resolve(console, headers).await?;
         let chrome = Chrome::of(Caller::new(&console.app, &who), &user, &session, path).await;
         Ok(Viewer {
             console: console.clone(),
@@ -378,20 +377,16 @@ async fn open_session(console: &Console, token: &str) -> ApiResult<String> {
         ));
     }
     let door = Door::new(app);
-    let who = door.sign_in(token).await?;
-    let user = match who {
-        Principal::User(u) => u,
-        Principal::Agent(_) => {
-            return Err(ApiError::new(
-                Code::NotPermitted,
-                "this is an agent credential; the console takes a user integration token (abu_…)",
-            ));
-        }
+    let Some(user) = door.sign_in(token).await?.user() else {
+        return Err(ApiError::new(
+            Code::NotPermitted,
+            "this is an agent credential; the console takes a user integration token (abu_…)",
+        ));
     };
     let now = app.now();
     let id = random_token();
     // Sessions that ended are forgotten as new ones begin.
-    door.open_console_session(ConsoleSessionRow {
+    door.open_console_session(ConsoleSession {
         id_hash: sha256(&id),
         user_id: user.id,
         token_hash: token_hash(token),

@@ -1,7 +1,8 @@
 //! The gateway's modules form layers, each using only the layers below it (ARCHITECTURE.md,
 //! "Gateway"): this test reads `src/*.rs`, collects each module's `crate::` references outside
 //! comments and test code, and fails on an import circle, on a module that uses a layer above its
-//! own, on a module given no layer, and on the state layer using a feature module.
+//! own, on a module given no layer, on the state layer using a feature module, and on a module
+//! below the notices' layer sweeping owed notices.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,7 +29,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("directory", &["directory"]),
     ("access", &["roles", "access"]),
     ("wake-ups", &["wake", "copies"]),
-    ("notices", &["notice"]),
+    ("system notices", &["notice"]),
     (
         "features",
         &[
@@ -36,7 +37,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "usage", "views", "ops",
         ],
     ),
-    ("reaper", &["reaper", "clockapi"]),
+    ("notices and the reaper", &["owed", "reaper", "clockapi"]),
     ("root", &["lib"]),
 ];
 
@@ -182,6 +183,20 @@ fn problems(sources: &BTreeMap<String, String>) -> Vec<String> {
             out.push(format!("the state layer uses the feature module `{u}`"));
         }
     }
+    // The sweeps of owed notices are the layer above the features: no module below it reads
+    // what is still owed.
+    let top = LAYERS
+        .iter()
+        .position(|(l, _)| *l == "notices and the reaper");
+    for (m, text) in sources {
+        let code = code_of(text);
+        let sweeps = code.contains(".pending_notices(") || code.contains(".pending_task_notices(");
+        if sweeps && rank(m) < top {
+            out.push(format!(
+                "`{m}` sweeps owed notices below the notices' layer"
+            ));
+        }
+    }
     out
 }
 
@@ -209,7 +224,8 @@ fn the_gateway_modules_form_layers_without_a_circle() {
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
-/// The checker itself sees a circle, a grouped `use`, an upward use and the state rule.
+/// The checker itself sees a circle, a grouped `use`, an upward use, the state rule and a sweep
+/// below its layer.
 #[test]
 fn the_checker_finds_what_it_should() {
     let sources: BTreeMap<String, String> = [
@@ -220,7 +236,7 @@ fn the_checker_finds_what_it_should() {
         ("config", "pub struct Config;"),
         (
             "tasks",
-            "use crate::state::App;\n#[cfg(test)]\nmod t { use crate::lib; }",
+            "use crate::state::App;\nfn f(s: S) { s.pending_task_notices(1); }\n#[cfg(test)]\nmod t { use crate::lib; }",
         ),
         ("lib", "mod state;"),
     ]
@@ -244,6 +260,10 @@ fn the_checker_finds_what_it_should() {
     );
     assert!(
         found.contains("the state layer uses the feature module `tasks`"),
+        "{found}"
+    );
+    assert!(
+        found.contains("`tasks` sweeps owed notices below the notices' layer"),
         "{found}"
     );
 }

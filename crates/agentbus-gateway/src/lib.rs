@@ -27,6 +27,7 @@ mod meta;
 mod metrics;
 mod notice;
 pub mod ops;
+mod owed;
 mod policy;
 mod publish;
 mod reaper;

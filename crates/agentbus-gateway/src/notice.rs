@@ -1,7 +1,9 @@
 //! System notices: envelopes from `agent://system/gateway/<service>`, signed with the gateway key
-//! and stored like any message (decision 8), and the notices the store holds as owed about inbox
-//! entries. Below the features, which send notices from their routes; the reaper above them sends
-//! what is still owed. Failures are [`BackgroundError`]s, made [`ApiError`]s only at an HTTP edge.
+//! and stored like any message (decision 8): [`App::notify_owed`] builds, signs and stores one,
+//! and [`App::owed_entry_notice`] sends the one owed about an inbox entry. Below the features,
+//! which send the notices their own transaction marked right after it; the sweeps of those still
+//! owed are `owed`'s, above the features with the reaper. Failures are [`BackgroundError`]s,
+//! made [`ApiError`]s only at an HTTP edge.
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -17,9 +19,6 @@ use agentbus_store::{
 
 use crate::error::ApiError;
 use crate::state::App;
-
-/// How many owed notices a reaper pass reads at a time.
-pub(crate) const OWED_PAGE: u32 = 1000;
 
 /// Why background work (a notice, a reaper pass) failed: the store being unavailable stops a
 /// pass, since every other step would fail alike; anything else is that one item's failure.
@@ -210,21 +209,6 @@ impl App {
             }
         }
         Ok(())
-    }
-
-    /// The outcome of sending one owed notice, as a pass takes it: the store's failure stops the
-    /// pass (every other notice would fail alike), any other failure is logged and leaves that
-    /// notice owed for the next pass, so one notice that cannot be built (say, unreadable stored
-    /// data) never holds back the others.
-    pub(crate) fn owed_failed(&self, sent: BackgroundResult<()>) -> BackgroundResult<()> {
-        match sent {
-            Err(e @ BackgroundError::Unavailable { .. }) => Err(e),
-            Err(e) => {
-                tracing::warn!(code = %e.code(), error = %e.message(), "an owed notice was not sent; the next pass tries again");
-                Ok(())
-            }
-            Ok(()) => Ok(()),
-        }
     }
 
     /// Sends the notice `kind` owed about entry `e` as it stands now, stored with the clearing of

@@ -1,12 +1,13 @@
 //! The reaper: task timers, blob and inbox expiries and dead letters, then the notices still
-//! owed. Above the features whose sweeps it runs; with replicas, one of them holds the claim.
+//! owed (`owed`'s sweeps). Above the features whose sweeps it runs; with replicas, one of them
+//! holds the claim.
 
 use std::sync::Arc;
 
 use agentbus_protocol::ids::IdKind;
 use agentbus_store::{ReapReport, Store};
 
-use crate::notice::{BackgroundResult, OWED_PAGE};
+use crate::notice::BackgroundResult;
 use crate::state::App;
 
 impl App {
@@ -29,31 +30,9 @@ impl App {
             }
         }
         // Last: settling never waits on a notice.
-        crate::tasks::send_owed_notices(self).await?;
-        self.send_owed_notices().await?;
+        crate::owed::send_task_notices(self).await?;
+        crate::owed::send_entry_notices(self).await?;
         Ok(report)
-    }
-
-    /// Sends the notices owed about inbox entries (§5.9, §5.10; marked in the transaction that
-    /// made each due: the reaper's, an agent's deletion, a suspension or a publish to a suspended
-    /// agent), each stored with the clearing of its mark: notices a pass or a route could not send
-    /// (the gateway stopped, the store failed after the marking commit) go with a later pass of
-    /// any replica, and none goes twice.
-    async fn send_owed_notices(&self) -> BackgroundResult<()> {
-        // A page at a time past the last one: a notice left owed (it failed) is met once a
-        // pass, never in front of the others.
-        let mut after = (String::new(), 0);
-        loop {
-            let owed = self.store.pending_notices(after.clone(), OWED_PAGE).await?;
-            let Some((last, _)) = owed.last() else {
-                return Ok(());
-            };
-            after = (last.agent_id.clone(), last.sequence);
-            for (e, kind) in &owed {
-                let sent = self.owed_entry_notice(e, *kind).await;
-                self.owed_failed(sent)?;
-            }
-        }
     }
 }
 

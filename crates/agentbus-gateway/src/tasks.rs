@@ -316,7 +316,7 @@ async fn result_warnings(app: &App, row: &TaskRow, data: &Value) -> ApiResult<Ve
 
 /// A reaper pass's task timers (§6.1): fires each due timer, recorded with `actor: system`, each
 /// commit marking the notices §6.1 names as owed; the pass sends them later
-/// ([`send_owed_notices`]). Returns how many tasks changed.
+/// (`owed::send_task_notices`). Returns how many tasks changed.
 pub async fn fire_due(app: &App) -> ApiResult<usize> {
     let now = app.now();
     let mut changed = 0;
@@ -342,96 +342,8 @@ fn owed_by(o: &Outcome) -> u8 {
     }
 }
 
-/// Sends the timer notices owed to tasks' parties (marked in the timer's own transaction by
-/// [`fire`]), each stored with the clearing of its mark: notices a pass could not send (the
-/// gateway stopped, the store failed after the timer's commit) go with a later pass of any
-/// replica, and none goes twice. One that fails on its own is left for the next pass
-/// ([`App::owed_failed`]).
-pub(crate) async fn send_owed_notices(app: &App) -> ApiResult<()> {
-    let mut after = String::new();
-    loop {
-        let owed = app
-            .store
-            .pending_task_notices(&after, crate::notice::OWED_PAGE)
-            .await?;
-        let Some((last, _)) = owed.last() else {
-            return Ok(());
-        };
-        after = last.id.clone();
-        // Like the timers, 128 tasks at a time, so their commits share the writer's group commits.
-        for chunk in owed.chunks(128) {
-            let sent = futures_util::future::join_all(
-                chunk
-                    .iter()
-                    .map(|(row, bits)| send_owed_notice(app, row, *bits)),
-            )
-            .await;
-            for r in sent {
-                app.owed_failed(r.map_err(Into::into))?;
-            }
-        }
-    }
-}
-
-/// The bits of a task's owed notices that a timer's firing marks ([`owed_by`]).
-const TIMER_BITS: u8 = OWED_REQUESTER | OWED_RECIPIENT;
-
 /// The bits of a task's owed notices that an admin's cancel marks ([`apply_admin_cancel`]).
-const CANCEL_BITS: u8 = OWED_CANCEL_REQUESTER | OWED_CANCEL_RECIPIENT;
-
-/// The timer whose firing owes the notices of [`TIMER_BITS`], if `e` is one: a timer that ended
-/// the task, not the cancel grace timer, which owes none (see [`owed_by`]).
-fn timer_owing(e: &TaskEventRow) -> Option<(TaskState, Timer, i64)> {
-    let timer = Timer::from_wire(e.timer.as_deref().filter(|_| e.kind == "timer")?)?;
-    if timer == Timer::CancelGrace {
-        return None;
-    }
-    Some((e.from_state.parse().ok()?, timer, e.at))
-}
-
-/// The reason of the admin's cancel that owes the notices of [`CANCEL_BITS`], if `e` is one.
-fn admin_cancel_reason(e: &TaskEventRow) -> Option<Option<String>> {
-    (e.kind == CANCEL_KIND && e.actor.starts_with(ADMIN_ACTOR)).then(|| e.reason.clone())
-}
-
-/// Sends the notices `owed` (bits) on `row`, each for the change that owes it, found on the
-/// timeline: the last timer that fired (its bits, [`TIMER_BITS`]) and the last admin's cancel
-/// (its own, [`CANCEL_BITS`]), so a task whose timer fired and which an admin cancelled owes
-/// both. Bits with no such change (not expected) are forgone. Each cause is tried whatever the
-/// other's outcome; the first failure is answered.
-async fn send_owed_notice(app: &App, row: &TaskRow, owed: u8) -> ApiResult<()> {
-    let events = app.store.task_events(&row.id).await?;
-    let mut unfound = 0;
-    let mut sent = Ok(());
-    if owed & TIMER_BITS != 0 {
-        match events.iter().rev().find_map(timer_owing) {
-            Some(timer) => sent = notify_expiry(app, row, timer, owed & TIMER_BITS).await,
-            None => unfound |= owed & TIMER_BITS,
-        }
-    }
-    if owed & CANCEL_BITS != 0 {
-        match events.iter().rev().find_map(admin_cancel_reason) {
-            Some(reason) => {
-                let cancel = send_cancel_notices(app, row, reason.as_deref(), owed & CANCEL_BITS);
-                sent = sent.and(cancel.await);
-            }
-            None => unfound |= owed & CANCEL_BITS,
-        }
-    }
-    for bit in [
-        OWED_REQUESTER,
-        OWED_RECIPIENT,
-        OWED_CANCEL_REQUESTER,
-        OWED_CANCEL_RECIPIENT,
-    ] {
-        if unfound & bit != 0 {
-            app.store
-                .forgo_notice(Owed::Task(row.id.clone(), bit))
-                .await?;
-        }
-    }
-    sent
-}
+pub(crate) const CANCEL_BITS: u8 = OWED_CANCEL_REQUESTER | OWED_CANCEL_RECIPIENT;
 
 /// Fires the due timer of one task, if it is still due; returns whether it changed.
 async fn fire(app: &App, id: &str, now: i64) -> ApiResult<bool> {
@@ -457,81 +369,17 @@ async fn fire(app: &App, id: &str, now: i64) -> ApiResult<bool> {
     }
 }
 
-/// Sends the notices `owed` (bits) to the parties of `row` about the timer that fired at `at`
-/// in state `from` (§6.1); a party gone since is owed nothing.
-async fn notify_expiry(
-    app: &App,
-    row: &TaskRow,
-    (from, timer, at): (TaskState, Timer, i64),
-    owed: u8,
-) -> ApiResult<()> {
-    let live = |a: Option<AgentRow>| a.filter(|a| a.deleted_at.is_none());
-    let requester = live(app.store.agent(&row.requester_id).await?);
-    let recipient = live(app.store.agent(&row.recipient_id).await?);
-    let original = find_request(app, row).await?;
-    let owed_to = |bit| Owed::Task(row.id.clone(), bit);
-    if from == TaskState::Submitted {
-        // §6.1: the sender gets system.expired (with G-WP-8's additive `reason` and `delivered`).
-        if owed & OWED_REQUESTER == 0 {
-            return Ok(());
-        }
-        let (Some(req), Some(orig)) = (requester, original.as_ref()) else {
-            return Ok(app.store.forgo_notice(owed_to(OWED_REQUESTER)).await?);
-        };
-        let data = json!({
-            "original_message_id": row.request_id,
-            "expired_at": Timestamp(at).to_string(),
-            "last_state": "persisted",
-            "reason": if timer == Timer::AcceptTimeout { "accept_timeout" } else { "expires_at" },
-            "task_id": row.id,
-        });
-        let kind = "agentbus.system.expired.v1";
-        let owed = Some(owed_to(OWED_REQUESTER));
-        return app
-            .notify_owed(&req, "tasks", kind, data, Some(orig), owed)
-            .await
-            .map_err(ApiError::from);
-    }
-    // §6.1: both parties get a message.v1 from agent://system/gateway/tasks explaining the expiry.
-    let text = format!(
-        "Task {} expired in state {}: the {} passed without the worker's {}.",
-        row.id,
-        from,
-        timer.as_str().replace('_', " "),
-        if timer == Timer::ProgressTimeout {
-            "progress"
-        } else {
-            "result"
-        }
-    );
-    let data = json!({"text": text, "format": "text/plain", "context": {"task_id": row.id, "timer": timer.as_str(), "last_state": from.as_str()}});
-    for (party, bit) in [(requester, OWED_REQUESTER), (recipient, OWED_RECIPIENT)] {
-        if owed & bit == 0 {
-            continue;
-        }
-        match party {
-            Some(party) => {
-                let (kind, owed) = ("agentbus.message.v1", Some(owed_to(bit)));
-                app.notify_owed(&party, "tasks", kind, data.clone(), original.as_ref(), owed)
-                    .await?
-            }
-            None => app.store.forgo_notice(owed_to(bit)).await?,
-        }
-    }
-    Ok(())
-}
-
 /// The type of a cancel on the timeline, the requester's or an admin's.
-const CANCEL_KIND: &str = "agentbus.task.cancel.v1";
+pub(crate) const CANCEL_KIND: &str = "agentbus.task.cancel.v1";
 
 /// The timeline actor of a user (an admin cancelling through the console): `user:<usr_ id>`.
-const ADMIN_ACTOR: &str = "user:";
+pub(crate) const ADMIN_ACTOR: &str = "user:";
 
 /// Applies an admin's cancel to task `id` as it is now, the cancel route's first half: the
 /// change, with the `task.cancel` notices it owes both parties marked in its commit and its
 /// `reason` on its timeline entry. [`cancel`] then sends them; a reaper pass sends any it did
-/// not ([`send_owed_notices`]). Decided again, as a lifecycle message is, when another replica
-/// changed the task between the read and the write. It checks nothing of `user`: the route checks
+/// not (`owed::send_task_notices`). Decided again, as a lifecycle message is, when another
+/// replica changed the task between the read and the write. It checks nothing of `user`: the route checks
 /// the admin's scope, the task's visibility and the reason's bound first (public for the tests,
 /// which stop the route here).
 #[doc(hidden)]
@@ -570,7 +418,7 @@ pub async fn apply_admin_cancel(
     Err(kept_changing(id))
 }
 
-async fn find_request(app: &App, row: &TaskRow) -> ApiResult<Option<MessageRow>> {
+pub(crate) async fn find_request(app: &App, row: &TaskRow) -> ApiResult<Option<MessageRow>> {
     let Some(requester) = app.store.agent(&row.requester_id).await? else {
         return Ok(None);
     };
@@ -776,7 +624,7 @@ pub async fn cancel(
 /// Sends the `task.cancel` notices of an admin's cancel of `row` with `reason` to the parties
 /// `owed` names (bits), each stored with the clearing of its mark (none twice); a party deleted
 /// since is owed nothing.
-async fn send_cancel_notices(
+pub(crate) async fn send_cancel_notices(
     app: &App,
     row: &TaskRow,
     reason: Option<&str>,

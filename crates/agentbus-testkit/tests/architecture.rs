@@ -202,3 +202,249 @@ fn the_api_bodies_are_plain_data() {
         );
     }
 }
+
+/// The code of a Rust source without comments and without its test code (everything from the
+/// first `#[cfg(test)]` on).
+fn code_of(text: &str) -> String {
+    let text = text.split("#[cfg(test)]").next().unwrap_or_default();
+    text.lines()
+        .map(|l| l.split("//").next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn identifiers(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+}
+
+/// The names of the types the store crate makes public.
+fn store_types() -> std::collections::BTreeSet<String> {
+    fn walk(dir: &Path, out: &mut std::collections::BTreeSet<String>) {
+        for entry in std::fs::read_dir(dir).expect("store sources") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let code = code_of(&std::fs::read_to_string(&path).expect("a source"));
+                let words: Vec<&str> = identifiers(&code).collect();
+                for w in words.windows(3) {
+                    if w[0] == "pub" && ["struct", "enum", "type", "trait"].contains(&w[1]) {
+                        out.insert(w[2].to_owned());
+                    }
+                }
+            }
+        }
+    }
+    let mut out = std::collections::BTreeSet::new();
+    walk(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../agentbus-store/src"),
+        &mut out,
+    );
+    assert!(out.contains("TaskRow"), "no store types found: {out:?}");
+    out
+}
+
+/// From `at` (an item's keyword) to the end of its head: the `;` or the `{ … }` that closes
+/// it, whichever comes first at depth 0.
+fn item_text(code: &str, at: usize) -> &str {
+    let mut depth = 0usize;
+    for (i, c) in code[at..].char_indices() {
+        match c {
+            '{' | '(' | '<' | '[' => depth += 1,
+            '}' | ')' | ']' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 && c == '}' {
+                    return &code[at..=at + i];
+                }
+            }
+            '>' if !code[..at + i].ends_with('-') => depth = depth.saturating_sub(1),
+            ';' if depth == 0 => return &code[at..at + i],
+            _ => {}
+        }
+    }
+    &code[at..]
+}
+
+/// The fields of a struct's body: split at its commas outside brackets.
+fn fields(body: &str) -> Vec<&str> {
+    let (mut out, mut depth, mut start) = (Vec::new(), 0i32, 0);
+    for (i, c) in body.char_indices() {
+        match c {
+            '<' | '(' | '[' | '{' => depth += 1,
+            '>' | ')' | ']' | '}' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&body[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&body[start..]);
+    out
+}
+
+/// What a front end sees of item `name` defined in `code`: a function's signature, a type
+/// alias, a struct's public fields, an enum's variants. `None` if `code` does not define it.
+fn public_face(code: &str, name: &str) -> Option<String> {
+    for kind in ["fn", "struct", "enum", "type"] {
+        let head = format!("{kind} {name}");
+        let Some(at) = code.match_indices(&head).map(|(i, _)| i).find(|&i| {
+            let after = code[i + head.len()..].chars().next();
+            let before = code[..i].trim_end();
+            !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                && (before.ends_with("pub") || before.ends_with("pub async"))
+        }) else {
+            continue;
+        };
+        let text = item_text(code, at);
+        return Some(match kind {
+            "fn" => text.split('{').next().unwrap_or_default().to_owned(),
+            // A struct's public fields, braced or tuple.
+            "struct" => text
+                .find(['{', '('])
+                .map(|open| fields(&text[open + 1..text.len().saturating_sub(1)]))
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|f| f.trim_start().starts_with("pub "))
+                .collect::<Vec<_>>()
+                .join(","),
+            _ => text.to_owned(),
+        });
+    }
+    None
+}
+
+/// Every store type the public face of `ops` (the text of `ops.rs`) names, one line each;
+/// `module` gives the text of a gateway module it re-exports from.
+fn rows_at_the_door(
+    ops: &str,
+    store: &std::collections::BTreeSet<String>,
+    module: &dyn Fn(&str) -> Option<String>,
+) -> Vec<String> {
+    let ops = code_of(ops);
+    let mut rows = store.clone();
+    // A name ops defines itself (its own `Role`, `Tokens`) is its own view, not the store's.
+    let words: Vec<&str> = identifiers(&ops).collect();
+    for w in words.windows(2) {
+        if ["struct", "enum", "type"].contains(&w[0]) {
+            rows.remove(w[1]);
+        }
+    }
+    let mut found = Vec::new();
+    let check = |what: &str, face: &str| {
+        let named: Vec<&str> = identifiers(face)
+            .filter(|w| rows.contains(*w) || *w == "agentbus_store")
+            .collect();
+        (!named.is_empty() || face.contains("store::"))
+            .then(|| format!("{what} names the store's {named:?}: {}", face.trim()))
+    };
+    // Its own public functions and types.
+    for (at, _) in ops.match_indices("pub ") {
+        let rest = &ops[at + 4..];
+        let rest = rest.strip_prefix("async ").unwrap_or(rest);
+        let name: String = ["fn ", "struct ", "enum ", "type "]
+            .iter()
+            .find_map(|k| rest.strip_prefix(k))
+            .map(|r| {
+                r.chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect()
+            })
+            .unwrap_or_default();
+        if name.is_empty() {
+            continue;
+        }
+        if let Some(face) = public_face(&ops, &name) {
+            found.extend(check(&format!("ops::{name}"), &face));
+        }
+    }
+    // What it re-exports.
+    for (at, _) in ops.match_indices("pub use ") {
+        let line = item_text(&ops, at);
+        let path = line["pub use ".len()..].replace(char::is_whitespace, "");
+        if path.starts_with("agentbus_store") || path.starts_with("store::") {
+            found.push(format!("ops re-exports the store's {path}"));
+            continue;
+        }
+        let Some(rest) = path.strip_prefix("crate::") else {
+            found.push(format!("ops re-exports {path}, from outside the gateway"));
+            continue;
+        };
+        let (name_of_module, items) = rest.split_once("::").unwrap_or((rest, ""));
+        let Some(text) = module(name_of_module) else {
+            found.push(format!(
+                "ops re-exports from {name_of_module}, which is no module"
+            ));
+            continue;
+        };
+        let code = code_of(&text);
+        let items = items.trim_start_matches('{').trim_end_matches('}');
+        for item in items.split(',').filter(|i| !i.is_empty()) {
+            let name = item.split("as").next().unwrap_or(item);
+            match public_face(&code, name) {
+                Some(face) => found.extend(check(
+                    &format!("ops re-exports {name_of_module}::{name}, which"),
+                    &face,
+                )),
+                None => found.push(format!(
+                    "ops re-exports {name_of_module}::{name}, not found there"
+                )),
+            }
+        }
+    }
+    found
+}
+
+/// "Front ends have one door, and it hands out views": the gateway's `ops` module re-exports no
+/// type of the store crate, and nothing it makes public (its own functions and types, and the
+/// items it re-exports from the rest of the gateway) names one. A front end reads tasks,
+/// conversations, agents and usage as the gateway's view structs, never as stored rows.
+#[test]
+fn the_door_hands_out_views_not_rows() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../agentbus-gateway/src");
+    let ops = std::fs::read_to_string(src.join("ops.rs")).expect("ops.rs");
+    let module = |m: &str| std::fs::read_to_string(src.join(format!("{m}.rs"))).ok();
+    let found = rows_at_the_door(&ops, &store_types(), &module);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// The door's check sees a re-exported row, a row in a signature, in a public field and in a
+/// re-exported item's fields, and passes a view of its own that shares a store type's name.
+#[test]
+fn the_door_check_finds_rows() {
+    let store = ["TaskRow", "MessageRow", "Role", "UserRow"]
+        .map(str::to_owned)
+        .into_iter()
+        .collect();
+    let ops = "pub use agentbus_store::TaskRow;\n\
+               pub use crate::state::{App, Principal};\n\
+               pub enum Role { Admin }\n\
+               pub struct View { pub role: Role, hidden: MessageRow }\n\
+               pub struct Leak { pub row: MessageRow }\n\
+               impl C { pub async fn task(&self) -> ApiResult<Vec<TaskRow>> { todo() } }\n\
+               // pub fn commented(m: MessageRow) {}\n";
+    let state = "pub struct App { pub config: Config, store: AnyStore }\n\
+                 pub enum Principal { User(UserRow) }";
+    let module = |m: &str| (m == "state").then(|| state.to_owned());
+    let found = rows_at_the_door(ops, &store, &module).join("\n");
+    assert!(
+        found.contains("ops re-exports the store's agentbus_store::TaskRow"),
+        "{found}"
+    );
+    assert!(
+        found.contains("ops::task names the store's [\"TaskRow\"]"),
+        "{found}"
+    );
+    assert!(
+        found.contains("ops::Leak names the store's [\"MessageRow\"]"),
+        "{found}"
+    );
+    assert!(
+        found.contains("state::Principal, which names the store's [\"UserRow\"]"),
+        "{found}"
+    );
+    assert!(!found.contains("ops::View"), "{found}");
+    assert!(!found.contains("state::App"), "{found}");
+    assert!(!found.contains("commented"), "{found}");
+}

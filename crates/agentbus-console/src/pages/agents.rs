@@ -7,8 +7,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::Value;
 
-use agentbus_gateway::ops::AgentRow;
-use agentbus_gateway::ops::{ApiResult, administers};
+use agentbus_gateway::ops::{self, ApiResult};
 
 use crate::render::{self, Chrome, page};
 use crate::session::Viewer;
@@ -76,8 +75,8 @@ fn strings(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// An agent's view from its card (`identity::card_json`, exactly what the API answers).
-pub(crate) async fn view(v: &Viewer, a: &AgentRow) -> ApiResult<AgentView> {
+/// An agent's view from its card (`Caller::card`, exactly what the API answers).
+pub(crate) async fn view(v: &Viewer, a: &ops::AgentView) -> ApiResult<AgentView> {
     let card = v.ops().card(a).await?;
     let now = v.console.app.now();
     let keys: Vec<KeyView> = card["keys"]
@@ -155,7 +154,7 @@ pub(crate) async fn view(v: &Viewer, a: &AgentRow) -> ApiResult<AgentView> {
         status: render::pretty(status),
         owner: text(&card, "owner"),
         created_at: render::time_text(&text(&card, "created_at")),
-        administered: administers(&v.who, &a.tenant_id, &a.workspace_id),
+        administered: v.ops().administers(&a.tenant_id, &a.workspace_id),
     })
 }
 

@@ -7,8 +7,7 @@ use axum::extract::{Path, Query};
 use axum::response::Response;
 use serde_json::{Map, Value};
 
-use agentbus_gateway::ops::MessageRow;
-use agentbus_gateway::ops::{self, ApiResult, CopyProgress, RecipientState, Verification};
+use agentbus_gateway::ops::{ApiResult, CopyProgress, RecipientState, ThreadMessage, Verification};
 use agentbus_protocol::envelope::Envelope;
 use agentbus_protocol::frame;
 
@@ -66,22 +65,18 @@ pub(crate) async fn list(v: Viewer, Query(q): Query<ListQuery>) -> Response {
     let r = async {
         let list = v.ops().conversations(q.before.as_deref(), PAGE).await?;
         let next = (list.len() as u32 >= PAGE)
-            .then(|| list.last().map(ops::conversation_cursor))
+            .then(|| list.last().map(|c| c.cursor.clone()))
             .flatten();
         let rows = list
             .iter()
-            .map(|c| {
-                let attrs: Map<String, Value> =
-                    serde_json::from_str(&c.last.attrs).unwrap_or_default();
-                Row {
-                    id: c.conversation_id.clone(),
-                    messages: c.messages,
-                    last_at: render::time(c.last_at),
-                    first_at: render::time(c.first_at),
-                    last_from: peer(&c.last.source),
-                    last_kind: short_kind(&c.last.kind),
-                    last_subject: attr(&attrs, "subject"),
-                }
+            .map(|c| Row {
+                id: c.id.clone(),
+                messages: c.messages,
+                last_at: render::time(c.last_at),
+                first_at: render::time(c.first_at),
+                last_from: peer(&c.last.source),
+                last_kind: short_kind(&c.last.kind),
+                last_subject: c.last_subject.as_deref().map(peer).unwrap_or_default(),
             })
             .collect();
         page(&ListPage {
@@ -248,14 +243,9 @@ async fn recipients(v: &Viewer, states: Vec<RecipientState>) -> ApiResult<Vec<Re
 }
 
 /// A message as the thread shows it.
-async fn message_view(
-    v: &Viewer,
-    m: &MessageRow,
-    states: Vec<RecipientState>,
-) -> ApiResult<MessageView> {
-    let env = v.ops().envelope(m).await?;
-    let verification = v.ops().verification(m, &env).await?;
-    let map = env.as_object().cloned().unwrap_or_default();
+async fn message_view(v: &Viewer, t: ThreadMessage) -> ApiResult<MessageView> {
+    let m = &t.message;
+    let map = t.envelope.as_object().cloned().unwrap_or_default();
     let data = map.get("data").cloned().unwrap_or(Value::Null);
     let body = frame::envelope_body(&Envelope::from_map(map.clone()));
     Ok(MessageView {
@@ -263,14 +253,14 @@ async fn message_view(
         kind: short_kind(&m.kind),
         time: render::time(m.received_at),
         from: peer(&m.source),
-        to: peer(&m.to_text),
+        to: peer(&m.to),
         subject: attr(&map, "subject"),
         body: peer(&body),
         correlation: attr(&map, "correlation_id"),
         task: m.task_id.clone().unwrap_or_default(),
-        verification: verification_view(&verification),
+        verification: verification_view(&t.verification),
         attachments: attachments(&data),
-        recipients: recipients(v, states).await?,
+        recipients: recipients(v, t.recipients).await?,
     })
 }
 
@@ -282,25 +272,22 @@ pub(crate) async fn thread(
     Query(q): Query<ThreadQuery>,
 ) -> Response {
     let r = async {
-        let rows = v.ops().conversation(&id).await?;
-        let pages = rows.len().div_ceil(THREAD_PAGE).max(1);
-        let page_no = q.page.unwrap_or(1).clamp(1, pages);
-        let shown = &rows[(page_no - 1) * THREAD_PAGE..rows.len().min(page_no * THREAD_PAGE)];
         // Replies are found among every message the viewer may read, not only this page's.
-        let states = v.ops().delivery_states(&rows).await?;
-        let offset = (page_no - 1) * THREAD_PAGE;
-        let mut messages = Vec::with_capacity(shown.len());
-        for (i, m) in shown.iter().enumerate() {
-            let s = states.get(offset + i).cloned().unwrap_or_default();
-            messages.push(message_view(&v, m, s).await?);
+        let thread = v
+            .ops()
+            .thread(&id, q.page.unwrap_or(1), THREAD_PAGE)
+            .await?;
+        let mut messages = Vec::with_capacity(thread.messages.len());
+        for m in thread.messages {
+            messages.push(message_view(&v, m).await?);
         }
         page(&ThreadPage {
             chrome: Some(&v.chrome),
             id: peer(&id),
-            total: rows.len(),
+            total: thread.total,
             messages,
-            page: page_no,
-            pages,
+            page: thread.page,
+            pages: thread.pages,
         })
     }
     .await;
@@ -310,10 +297,6 @@ pub(crate) async fn thread(
 /// `GET /console/attachments/{id}`: a blob the viewer's scope covers, always as a download
 /// (`Content-Disposition: attachment`, `nosniff`), the same answer the API gives its parties.
 pub(crate) async fn attachment(v: Viewer, Path(id): Path<String>) -> Response {
-    let r = async {
-        let (b, bytes) = v.ops().blob(&id).await?;
-        Ok(ops::attachment(&b, bytes))
-    }
-    .await;
+    let r = async { v.ops().attachment(&id).await }.await;
     v.respond(r)
 }

@@ -7,8 +7,7 @@ use std::collections::BTreeSet;
 use askama::Template;
 use axum::response::Response;
 
-use agentbus_gateway::ops::Role;
-use agentbus_gateway::ops::{self, ApiResult, Counters, Principal};
+use agentbus_gateway::ops::{self, ApiResult, Counters, Role};
 use agentbus_protocol::Code;
 
 use crate::live::{Sample, Scope};
@@ -172,13 +171,13 @@ pub(crate) async fn live_part(v: &Viewer, samples: &[Sample]) -> ApiResult<Strin
     };
     let mut depths = Vec::new();
     let (mut online, mut suspended) = (0, 0);
-    if !matches!(v.who, Principal::User(ref u) if u.role == Role::Operator) {
+    if v.user.role != Role::Operator {
         for m in v.ops().managed_agents().await? {
             online += u64::from(m.presence == "online");
             suspended += u64::from(m.agent.suspended_at.is_some());
             depths.push(DepthRow {
                 depth: m.pending,
-                address: peer(&m.address),
+                address: peer(&m.agent.address),
                 presence: m.presence,
                 id: m.agent.id,
             });

@@ -7,8 +7,7 @@ use axum::extract::{Path, Query, RawForm};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 
-use agentbus_gateway::ops::WorkspaceRow;
-use agentbus_gateway::ops::{ApiError, ApiResult};
+use agentbus_gateway::ops::{ApiError, ApiResult, WorkspaceView};
 
 use crate::render::{self, Chrome, page_with, peer};
 use crate::session::Viewer;
@@ -34,7 +33,7 @@ pub(crate) struct PolicyQuery {
 }
 
 /// The workspaces whose policy the viewer administers.
-async fn administered(v: &Viewer) -> ApiResult<Vec<WorkspaceRow>> {
+async fn administered(v: &Viewer) -> ApiResult<Vec<WorkspaceView>> {
     v.ops().administered_workspaces().await
 }
 

@@ -12,7 +12,7 @@ use axum::response::Response;
 use serde_json::{Map, Value};
 
 use agentbus_gateway::ops::{self, ApiResult, ListQuery};
-use agentbus_gateway::ops::{MessageRow, TaskRow, Tokens, UsageFigure};
+use agentbus_gateway::ops::{ReportedUsage, TaskMessage, TaskView, Tokens};
 use agentbus_protocol::envelope::Envelope;
 use agentbus_protocol::frame;
 use agentbus_protocol::task::TaskState;
@@ -82,13 +82,13 @@ pub(crate) async fn list(v: Viewer, Query(q): Query<ListQuery>) -> Response {
         };
         let list = v.ops().tasks(&q).await?;
         let next = (list.len() as u32 >= PAGE)
-            .then(|| list.last().map(ops::task_cursor))
+            .then(|| list.last().map(|t| t.cursor.clone()))
             .flatten();
         let mut rows = Vec::with_capacity(list.len());
         for t in &list {
             rows.push(Row {
                 id: t.id.clone(),
-                state: t.state.clone(),
+                state: t.state.to_string(),
                 capability: peer(&t.capability),
                 requester: address(&v, &t.requester_id).await?,
                 worker: address(&v, &t.recipient_id).await?,
@@ -99,7 +99,7 @@ pub(crate) async fn list(v: Viewer, Query(q): Query<ListQuery>) -> Response {
         let mut agents = Vec::new();
         for a in v.ops().directory().await? {
             agents.push(Choice {
-                label: peer(&v.ops().address(&a).await?),
+                label: peer(&a.address),
                 selected_requester: q.requester.as_deref() == Some(a.id.as_str()),
                 selected_worker: q.recipient.as_deref() == Some(a.id.as_str()),
                 id: a.id,
@@ -181,7 +181,7 @@ struct Live {
     notices: Vec<(String, String, String)>,
 }
 
-fn usage_text(f: &UsageFigure) -> String {
+fn usage_text(f: &ReportedUsage) -> String {
     let t = &f.tokens;
     let mut parts = vec![
         format!("{} in", render::count(t.input)),
@@ -223,20 +223,20 @@ fn actor<'a>(a: &'a str, names: &'a BTreeMap<String, String>) -> String {
 
 /// The live part of a task's page (state, progress, deadlines, timeline, usage), rendered for
 /// the page and for every update its stream pushes: one function serves both. `row` and
-/// `messages` are what `tasks::messages_of` gave the viewer.
+/// `messages` are what `Caller::task` gave the viewer.
 pub(crate) async fn live_part(
     v: &Viewer,
-    row: &TaskRow,
-    messages: &[(MessageRow, Value)],
+    row: &TaskView,
+    messages: &[TaskMessage],
 ) -> ApiResult<String> {
-    let machine = ops::machine_of(row);
+    let machine = &row.machine;
     let mut names = BTreeMap::new();
     for party in [&row.requester_id, &row.recipient_id] {
         names.insert(party.clone(), address(v, party).await?);
     }
     let by_id: BTreeMap<&str, &Value> = messages
         .iter()
-        .map(|(m, env)| (m.id.as_str(), env))
+        .map(|t| (t.message.id.as_str(), &t.envelope))
         .collect();
     let mut usage_by_source: BTreeMap<String, SourceTotal> = BTreeMap::new();
     let mut costs: BTreeMap<(String, String), i64> = BTreeMap::new();
@@ -252,16 +252,13 @@ pub(crate) async fn live_part(
             } else {
                 short_kind(&e.kind)
             },
-            from: e.from_state.clone(),
-            to: e.to_state.clone(),
-            late: e.flag.as_deref() == Some("late"),
-            ignored: e.flag.as_deref() == Some("ignored"),
+            from: e.from.clone(),
+            to: e.to.clone(),
+            late: e.late,
+            ignored: e.ignored,
             timer: e.timer.clone().unwrap_or_default(),
             warnings: e
                 .warnings
-                .as_deref()
-                .and_then(|w| serde_json::from_str::<Vec<Value>>(w).ok())
-                .unwrap_or_default()
                 .iter()
                 .map(|w| peer(w["message"].as_str().unwrap_or(&w.to_string())))
                 .collect(),
@@ -275,7 +272,7 @@ pub(crate) async fn live_part(
             let map: Map<String, Value> = env.as_object().cloned().unwrap_or_default();
             let data = map.get("data").cloned().unwrap_or(Value::Null);
             entry.detail = peer(&frame::envelope_body(&Envelope::from_map(map.clone())));
-            let (_, figure, cost) = ops::figures(&map, &data, &e.kind);
+            let (figure, cost) = ops::reported(&map, &data, &e.kind);
             if let Some(f) = &figure {
                 entry.usage = usage_text(f);
                 let t = usage_by_source
@@ -317,18 +314,23 @@ pub(crate) async fn live_part(
     }
     let notices = messages
         .iter()
-        .filter(|(m, _)| m.source_agent_id.is_none())
-        .map(|(m, env)| {
-            let map = env.as_object().cloned().unwrap_or_default();
-            (
-                render::time(m.received_at),
-                format!("{} → {}", short_kind(&m.kind), peer(&m.to_text)),
-                peer(&frame::envelope_body(&Envelope::from_map(map))),
-            )
-        })
+        .filter(|t| t.message.source_agent_id.is_none())
+        .map(
+            |TaskMessage {
+                 message: m,
+                 envelope,
+             }| {
+                let map = envelope.as_object().cloned().unwrap_or_default();
+                (
+                    render::time(m.received_at),
+                    format!("{} → {}", short_kind(&m.kind), peer(&m.to)),
+                    peer(&frame::envelope_body(&Envelope::from_map(map))),
+                )
+            },
+        )
         .collect();
     let live = Live {
-        state: row.state.clone(),
+        state: row.state.to_string(),
         cancel_requested: machine
             .cancel_requested_at
             .map(|t| render::time(t.millis()))
@@ -387,11 +389,10 @@ pub(crate) async fn one(v: Viewer, Path(id): Path<String>) -> Response {
         let live = live_part(&v, &row, &messages).await?;
         let request = messages
             .iter()
-            .find(|(m, _)| m.id == row.request_id)
-            .map(|(_, env)| env.clone())
+            .find(|t| t.message.id == row.request_id)
+            .map(|t| t.envelope.clone())
             .unwrap_or(Value::Null);
-        let machine = ops::machine_of(&row);
-        let limits = &machine.limits;
+        let limits = &row.machine.limits;
         let budget = match &request["budget"] {
             Value::Null => String::new(),
             b => peer(&format!(
@@ -424,7 +425,7 @@ pub(crate) async fn one(v: Viewer, Path(id): Path<String>) -> Response {
             budget,
             instructions: peer(request["data"]["instructions"].as_str().unwrap_or_default()),
             live,
-            may_cancel: !row.terminal && ops::admin_scope(&v.who).is_some(),
+            may_cancel: !row.terminal && v.ops().is_admin(),
         })
     }
     .await;

@@ -8,8 +8,7 @@ use askama::Template;
 use axum::extract::Query;
 use axum::response::Response;
 
-use agentbus_gateway::ops::{self, UsageQuery};
-use agentbus_gateway::ops::{Tokens, UsageTotal};
+use agentbus_gateway::ops::{self, Tokens, UsageQuery, UsageView};
 
 use crate::render::{Chrome, count, page, peer};
 use crate::session::Viewer;
@@ -43,7 +42,7 @@ fn tokens(t: &Tokens) -> [String; 5] {
     [t.input, t.output, t.cache_read, t.cache_write, t.reasoning].map(count)
 }
 
-fn add(into: &mut UsageTotal, t: &UsageTotal) {
+fn add(into: &mut UsageView, t: &UsageView) {
     into.messages += t.messages;
     let (a, b) = (&mut into.tokens, &t.tokens);
     a.input = a.input.saturating_add(b.input);
@@ -58,8 +57,8 @@ fn add(into: &mut UsageTotal, t: &UsageTotal) {
 
 /// Sums totals under `key`, keeping the sources apart: a figure is never added to one of
 /// another source.
-fn roll_up(rows: &[UsageTotal], key: impl Fn(&UsageTotal) -> UsageTotal) -> Vec<UsageTotal> {
-    let mut sums: BTreeMap<String, UsageTotal> = BTreeMap::new();
+fn roll_up(rows: &[UsageView], key: impl Fn(&UsageView) -> UsageView) -> Vec<UsageView> {
+    let mut sums: BTreeMap<String, UsageView> = BTreeMap::new();
     for t in rows {
         let k = key(t);
         let id = format!(
@@ -94,7 +93,7 @@ pub(crate) async fn page_of(v: Viewer, Query(q): Query<UsageQuery>) -> Response 
                 names.insert(t.agent_id.clone(), label);
             }
         }
-        let line = |t: &UsageTotal| Line {
+        let line = |t: &UsageView| Line {
             day: t.day.clone(),
             agent: names.get(&t.agent_id).cloned().unwrap_or_default(),
             agent_id: t.agent_id.clone(),
@@ -109,7 +108,7 @@ pub(crate) async fn page_of(v: Viewer, Query(q): Query<UsageQuery>) -> Response 
                 .unwrap_or_default(),
             cost_source: peer(t.cost_source.as_deref().unwrap_or("unstated")),
         };
-        let by_agent = roll_up(&rows, |t| UsageTotal {
+        let by_agent = roll_up(&rows, |t| UsageView {
             capability: None,
             day: String::new(),
             messages: 0,
@@ -117,7 +116,7 @@ pub(crate) async fn page_of(v: Viewer, Query(q): Query<UsageQuery>) -> Response 
             cost_micros: 0,
             ..t.clone()
         });
-        let by_capability = roll_up(&rows, |t| UsageTotal {
+        let by_capability = roll_up(&rows, |t| UsageView {
             agent_id: String::new(),
             day: String::new(),
             messages: 0,
