@@ -525,7 +525,9 @@ async fn add_key_inner(
             if at <= now {
                 return Err(ApiError::new(
                     Code::InvalidRequest,
-                    format!("`expires_at` {s} is not in the future: an expired key signs nothing (§3.3)"),
+                    format!(
+                        "`expires_at` {s} is not in the future: an expired key signs nothing (§3.3)"
+                    ),
                 ));
             }
             at
