@@ -32,7 +32,7 @@ use agentbus_store::Store;
 use crate::access::bearer;
 use crate::error::{ApiError, ApiResult};
 use crate::identity::{card_body, visible_agent};
-use crate::state::{App, Principal};
+use crate::state::App;
 
 /// The A2A extension that carries what A2A's card has no field for.
 pub const EXTENSION_URI: &str = "https://komsary.agentbus.exchange/a2a/agentbus/v1";
@@ -161,15 +161,7 @@ pub async fn well_known(
         .store
         .agent(&id)
         .await?
-        .filter(|a| a.visibility == "public" && a.deleted_at.is_none())
         .ok_or_else(ApiError::not_found)?;
-    // Suspension contains at once: a suspended agent's or tenant's card is gone from anonymous
-    // discovery too, answered as an unknown agent is (the check every credential meets).
-    match crate::roles::ensure_active(&app, &Principal::Agent(a.clone())).await {
-        Err(e) if matches!(e.code, Code::AgentSuspended | Code::TenantSuspended) => {
-            Err(ApiError::not_found())
-        }
-        Err(e) => Err(e),
-        Ok(()) => Ok(Json(a2a_of(&app, &a).await?)),
-    }
+    let a = crate::identity::public_agent(&app, a).await?;
+    Ok(Json(a2a_of(&app, &a).await?))
 }

@@ -55,6 +55,9 @@ pub async fn bearer(app: &App, headers: &HeaderMap) -> ApiResult<Principal> {
         })?;
     let principal = app.authenticate(token).await?;
     crate::roles::ensure_active(app, &principal).await?;
+    if let Principal::Agent(a) = &principal {
+        app.mark_heard(&a.id);
+    }
     Ok(principal)
 }
 

@@ -406,13 +406,31 @@ pub async fn list_agents(
     Ok(Json(api::Agents { agents }))
 }
 
-/// The agent `id` if `who` may see it in the directory, else exactly what a missing one gets.
+/// The agent `id` if `who` may read its card, else exactly what a missing one gets: what the
+/// directory shows `who`, and any live, active `public` card (docs/protocol.md "Card visibility":
+/// a credential never sees less than anonymous A2A discovery does).
 pub async fn visible_agent(app: &App, who: &Principal, id: &str) -> ApiResult<AgentRow> {
-    app.store
-        .agent(id)
-        .await?
-        .filter(|a| visible(who, a))
-        .ok_or_else(ApiError::not_found)
+    let a = app.store.agent(id).await?.ok_or_else(ApiError::not_found)?;
+    if visible(who, &a) {
+        return Ok(a);
+    }
+    public_agent(app, a).await
+}
+
+/// `a` if its card is `public`, live, and neither it nor its tenant is suspended: what anyone may
+/// read, with or without a credential; else exactly what a missing agent gets.
+pub(crate) async fn public_agent(app: &App, a: AgentRow) -> ApiResult<AgentRow> {
+    if a.visibility != "public" || a.deleted_at.is_some() {
+        return Err(ApiError::not_found());
+    }
+    // Suspension contains at once: gone from public reading, answered as an unknown agent is.
+    match crate::roles::ensure_active(app, &Principal::Agent(a.clone())).await {
+        Ok(()) => Ok(a),
+        Err(e) if matches!(e.code, Code::AgentSuspended | Code::TenantSuspended) => {
+            Err(ApiError::not_found())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// `GET /v1/agents/{id}`: the card and its keys.
@@ -517,10 +535,23 @@ async fn add_key_inner(
     let pk = parse_public_key(public_key)?;
     let now = app.now();
     let expires = match expires_at {
-        Some(s) => s
-            .parse::<Timestamp>()
-            .map_err(|e| ApiError::new(Code::InvalidRequest, format!("`expires_at`: {e}")))?
-            .millis(),
+        Some(s) => {
+            let at = s
+                .parse::<Timestamp>()
+                .map_err(|e| ApiError::new(Code::InvalidRequest, format!("`expires_at`: {e}")))?
+                .millis();
+            // Stored, it would only be refused at its first publish (AB-1012), far from the
+            // request that made the mistake.
+            if at <= now {
+                return Err(ApiError::new(
+                    Code::InvalidRequest,
+                    format!(
+                        "`expires_at` {s} is not in the future: an expired key signs nothing (§3.3)"
+                    ),
+                ));
+            }
+            at
+        }
         None => now + app.config.key_lifetime_days * 86_400_000,
     };
     let key = KeyRow {

@@ -138,7 +138,12 @@ impl App {
                 agentbus_runtime::random_bytes(),
             )
         });
-        let short = kind.trim_start_matches("agentbus.").trim_end_matches(".v1");
+        // The registry's URL for the type (§5: `…/schemas/agentbus.system.expired/v1.json`), the
+        // one `/.well-known/agentbus.json` lists, so a notice validates like any message.
+        let schema = kind
+            .parse::<agentbus_protocol::schema::MessageType>()
+            .map_err(|e| BackgroundError::item(Code::StorageUnavailable, e.0))?
+            .schema_url();
         let parts = seal::Parts {
             id: self.mint(IdKind::Message),
             source: format!("agent://system/gateway/{service}"),
@@ -149,10 +154,7 @@ impl App {
             conversation_id: conversation.clone(),
             correlation_id: original.map(|m| m.id.clone()),
             traceparent: trace,
-            schema: format!(
-                "{}{short}/v1.json",
-                agentbus_protocol::schema::REGISTRY_BASE
-            ),
+            schema,
             idempotency_key: None,
             expires_at: None,
             capability: None,
@@ -213,7 +215,7 @@ impl App {
 
     /// Sends the notice `kind` owed about entry `e` as it stands now, stored with the clearing of
     /// its mark (nothing is stored if the mark was cleared or replaced since, say a hold's by a
-    /// dead letter's, which then stays owed): a dead letter's AB-4010 or an expiry's
+    /// dead letter's, which then stays owed): a dead letter's AB-4016 or an expiry's
     /// `system.expired` (the reaper's), AB-4003 (the recipient's deletion), AB-4013 not
     /// dead-lettered (held for a suspended recipient; forgone once the entry was acknowledged, or
     /// settled owing no notice of its own).
@@ -225,7 +227,8 @@ impl App {
         let owed = Owed::Entry(e.agent_id.clone(), e.sequence, kind);
         match (kind, e.state) {
             (NoticeKind::Settled, EntryState::Dead) => {
-                self.undeliverable(e, "AB-4010", true, owed).await
+                let code = Code::DeadLettered.to_string();
+                self.undeliverable(e, &code, true, owed).await
             }
             (NoticeKind::Settled, _) => self.expired_notice(e, owed).await,
             (NoticeKind::Deleted, _) => self.undeliverable(e, "AB-4003", true, owed).await,

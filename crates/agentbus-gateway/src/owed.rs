@@ -156,17 +156,29 @@ async fn notify_expiry(
     let original = find_request(app, row).await?;
     let owed_to = |bit| Owed::Task(row.id.clone(), bit);
     if from == TaskState::Submitted {
-        // §6.1: the sender gets system.expired (with G-WP-8's additive `reason` and `delivered`).
+        // §6.1: the sender gets system.expired (with G-WP-8's additive `reason` and `last_state: delivered`).
         if owed & OWED_REQUESTER == 0 {
             return Ok(());
         }
         let (Some(req), Some(orig)) = (requester, original.as_ref()) else {
             return Ok(app.store.forgo_notice(owed_to(OWED_REQUESTER)).await?);
         };
+        // How far the request got with the worker (G-WP-8): usually delivered, its sidecar
+        // having taken it, with nobody acting on it; routed while it waited in the inbox.
+        let copy = app
+            .store
+            .delivery_states(&orig.tenant_id, &orig.source, &orig.id)
+            .await?
+            .and_then(|(_, rows)| rows.into_iter().find(|r| r.agent_id == row.recipient_id));
+        let last_state = match &copy {
+            Some(c) if c.acked_at.is_some() || c.shown.is_some() => "delivered",
+            Some(_) => "routed",
+            None => "persisted",
+        };
         let data = json!({
             "original_message_id": row.request_id,
             "expired_at": Timestamp(at).to_string(),
-            "last_state": "persisted",
+            "last_state": last_state,
             "reason": if timer == Timer::AcceptTimeout { "accept_timeout" } else { "expires_at" },
             "task_id": row.id,
         });

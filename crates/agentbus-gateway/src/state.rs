@@ -166,6 +166,9 @@ pub struct App {
     pub(crate) tokens: Mutex<HashMap<[u8; 32], Principal>>,
     pub(crate) buckets: Mutex<HashMap<String, (f64, i64)>>,
     pub(crate) seen: Mutex<HashMap<String, i64>>,
+    /// When each agent was last heard from at all: any request under its own credential (a
+    /// card's `last_heartbeat_at`; presence keeps to inbox reads).
+    pub(crate) heard: Mutex<HashMap<String, i64>>,
     pub(crate) directory: Mutex<Directory>,
     /// Set when shutdown begins: long-polls and WebSockets return at once, so a graceful shutdown
     /// waits only for requests that are doing work.
@@ -210,6 +213,7 @@ impl App {
             tokens: Mutex::default(),
             buckets: Mutex::default(),
             seen: Mutex::default(),
+            heard: Mutex::default(),
             directory: Mutex::default(),
             task_locks: Default::default(),
             shutting_down: tokio::sync::watch::Sender::new(false),
@@ -239,6 +243,14 @@ impl App {
     /// Now, in Unix milliseconds.
     pub fn now(&self) -> i64 {
         self.clock.now().millis()
+    }
+
+    /// Records that an agent was heard from now: a request under its own credential.
+    pub(crate) fn mark_heard(&self, agent_id: &str) {
+        let now = self.now();
+        if let Ok(mut m) = self.heard.lock() {
+            m.insert(agent_id.to_owned(), now);
+        }
     }
 
     /// Mints an id as of the gateway clock.

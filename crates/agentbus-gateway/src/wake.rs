@@ -94,11 +94,16 @@ impl App {
     }
 
     /// `online` when the agent read its inbox within the last visibility timeout, else `offline`,
-    /// and when it last did.
+    /// and when it was last heard from (an inbox read, or any request under its credential).
     pub(crate) fn presence(&self, agent_id: &str) -> (&'static str, Option<i64>) {
-        let last = self.seen.lock().ok().and_then(|m| m.get(agent_id).copied());
+        let read = self.seen.lock().ok().and_then(|m| m.get(agent_id).copied());
+        let heard = self
+            .heard
+            .lock()
+            .ok()
+            .and_then(|m| m.get(agent_id).copied());
         let online =
-            last.is_some_and(|t| self.now() - t <= self.config.visibility_timeout_s * 1000);
-        (if online { "online" } else { "offline" }, last)
+            read.is_some_and(|t| self.now() - t <= self.config.visibility_timeout_s * 1000);
+        (if online { "online" } else { "offline" }, read.max(heard))
     }
 }

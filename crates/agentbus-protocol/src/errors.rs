@@ -538,6 +538,10 @@ catalogue! {
     CapabilityNotDeclared = 4015, 422, Refused, Project, "Capability not declared",
         cause: "A `task.request` names a `capability` and `capability_version` the recipient's card does not declare (§5.2, §10).",
         fix: "Read the recipient's capabilities with `agentbus agents show <agent>`, or ask its owner to declare the capability (`agentbus card edit --capability name@major`).";
+    /// Delivery was tried as often as the gateway allows, and never acknowledged.
+    DeadLettered = 4016, 410, Refused, Project, "Dead-lettered",
+        cause: "The recipient's inbox handed the message out `max_attempts` times (a gateway setting) and no delivery was acknowledged within the visibility timeout (§8); it is kept as a dead letter and not delivered again. This code reaches the sender in an `agentbus.system.undeliverable.v1` notice with `dead_lettered: true`.",
+        fix: "Check that the recipient's sidecar or worker runs and acknowledges (`agentbus doctor` on its machine), then send the message again.";
     /// task.input while no question is open.
     NoOpenQuestion = 4020, 409, Refused, Spec, "No question is open",
         cause: "`task.input` is accepted only while the task is `needs_input` (§5.7b).",

@@ -598,6 +598,22 @@ pub fn envelope_body(env: &Envelope) -> String {
                 out.push_str(" It was dead-lettered.");
             }
         }
+        // A task request nobody accepted in time (G-WP-8's `reason`) did not expire as a
+        // message: its task did, often after the request was delivered; say that.
+        Some(KnownType::SystemExpired) if s("reason") == Some("accept_timeout") => {
+            let _ = write!(
+                out,
+                "Expired: nobody accepted task {} (request {}) before its accept timeout ran out at {}",
+                s("task_id").unwrap_or("?"),
+                s("original_message_id").unwrap_or("?"),
+                s("expired_at").unwrap_or("?"),
+            );
+            if s("last_state") == Some("delivered") {
+                out.push_str("; the request had been delivered to the worker's machine.");
+            } else {
+                out.push('.');
+            }
+        }
         Some(KnownType::SystemExpired) => {
             let _ = write!(
                 out,
@@ -691,6 +707,15 @@ mod receiver_rules {
         assert_eq!(
             body,
             "Expired: your message msg_2 was not delivered before it expired at 2026-10-10T15:05:00Z (it had been routed)."
+        );
+        // An accept timeout is the task's, not the message's: named as such, with its delivery.
+        let body = notice(
+            KnownType::SystemExpired,
+            serde_json::json!({"original_message_id": "msg_3", "expired_at": "2026-10-10T15:07:00Z", "last_state": "delivered", "reason": "accept_timeout", "task_id": "tsk_3"}),
+        );
+        assert_eq!(
+            body,
+            "Expired: nobody accepted task tsk_3 (request msg_3) before its accept timeout ran out at 2026-10-10T15:07:00Z; the request had been delivered to the worker's machine."
         );
     }
 

@@ -299,7 +299,7 @@ pub const OWED_CANCEL_RECIPIENT: u8 = 8;
 /// rolling upgrade.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoticeKind {
-    /// The reaper settled the entry: a dead letter's `system.undeliverable` (AB-4010), or an
+    /// The reaper settled the entry: a dead letter's `system.undeliverable` (AB-4016), or an
     /// expiry's `system.expired` (§5.9, §5.10), by the entry's state.
     Settled,
     /// The recipient's deletion dead-lettered the entry: `system.undeliverable`, AB-4003.
@@ -321,7 +321,7 @@ impl NoticeKind {
     }
 
     /// The kind of an `inbox.notice` mark. Releases before kinds marked a deletion's 1 too;
-    /// such a notice still owed at the upgrade goes as AB-4010.
+    /// such a notice still owed at the upgrade goes as AB-4016.
     pub(crate) fn from_code(c: i64) -> NoticeKind {
         match c {
             2 => NoticeKind::Deleted,

@@ -82,10 +82,36 @@ async fn wp_10_5_a_card_not_yours_to_see_answers_like_no_card() {
     assert_eq!(s, 200);
     let (s, card) = h.get(&wk(&a.id), "").await;
     assert_eq!((s, card["name"].as_str()), (200, Some("reviewer")));
-    // A public card of another tenant is discoverable there too, but a credential of this
-    // tenant still sees only what the directory shows it.
+    // Another tenant's card is not this tenant's to read...
     let (s, _) = h.get(&wk(&stranger.id), &a.token).await;
     assert_eq!(s, 404);
+    // ...until it is public: then a credential of any tenant reads it on every card route, as
+    // anonymous discovery does (docs/protocol.md "Card visibility"), while the directory listing
+    // stays within the tenant.
+    let spath = format!("/v1/agents/{}", stranger.id);
+    let (s, _) = h
+        .req(
+            reqwest::Method::PATCH,
+            &spath,
+            &stranger.token,
+            Some(json!({"visibility": "public"})),
+        )
+        .await;
+    assert_eq!(s, 200);
+    for path in [wk(&stranger.id), format!("{spath}/a2a"), spath.clone()] {
+        assert_eq!(h.get(&path, &a.token).await.0, 200, "{path}");
+        assert_eq!(h.get(&path, &hidden.token).await.0, 200, "{path}");
+    }
+    assert_eq!(h.get(&wk(&stranger.id), "").await.0, 200);
+    let (_, dir) = h.get("/v1/agents", &a.token).await;
+    assert!(
+        dir["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["id"] != json!(stranger.id)),
+        "{dir}"
+    );
 }
 
 /// Suspension contains at once (docs/security.md): a public card is gone from anonymous discovery

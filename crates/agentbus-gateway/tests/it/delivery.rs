@@ -269,11 +269,12 @@ async fn the_notices_of_a_suspension_that_stopped_go_with_the_next_pass_once() {
     assert!(h.poll(&a, 0, 0).await.is_empty(), "sent once");
 }
 
-/// A dead letter the reaper settled is reported as what it was, AB-4010, even when its
-/// recipient is deleted before the notice goes out (the deletion owes AB-4003 only for what it
-/// dead-letters itself).
+/// A dead letter the reaper settled is reported as what it was, AB-4016 (whose catalogue entry
+/// says dead-lettered), even when its recipient is deleted before the notice goes out (the
+/// deletion owes AB-4003 only for what it dead-letters itself). The notice names its type's
+/// registry schema, so it validates as any envelope does (§5.9, `agentbus envelope validate`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dead_letter_is_reported_ab_4010_when_its_recipient_is_deleted_before_the_notice() {
+async fn a_dead_letter_is_reported_ab_4016_when_its_recipient_is_deleted_before_the_notice() {
     let h = Harness::start().await;
     let (a, b) = (h.agent("alpha").await, h.agent("bravo").await);
     let m = signed(&h, &a, &b.address, "never acked");
@@ -296,7 +297,20 @@ async fn a_dead_letter_is_reported_ab_4010_when_its_recipient_is_deleted_before_
     h.app.reap().await.unwrap();
     let notices = h.poll(&a, 0, 0).await;
     assert_eq!(notices.len(), 1, "{notices:?}");
-    assert_eq!(notices[0]["envelope"]["data"]["code"], "AB-4010");
+    let env = &notices[0]["envelope"];
+    assert_eq!(env["data"]["code"], "AB-4016");
+    assert_eq!(
+        agentbus_protocol::errors::Code::DeadLettered.to_string(),
+        "AB-4016"
+    );
+    assert_eq!(
+        env["schema"],
+        "https://komsary.agentbus.exchange/schemas/agentbus.system.undeliverable/v1.json"
+    );
+    let envelope =
+        agentbus_protocol::envelope::Envelope::parse(env.to_string().as_bytes()).unwrap();
+    let problems = envelope.validate(Default::default());
+    assert!(problems.is_empty(), "{problems:?}");
 }
 
 /// A message from the agent `from` (by id) to `to`, stored through the store itself (no

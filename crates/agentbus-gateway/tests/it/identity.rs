@@ -297,10 +297,14 @@ async fn presence_follows_inbox_reads() {
     let h = Harness::start().await;
     let a = h.agent("alpha").await;
     let path = format!("/v1/agents/{}", a.id);
-    assert_eq!(
-        h.get(&path, &a.token).await.1["status"]["presence"],
-        "offline"
-    );
+    // Registered by an admin, never heard from: no heartbeat yet.
+    let card = h.get(&path, &h.admin).await.1;
+    assert!(card["status"].get("last_heartbeat_at").is_none(), "{card}");
+    // Any request under its own credential (as `agentbus connect` makes) is a heartbeat (WP-10-2);
+    // presence stays with inbox reads.
+    let card = h.get(&path, &a.token).await.1;
+    assert_eq!(card["status"]["presence"], "offline");
+    assert!(card["status"]["last_heartbeat_at"].is_string(), "{card}");
     h.poll(&a, 0, 0).await;
     let card = h.get(&path, &a.token).await.1;
     assert_eq!(card["status"]["presence"], "online");

@@ -374,6 +374,44 @@ async fn wp_6_1_timers_fire_on_the_test_clock_with_notices() {
         .unwrap();
     assert_eq!(notice["envelope"]["data"]["reason"], "accept_timeout");
     assert_eq!(notice["envelope"]["data"]["original_message_id"], req["id"]);
+    // Routed to the worker's inbox, never taken by its sidecar; the notice validates against
+    // its registry schema (G-WP-8's `last_state` enum included).
+    assert_eq!(notice["envelope"]["data"]["last_state"], "routed");
+    let env =
+        agentbus_protocol::envelope::Envelope::parse(notice["envelope"].to_string().as_bytes())
+            .unwrap();
+    assert_eq!(env.validate(Default::default()), vec![]);
+    // Taken by the worker's sidecar (acked) and still not accepted: delivered, and the frame
+    // a session sees names the accept timeout rather than an undelivered message.
+    let req = sign(
+        &bot,
+        request(&h, &bot, &rev, json!({"accept_timeout_s": 120})),
+    );
+    let t0 = h.publish_task(&bot, &req).await;
+    let copy = h
+        .poll(&rev, 0, 0)
+        .await
+        .into_iter()
+        .find(|d| d["envelope"]["id"] == req["id"])
+        .unwrap();
+    assert_eq!(h.ack(&rev, &copy).await.0, 200);
+    h.clock.advance_secs(120);
+    h.app.reap().await.unwrap();
+    let notice = h
+        .poll(&bot, 0, 0)
+        .await
+        .into_iter()
+        .find(|d| d["envelope"]["data"]["task_id"] == json!(t0))
+        .unwrap();
+    assert_eq!(notice["envelope"]["data"]["last_state"], "delivered");
+    let env =
+        agentbus_protocol::envelope::Envelope::parse(notice["envelope"].to_string().as_bytes())
+            .unwrap();
+    let framed = agentbus_protocol::frame::envelope_body(&env);
+    assert!(
+        framed.starts_with(&format!("Expired: nobody accepted task {t0}")),
+        "{framed}"
+    );
     // Progress timeout: both parties get a message.v1 from agent://system/gateway/tasks.
     let req = sign(
         &bot,
