@@ -1295,9 +1295,10 @@ pub fn setting(name: &str) -> Option<&'static Setting> {
     SETTINGS.iter().find(|s| s.name == name)
 }
 
-/// A value that could not be used, on one line: where it came from, why, and what to do.
+/// A value that could not be used, on one line: where it came from and why; its fix is the
+/// catalogue entry's (AB-9020), filled with what to do about this value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{what}: {cause}; fix: {fix}")]
+#[error("{what}: {cause}")]
 pub struct SettingError {
     /// The value as given: `--flag VALUE`, `AGENTBUS_X=VALUE`, or `key = VALUE in FILE`.
     pub what: String,
@@ -1305,6 +1306,16 @@ pub struct SettingError {
     pub cause: String,
     /// What to do.
     pub fix: String,
+}
+
+impl agentbus_protocol::errors::Catalogued for SettingError {
+    fn code(&self) -> agentbus_protocol::Code {
+        agentbus_protocol::Code::SettingUnusable
+    }
+
+    fn fix_values(&self) -> Vec<(&'static str, String)> {
+        vec![("fix", self.fix.clone())]
+    }
 }
 
 /// What the settings are read from.

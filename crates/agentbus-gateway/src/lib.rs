@@ -345,7 +345,7 @@ pub enum StartError {
     #[error("store: {0}")]
     Store(#[from] agentbus_store::StoreError),
     /// The PostgreSQL database could not be used (`store`): its cause and the fix.
-    #[error("{cause}")]
+    #[error("the database (--store): {cause}")]
     Database {
         /// What went wrong, in a line.
         cause: String,
@@ -372,6 +372,42 @@ pub enum StartError {
         /// The failure.
         source: std::io::Error,
     },
+}
+
+impl agentbus_protocol::errors::Catalogued for StartError {
+    fn code(&self) -> Code {
+        use testclock::Mismatch;
+        match self {
+            StartError::Listen { .. } => Code::ListenUnusable,
+            StartError::Locked(_) => Code::DataDirLocked,
+            StartError::NoData(_) => Code::NoGatewayData,
+            StartError::TestClock(Mismatch::NotATestDirectory(_)) => Code::NotATestDirectory,
+            StartError::TestClock(Mismatch::TestDirectory(_)) => Code::TestDirectory,
+            StartError::Database {
+                unreachable: true, ..
+            } => Code::DatabaseUnreachable,
+            StartError::Database { .. } => Code::DatabaseUnusable,
+            StartError::MasterKeyMismatch(_) => Code::MasterKeyMismatch,
+            StartError::BlobStore(_) => Code::BlobStoreUnusable,
+            // The gateway's own key files (master.key, gateway.key) live in its data directory.
+            StartError::DataDir { .. }
+            | StartError::Key(_)
+            | StartError::Store(_)
+            | StartError::Bootstrap(_)
+            | StartError::TestClock(Mismatch::Io { .. }) => Code::DataDirUnusable,
+        }
+    }
+
+    /// The fix a database or object store check worked out, and the data directory where the
+    /// error knows it (the front end fills `{dir}` otherwise).
+    fn fix_values(&self) -> Vec<(&'static str, String)> {
+        match self {
+            StartError::Database { fix, .. } => vec![("fix", fix.clone())],
+            StartError::BlobStore(u) => vec![("fix", u.fix.clone())],
+            StartError::DataDir { path, .. } => vec![("dir", path.clone())],
+            _ => Vec::new(),
+        }
+    }
 }
 
 fn load_or_create_key(path: &Path) -> Result<SigningKey, StartError> {

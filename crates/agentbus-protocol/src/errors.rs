@@ -10,7 +10,7 @@
 //! checked on this machine before any request), 4xxx routing, tasks and attachments (4070–4085 the
 //! MCP server's and the client's, 41xx local delivery, hooks and the worker, 42xx the git share),
 //! 5xxx quotas, 6xxx versions, 9xxx the gateway's own state: its storage, its capacity, its
-//! shutdown (never caused by what a request contains).
+//! shutdown (never caused by what a request contains), and 9020–9030 why it could not start.
 //!
 //! Each entry has a [`Kind`], from which every front end derives its answer, and every library
 //! error enum implements [`Catalogued`], so front ends never sort a library's errors by hand.
@@ -857,6 +857,50 @@ catalogue! {
     StoreBusy = 9010, 503, Unavailable, Project, "Store busy",
         cause: "Every PostgreSQL connection of this gateway process stayed busy for `store_wait` (5 s by default), or a row the request needs stayed locked by another database session for 10 s (another replica's transaction, or one whose host is gone, which the server ends within about 25 s): the database is slow, the pool (`store_pool`) is too small for the load, or a replica died mid-transaction. Nothing was stored for this request.",
         fix: "Retry after the seconds in `Retry-After` with the same `id`; operators should check the database's load and raise `store_pool` within its `max_connections` (docs/deploy.md).";
+    /// A gateway setting's value cannot be used.
+    SettingUnusable = 9020, 0, Configuration, Project, "Setting not usable",
+        cause: "A flag, an `AGENTBUS_*` variable or a line of the `--config` file gives a gateway setting a value it cannot take; the gateway did not start.",
+        fix: "{fix}; docs/settings.md lists every setting, and `agentbus gateway --print-config` shows where each value came from.";
+    /// The gateway's listening address is taken or not allowed.
+    ListenUnusable = 9021, 503, Unavailable, Project, "Cannot listen",
+        cause: "The gateway could not bind its `listen` address: another process holds it, or the address is not this machine's or needs privileges. Nothing was written.",
+        fix: "Stop the other process, or choose another address with `agentbus gateway --listen ADDR` (`AGENTBUS_LISTEN`).";
+    /// Another gateway holds the data directory.
+    DataDirLocked = 9022, 0, Configuration, Project, "Data directory in use",
+        cause: "Another gateway process (or an `agentbus gateway admin-token`) holds the data directory's lock.",
+        fix: "Stop the other gateway first, or give this one its own directory with `agentbus gateway --data DIR`.";
+    /// The directory holds no gateway data.
+    NoGatewayData = 9023, 0, Configuration, Project, "No gateway data",
+        cause: "`agentbus gateway admin-token` was pointed at a directory no gateway ever started in, and no `--store` names a database.",
+        fix: "Run it with the data directory (or `--store URL`) the first start printed: `agentbus gateway admin-token --data DIR`.";
+    /// The data directory was made without the test clock, which this start asks for.
+    NotATestDirectory = 9024, 0, Configuration, Project, "Not a test data directory",
+        cause: "`--unsafe-test-clock` is given, but the data directory was created by a gateway without it: a production directory's clock is never moved.",
+        fix: "Give the test gateway a new, empty directory: `agentbus gateway --unsafe-test-clock --data DIR`.";
+    /// The data directory was made with the test clock, which this start lacks.
+    TestDirectory = 9025, 0, Configuration, Project, "A test data directory",
+        cause: "The data directory was created by a gateway started with `--unsafe-test-clock`, whose time may have been moved; this start lacks the flag.",
+        fix: "Start it with `agentbus gateway --unsafe-test-clock` (tests only), or use another `--data` directory.";
+    /// The data directory cannot be used.
+    DataDirUnusable = 9026, 0, Configuration, Project, "Data directory unusable",
+        cause: "The gateway could not create, read or write a file of its data directory, or the store in it refused to open.",
+        fix: "Check that {dir} is writable by this user and holds this gateway's files (`ls -l {dir}`).";
+    /// The PostgreSQL database refuses this gateway.
+    DatabaseUnusable = 9027, 0, Configuration, Project, "Database unusable",
+        cause: "The PostgreSQL database named by `store` answered, but cannot be used: a wrong password or role, a missing database, a schema from a newer release, or a server that does not write durably.",
+        fix: "{fix}";
+    /// The PostgreSQL server cannot be reached.
+    DatabaseUnreachable = 9028, 503, Unavailable, Project, "Database unreachable",
+        cause: "No PostgreSQL server answered at the host and port of `store` in time.",
+        fix: "{fix}";
+    /// This replica's master key does not open the database's tenant keys.
+    MasterKeyMismatch = 9029, 0, Configuration, Project, "Master key mismatch",
+        cause: "The database's tenant keys were sealed by another replica's `master.key`: this data directory holds a key of its own.",
+        fix: "Replicas on one database share one master.key and gateway.key: copy both from the first replica's data directory (docs/deploy.md).";
+    /// The S3 settings do not give a usable bucket.
+    BlobStoreUnusable = 9030, 0, Configuration, Project, "Object store unusable",
+        cause: "The `s3_*` settings were checked at start (§9) and do not give a bucket this gateway can write, read and delete in.",
+        fix: "{fix}";
 }
 
 impl Code {

@@ -52,7 +52,10 @@ fn check(name: &str, case: &toml::Table, file: Option<PathBuf>) {
                 .iter()
                 .map(|l| l.as_str().unwrap().replace("FILE", &shown))
                 .collect();
-            let got: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            let got: Vec<String> = errors
+                .iter()
+                .map(|e| format!("{e}; fix: {}", e.fix))
+                .collect();
             assert_eq!(got, want, "{name}");
         }
         (Ok(_), Some(_)) => panic!("{name}: resolved, but errors were expected"),

@@ -15,6 +15,7 @@ use agentbus_gateway::config::{
     LogFormat, Origin, Resolved, SETTINGS, SettingError, Sources, resolve,
 };
 use agentbus_gateway::{Gateway, StartError};
+use agentbus_protocol::Code;
 use agentbus_protocol::text::shell_quote;
 use agentbus_runtime::SystemClock;
 
@@ -156,60 +157,29 @@ impl Args for SettingFlags {
 
 /// Every bad setting, one per line, as one configuration error.
 fn settings_error(errors: Vec<SettingError>) -> CliError {
-    let n = errors.len();
-    let mut message = if n == 1 {
-        "a setting is not usable:".to_owned()
-    } else {
-        format!("{n} settings are not usable:")
-    };
-    for e in &errors {
-        message.push_str(&format!("\n  {e}"));
+    match <[SettingError; 1]>::try_from(errors) {
+        // One value: its cause, and its own fix completed by the catalogue's (AB-9020).
+        Ok([e]) => CliError::of(e),
+        // Several: each with its own fix, then where to look for all of them.
+        Err(errors) => {
+            let mut message = format!("{} settings are not usable:", errors.len());
+            for e in &errors {
+                message.push_str(&format!("\n  {e}; fix: {}", e.fix));
+            }
+            CliError::new(ErrorKind::Config, message)
+                .code(Code::SettingUnusable)
+                .fix("docs/settings.md lists every setting; `agentbus gateway --print-config` shows where each value came from")
+        }
     }
-    CliError::new(ErrorKind::Config, message).fix(
-        "correct each value above (docs/settings.md has every setting; --print-config shows where each came from)",
-    )
 }
 
-/// A start-up failure with its fix.
+/// A start-up failure, from the catalogue; the data directory is named where the error does not
+/// carry it.
 fn start_error(e: StartError, data: &std::path::Path) -> CliError {
     let dir = shell_quote(&data.display().to_string()).into_owned();
-    let msg = e.to_string();
-    match e {
-        StartError::Listen { addr, .. } => CliError::new(ErrorKind::Unavailable, msg).fix(format!(
-            "another process holds {addr}: stop it, or choose another address with --listen (AGENTBUS_LISTEN); nothing was written"
-        )),
-        StartError::Locked(_) => CliError::new(ErrorKind::Config, msg)
-            .fix("stop the other gateway first, or give this one its own --data directory"),
-        StartError::NoData(_) => CliError::new(ErrorKind::Config, msg)
-            .fix("pass the --data directory of the gateway (it is created at its first start)"),
-        StartError::TestClock(agentbus_gateway::Mismatch::NotATestDirectory(_)) => {
-            CliError::new(ErrorKind::Config, msg)
-                .fix("give the test gateway a new, empty --data directory")
-        }
-        StartError::TestClock(agentbus_gateway::Mismatch::TestDirectory(_)) => {
-            CliError::new(ErrorKind::Config, msg).fix(
-                "start it with --unsafe-test-clock (tests only), or use another --data directory",
-            )
-        }
-        StartError::BlobStore(u) => CliError::new(ErrorKind::Config, msg).fix(u.fix),
-        StartError::Database {
-            fix, unreachable, ..
-        } => CliError::new(
-            if unreachable {
-                ErrorKind::Unavailable
-            } else {
-                ErrorKind::Config
-            },
-            format!("the database (--store): {msg}"),
-        )
-        .fix(fix),
-        StartError::MasterKeyMismatch(_) => CliError::new(ErrorKind::Config, msg).fix(
-            "replicas on one database share one master.key and gateway.key: copy both from the first replica's data directory (docs/deploy.md)",
-        ),
-        _ => CliError::new(ErrorKind::Config, msg).fix(format!(
-            "check that {dir} is writable and holds this gateway's files"
-        )),
-    }
+    let mut c = CliError::of(e);
+    c.fix = c.fix.map(|f| f.replace("{dir}", &dir));
+    c
 }
 
 /// Registers SIGINT and SIGTERM now (a signal that arrives before the future is first polled

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use agentbus_client::ClientError;
 use agentbus_client::http::CONNECTION_REFUSED;
+use agentbus_gateway::StartError;
 use agentbus_local::address::{AddressError, RouteError};
 use agentbus_local::hook::HookError;
 use agentbus_local::install::InstallError;
@@ -718,6 +719,110 @@ fn mcp_errors() {
 }
 
 /// The catalogue's kinds give the exit codes `docs/cli.md` documents.
+fn start_row(e: &StartError) -> (ErrorKind, &'static str) {
+    use agentbus_gateway::Mismatch;
+    let dir =
+        "Check that {dir} is writable by this user and holds this gateway's files (`ls -l {dir}`).";
+    match e {
+        StartError::Listen { .. } => (
+            Unavailable,
+            "Stop the other process, or choose another address with `agentbus gateway --listen ADDR` (`AGENTBUS_LISTEN`).",
+        ),
+        StartError::Locked(_) => (
+            Config,
+            "Stop the other gateway first, or give this one its own directory with `agentbus gateway --data DIR`.",
+        ),
+        StartError::NoData(_) => (
+            Config,
+            "Run it with the data directory (or `--store URL`) the first start printed: `agentbus gateway admin-token --data DIR`.",
+        ),
+        StartError::TestClock(Mismatch::NotATestDirectory(_)) => (
+            Config,
+            "Give the test gateway a new, empty directory: `agentbus gateway --unsafe-test-clock --data DIR`.",
+        ),
+        StartError::TestClock(Mismatch::TestDirectory(_)) => (
+            Config,
+            "Start it with `agentbus gateway --unsafe-test-clock` (tests only), or use another `--data` directory.",
+        ),
+        StartError::TestClock(Mismatch::Io { .. }) | StartError::Store(_) | StartError::Key(_) => {
+            (Config, dir)
+        }
+        StartError::Bootstrap(_) => (Config, dir),
+        StartError::DataDir { .. } => (
+            Config,
+            "Check that /srv/gw is writable by this user and holds this gateway's files (`ls -l /srv/gw`).",
+        ),
+        StartError::Database {
+            unreachable: true, ..
+        } => (Unavailable, "start the server"),
+        StartError::Database { .. } => (Config, "create the database"),
+        StartError::MasterKeyMismatch(_) => (
+            Config,
+            "Replicas on one database share one master.key and gateway.key: copy both from the first replica's data directory (docs/deploy.md).",
+        ),
+        StartError::BlobStore(_) => (Config, "create the bucket"),
+    }
+}
+
+/// The gateway's start-up failures (and `admin-token`'s), each from the catalogue; the binary
+/// only fills the data directory in where the error does not name it (`start_error`).
+#[test]
+fn gateway_start_errors() {
+    use agentbus_gateway::Mismatch;
+    let errors = vec![
+        StartError::Listen {
+            addr: "127.0.0.1:7700".into(),
+            source: io(),
+        },
+        StartError::Locked("/srv/gw".into()),
+        StartError::NoData("/srv/gw".into()),
+        StartError::TestClock(Mismatch::NotATestDirectory("/srv/gw".into())),
+        StartError::TestClock(Mismatch::TestDirectory("/srv/gw".into())),
+        StartError::TestClock(Mismatch::Io {
+            path: "/srv/gw/test-clock".into(),
+            source: io(),
+        }),
+        StartError::Bootstrap("no tenant".into()),
+        StartError::DataDir {
+            path: "/srv/gw".into(),
+            source: io(),
+        },
+        StartError::Database {
+            cause: "connection refused".into(),
+            fix: "start the server".into(),
+            unreachable: true,
+        },
+        StartError::Database {
+            cause: "database \"x\" does not exist".into(),
+            fix: "create the database".into(),
+            unreachable: false,
+        },
+        StartError::MasterKeyMismatch("/srv/gw".into()),
+        StartError::Key(KeyFileError::Exists("/srv/gw/gateway.key".into())),
+    ];
+    check(errors, start_row);
+}
+
+/// One bad setting is one cause and one fix: its own, then where every setting is described.
+#[test]
+fn a_bad_setting_is_one_cause_and_one_fix() {
+    let e = agentbus_gateway::config::SettingError {
+        what: "--log \"loud\"".into(),
+        cause: "not a log directive".into(),
+        fix: "write a level".into(),
+    };
+    let cli = CliError::of(e);
+    assert_eq!(cli.message, "--log \"loud\": not a log directive");
+    assert_eq!(
+        cli.fix.as_deref(),
+        Some(
+            "write a level; docs/settings.md lists every setting, and `agentbus gateway --print-config` shows where each value came from."
+        )
+    );
+    assert_eq!(cli.code, Some(Code::SettingUnusable));
+    assert_eq!(cli.kind, Config);
+}
+
 #[test]
 fn kinds_give_the_documented_exit_codes() {
     use agentbus_protocol::errors::Kind;

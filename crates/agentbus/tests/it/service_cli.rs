@@ -368,7 +368,7 @@ fn a_taken_port_fails_before_anything_is_written() {
     assert!(!dir.exists(), "created the data directory before failing");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains(&addr) && err.contains("fix: another process holds"),
+        err.contains(&addr) && err.contains("fix: Stop the other process"),
         "{err}"
     );
 }
