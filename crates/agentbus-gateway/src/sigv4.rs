@@ -131,6 +131,19 @@ fn uri_encode(s: &str) -> String {
     out
 }
 
+/// The S3 settings give URLs or dates a request cannot be signed with: the object store is not
+/// usable as configured.
+impl agentbus_protocol::errors::Catalogued for SignError {
+    fn code(&self) -> agentbus_protocol::Code {
+        agentbus_protocol::Code::BlobStoreUnusable
+    }
+
+    fn fix_values(&self) -> Vec<(&'static str, String)> {
+        let fix = "check the s3_endpoint, s3_bucket and s3_prefix settings (`agentbus gateway --print-config`)";
+        vec![("fix", fix.to_owned())]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -978,6 +978,10 @@ catalogued! {
     crate::cloudevents::ProjectionError => |_e| Code::InvalidAttribute;
     crate::timestamp::TimestampError => |_e| Code::InvalidAttribute;
     crate::schema::TypeError => |_e| Code::InvalidAttribute;
+    crate::schema::DataError => |e| match e {
+        crate::schema::DataError::UnknownType => Code::UnknownType,
+        crate::schema::DataError::Invalid(_) => Code::DataInvalid,
+    };
     crate::ids::IdError => |_e| Code::InvalidAttribute;
     crate::jcs::JcsError => |_e| Code::MalformedJson;
     crate::blobseal::SealError => |_e| Code::ContentNotSealed;

@@ -276,11 +276,13 @@ pub struct SchemaViolation {
 }
 
 /// Why `data` could not be checked or did not pass.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DataError {
     /// No schema is registered for the type (§11.3: receivers treat it as opaque).
+    #[error("no schema is registered for this type")]
     UnknownType,
     /// The data fails its schema at these places.
+    #[error("`data` does not match its schema at {} place(s)", .0.len())]
     Invalid(Vec<SchemaViolation>),
 }
 

@@ -448,3 +448,96 @@ fn the_door_check_finds_rows() {
     assert!(!found.contains("state::App"), "{found}");
     assert!(!found.contains("commented"), "{found}");
 }
+
+/// Every `.rs` file under `crates/*/src` (the kit's own left out), with its text.
+fn library_sources() -> Vec<(PathBuf, String)> {
+    fn walk(dir: &Path, out: &mut Vec<(PathBuf, String)>) {
+        for entry in std::fs::read_dir(dir).expect("a source directory") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).expect("a source file");
+                out.push((path, text));
+            }
+        }
+    }
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(&crates).expect("crates/") {
+        let dir = entry.expect("entry").path();
+        if dir.ends_with("agentbus-testkit") || !dir.join("src").is_dir() {
+            continue;
+        }
+        walk(&dir.join("src"), &mut out);
+    }
+    out
+}
+
+/// The front ends' own answers, which carry a code rather than map to one: the HTTP edge's
+/// (`ApiError`), the command line's (`CliError`), the MCP server's (`ToolError`), and background
+/// work's, converted only at the HTTP edge (`BackgroundError`).
+const ANSWERS: &[&str] = &["ApiError", "CliError", "ToolError", "BackgroundError"];
+
+/// The public error types (`pub enum`/`pub struct` named `…Error`) of `sources` that no
+/// `impl Catalogued for` (or the protocol crate's `catalogued!` table) gives a code.
+fn uncatalogued(sources: &[(PathBuf, String)]) -> Vec<String> {
+    let mut missing = Vec::new();
+    for (path, text) in sources {
+        let code = code_of(text);
+        for kw in ["pub enum ", "pub struct "] {
+            for (at, _) in code.match_indices(kw) {
+                let name: String = code[at + kw.len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.ends_with("Error") || ANSWERS.contains(&name.as_str()) {
+                    continue;
+                }
+                let covered = sources.iter().any(|(_, t)| {
+                    t.lines().any(|l| {
+                        let l = l.trim();
+                        let target = l
+                            .split_once("Catalogued for ")
+                            .map(|(_, rest)| rest)
+                            .or_else(|| l.split_once(" => |").map(|(ty, _)| ty));
+                        target.is_some_and(|ty| {
+                            let ty = ty.trim_end_matches(" {").trim();
+                            ty == name || ty.ends_with(&format!("::{name}"))
+                        })
+                    })
+                });
+                if !covered {
+                    missing.push(format!("{}: {name}", path.display()));
+                }
+            }
+        }
+    }
+    missing
+}
+
+/// ARCHITECTURE.md, "Errors": every library error has its catalogue entry, so no front end sorts
+/// a library's errors by hand.
+#[test]
+fn every_library_error_has_a_catalogue_code() {
+    let missing = uncatalogued(&library_sources());
+    assert!(missing.is_empty(), "errors without a code: {missing:#?}");
+}
+
+/// The check finds an error type nothing catalogues, and accepts both forms of coverage.
+#[test]
+fn the_catalogue_check_finds_an_error_without_a_code() {
+    let sources = vec![
+        (
+            PathBuf::from("a.rs"),
+            "pub enum LostError { A }\npub struct FoundError;\npub enum TabledError { B }\n"
+                .to_owned(),
+        ),
+        (
+            PathBuf::from("b.rs"),
+            "impl Catalogued for crate::a::FoundError {\n}\ncatalogued! {\n    crate::a::TabledError => |_e| Code::X;\n}\n"
+                .to_owned(),
+        ),
+    ];
+    assert_eq!(uncatalogued(&sources), ["a.rs: LostError"]);
+}
