@@ -68,14 +68,14 @@ def free_port():
 class Bus:
     """A gateway on loopback and two agents, alpha and beta, each with its own AGENTBUS_HOME."""
 
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, *flags):
         self.tmp = tmp_path
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         # `--json`: one start-up document, printed once the gateway listens.
         self.gateway = subprocess.Popen(
             [BINARY, "--json", "gateway", "--listen", f"127.0.0.1:{port}", "--data",
-             str(tmp_path / "gw")],
+             str(tmp_path / "gw"), *flags],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )
         doc = json.loads(self.gateway.stdout.readline())
@@ -113,6 +113,14 @@ class Bus:
 def bus(tmp_path):
     """A gateway with the agents alpha and beta connected, stopped after the test."""
     b = Bus(tmp_path)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def public_bus(tmp_path):
+    """`bus` on a gateway that serves public discovery (`--public-discovery`)."""
+    b = Bus(tmp_path, "--public-discovery")
     yield b
     b.close()
 

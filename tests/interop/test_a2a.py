@@ -72,7 +72,8 @@ def test_wp_10_5_the_a2a_card_parses_in_the_a2a_sdk_with_every_mapped_field(bus)
     assert "agentbus" in card.security_schemes
 
 
-def test_wp_10_5_well_known_discovery_serves_only_public_cards_without_a_credential(bus):
+def test_wp_10_5_well_known_discovery_serves_only_public_cards_without_a_credential(public_bus):
+    bus = public_bus
     alpha = bus.profile("alpha")
     agent, token = alpha["agent_id"], alpha["token"]
     endpoint = f"{bus.url}/v1/agents/{agent}"

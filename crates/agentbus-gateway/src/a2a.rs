@@ -147,7 +147,7 @@ pub async fn card(
 
 /// `GET /v1/agents/{id}/.well-known/agent-card.json`: A2A discovery. A caller with a credential
 /// gets what `/a2a` gives it; without one, only a live card of visibility `public` whose agent and
-/// tenant are not suspended.
+/// tenant are not suspended, and only when the gateway serves public discovery.
 pub async fn well_known(
     state: State<Arc<App>>,
     headers: HeaderMap,

@@ -94,6 +94,9 @@ pub struct Config {
     pub card_max_bytes: usize,
     /// How long a SIGTERM or SIGINT waits for in-flight requests before the gateway exits anyway.
     pub shutdown_grace: Duration,
+    /// Whether anyone may read a `public` card (any tenant's credential, or none); off, `public`
+    /// behaves as `tenant` (§10).
+    pub public_discovery: bool,
     /// What is logged: `level` or `target=level` directives, comma-separated.
     pub log: String,
     /// How log lines are written (text on a terminal, JSON lines for a pipeline).
@@ -146,6 +149,7 @@ impl Config {
             ws_send_timeout: Duration::ZERO,
             card_max_bytes: 0,
             shutdown_grace: Duration::ZERO,
+            public_discovery: false,
             log: String::new(),
             log_format: LogFormat::Auto,
             unsafe_test_clock: false,
@@ -1254,6 +1258,17 @@ pub static SETTINGS: &[Setting] = &[
         help: "How long SIGTERM or SIGINT waits for in-flight requests before the gateway exits anyway.",
         reason: "A publish finishes in milliseconds; 10 s is inside the stop timeouts of systemd (90 s) and Kubernetes (30 s), so the gateway exits on its own.",
         field: field!(time shutdown_grace, MS, Duration::from_secs(600)),
+    },
+    Setting {
+        name: "public_discovery",
+        flag: "public-discovery",
+        env: Some("AGENTBUS_PUBLIC_DISCOVERY"),
+        value_name: "",
+        default: "false",
+        default_doc: "",
+        help: "Let anyone read `public` cards: a credential of any tenant, or none (A2A discovery at `/v1/agents/{id}/.well-known/agent-card.json`). Off, `public` behaves as `tenant`.",
+        reason: "§10: `public` behaves as `tenant` until the marketplace ships; an operator opts in to being discoverable, and then no caller sees more by dropping its credential.",
+        field: field!(switch public_discovery),
     },
     Setting {
         name: "log",

@@ -407,8 +407,8 @@ pub async fn list_agents(
 }
 
 /// The agent `id` if `who` may read its card, else exactly what a missing one gets: what the
-/// directory shows `who`, and any live, active `public` card (docs/protocol.md "Card visibility":
-/// a credential never sees less than anonymous A2A discovery does).
+/// directory shows `who`, and, with public discovery on, any live, active `public` card
+/// (docs/protocol.md "Card visibility": a credential never sees less than none does).
 pub async fn visible_agent(app: &App, who: &Principal, id: &str) -> ApiResult<AgentRow> {
     let a = app.store.agent(id).await?.ok_or_else(ApiError::not_found)?;
     if visible(who, &a) {
@@ -417,10 +417,11 @@ pub async fn visible_agent(app: &App, who: &Principal, id: &str) -> ApiResult<Ag
     public_agent(app, a).await
 }
 
-/// `a` if its card is `public`, live, and neither it nor its tenant is suspended: what anyone may
-/// read, with or without a credential; else exactly what a missing agent gets.
+/// `a` if the gateway serves public discovery (`public_discovery`) and its card is `public`, live,
+/// and neither it nor its tenant is suspended: what anyone may read, with or without a credential;
+/// else exactly what a missing agent gets.
 pub(crate) async fn public_agent(app: &App, a: AgentRow) -> ApiResult<AgentRow> {
-    if a.visibility != "public" || a.deleted_at.is_some() {
+    if !app.config.public_discovery || a.visibility != "public" || a.deleted_at.is_some() {
         return Err(ApiError::not_found());
     }
     // Suspension contains at once: gone from public reading, answered as an unknown agent is.

@@ -63,7 +63,7 @@ async fn wp_10_5_a_card_not_yours_to_see_answers_like_no_card() {
         let (s, v) = h.get(&format!("/v1/agents/{id}/a2a"), &a.token).await;
         assert_eq!((s, code(&v)), (s0, code(&v0)), "{id}");
     }
-    // The well-known path: nothing without a credential until the card is public.
+    // The well-known path: nothing without a credential.
     let wk = |id: &str| format!("/v1/agents/{id}/.well-known/agent-card.json");
     let (s1, v1) = h.get(&wk(unknown), "").await;
     assert_eq!((s1, code(&v1)), (404, "AB-4004"));
@@ -71,24 +71,42 @@ async fn wp_10_5_a_card_not_yours_to_see_answers_like_no_card() {
     assert_eq!((s, code(&v)), (s1, code(&v1)));
     assert_eq!(h.get(&wk(&a.id), &a.token).await.0, 200);
     let path = format!("/v1/agents/{}", a.id);
-    let (s, _) = h
-        .req(
-            reqwest::Method::PATCH,
-            &path,
-            &a.token,
-            Some(json!({"visibility": "public"})),
-        )
-        .await;
-    assert_eq!(s, 200);
-    let (s, card) = h.get(&wk(&a.id), "").await;
-    assert_eq!((s, card["name"].as_str()), (200, Some("reviewer")));
-    // Another tenant's card is not this tenant's to read...
-    let (s, _) = h.get(&wk(&stranger.id), &a.token).await;
-    assert_eq!(s, 404);
-    // ...until it is public: then a credential of any tenant reads it on every card route, as
-    // anonymous discovery does (docs/protocol.md "Card visibility"), while the directory listing
-    // stays within the tenant.
+    let publish = |token: String, path: String| {
+        let h = &h;
+        async move {
+            let body = Some(json!({"visibility": "public"}));
+            h.req(reqwest::Method::PATCH, &path, &token, body).await.0
+        }
+    };
+    assert_eq!(publish(a.token.clone(), path.clone()).await, 200);
+    // Without public discovery a public card behaves as `tenant` (§10, DECISIONS 15): no caller
+    // sees it from outside, with a credential or without one.
     let spath = format!("/v1/agents/{}", stranger.id);
+    assert_eq!(publish(stranger.token.clone(), spath.clone()).await, 200);
+    assert_eq!(h.get(&wk(&a.id), "").await.0, 404);
+    for p in [wk(&stranger.id), format!("{spath}/a2a"), spath.clone()] {
+        assert_eq!(h.get(&p, &a.token).await.0, 404, "{p}");
+    }
+    assert_eq!(h.get(&wk(&a.id), &a.token).await.0, 200);
+}
+
+/// With public discovery on, anyone reads a public card: a credential of any tenant on every card
+/// route, and no credential at the well-known path (docs/protocol.md "Card visibility"); the
+/// directory listing stays within the tenant, and other cards stay as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wp_10_5_public_discovery_shows_a_public_card_to_anyone_alike() {
+    let tmp = tempfile::tempdir().unwrap();
+    let h = Harness::start_with(tmp.path().join("gw"), |c| c.public_discovery = true).await;
+    let a = h.agent("reviewer").await;
+    let hidden = h
+        .agent_with("hermit", json!({"visibility": "private"}))
+        .await;
+    let other_admin = h.second_tenant().await;
+    let stranger = h.agent_in(&other_admin, "stranger").await;
+    let wk = |id: &str| format!("/v1/agents/{id}/.well-known/agent-card.json");
+    let spath = format!("/v1/agents/{}", stranger.id);
+    assert_eq!(h.get(&wk(&stranger.id), "").await.0, 404, "not public yet");
+    assert_eq!(h.get(&wk(&stranger.id), &a.token).await.0, 404);
     let (s, _) = h
         .req(
             reqwest::Method::PATCH,
@@ -98,11 +116,18 @@ async fn wp_10_5_a_card_not_yours_to_see_answers_like_no_card() {
         )
         .await;
     assert_eq!(s, 200);
+    let (s, card) = h.get(&wk(&stranger.id), "").await;
+    assert_eq!((s, card["name"].as_str()), (200, Some("stranger")));
     for path in [wk(&stranger.id), format!("{spath}/a2a"), spath.clone()] {
         assert_eq!(h.get(&path, &a.token).await.0, 200, "{path}");
         assert_eq!(h.get(&path, &hidden.token).await.0, 200, "{path}");
     }
-    assert_eq!(h.get(&wk(&stranger.id), "").await.0, 200);
+    assert_eq!(
+        h.get(&format!("/v1/agents/{}", hidden.id), &stranger.token)
+            .await
+            .0,
+        404
+    );
     let (_, dir) = h.get("/v1/agents", &a.token).await;
     assert!(
         dir["agents"]
@@ -119,7 +144,8 @@ async fn wp_10_5_a_card_not_yours_to_see_answers_like_no_card() {
 /// resumed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wp_10_5_a_suspended_agent_or_tenant_is_not_discoverable() {
-    let h = Harness::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let h = Harness::start_with(tmp.path().join("gw"), |c| c.public_discovery = true).await;
     let other = h.tenant("globex").await;
     let (tenant, admin) = (
         other["id"].as_str().unwrap().to_owned(),

@@ -708,8 +708,9 @@ fn offline_warning(ctx: &Ctx, to: &str, accept_timeout_s: u64) -> Option<String>
         return None;
     }
     let seen = match card.status.get("last_heartbeat_at").and_then(Value::as_str) {
-        Some(at) => format!("last seen {at}"),
-        None => "none seen since the gateway started".to_owned(),
+        // The heartbeat is the agent's last request of any kind, not its last read.
+        Some(at) => format!("last heard from {at}"),
+        None => "not heard from since the gateway started".to_owned(),
     };
     Some(format!(
         "no worker or sidecar of {} is receiving ({seen}); the task waits for one and expires unless accepted within {accept_timeout_s} s: on its machine, run `agentbus work` or `agentbus sidecar`",

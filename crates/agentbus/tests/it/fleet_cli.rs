@@ -658,7 +658,7 @@ fn delegate_warns_when_no_worker_or_sidecar_receives_for_the_recipient() {
     ];
     let out = bot.run(&args);
     assert!(out.status.success(), "{out:?}");
-    insta::assert_snapshot!(redact(&text(&out.stderr)), @"warning: no worker or sidecar of agent://default/default/reviewer is receiving (none seen since the gateway started); the task waits for one and expires unless accepted within 120 s: on its machine, run `agentbus work` or `agentbus sidecar`");
+    insta::assert_snapshot!(redact(&text(&out.stderr)), @"warning: no worker or sidecar of agent://default/default/reviewer is receiving (last heard from [time]); the task waits for one and expires unless accepted within 120 s: on its machine, run `agentbus work` or `agentbus sidecar`");
     let mut json_args = vec!["--json"];
     json_args.extend_from_slice(&args);
     json_args.extend(["--accept-timeout", "300"]);
