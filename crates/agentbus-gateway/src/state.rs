@@ -245,11 +245,17 @@ impl App {
         self.clock.now().millis()
     }
 
-    /// Records that an agent was heard from now: a request under its own credential.
+    /// Records that an agent was heard from now: a request under its own credential. On every
+    /// request, so an agent already known costs no allocation.
     pub(crate) fn mark_heard(&self, agent_id: &str) {
         let now = self.now();
         if let Ok(mut m) = self.heard.lock() {
-            m.insert(agent_id.to_owned(), now);
+            match m.get_mut(agent_id) {
+                Some(at) => *at = now,
+                None => {
+                    m.insert(agent_id.to_owned(), now);
+                }
+            }
         }
     }
 
