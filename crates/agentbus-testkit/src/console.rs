@@ -14,7 +14,6 @@ use serde_json::{Map, Value, json};
 use agentbus_console::ConsoleConfig;
 use agentbus_gateway::Config;
 use agentbus_gateway::config::StoreSetting;
-use agentbus_protocol::signing::SigningKey;
 use agentbus_runtime::ManualClock;
 
 pub use crate::Agent;
@@ -160,11 +159,7 @@ impl World {
 
     /// Registers an agent with a fresh key through `admin`, with extra card fields.
     pub async fn agent(&self, admin: &str, name: &str, extra: Value) -> Agent {
-        let key = SigningKey::from_seed(agentbus_runtime::random_bytes());
-        let mut body = json!({"name": name, "public_key": key.public().to_base64url()});
-        for (k, v) in extra.as_object().unwrap() {
-            body[k] = v.clone();
-        }
+        let (key, body) = crate::gateway::registration(name, &extra);
         let (s, v) = self.post("/v1/agents", admin, body).await;
         assert_eq!(s, 201, "{v}");
         Agent::from_registration(&v, key)

@@ -216,11 +216,7 @@ impl Harness {
 
     /// Registers an agent with a fresh key, using `admin`'s token, with extra card fields.
     pub async fn register(&self, admin: &str, name: &str, extra: Value) -> Agent {
-        let key = SigningKey::from_seed(agentbus_runtime::random_bytes());
-        let mut body = json!({"name": name, "public_key": key.public().to_base64url()});
-        for (k, v) in extra.as_object().unwrap() {
-            body[k] = v.clone();
-        }
+        let (key, body) = registration(name, &extra);
         let (s, v) = self.post("/v1/agents", admin, body).await;
         assert_eq!(s, 201, "{v}");
         Agent::from_registration(&v, key)
@@ -355,4 +351,15 @@ pub fn sign(a: &Agent, env: Map<String, Value>) -> Map<String, Value> {
 /// A signed message.v1 from `from` to `to`.
 pub fn signed(h: &Harness, from: &Agent, to: &str, text: &str) -> Map<String, Value> {
     sign(from, message(h, from, to, text))
+}
+
+/// A fresh key and the `POST /v1/agents` body registering `name` with it, `extra`'s card fields
+/// added: what every harness sends to register an agent.
+pub fn registration(name: &str, extra: &Value) -> (SigningKey, Value) {
+    let key = SigningKey::from_seed(agentbus_runtime::random_bytes());
+    let mut body = json!({"name": name, "public_key": key.public().to_base64url()});
+    for (k, v) in extra.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    (key, body)
 }
