@@ -98,9 +98,11 @@ fn timer_owing(e: &TaskEventRow) -> Option<(TaskState, Timer, i64)> {
     Some((e.from_state.parse().ok()?, timer, e.at))
 }
 
-/// The reason of the admin's cancel that owes the notices of [`CANCEL_BITS`], if `e` is one.
-fn admin_cancel_reason(e: &TaskEventRow) -> Option<Option<String>> {
-    (e.kind == CANCEL_KIND && e.actor.starts_with(ADMIN_ACTOR)).then(|| e.reason.clone())
+/// The actor and reason of the admin's cancel that owes the notices of [`CANCEL_BITS`], if `e`
+/// is one.
+fn admin_cancel(e: &TaskEventRow) -> Option<(&str, Option<&str>)> {
+    (e.kind == CANCEL_KIND && e.actor.starts_with(ADMIN_ACTOR))
+        .then(|| (e.actor.as_str(), e.reason.as_deref()))
 }
 
 /// Sends the notices `owed` (bits) on `row`, each for the change that owes it, found on the
@@ -119,9 +121,9 @@ async fn send_owed_notice(app: &App, row: &TaskRow, owed: u8) -> ApiResult<()> {
         }
     }
     if owed & CANCEL_BITS != 0 {
-        match events.iter().rev().find_map(admin_cancel_reason) {
-            Some(reason) => {
-                let cancel = send_cancel_notices(app, row, reason.as_deref(), owed & CANCEL_BITS);
+        match events.iter().rev().find_map(admin_cancel) {
+            Some((actor, reason)) => {
+                let cancel = send_cancel_notices(app, row, actor, reason, owed & CANCEL_BITS);
                 sent = sent.and(cancel.await);
             }
             None => unfound |= owed & CANCEL_BITS,

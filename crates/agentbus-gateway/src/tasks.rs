@@ -614,7 +614,7 @@ pub async fn cancel(
     let outcome = apply_admin_cancel(app, &user, id, reason.as_deref()).await?;
     // The cancel is made: a notice that fails now stays owed for the reaper's next pass, and
     // the admin is answered with the task as it is.
-    if let Err(e) = send_cancel_notices(app, &row, reason.as_deref(), CANCEL_BITS).await {
+    if let Err(e) = send_cancel_notices(app, &row, &format!("{ADMIN_ACTOR}{}", user.id), reason.as_deref(), CANCEL_BITS).await {
         tracing::warn!(task = %id, code = %e.code, error = %e.message, "an admin cancel's notices were not all sent; the reaper's next pass sends the rest");
     }
     let now_row = app.store.task(id).await?.ok_or_else(ApiError::not_found)?;
@@ -623,10 +623,12 @@ pub async fn cancel(
 
 /// Sends the `task.cancel` notices of an admin's cancel of `row` with `reason` to the parties
 /// `owed` names (bits), each stored with the clearing of its mark (none twice); a party deleted
-/// since is owed nothing.
+/// since is owed nothing. `actor` is the timeline's `user:<usr_ id>`: the notice names that
+/// admin, so neither party reads it as the requester's cancel.
 pub(crate) async fn send_cancel_notices(
     app: &App,
     row: &TaskRow,
+    actor: &str,
     reason: Option<&str>,
     owed: u8,
 ) -> ApiResult<()> {
@@ -635,6 +637,13 @@ pub(crate) async fn send_cancel_notices(
     if let Some(r) = reason {
         data["reason"] = json!(r);
     }
+    let user_id = actor.strip_prefix(ADMIN_ACTOR).unwrap_or(actor);
+    // A user removed since is still named by id: the cancel was theirs all the same.
+    let name = match app.store.user(user_id).await? {
+        Some(u) => u.name,
+        None => user_id.to_owned(),
+    };
+    data["cancelled_by"] = json!({"role": "admin", "user_id": user_id, "name": name});
     for (party, bit) in [
         (&row.requester_id, OWED_CANCEL_REQUESTER),
         (&row.recipient_id, OWED_CANCEL_RECIPIENT),

@@ -563,7 +563,22 @@ pub fn envelope_body(env: &Envelope) -> String {
             );
         }
         Some(KnownType::TaskCancel) => {
-            out.push_str("The requester cancelled this task.");
+            // Only the gateway's own notice can say an admin cancelled (§5.7, §6.2): a
+            // requester's `cancelled_by` is its own claim and reads as the requester's cancel.
+            let admin = data
+                .get("cancelled_by")
+                .filter(|_| env.source().is_some_and(|s| s.starts_with("agent://system/")))
+                .filter(|by| by.get("role").and_then(Value::as_str) == Some("admin"));
+            match admin {
+                Some(by) => {
+                    let name = by.get("name").and_then(Value::as_str).unwrap_or("?");
+                    let _ = write!(out, "An admin ({name}) cancelled this task.");
+                }
+                None if env.source().is_some_and(|s| s.starts_with("agent://system/")) => {
+                    out.push_str("An admin cancelled this task.");
+                }
+                None => out.push_str("The requester cancelled this task."),
+            }
             if let Some(r) = s("reason") {
                 let _ = write!(out, " Reason: {r}");
             }
@@ -716,6 +731,30 @@ mod receiver_rules {
         assert_eq!(
             body,
             "Expired: nobody accepted task tsk_3 (request msg_3) before its accept timeout ran out at 2026-10-10T15:07:00Z; the request had been delivered to the worker's machine."
+        );
+    }
+
+    #[test]
+    fn wp_5_7_an_admins_cancel_names_the_admin_only_from_the_gateway() {
+        let cancel = |source: &str| {
+            let kind = KnownType::TaskCancel;
+            let v = serde_json::json!({
+                "type": kind.as_str(), "schema": kind.schema_url(), "source": source,
+                "data": {"task_id": "tsk_1", "reason": "wrong repo",
+                         "cancelled_by": {"role": "admin", "user_id": "usr_1", "name": "Ada"}},
+            });
+            envelope_body(&Envelope::from_map(
+                v.as_object().cloned().unwrap_or_default(),
+            ))
+        };
+        assert_eq!(
+            cancel("agent://system/gateway/tasks"),
+            "An admin (Ada) cancelled this task. Reason: wrong repo"
+        );
+        // A requester's own `cancelled_by` is a claim, not the gateway's word.
+        assert_eq!(
+            cancel("agent://acme/backend/planner"),
+            "The requester cancelled this task. Reason: wrong repo"
         );
     }
 

@@ -263,7 +263,12 @@ pub(crate) async fn live_part(
                 .map(|w| peer(w["message"].as_str().unwrap_or(&w.to_string())))
                 .collect(),
             envelope: e.envelope_id.clone().unwrap_or_default(),
-            detail: String::new(),
+            // An admin's cancel has no envelope: its reason is the entry's detail.
+            detail: e
+                .reason
+                .as_deref()
+                .map(|r| peer(&format!("Reason: {r}")))
+                .unwrap_or_default(),
             usage: String::new(),
             cost: String::new(),
             position: n as u32 + 1,

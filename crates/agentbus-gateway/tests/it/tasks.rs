@@ -642,14 +642,21 @@ async fn wp_5_7_1_a_workspace_admin_cancels_through_the_console() {
     assert_eq!((s, t["state"].as_str()), (200, Some("cancelled")));
     let last = t["timeline"].as_array().unwrap().last().unwrap().clone();
     assert!(last["actor"].as_str().unwrap().starts_with("user:usr_"));
-    // Both parties are told.
+    assert_eq!(last["reason"], "freeze", "the reason is on the timeline entry");
+    // Both parties are told, and told it was this admin, not the requester.
     for party in [&bot, &rev] {
+        let got = h.poll(party, 0, 0).await;
+        let cancel = got
+            .iter()
+            .map(|d| &d["envelope"])
+            .find(|e| e["type"] == "agentbus.task.cancel.v1" && e["data"]["reason"] == "freeze")
+            .expect("a cancel notice");
+        assert_eq!(cancel["data"]["cancelled_by"]["role"], "admin");
+        let env = agentbus_protocol::envelope::Envelope::parse(cancel.to_string().as_bytes()).unwrap();
+        let body = agentbus_protocol::frame::envelope_body(&env);
         assert!(
-            h.poll(party, 0, 0)
-                .await
-                .iter()
-                .any(|d| d["envelope"]["type"] == "agentbus.task.cancel.v1"
-                    && d["envelope"]["data"]["reason"] == "freeze")
+            body.starts_with("An admin (") && body.ends_with("cancelled this task. Reason: freeze"),
+            "{body}"
         );
     }
 }
@@ -701,6 +708,9 @@ async fn wp_5_7_1_an_admin_cancels_notices_owed_by_a_route_that_stopped_go_with_
             ),
             (Some(task.as_str()), Some("freeze"))
         );
+        // The pass names the admin from the timeline entry, as the route does.
+        assert_eq!(env["data"]["cancelled_by"]["user_id"], json!(admin.id));
+        assert_eq!(env["data"]["cancelled_by"]["name"], json!(admin.name));
     }
     h.app.reap().await.unwrap();
     for party in [&bot, &rev] {

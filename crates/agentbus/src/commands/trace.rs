@@ -297,10 +297,16 @@ pub fn task_text(task: &TaskView, conversation: Option<&Conversation>, side: Sid
             Cow::Borrowed("requester")
         } else if actor == format!("agent:{}", task.recipient.id) {
             Cow::Borrowed("recipient")
+        } else if let Some(user) = actor.strip_prefix("user:") {
+            // An admin's cancel through the console or the API (§6.2): never the requester's.
+            Cow::Owned(format!("admin {}", for_terminal_line(user)))
         } else {
             for_terminal_line(actor)
         };
         let mut flags = String::new();
+        if let Some(r) = &e.reason {
+            flags.push_str(&format!(" (reason: {})", for_terminal_line(r)));
+        }
         if e.late {
             flags.push_str(" (late)");
         }
@@ -389,4 +395,39 @@ pub fn conversation_text(conversation: &Conversation) -> String {
         }
     }
     out.trim_end().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// §6.2: an admin's cancel is the admin's on the timeline, with the reason it gave; the
+    /// reason is one line however many it had.
+    #[test]
+    fn an_admins_cancel_is_named_with_its_reason() {
+        let task: TaskView = serde_json::from_value(serde_json::json!({
+            "id": "tsk_1", "state": "cancelled", "capability": "code.review",
+            "request_id": "msg_1", "conversation_id": "cnv_1",
+            "requester": {"id": "agt_r", "address": "agent://acme/backend/bot"},
+            "recipient": {"id": "agt_w", "address": "agent://acme/backend/reviewer"},
+            "constraints": {"accept_timeout_s": 120, "progress_timeout_s": 300,
+                            "max_duration_s": null, "expires_at": "2026-12-07T19:00:00Z"},
+            "next_deadline": null, "created_at": "2026-12-07T18:00:00Z",
+            "updated_at": "2026-12-07T18:01:00Z",
+            "timeline": [{"at": "2026-12-07T18:01:00Z", "actor": "user:usr_9",
+                          "envelope_id": null, "type": "agentbus.task.cancel.v1",
+                          "from": "submitted", "to": "cancelled", "late": false,
+                          "ignored": false, "timer": null, "reason": "freeze\nnow",
+                          "warnings": []}]
+        }))
+        .unwrap();
+        let text = task_text(&task, None, Side::Requester);
+        let line = text
+            .lines()
+            .find(|l| l.contains("task.cancel"))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(line.contains("admin usr_9"), "{line}");
+        assert!(line.contains("submitted -> cancelled (reason: freeze"), "{line}");
+        assert!(!text.contains("\nnow"), "one line: {text}");
+    }
 }
