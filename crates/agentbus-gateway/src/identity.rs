@@ -158,7 +158,7 @@ fn check_card(fields: &Map<String, Value>, registering: bool) -> ApiResult<CardC
             "public_key" => {
                 return Err(ApiError::new(
                     Code::InvalidRequest,
-                    "keys are registered with POST /v1/agents/{id}/keys (§3.3)",
+                    "keys are registered with `agentbus keys rotate` (`POST /v1/agents/{id}/keys`, §3.3)",
                 ));
             }
             other => {

@@ -218,11 +218,11 @@ catalogue! {
     /// The credential's tenant is suspended.
     TenantSuspended = 1003, 403, Refused, Project, "Tenant suspended",
         cause: "The gateway operator suspended the tenant this credential belongs to: every user and agent credential of the tenant is refused until it is resumed. Nothing stored is lost.",
-        fix: "Ask the gateway operator to resume the tenant (`POST /v1/tenants/{id}/resume`).", cli: "ask the gateway's operator to resume it; nothing can be sent until then";
+        fix: "Ask the gateway operator to resume the tenant: Resume on the console's Tenants page (`/console/tenants`).", cli: "ask the gateway's operator to resume it; nothing can be sent until then";
     /// The calling agent is suspended.
     AgentSuspended = 1004, 403, Refused, Project, "Agent suspended",
         cause: "An admin suspended this agent (§5.9): its credential may neither publish nor read its inbox. Messages sent to it are kept in its inbox, and each sender is told with AB-4013.",
-        fix: "Ask an admin of the agent's workspace to resume it (`POST /v1/agents/{id}/resume`); the held messages are then delivered.", cli: "ask an admin of the agent's workspace to resume it (the console's agent page); nothing can be sent until then";
+        fix: "Ask an admin of the agent's workspace to resume it: Resume on the agent's console page (`/console/agents/{id}`); the held messages are then delivered.", cli: "ask an admin of the agent's workspace to resume it (the console's agent page); nothing can be sent until then";
     /// The `sig` attribute is malformed.
     MalformedSignature = 1010, 400, Refused, Project, "Malformed sig attribute",
         cause: "`sig` is not `ed25519:<key_id>:<base64url signature without padding>`: a wrong algorithm, a missing part, padding, non-base64url characters, or a signature that is not 64 bytes.",
@@ -372,7 +372,7 @@ catalogue! {
     /// The gateway has no schema for this type.
     UnknownType = 3012, 400, Refused, Project, "Unknown message type",
         cause: "The gateway has no schema registered for this `type` and `schema` (checklist G-WP-10). Receivers treat unknown types as opaque (§11.3), but the gateway only accepts types it can validate.",
-        fix: "Use a registered type; `GET /.well-known/agentbus.json` and `/schemas/` list them.";
+        fix: "Use a registered type (`agentbus envelope validate` checks an envelope's type locally); `GET /.well-known/agentbus.json` and `/schemas/` list them.";
     /// `correlation_id` is required for this type.
     MissingCorrelation = 3013, 400, Refused, Project, "correlation_id required",
         cause: "Every `task.*` message except `task.request`, and every `ack.v1`, must carry `correlation_id` = the id of the message it answers (§2.1, §7).",
@@ -412,7 +412,7 @@ catalogue! {
     /// A task lifecycle message names another conversation than its task's.
     TaskConversation = 3023, 400, Refused, Project, "Task message outside its conversation",
         cause: "Every lifecycle message of a task (accept, progress, needs_input, input, result, error, cancel) carries the `conversation_id` of its `task.request` (§7); this one names another conversation.",
-        fix: "Copy `conversation_id` from the request (`GET /v1/tasks/{id}` shows it); `agentbus accept`, `progress`, `result` and the other task commands do this.";
+        fix: "Use `agentbus accept`, `progress`, `complete` and the other task commands, which copy the request's `conversation_id`; `agentbus trace TASK` shows it.";
     /// `data.input` fails the capability's `input_schema`.
     CapabilityInputInvalid = 3024, 422, Refused, Project, "Input does not match the capability",
         cause: "`data.input` of a `task.request` fails the `input_schema` the recipient's card declares for this capability and version (§5.2, §10); an absent `input` is checked as `{}`. `details.violations` lists each failure with its JSON Pointer.",
@@ -424,7 +424,7 @@ catalogue! {
     /// A workspace policy document does not match the policy schema.
     InvalidPolicy = 3026, 422, Refused, Project, "Policy document invalid",
         cause: "The policy does not match `/schemas/gateway/policy/v1.json`: an unknown field, a wrong type, a `from` or `to` that is not an address pattern, or an `effect` other than `allow` or `deny`. `details.violations` lists each problem with its JSON Pointer; nothing was changed.",
-        fix: "Correct the document at the paths given; `GET /schemas/gateway/policy/v1.json` returns the schema and `docs/api.md` explains the patterns.";
+        fix: "Correct the document at the paths given: the console's Policy page shows each error beside its field, `/schemas/gateway/policy/v1.json` is the schema and `docs/api.md` explains the patterns.";
     /// The body's media type is not the one the endpoint takes.
     UnsupportedMediaType = 3030, 415, Refused, Project, "Unsupported media type",
         cause: "The endpoint takes a JSON body and the request's `Content-Type` names something else (a form, plain text), or a WebSocket client sent a binary frame where the socket takes JSON text frames.",
@@ -448,7 +448,7 @@ catalogue! {
     /// The blob's upload window closed before its content was completed.
     UploadWindowClosed = 3055, 410, Refused, Project, "Upload window closed",
         cause: "With an S3 store, a blob's pre-signed upload is valid for 15 minutes from `POST /v1/blobs` (§9), and `POST /v1/blobs/{id}/complete` is accepted only within that window; a blob never completed in it expires and its object is deleted.",
-        fix: "Register the file again (`POST /v1/blobs`), upload it at once to the new target and complete it; `agentbus` commands with `--attach` do this.";
+        fix: "Send again with `--attach PATH` (`agentbus send`, `delegate`, `complete`, `answer`), which registers, uploads and completes the file at once.";
     /// `complete` found no object to verify.
     ContentNotUploaded = 3056, 409, Refused, Project, "Blob content not uploaded",
         cause: "`POST /v1/blobs/{id}/complete` found no object for the blob in the store: the pre-signed PUT was not made, failed, or went to another URL (§9). Without an S3 store there is no pre-signed target and content is uploaded with `PUT /v1/blobs/{id}/content`.",
@@ -509,7 +509,7 @@ catalogue! {
     /// The attachment references an unknown blob.
     UnknownAttachment = 4008, 422, Refused, Spec, "Attachment unknown",
         cause: "An attachment `ref` names no blob (§9).",
-        fix: "Upload the file first (`POST /v1/blobs`, then its content) and reference the returned `ref`.";
+        fix: "Attach files with `--attach PATH` (`agentbus send`, `delegate`, `complete`, `answer`), which uploads them and references the returned `ref`.";
     /// The blob expired.
     BlobExpired = 4009, 410, Refused, Project, "Blob expired",
         cause: "Blobs expire after `AGENTBUS_BLOB_TTL` (30 days by default, §9).",
@@ -533,7 +533,7 @@ catalogue! {
     /// A lifecycle message is not addressed to the task's counterpart.
     TaskCounterpart = 4014, 400, Refused, Project, "Task message not addressed to the counterpart",
         cause: "Task lifecycle messages go between the task's parties (§6.2, §7): the worker's to the requester, the requester's to the worker. This one's `to` resolves to another agent, or to a topic.",
-        fix: "Address it to the other party of the task; `GET /v1/tasks/{id}` lists both, and the `agentbus` task commands address it for you.";
+        fix: "Use the `agentbus` task commands (`accept`, `progress`, `complete`, `answer` …), which address the other party for you; `agentbus trace TASK` lists both.";
     /// The recipient's card does not declare the requested capability.
     CapabilityNotDeclared = 4015, 422, Refused, Project, "Capability not declared",
         cause: "A `task.request` names a `capability` and `capability_version` the recipient's card does not declare (§5.2, §10).",
@@ -549,7 +549,7 @@ catalogue! {
     /// The attachment's blob is still pending.
     AttachmentPending = 4021, 409, Refused, Spec, "Attachment still pending",
         cause: "The referenced blob was registered but its content was not uploaded and verified yet (§9).",
-        fix: "Finish the upload (`PUT /v1/blobs/{id}/content` or `POST /v1/blobs/{id}/complete`) before publishing.";
+        fix: "Attach with `--attach PATH` (`agentbus send`, `delegate`, `complete`, `answer`), which finishes each upload before it publishes.";
     /// The blob is not the caller's to use.
     AttachmentForbidden = 4022, 403, Refused, Spec, "Attachment not accessible",
         cause: "The blob belongs to another tenant, or the caller is neither its uploader nor a party of a message referencing it (§9).",

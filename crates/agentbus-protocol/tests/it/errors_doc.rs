@@ -41,6 +41,24 @@ fn every_entry_has_a_kind_a_cause_and_a_fix() {
     }
 }
 
+/// A fix a person reads names a command or a console page, not an HTTP route: only where no
+/// command exists (a raw WebSocket or schema client) may the route stand alone.
+#[test]
+fn fixes_name_a_command_where_one_exists() {
+    const ROUTE_ONLY: &[errors::Code] = &[errors::Code::FrameTooLarge];
+    for code in errors::Code::ALL {
+        let fix = code.entry().fix;
+        let names_route = ["GET /", "POST /", "PUT /", "PATCH /", "DELETE /"]
+            .iter()
+            .any(|m| fix.contains(m));
+        let names_command = fix.contains("agentbus ") || fix.contains("console");
+        assert!(
+            !names_route || names_command || ROUTE_ONLY.contains(code),
+            "{code}: {fix}"
+        );
+    }
+}
+
 /// The rule tying an entry's HTTP status to its kind (`Kind::admits_http_status`): refusals
 /// answer 4xx, a gateway that cannot serve now answers 5xx, other kinds are never HTTP answers;
 /// and every 4xx entry is a refusal, every 5xx one unavailable, so the status follows the kind.
