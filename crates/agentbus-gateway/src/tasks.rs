@@ -614,7 +614,15 @@ pub async fn cancel(
     let outcome = apply_admin_cancel(app, &user, id, reason.as_deref()).await?;
     // The cancel is made: a notice that fails now stays owed for the reaper's next pass, and
     // the admin is answered with the task as it is.
-    if let Err(e) = send_cancel_notices(app, &row, &format!("{ADMIN_ACTOR}{}", user.id), reason.as_deref(), CANCEL_BITS).await {
+    if let Err(e) = send_cancel_notices(
+        app,
+        &row,
+        &format!("{ADMIN_ACTOR}{}", user.id),
+        reason.as_deref(),
+        CANCEL_BITS,
+    )
+    .await
+    {
         tracing::warn!(task = %id, code = %e.code, error = %e.message, "an admin cancel's notices were not all sent; the reaper's next pass sends the rest");
     }
     let now_row = app.store.task(id).await?.ok_or_else(ApiError::not_found)?;

@@ -567,14 +567,20 @@ pub fn envelope_body(env: &Envelope) -> String {
             // requester's `cancelled_by` is its own claim and reads as the requester's cancel.
             let admin = data
                 .get("cancelled_by")
-                .filter(|_| env.source().is_some_and(|s| s.starts_with("agent://system/")))
+                .filter(|_| {
+                    env.source()
+                        .is_some_and(|s| s.starts_with("agent://system/"))
+                })
                 .filter(|by| by.get("role").and_then(Value::as_str) == Some("admin"));
             match admin {
                 Some(by) => {
                     let name = by.get("name").and_then(Value::as_str).unwrap_or("?");
                     let _ = write!(out, "An admin ({name}) cancelled this task.");
                 }
-                None if env.source().is_some_and(|s| s.starts_with("agent://system/")) => {
+                None if env
+                    .source()
+                    .is_some_and(|s| s.starts_with("agent://system/")) =>
+                {
                     out.push_str("An admin cancelled this task.");
                 }
                 None => out.push_str("The requester cancelled this task."),

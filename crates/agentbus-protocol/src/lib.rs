@@ -31,5 +31,6 @@ pub mod signing;
 pub mod task;
 pub mod text;
 pub mod timestamp;
+pub mod tracelink;
 
 pub use errors::Code;

@@ -380,7 +380,10 @@ async fn wp_6_2_the_console_s_cancel_is_the_admin_cancel_of_the_api() {
     );
     // The timeline entry is the admin's, with its reason.
     let t = text(&page.body);
-    assert!(t.contains("(console)") && t.contains("Reason: superseded"), "{t}");
+    assert!(
+        t.contains("(console)") && t.contains("Reason: superseded"),
+        "{t}"
+    );
     // Once the task is over, its page offers no cancel.
     w.followup(
         &f.worker,

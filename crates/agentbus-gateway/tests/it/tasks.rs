@@ -642,7 +642,10 @@ async fn wp_5_7_1_a_workspace_admin_cancels_through_the_console() {
     assert_eq!((s, t["state"].as_str()), (200, Some("cancelled")));
     let last = t["timeline"].as_array().unwrap().last().unwrap().clone();
     assert!(last["actor"].as_str().unwrap().starts_with("user:usr_"));
-    assert_eq!(last["reason"], "freeze", "the reason is on the timeline entry");
+    assert_eq!(
+        last["reason"], "freeze",
+        "the reason is on the timeline entry"
+    );
     // Both parties are told, and told it was this admin, not the requester.
     for party in [&bot, &rev] {
         let got = h.poll(party, 0, 0).await;
@@ -652,7 +655,8 @@ async fn wp_5_7_1_a_workspace_admin_cancels_through_the_console() {
             .find(|e| e["type"] == "agentbus.task.cancel.v1" && e["data"]["reason"] == "freeze")
             .expect("a cancel notice");
         assert_eq!(cancel["data"]["cancelled_by"]["role"], "admin");
-        let env = agentbus_protocol::envelope::Envelope::parse(cancel.to_string().as_bytes()).unwrap();
+        let env =
+            agentbus_protocol::envelope::Envelope::parse(cancel.to_string().as_bytes()).unwrap();
         let body = agentbus_protocol::frame::envelope_body(&env);
         assert!(
             body.starts_with("An admin (") && body.ends_with("cancelled this task. Reason: freeze"),

@@ -427,7 +427,10 @@ mod tests {
             .find(|l| l.contains("task.cancel"))
             .unwrap_or_else(|| panic!("{text}"));
         assert!(line.contains("admin usr_9"), "{line}");
-        assert!(line.contains("submitted -> cancelled (reason: freeze"), "{line}");
+        assert!(
+            line.contains("submitted -> cancelled (reason: freeze"),
+            "{line}"
+        );
         assert!(!text.contains("\nnow"), "one line: {text}");
     }
 }
