@@ -478,6 +478,10 @@ catalogue! {
     AgentIdMissing = 3064, 0, Usage, Project, "Agent credential without its agent",
         cause: "An agent credential (`aba_…`) connects a machine to an existing agent, which must be named by its `agt_` id; this is checked before any request.",
         fix: "pass --agent agt_… with the credential, or connect with a user token (abu_…) to register a new agent: agentbus connect --gateway <url> --token abu_… --name <name>";
+    /// A search query that cannot be run.
+    InvalidSearch = 3080, 400, Refused, Project, "Search query not usable",
+        cause: "The query is longer than 512 bytes, has more than 16 words, has an unclosed `\"`, names a filter other than from, to, type, conversation, capability, state, failure, attachment, since and until, or gives one a value it cannot take. Queries are bounded so that none is slow.",
+        fix: "Shorten or correct the query: words, \"quoted phrases\" and filters such as `from:reviewer since:7d` (`agentbus search --help`).";
     /// No agent has this address or id.
     UnknownAgent = 4001, 404, Refused, Spec, "Unknown agent",
         cause: "No agent of the caller's tenant has this address, alias or `agt_` id (§4.2).",

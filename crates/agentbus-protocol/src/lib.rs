@@ -27,6 +27,7 @@ pub mod jcs;
 pub mod json;
 pub mod schema;
 pub mod seal;
+pub mod search;
 pub mod signing;
 pub mod task;
 pub mod text;

@@ -135,3 +135,32 @@ proptest! {
         prop_assert_eq!(crate::frames::count_tags(&out), (1, 1));
     }
 }
+
+proptest! {
+    /// Any query text is parsed or refused with a reason, never a panic; a parsed one stays
+    /// inside its bounds.
+    #[test]
+    fn search_queries_parse_or_refuse(q in "[\\PC\": a-z]{0,80}") {
+        use agentbus_protocol::search::{MAX_QUERY_TERMS, Query};
+        if let Ok(p) = Query::parse(&q) {
+            prop_assert!(p.terms.len() <= MAX_QUERY_TERMS);
+        }
+    }
+
+    /// A snippet is a piece of the text (with `…` marks), and every highlight lies on character
+    /// boundaries inside it and is one of the words asked for.
+    #[test]
+    fn search_snippets_stay_inside_their_text(
+        text in "\\PC{0,200}",
+        word in "[a-zé]{2,6}",
+        max in 1usize..60,
+    ) {
+        use agentbus_protocol::search::{snippet, terms};
+        let s = snippet(&text, &[word.as_str()], max);
+        for r in &s.highlights {
+            prop_assert!(s.text.is_char_boundary(r.start) && s.text.is_char_boundary(r.end));
+            prop_assert_eq!(terms(&s.text[r.clone()]), vec![word.clone()]);
+        }
+        prop_assert!(text.contains(s.text.trim_matches('…')) || s.text.is_empty());
+    }
+}

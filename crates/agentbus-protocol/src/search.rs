@@ -1,0 +1,561 @@
+//! Search, in one place for every front end (the gateway, this machine's store, a git share):
+//! the query syntax, the terms a text is indexed under, the blind index that keeps those terms
+//! out of the database in the clear, and the snippets made from a text once it is opened.
+//!
+//! Message `data` is sealed at rest under its tenant's key, so an index of its words must not
+//! hold them either: a term is stored as a keyed hash under a key derived from the tenant's
+//! ([`IndexKey`]). The database then reveals which documents share a term, and how often a term
+//! occurs, never the term. Snippets are made at query time from the opened text, which also
+//! drops a hash collision's false hit ([`Query::matches`]).
+
+use std::fmt;
+use std::ops::Range;
+
+use unicode_normalization::UnicodeNormalization;
+
+/// The most bytes a query may have.
+pub const MAX_QUERY_BYTES: usize = 512;
+/// The most words (terms and phrase words together) a query may have.
+pub const MAX_QUERY_TERMS: usize = 16;
+/// A term is cut to this many characters, in the index and in a query alike.
+pub const MAX_TERM_CHARS: usize = 64;
+/// The most distinct terms one text is indexed under; the rest are not searchable.
+pub const MAX_DOC_TERMS: usize = 4096;
+
+/// What a term was found in: the same word in a subject and in a sender's address are
+/// different index entries, so `from:reviewer` never matches a body that says "reviewer".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Field {
+    /// A message's text, a task's instructions or result summary.
+    Text,
+    /// A message's subject.
+    Subject,
+    /// An attachment's file name.
+    Attachment,
+}
+
+impl Field {
+    fn tag(self) -> u8 {
+        match self {
+            Field::Text => b't',
+            Field::Subject => b's',
+            Field::Attachment => b'a',
+        }
+    }
+}
+
+/// The words of `text` as the index and queries see them: NFKC-folded, lowercased, split at
+/// everything but letters, digits and `_` (so `code.review` is `code` and `review`, and an id
+/// like `msg_01J9…` stays one word), each cut to [`MAX_TERM_CHARS`], single characters dropped.
+pub fn terms(text: &str) -> Vec<String> {
+    let folded: String = text.nfkc().flat_map(char::to_lowercase).collect();
+    folded
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| w.chars().count() > 1)
+        .map(|w| w.chars().take(MAX_TERM_CHARS).collect())
+        .collect()
+}
+
+/// The distinct terms of `text`, at most [`MAX_DOC_TERMS`], in first-seen order.
+pub fn doc_terms(text: &str) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    terms(text)
+        .into_iter()
+        .filter(|t| seen.insert(t.clone()))
+        .take(MAX_DOC_TERMS)
+        .collect()
+}
+
+/// A tenant's search key: terms are stored as keyed hashes under it (a blind index).
+#[derive(Clone)]
+pub struct IndexKey([u8; 32]);
+
+impl fmt::Debug for IndexKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("IndexKey(..)")
+    }
+}
+
+impl IndexKey {
+    /// The search key of a tenant whose data key is `tenant_key`: derived, never the data key
+    /// itself, so the index's hashes open nothing.
+    pub fn derive(tenant_key: &[u8]) -> IndexKey {
+        IndexKey(blake3::derive_key(
+            "agentbus 2026-12 search index terms v1",
+            tenant_key,
+        ))
+    }
+
+    /// The stored form of `term` in `field`: 96 bits of its keyed hash, as 24 hex digits (one
+    /// word to a full-text engine). A collision only costs a candidate the opened text drops.
+    pub fn tag(&self, field: Field, term: &str) -> String {
+        let mut h = blake3::Hasher::new_keyed(&self.0);
+        h.update(&[field.tag()]);
+        h.update(term.as_bytes());
+        hex::encode(&h.finalize().as_bytes()[..12])
+    }
+
+    /// The stored words of a document: each distinct term of each field, tagged.
+    pub fn tags<'a>(&self, fields: impl IntoIterator<Item = (Field, &'a str)>) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (field, text) in fields {
+            for t in doc_terms(text) {
+                let tag = self.tag(field, &t);
+                if seen.insert(tag.clone()) {
+                    out.push(tag);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Why a query is refused (AB-3070), before any work is done.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueryError {
+    /// More than [`MAX_QUERY_BYTES`].
+    #[error("the query is {0} bytes; at most {MAX_QUERY_BYTES}")]
+    TooLong(usize),
+    /// More than [`MAX_QUERY_TERMS`] words.
+    #[error("the query has {0} words; at most {MAX_QUERY_TERMS}")]
+    TooManyTerms(usize),
+    /// Neither a word nor a filter.
+    #[error("the query has no word and no filter to search by")]
+    Empty,
+    /// A `"` never closed.
+    #[error("a quoted phrase is not closed")]
+    UnclosedQuote,
+    /// `name:` that is not a filter.
+    #[error("unknown filter `{0}:`; the filters: {FILTERS}")]
+    UnknownFilter(String),
+    /// A filter's value it cannot take.
+    #[error("`{filter}:{value}`: {why}")]
+    BadValue {
+        /// The filter.
+        filter: &'static str,
+        /// Its value, as written.
+        value: String,
+        /// What it takes.
+        why: &'static str,
+    },
+}
+
+impl crate::errors::Catalogued for QueryError {
+    fn code(&self) -> crate::errors::Code {
+        crate::errors::Code::InvalidSearch
+    }
+}
+
+/// The filters a query may hold, as `name:value`.
+pub const FILTERS: &str =
+    "from, to, type, conversation, capability, state, failure, attachment, since, until";
+
+/// A point in time a filter names: absolute, or relative to the time the query runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    /// Milliseconds since the epoch.
+    At(i64),
+    /// This many milliseconds before now.
+    Ago(i64),
+}
+
+impl When {
+    /// The instant, given the time now (ms).
+    pub fn resolve(self, now_ms: i64) -> i64 {
+        match self {
+            When::At(t) => t,
+            When::Ago(d) => now_ms.saturating_sub(d),
+        }
+    }
+
+    fn parse(filter: &'static str, v: &str) -> Result<When, QueryError> {
+        let bad = || QueryError::BadValue {
+            filter,
+            value: v.to_owned(),
+            why: "a date (2026-12-01), an RFC 3339 time, or an age (30m, 24h, 7d)",
+        };
+        if let Some((n, unit)) = v.split_at_checked(v.len().saturating_sub(1))
+            && let Ok(n) = n.parse::<i64>()
+        {
+            let ms = match unit {
+                "m" => 60_000,
+                "h" => 3_600_000,
+                "d" => 86_400_000,
+                _ => return Err(bad()),
+            };
+            return n
+                .checked_mul(ms)
+                .filter(|ms| *ms >= 0)
+                .map(When::Ago)
+                .ok_or_else(bad);
+        }
+        let rfc3339 = if v.len() == 10 {
+            format!("{v}T00:00:00Z")
+        } else {
+            v.to_owned()
+        };
+        rfc3339
+            .parse::<crate::timestamp::Timestamp>()
+            .map(|t| When::At(t.0))
+            .map_err(|_| bad())
+    }
+}
+
+/// A parsed query: words all of which must occur (phrases in order), and filters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Query {
+    /// Words, each of which must occur.
+    pub terms: Vec<String>,
+    /// Phrases, each of whose words must occur in this order, next to each other.
+    pub phrases: Vec<Vec<String>>,
+    /// `from:` an address, or a bare name matched against the last path segment.
+    pub from: Option<String>,
+    /// `to:` likewise.
+    pub to: Option<String>,
+    /// `type:` `message`, `task` or a full envelope type.
+    pub kind: Option<String>,
+    /// `conversation:` a `cnv_` id.
+    pub conversation: Option<String>,
+    /// `capability:` a task's capability.
+    pub capability: Option<String>,
+    /// `state:` a task's state.
+    pub state: Option<String>,
+    /// `failure:` a failed task's failure code.
+    pub failure: Option<String>,
+    /// `attachment:` words of an attachment's name.
+    pub attachment: Vec<String>,
+    /// `since:` not before.
+    pub since: Option<When>,
+    /// `until:` before.
+    pub until: Option<When>,
+}
+
+impl Query {
+    /// Parses `text`: words, `"quoted phrases"`, and `filter:value` (a value may be quoted).
+    /// Bounded before anything else is done: [`MAX_QUERY_BYTES`], [`MAX_QUERY_TERMS`].
+    pub fn parse(text: &str) -> Result<Query, QueryError> {
+        if text.len() > MAX_QUERY_BYTES {
+            return Err(QueryError::TooLong(text.len()));
+        }
+        let mut q = Query::default();
+        let mut rest = text.trim_start();
+        while !rest.is_empty() {
+            let (token, quoted, after) = next_token(rest)?;
+            rest = after.trim_start();
+            let filter = (!quoted).then(|| token.split_once(':')).flatten();
+            match filter {
+                // `agent://…` is an address to search for, not a filter.
+                Some((name, value)) if !name.is_empty() && !value.starts_with("//") => {
+                    q.filter(name, value.to_owned())?;
+                }
+                _ if quoted => {
+                    let words = terms(&token);
+                    match words.len() {
+                        0 => {}
+                        1 => q.terms.extend(words),
+                        _ => q.phrases.push(words),
+                    }
+                }
+                _ => q.terms.extend(terms(&token)),
+            }
+        }
+        let words =
+            q.terms.len() + q.phrases.iter().map(Vec::len).sum::<usize>() + q.attachment.len();
+        if words > MAX_QUERY_TERMS {
+            return Err(QueryError::TooManyTerms(words));
+        }
+        if q == Query::default() {
+            return Err(QueryError::Empty);
+        }
+        Ok(q)
+    }
+
+    fn filter(&mut self, name: &str, value: String) -> Result<(), QueryError> {
+        let one = |filter: &'static str, v: &str| {
+            if v.is_empty() || v.chars().any(char::is_control) {
+                Err(QueryError::BadValue {
+                    filter,
+                    value: v.to_owned(),
+                    why: "a value without control characters",
+                })
+            } else {
+                Ok(Some(v.to_owned()))
+            }
+        };
+        match name.to_ascii_lowercase().as_str() {
+            "from" => self.from = one("from", &value)?,
+            "to" => self.to = one("to", &value)?,
+            "type" => self.kind = one("type", &value)?,
+            "conversation" => self.conversation = one("conversation", &value)?,
+            "capability" => self.capability = one("capability", &value)?,
+            "state" => self.state = one("state", &value)?,
+            "failure" => self.failure = one("failure", &value)?,
+            "attachment" => self.attachment.extend(terms(&value)),
+            "since" => self.since = Some(When::parse("since", &value)?),
+            "until" => self.until = Some(When::parse("until", &value)?),
+            other => return Err(QueryError::UnknownFilter(other.to_owned())),
+        }
+        Ok(())
+    }
+
+    /// Every word the query needs in the text, phrases' words included.
+    pub fn text_words(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = self.terms.iter().map(String::as_str).collect();
+        for p in &self.phrases {
+            out.extend(p.iter().map(String::as_str));
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Whether the opened `text` (with `subject`) holds every word, and every phrase in order:
+    /// what a candidate from the blind index must pass before it is a hit.
+    pub fn matches(&self, subject: &str, text: &str) -> bool {
+        let mut words = terms(subject);
+        words.push(String::new()); // a phrase never runs from the subject into the text
+        words.extend(terms(text));
+        self.text_words()
+            .iter()
+            .all(|w| words.iter().any(|t| t == w))
+            && self
+                .phrases
+                .iter()
+                .all(|p| words.windows(p.len()).any(|win| win == p.as_slice()))
+    }
+
+    /// How well the opened document matches: occurrences of each word (a subject's count
+    /// thrice), so rank is the same whichever store found the candidates.
+    pub fn score(&self, subject: &str, text: &str) -> u32 {
+        let (s, t) = (terms(subject), terms(text));
+        self.text_words()
+            .iter()
+            .map(|w| {
+                let n = |v: &[String]| v.iter().filter(|t| t == w).count().min(20) as u32;
+                3 * n(&s) + n(&t)
+            })
+            .sum()
+    }
+}
+
+/// One token of a query: a quoted run, or a run up to the next space (a `name:"…"` value's
+/// quotes are read by the caller).
+fn next_token(s: &str) -> Result<(String, bool, &str), QueryError> {
+    if let Some(inner) = s.strip_prefix('"') {
+        let end = inner.find('"').ok_or(QueryError::UnclosedQuote)?;
+        return Ok((inner[..end].to_owned(), true, &inner[end + 1..]));
+    }
+    let end = s.find(char::is_whitespace).unwrap_or(s.len());
+    let token = &s[..end];
+    // `name:"a b"`: the value runs to its closing quote.
+    if let Some(at) = token.find(":\"") {
+        let start = at + 2;
+        let close = s[start..].find('"').ok_or(QueryError::UnclosedQuote)?;
+        let value = &s[start..start + close];
+        return Ok((
+            format!("{}:{value}", &token[..at]),
+            false,
+            &s[start + close + 1..],
+        ));
+    }
+    Ok((token.to_owned(), false, &s[end..]))
+}
+
+/// A piece of an opened text around its first hit, with where the query's words are in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snippet {
+    /// The text, `…` where it was cut.
+    pub text: String,
+    /// Byte ranges of `text` to highlight; the front end escapes and marks them.
+    pub highlights: Vec<Range<usize>>,
+}
+
+/// A snippet of at most about `max_chars` characters of `text` around the first of `words`,
+/// cut at word boundaries; the start of `text` when none occurs.
+pub fn snippet(text: &str, words: &[&str], max_chars: usize) -> Snippet {
+    // Word spans in the original text, with their folded form.
+    let mut spans: Vec<(Range<usize>, String)> = Vec::new();
+    let mut start = None;
+    for (i, c) in text.char_indices().chain([(text.len(), ' ')]) {
+        let inside = c.is_alphanumeric() || c == '_';
+        match (inside && i < text.len(), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                let word = &text[s..i];
+                let folded: String = word.nfkc().flat_map(char::to_lowercase).collect();
+                spans.push((s..i, folded.chars().take(MAX_TERM_CHARS).collect()));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    let hit = |w: &String| words.iter().any(|q| q == w);
+    let first = spans.iter().position(|(_, w)| hit(w));
+    let centre = first.map(|i| spans[i].0.start).unwrap_or(0);
+    // Back up about a third of the window, to a word's start.
+    let lead = max_chars / 3;
+    let mut from = spans
+        .iter()
+        .map(|(r, _)| r.start)
+        .filter(|s| *s <= centre)
+        .rev()
+        .find(|s| text[*s..centre].chars().count() >= lead)
+        .unwrap_or(0);
+    if text[..centre].chars().count() <= lead {
+        from = 0;
+    }
+    // The hit itself always fits: a window too small for the lead starts at the hit.
+    if let Some(i) = first
+        && text[from..spans[i].0.end].chars().count() > max_chars
+    {
+        from = centre;
+    }
+    let mut to = text.len();
+    if let Some((i, _)) = text[from..].char_indices().nth(max_chars) {
+        // End at the last word boundary before the limit.
+        let cut = from + i;
+        to = spans
+            .iter()
+            .map(|(r, _)| r.end)
+            .rfind(|e| *e <= cut && *e > from)
+            .unwrap_or(cut);
+    }
+    let mut out = String::new();
+    let offset: isize = if from > 0 {
+        out.push('…');
+        '…'.len_utf8() as isize - from as isize
+    } else {
+        0
+    };
+    out.push_str(&text[from..to]);
+    if to < text.len() {
+        out.push('…');
+    }
+    let highlights = spans
+        .iter()
+        .filter(|(r, w)| r.start >= from && r.end <= to && hit(w))
+        .map(|(r, _)| ((r.start as isize + offset) as usize)..((r.end as isize + offset) as usize))
+        .collect();
+    Snippet {
+        text: out,
+        highlights,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terms_fold_case_and_width_and_split_at_punctuation() {
+        assert_eq!(
+            terms("The v2 SCHEMA, code.review: ＡＢ msg_01J9ZK!"),
+            ["the", "v2", "schema", "code", "review", "ab", "msg_01j9zk"]
+        );
+        assert_eq!(terms("a I ü"), Vec::<String>::new());
+        assert_eq!(terms(&"x".repeat(100))[0].len(), MAX_TERM_CHARS);
+    }
+
+    #[test]
+    fn tags_are_keyed_by_tenant_and_field() {
+        let (a, b) = (IndexKey::derive(&[1; 32]), IndexKey::derive(&[2; 32]));
+        assert_eq!(a.tag(Field::Text, "schema"), a.tag(Field::Text, "schema"));
+        assert_ne!(a.tag(Field::Text, "schema"), b.tag(Field::Text, "schema"));
+        assert_ne!(
+            a.tag(Field::Text, "schema"),
+            a.tag(Field::Subject, "schema")
+        );
+        let tag = a.tag(Field::Text, "schema");
+        assert!(tag.len() == 24 && tag.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert!(!tag.contains("schema"));
+        // Duplicates are stored once.
+        assert_eq!(a.tags([(Field::Text, "schema schema v2")]).len(), 2);
+        assert_eq!(format!("{a:?}"), "IndexKey(..)", "the key never prints");
+    }
+
+    #[test]
+    fn a_query_has_words_phrases_and_filters() {
+        let q = Query::parse(
+            r#"v2 "the schema" from:reviewer type:message since:7d attachment:"lint report.txt" capability:code.review"#,
+        )
+        .unwrap();
+        assert_eq!(q.terms, ["v2"]);
+        assert_eq!(q.phrases, [vec!["the".to_owned(), "schema".to_owned()]]);
+        assert_eq!(q.from.as_deref(), Some("reviewer"));
+        assert_eq!(q.kind.as_deref(), Some("message"));
+        assert_eq!(q.capability.as_deref(), Some("code.review"));
+        assert_eq!(q.attachment, ["lint", "report", "txt"]);
+        assert_eq!(q.since, Some(When::Ago(7 * 86_400_000)));
+        assert_eq!(
+            Query::parse("until:2026-12-01").unwrap().until,
+            Some(When::At(1_796_083_200_000))
+        );
+        // An address is a word, not a filter.
+        assert_eq!(
+            Query::parse("agent://acme/backend/reviewer").unwrap().terms,
+            ["agent", "acme", "backend", "reviewer"]
+        );
+    }
+
+    #[test]
+    fn hostile_queries_are_refused_before_any_work() {
+        for (q, want) in [
+            (
+                &"a".repeat(MAX_QUERY_BYTES + 1)[..],
+                QueryError::TooLong(513),
+            ),
+            ("", QueryError::Empty),
+            ("  !!! ", QueryError::Empty),
+            ("\"open", QueryError::UnclosedQuote),
+            ("color:red", QueryError::UnknownFilter("color".into())),
+        ] {
+            assert_eq!(Query::parse(q), Err(want), "{q:?}");
+        }
+        let many = (0..17)
+            .map(|i| format!("w{i}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert_eq!(Query::parse(&many), Err(QueryError::TooManyTerms(17)));
+        for bad in [
+            "since:yesterday",
+            "since:99999999999999999d",
+            "until:2026-13-40",
+        ] {
+            assert!(
+                matches!(Query::parse(bad), Err(QueryError::BadValue { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_opened_text_decides_a_hit_and_its_rank() {
+        let q = Query::parse(r#"schema "v2 draft""#).unwrap();
+        assert!(q.matches("", "The v2 draft of the schema is ready"));
+        assert!(!q.matches("", "The draft v2 of the schema"), "phrase order");
+        assert!(
+            !q.matches("v2", "draft schema"),
+            "no phrase across subject and text"
+        );
+        assert!(q.score("schema", "v2 draft schema") > q.score("", "v2 draft schema"));
+    }
+
+    #[test]
+    fn snippets_cut_at_words_and_mark_hits() {
+        let text = "Alpha beta gamma delta. The reviewer said the V2 schema needs a version field \
+                    before release, and nothing else.";
+        let s = snippet(text, &["schema"], 40);
+        assert!(s.text.starts_with('…') && s.text.ends_with('…'), "{s:?}");
+        assert!(!s.text.contains("Alpha"), "{s:?}");
+        let marked: Vec<&str> = s.highlights.iter().map(|r| &s.text[r.clone()]).collect();
+        assert_eq!(marked, ["schema"]);
+        // No hit: the start.
+        let s = snippet("short text", &["absent"], 40);
+        assert_eq!((s.text.as_str(), s.highlights.len()), ("short text", 0));
+        // Multibyte text stays on character boundaries.
+        let s = snippet("ééé schéma ü", &["schéma"], 8);
+        let marked: Vec<&str> = s.highlights.iter().map(|r| &s.text[r.clone()]).collect();
+        assert_eq!(marked, ["schéma"], "{s:?}");
+    }
+}
