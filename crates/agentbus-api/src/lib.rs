@@ -17,6 +17,7 @@ pub mod inbox;
 pub mod messages;
 pub mod meta;
 pub mod people;
+pub mod search;
 pub mod tasks;
 pub mod usage;
 
@@ -27,6 +28,7 @@ pub use inbox::*;
 pub use messages::*;
 pub use meta::*;
 pub use people::*;
+pub use search::*;
 pub use tasks::*;
 pub use usage::*;
 

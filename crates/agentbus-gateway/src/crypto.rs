@@ -12,6 +12,12 @@ use agentbus_runtime::random_bytes;
 pub struct DataKey(Key);
 
 impl DataKey {
+    /// The tenant's search key (`agentbus_protocol::search`), derived from this key: the
+    /// search index's hashes never open data.
+    pub(crate) fn search_key(&self) -> agentbus_protocol::search::IndexKey {
+        agentbus_protocol::search::IndexKey::derive(self.0.as_slice())
+    }
+
     /// A fresh random key.
     pub fn generate() -> DataKey {
         DataKey(Key::from(random_bytes::<32>()))

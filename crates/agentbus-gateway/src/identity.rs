@@ -769,7 +769,7 @@ pub async fn topics_for(
 
 /// Whose view of conversations `who` reads (§7): an agent its own messages, a workspace admin its
 /// workspace's agents', a tenant admin the whole tenant's; anyone else is refused (AB-1002).
-fn viewer(who: &Principal) -> ApiResult<ConversationViewer> {
+pub(crate) fn viewer(who: &Principal) -> ApiResult<ConversationViewer> {
     Ok(match who {
         Principal::Agent(a) => ConversationViewer::Agent(a.id.clone()),
         Principal::User(_) => match crate::roles::admin_scope(who) {

@@ -818,6 +818,7 @@ mod tests {
             max_depth: None,
             usage: None,
             notice_of: None,
+            search_tags: Vec::new(),
         };
         let store = app.store.clone();
         let stored = std::thread::spawn(move || {

@@ -34,7 +34,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "features",
         &[
             "a2a", "admin", "blobs", "identity", "inbox", "meta", "publish", "receipts", "tasks",
-            "usage", "views", "ops", "people",
+            "usage", "views", "ops", "people", "search",
         ],
     ),
     ("notices and the reaper", &["owed", "reaper", "clockapi"]),

@@ -34,6 +34,7 @@ mod publish;
 mod reaper;
 mod receipts;
 mod roles;
+mod search;
 mod serve;
 mod sigv4;
 mod state;
@@ -140,6 +141,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/tokens"),
     ("get", "/v1/tokens"),
     ("post", "/v1/tokens/{id}/revoke"),
+    ("get", "/v1/search"),
 ];
 
 /// Routes served only by a gateway started with `--unsafe-test-clock` (`docs/settings.md`): not
@@ -245,7 +247,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/messages/{id}/delivery", get(receipts::delivery))
         .route("/v1/conversations", get(id::list_conversations))
         .route("/v1/usage", get(usage::list))
-        .route("/v1/messages/sent", get(receipts::sent));
+        .route("/v1/messages/sent", get(receipts::sent))
+        .route("/v1/search", get(search::search));
     let test_clock = app.test_clock.clone();
     if test_clock.is_some() {
         r = r.route(

@@ -102,7 +102,7 @@ fn timer_owing(e: &TaskEventRow) -> Option<(TaskState, Timer, i64)> {
 /// is one.
 fn admin_cancel(e: &TaskEventRow) -> Option<(&str, Option<&str>)> {
     (e.kind == CANCEL_KIND && e.actor.starts_with(ADMIN_ACTOR))
-        .then(|| (e.actor.as_str(), e.reason.as_deref()))
+        .then_some((e.actor.as_str(), e.reason.as_deref()))
 }
 
 /// Sends the notices `owed` (bits) on `row`, each for the change that owes it, found on the

@@ -338,6 +338,8 @@ async fn store_checked(
     attrs.insert("received_at".into(), json!(Timestamp(now).to_string()));
     attrs.insert("receipt".into(), json!(receipt));
     let key = app.tenant_key(&agent.tenant_id).await?;
+    // Indexed in the publish's own transaction, as keyed hashes (`crate::search`).
+    let search_tags = crate::search::index_tags(&key, &attrs, &data);
     let s = |name: &str| attrs.get(name).and_then(Value::as_str).map(str::to_owned);
     let msg = NewMessage {
         tenant_id: agent.tenant_id.clone(),
@@ -365,6 +367,7 @@ async fn store_checked(
         max_depth: Some(app.config.inbox_max_depth),
         usage,
         notice_of: None,
+        search_tags,
     };
     let (stored, task) =
         store_deciding_again(app, agent, again.as_ref(), single, msg, task).await?;

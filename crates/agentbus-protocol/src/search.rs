@@ -32,6 +32,8 @@ pub enum Field {
     Subject,
     /// An attachment's file name.
     Attachment,
+    /// A failed task's failure code.
+    Failure,
 }
 
 impl Field {
@@ -40,6 +42,7 @@ impl Field {
             Field::Text => b't',
             Field::Subject => b's',
             Field::Attachment => b'a',
+            Field::Failure => b'f',
         }
     }
 }

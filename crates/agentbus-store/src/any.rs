@@ -134,6 +134,7 @@ dispatch! {
     fn recent_message(&self, tenant_id: &str, source: &str, id: &str, since: i64) -> Option<MessageRow>;
     fn idempotent_message(&self, key: &IdempotencyKey, since: i64) -> Option<MessageRow>;
     fn publish(&self, m: NewMessage) -> PublishOutcome;
+    fn search_messages(&self, q: MessageSearch) -> Vec<MessageRow>;
     fn pending_count(&self, agent_id: &str) -> u64;
     fn lease(&self, req: LeaseRequest) -> Vec<Delivery>;
     fn ack(&self, agent_id: &str, acks: Vec<(u64, String)>, at: i64) -> Vec<AckOutcome>;

@@ -299,6 +299,12 @@ pub trait Store: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = StoreResult<Option<MessageRow>>> + Send;
     /// Stores a message and one inbox entry per recipient, atomically (see [`NewMessage`]).
     fn publish(&self, m: NewMessage) -> impl Future<Output = StoreResult<PublishOutcome>> + Send;
+    /// Messages matching `q` (see [`MessageSearch`]), newest first (`received_at`, then storage
+    /// sequence), at most `q.limit`: search candidates the caller opens and checks.
+    fn search_messages(
+        &self,
+        q: MessageSearch,
+    ) -> impl Future<Output = StoreResult<Vec<MessageRow>>> + Send;
     /// Unacknowledged entries of an inbox.
     fn pending_count(&self, agent_id: &str) -> impl Future<Output = StoreResult<u64>> + Send;
     /// Leases up to `limit` deliverable entries: never-delivered ones after `after`, any whose

@@ -267,6 +267,40 @@ pub struct NewMessage {
     /// storing transaction then clears; otherwise [`crate::StoreError::Conflict`] and nothing is
     /// stored (another gateway replica sent it).
     pub notice_of: Option<Owed>,
+    /// The message's search index words (`agentbus_protocol::search`: keyed hashes of its terms,
+    /// never the terms), stored in the same transaction and deleted with the message.
+    pub search_tags: Vec<String>,
+}
+
+/// A search over stored messages ([`crate::Store::search_messages`]): candidates for the
+/// gateway to open, check and rank. Every condition holds together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageSearch {
+    /// The caller's tenant.
+    pub tenant_id: String,
+    /// Whose view: only messages it may read through the conversation routes.
+    pub viewer: ConversationViewer,
+    /// Groups of index words: each group must have at least one of its words in the message.
+    /// Empty: no word condition (filters only).
+    pub words: Vec<Vec<String>>,
+    /// Envelope type: exactly this, or with a trailing `*` this prefix (`agentbus.task.*`).
+    pub kind: Option<String>,
+    /// Only this conversation.
+    pub conversation_id: Option<String>,
+    /// Only from this source address.
+    pub source: Option<String>,
+    /// Only to this address, as the sender wrote it.
+    pub to_text: Option<String>,
+    /// Only of a task (`task_id` set).
+    pub in_task: bool,
+    /// Received at or after (ms).
+    pub since: Option<i64>,
+    /// Received before (ms).
+    pub until: Option<i64>,
+    /// Only older than this `(received_at, seq)`: a page's cursor.
+    pub before: Option<(i64, i64)>,
+    /// The most rows, newest first.
+    pub limit: u32,
 }
 
 /// A notice the gateway owes, marked in the transaction that made it due and cleared in the one

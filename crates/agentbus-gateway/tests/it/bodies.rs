@@ -289,6 +289,10 @@ async fn every_answer_is_its_api_type_byte_for_byte() {
     .await;
     let route = "/v1/messages/sent";
     c.call("get", route, route, &alpha.token, Nothing).await;
+    // A page with a hit, a snippet with highlights, a task and a `next`.
+    let path = "/v1/search?q=review&limit=1";
+    c.call("get", "/v1/search", path, &alpha.token, Nothing)
+        .await;
     let route = "/v1/conversations";
     let list = c.call("get", route, route, &alpha.token, Nothing).await;
     let cnv = text(&list["conversations"][0]["conversation_id"]);

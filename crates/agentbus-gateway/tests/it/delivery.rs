@@ -356,6 +356,7 @@ async fn raw_message(
         max_depth: None,
         usage: None,
         notice_of: None,
+        search_tags: Vec::new(),
     }
 }
 

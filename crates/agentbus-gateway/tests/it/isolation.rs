@@ -677,6 +677,30 @@ fn cases(method: &str, path: &str) -> Option<Vec<Probe>> {
                 post(format!("/v1/tokens/{id}/revoke"), json!({}))
             }),
         )],
+        // Search: the victim's words, subject, task and from filters find nothing of it.
+        ("get", "/v1/search") => vec![
+            Alone(
+                "search for the victim's words",
+                Box::new(|_, _, _| get("/v1/search?q=victim%20secret%20message&limit=100")),
+            ),
+            Alone(
+                "search the victim's task by its instructions",
+                Box::new(|_, _, _| get("/v1/search?q=secret%20task%20type:task&limit=100")),
+            ),
+            Alone(
+                "search everything from the victim",
+                Box::new(|w, _, _| {
+                    get(format!(
+                        "/v1/search?q=from:{}&limit=100",
+                        w.victim.agent.address
+                    ))
+                }),
+            ),
+            Alone(
+                "search from a forged cursor",
+                Box::new(|_, _, _| get(format!("/v1/search?q=secret&cursor={}.1.0", i64::MAX))),
+            ),
+        ],
         ("get", "/v1/usage") => vec![Alone(
             "the victim agent's usage",
             Box::new(|w, _, _| get(format!("/v1/usage?agent={}", w.victim.agent.id))),

@@ -24,6 +24,7 @@ mod publish;
 mod receipts;
 mod roles;
 mod s3;
+mod search;
 mod service;
 mod settings;
 mod support;

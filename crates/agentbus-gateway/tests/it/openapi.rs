@@ -162,6 +162,7 @@ pub fn bodies() -> Vec<(&'static str, &'static str, Option<Typed>, Option<Typed>
         ("post", "/v1/tokens", typed!(NewToken), typed!(IssuedToken)),
         ("get", "/v1/tokens", None, typed!(TokenList)),
         ("post", "/v1/tokens/{id}/revoke", None, typed!(TokenInfo)),
+        ("get", "/v1/search", None, typed!(SearchResults)),
     ]
 }
 

@@ -205,6 +205,8 @@ struct Entry {
 struct Message {
     row: MessageRow,
     correlation_id: Option<String>,
+    /// Its search index words.
+    search_tags: HashSet<String>,
 }
 
 /// A shown or pushed receipt as stored.

@@ -336,6 +336,7 @@ impl State {
             Message {
                 row: row.clone(),
                 correlation_id: m.correlation_id.clone(),
+                search_tags: m.search_tags.iter().cloned().collect(),
             },
         );
         self.recent_ids.insert(
@@ -925,6 +926,45 @@ impl Store for MemoryStore {
         // Uneven steps: storage sequences are ordered, never counted.
         let step = 1 + (self.draw() % 3) as i64;
         self.state()?.publish(m, step)
+    }
+
+    async fn search_messages(&self, q: MessageSearch) -> StoreResult<Vec<MessageRow>> {
+        self.enter("search_messages").await?;
+        let s = self.state()?;
+        let kind_ok = |k: &str| match &q.kind {
+            Some(want) => match want.strip_suffix('*') {
+                Some(prefix) => k.starts_with(prefix),
+                None => k == want,
+            },
+            None => true,
+        };
+        let mut rows: Vec<MessageRow> = s
+            .messages
+            .values()
+            .filter(|m| m.row.tenant_id == q.tenant_id && s.readable(&m.row, &q.viewer))
+            .filter(|m| {
+                q.words
+                    .iter()
+                    .all(|g| g.iter().any(|w| m.search_tags.contains(w)))
+            })
+            .map(|m| &m.row)
+            .filter(|r| kind_ok(&r.kind))
+            .filter(|r| {
+                q.conversation_id
+                    .as_ref()
+                    .is_none_or(|c| &r.conversation_id == c)
+            })
+            .filter(|r| q.source.as_ref().is_none_or(|x| &r.source == x))
+            .filter(|r| q.to_text.as_ref().is_none_or(|x| &r.to_text == x))
+            .filter(|r| !q.in_task || r.task_id.is_some())
+            .filter(|r| q.since.is_none_or(|t| r.received_at >= t))
+            .filter(|r| q.until.is_none_or(|t| r.received_at < t))
+            .filter(|r| q.before.is_none_or(|b| (r.received_at, r.seq) < b))
+            .cloned()
+            .collect();
+        rows.sort_by_key(|r| std::cmp::Reverse((r.received_at, r.seq)));
+        rows.truncate(q.limit as usize);
+        Ok(rows)
     }
 
     async fn pending_count(&self, agent_id: &str) -> StoreResult<u64> {

@@ -211,6 +211,9 @@ pub(super) static INSERT_ALL: LazyLock<String> = LazyLock::new(|| {
      SELECT u.a, (SELECT c.last_seq FROM inbox_counters c WHERE c.agent_id = u.a) - u.b, m.seq, 0, 0, u.v, u.x, {} \
      FROM unnest($18::text[], $19::text[], $20::bigint[], $21::bigint[], $22::bigint[]) AS u(r, a, b, v, x) \
      JOIN m ON m.receipt = u.r), \
+     s AS (INSERT INTO search_terms (message_seq, tags) \
+     SELECT m.seq, array_to_tsvector(string_to_array(u.t, ' ')) \
+     FROM unnest($23::text[], $24::text[]) AS u(r, t) JOIN m ON m.receipt = u.r), \
      r AS (INSERT INTO recent_ids (tenant_id, source, id, message_seq, received_at) \
      SELECT tenant_id, source, id, seq, received_at FROM m \
      ON CONFLICT (tenant_id, source, id) DO UPDATE SET message_seq = excluded.message_seq, received_at = excluded.received_at) \
@@ -351,7 +354,7 @@ async fn store_batch(
             return Ok(Some(outcomes(batch, plans, &[], &Counters::new())));
         }
         let rows = Rows::of(batch, &stored, &plans, &written);
-        let params: [&(dyn ToSql + Sync); 22] = [
+        let params: [&(dyn ToSql + Sync); 24] = [
             &rows.tenant_id,
             &rows.id,
             &rows.source,
@@ -374,6 +377,8 @@ async fn store_batch(
             &rows.entry_from_end,
             &rows.entry_visible,
             &rows.entry_expires,
+            &rows.search_receipt,
+            &rows.search_tags,
         ];
         let extras = stored.iter().any(|&i| has_extras(batch[i]));
         let lock_p: Params<'_> = &[&rows.bumped];
@@ -576,6 +581,9 @@ struct Rows<'a> {
     entry_from_end: Vec<i64>,
     entry_visible: Vec<i64>,
     entry_expires: Vec<i64>,
+    /// The search index words of each message that has some, space-separated, by receipt.
+    search_receipt: Vec<&'a str>,
+    search_tags: Vec<String>,
     /// The inboxes written, in id order, with their entries and ceilings.
     bumped: Vec<&'a str>,
     by: Vec<i64>,
@@ -611,6 +619,10 @@ impl<'a> Rows<'a> {
             r.received_at.push(m.received_at);
             r.expires_at.push(m.expires_at);
             r.task_id.push(m.task_id.as_deref());
+            if !m.search_tags.is_empty() {
+                r.search_receipt.push(&m.receipt);
+                r.search_tags.push(m.search_tags.join(" "));
+            }
             if let Plan::Store { entries } = &plans[i] {
                 for (agent, k) in entries {
                     r.entry_receipt.push(&m.receipt);

@@ -252,6 +252,7 @@ pub(super) async fn insert_message(
     // so they are held over as few round trips as possible before the commit (publishes into one
     // inbox are serial on its row). A refusal below rolls all of it back.
     let seq = insert_row(t, m).await?;
+    insert_search_terms(t, m, seq).await?;
     record_ids(t, m, seq).await?;
     if let Some(w) = &m.task {
         write_task(t, w).await?;
@@ -407,6 +408,32 @@ pub(super) async fn insert_row(t: &impl GenericClient, m: &NewMessage) -> StoreR
         .await?,
         0,
     )
+}
+
+/// The message's search index words (`seq` its row), as a `tsvector` of exactly those words:
+/// no text parser reads them.
+async fn insert_search_terms(t: &impl GenericClient, m: &NewMessage, seq: i64) -> StoreResult<()> {
+    if m.search_tags.is_empty() {
+        return Ok(());
+    }
+    exec(
+        t,
+        "INSERT INTO search_terms (message_seq, tags) VALUES ($1, array_to_tsvector($2::text[]))",
+        &[&seq, &m.search_tags],
+    )
+    .await
+    .map(drop)
+}
+
+/// A `tsquery` for search word groups: every group, each one of its words, each word a quoted
+/// lexeme (the words are hex; quoted anyway so nothing is read as syntax).
+fn ts_query(groups: &[Vec<String>]) -> String {
+    let quote = |w: &String| format!("'{}'", w.replace('\\', "").replace('\'', "''"));
+    groups
+        .iter()
+        .map(|g| format!("({})", g.iter().map(quote).collect::<Vec<_>>().join(" | ")))
+        .collect::<Vec<_>>()
+        .join(" & ")
 }
 
 /// What a stored message leaves beside its row and inbox entries: its replay record, then
@@ -1643,6 +1670,87 @@ impl Store for PgStore {
 
     async fn message(&self, seq: i64) -> StoreResult<Option<MessageRow>> {
         message_by_seq(&self.client().await?, seq).await
+    }
+
+    async fn search_messages(&self, q: MessageSearch) -> StoreResult<Vec<MessageRow>> {
+        let c = self.client().await?;
+        let (filter, who) = viewer_filter(&q.viewer);
+        let mut sql = format!(
+            "SELECT {MESSAGE_COLS} FROM messages m WHERE m.tenant_id = $1 AND $2::bigint IS NOT NULL {filter}"
+        );
+        let mut args: Vec<Box<dyn tokio_postgres::types::ToSql + Sync + Send>> =
+            vec![Box::new(q.tenant_id.clone()), Box::new(1i64), Box::new(who)];
+        let mut arg =
+            |sql: &mut String,
+             cond: &str,
+             v: Box<dyn tokio_postgres::types::ToSql + Sync + Send>| {
+                args.push(v);
+                sql.push_str(&cond.replace('?', &format!("${}", args.len())));
+            };
+        if !q.words.is_empty() {
+            arg(
+                &mut sql,
+                " AND EXISTS (SELECT 1 FROM search_terms s WHERE s.message_seq = m.seq AND s.tags @@ (?::text)::tsquery)",
+                Box::new(ts_query(&q.words)),
+            );
+        }
+        match &q.kind {
+            Some(k) if k.ends_with('*') => {
+                let prefix = k.trim_end_matches('*').to_owned();
+                arg(
+                    &mut sql,
+                    " AND left(m.kind, length(?::text)) = ",
+                    Box::new(prefix.clone()),
+                );
+                arg(&mut sql, "?::text", Box::new(prefix));
+            }
+            Some(k) => arg(&mut sql, " AND m.kind = ?::text", Box::new(k.clone())),
+            None => {}
+        }
+        if let Some(v) = &q.conversation_id {
+            arg(
+                &mut sql,
+                " AND m.conversation_id = ?::text",
+                Box::new(v.clone()),
+            );
+        }
+        if let Some(v) = &q.source {
+            arg(&mut sql, " AND m.source = ?::text", Box::new(v.clone()));
+        }
+        if let Some(v) = &q.to_text {
+            arg(&mut sql, " AND m.to_text = ?::text", Box::new(v.clone()));
+        }
+        if q.in_task {
+            sql.push_str(" AND m.task_id IS NOT NULL");
+        }
+        if let Some(t) = q.since {
+            arg(&mut sql, " AND m.received_at >= ?::bigint", Box::new(t));
+        }
+        if let Some(t) = q.until {
+            arg(&mut sql, " AND m.received_at < ?::bigint", Box::new(t));
+        }
+        if let Some((at, seq)) = q.before {
+            arg(
+                &mut sql,
+                " AND (m.received_at, m.seq) < (?::bigint",
+                Box::new(at),
+            );
+            arg(&mut sql, ", ?::bigint)", Box::new(seq));
+        }
+        arg(
+            &mut sql,
+            " ORDER BY m.received_at DESC, m.seq DESC LIMIT ?::bigint",
+            Box::new(i64::from(q.limit)),
+        );
+        let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = args
+            .iter()
+            .map(|a| a.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync))
+            .collect();
+        rows(&c, &sql, &params)
+            .await?
+            .iter()
+            .map(|r| message(r, 0))
+            .collect()
     }
 
     async fn conversations(

@@ -227,6 +227,15 @@ CREATE INDEX pushes_message ON pushes (message_seq);
 ALTER TABLE tokens ADD COLUMN label TEXT COLLATE "C";
 ALTER TABLE tokens ADD COLUMN revoked_at BIGINT;
 "#,
+    // Search: each message's index words (keyed hashes of its terms, never the terms) as a
+    // tsvector of exactly those words, deleted with the message.
+    r#"
+CREATE TABLE search_terms (
+    message_seq BIGINT PRIMARY KEY REFERENCES messages (seq) ON DELETE CASCADE,
+    tags TSVECTOR NOT NULL
+);
+CREATE INDEX search_terms_tags ON search_terms USING GIN (tags);
+"#,
 ];
 
 /// The `schema_version` of a database with every migration applied.

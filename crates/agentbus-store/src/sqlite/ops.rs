@@ -287,6 +287,10 @@ fn insert_message(t: &Transaction<'_>, m: &NewMessage) -> StoreResult<PublishOut
         m.task_id,
     ])?;
     let seq = t.last_insert_rowid();
+    if !m.search_tags.is_empty() {
+        t.prepare_cached("INSERT INTO search_terms (rowid, tags) VALUES (?1, ?2)")?
+            .execute(params![seq, m.search_tags.join(" ")])?;
+    }
     t.prepare_cached(
         "INSERT INTO recent_ids (tenant_id, source, id, message_seq, received_at) VALUES (?1, ?2, ?3, ?4, ?5) \
          ON CONFLICT (tenant_id, source, id) DO UPDATE SET message_seq = excluded.message_seq, received_at = excluded.received_at",
@@ -612,6 +616,17 @@ fn token_row(r: &Row<'_>) -> rusqlite::Result<TokenRow> {
         label: r.get(4)?,
         revoked_at: r.get(5)?,
     })
+}
+
+/// An FTS5 query for search word groups: every group, each one of its words. Each word is a
+/// quoted string (the index words are hex, quoted anyway so nothing is read as syntax).
+fn fts_query(groups: &[Vec<String>]) -> String {
+    let quote = |w: &String| format!("\"{}\"", w.replace('"', "\"\""));
+    groups
+        .iter()
+        .map(|g| format!("({})", g.iter().map(quote).collect::<Vec<_>>().join(" OR ")))
+        .collect::<Vec<_>>()
+        .join(" AND ")
 }
 
 /// The SQL condition on `m` (a `messages` row) for what `viewer` may read (§7, per message), with
@@ -1188,6 +1203,71 @@ impl Store for SqliteStore {
             self.write_shared(true, move |tx| insert_message(tx, &m))
                 .await
         }
+    }
+
+    async fn search_messages(&self, q: MessageSearch) -> StoreResult<Vec<MessageRow>> {
+        self.read(move |c| {
+            let (filter, who) = viewer_filter(&q.viewer);
+            let mut sql = format!(
+                "SELECT {MESSAGE_COLS} FROM messages m WHERE m.tenant_id = ?1 AND ?2 IS NOT NULL {filter}"
+            );
+            let mut args: Vec<rusqlite::types::Value> =
+                vec![q.tenant_id.into(), 1i64.into(), who.into()];
+            let mut arg = |sql: &mut String, cond: &str, v: rusqlite::types::Value| {
+                args.push(v);
+                sql.push_str(&cond.replace('?', &format!("?{}", args.len())));
+            };
+            if !q.words.is_empty() {
+                arg(
+                    &mut sql,
+                    " AND m.seq IN (SELECT rowid FROM search_terms WHERE search_terms MATCH ?)",
+                    fts_query(&q.words).into(),
+                );
+            }
+            match q.kind {
+                Some(k) if k.ends_with('*') => {
+                    let prefix = k.trim_end_matches('*').to_owned();
+                    arg(&mut sql, " AND substr(m.kind, 1, length(?)) = ", prefix.clone().into());
+                    arg(&mut sql, "?", prefix.into());
+                }
+                Some(k) => arg(&mut sql, " AND m.kind = ?", k.into()),
+                None => {}
+            }
+            if let Some(c) = q.conversation_id {
+                arg(&mut sql, " AND m.conversation_id = ?", c.into());
+            }
+            if let Some(s) = q.source {
+                arg(&mut sql, " AND m.source = ?", s.into());
+            }
+            if let Some(t) = q.to_text {
+                arg(&mut sql, " AND m.to_text = ?", t.into());
+            }
+            if q.in_task {
+                sql.push_str(" AND m.task_id IS NOT NULL");
+            }
+            if let Some(t) = q.since {
+                arg(&mut sql, " AND m.received_at >= ?", t.into());
+            }
+            if let Some(t) = q.until {
+                arg(&mut sql, " AND m.received_at < ?", t.into());
+            }
+            if let Some((at, seq)) = q.before {
+                arg(&mut sql, " AND (m.received_at < ?", at.into());
+                arg(&mut sql, " OR (m.received_at = ?", at.into());
+                arg(&mut sql, " AND m.seq < ?))", seq.into());
+            }
+            arg(
+                &mut sql,
+                " ORDER BY m.received_at DESC, m.seq DESC LIMIT ?",
+                i64::from(q.limit).into(),
+            );
+            let mut s = c.prepare(&sql)?;
+            let rows = s
+                .query_map(rusqlite::params_from_iter(args), |r| message_row(r, 0))?
+                .collect::<Result<_, _>>()?;
+            Ok(rows)
+        })
+        .await
     }
 
     async fn pending_count(&self, agent_id: &str) -> StoreResult<u64> {

@@ -205,6 +205,14 @@ ALTER TABLE tokens ADD COLUMN label TEXT;
 ALTER TABLE tokens ADD COLUMN revoked_at INTEGER;
 CREATE INDEX tokens_subject ON tokens (kind, subject_id);
 "#,
+    // Search: each message's index words (keyed hashes of its terms, never the terms) in a
+    // contentless FTS5 table whose rowid is the message's storage sequence, deleted with it.
+    r#"
+CREATE VIRTUAL TABLE search_terms USING fts5(tags, content='', contentless_delete=1, tokenize='ascii');
+CREATE TRIGGER messages_search_delete AFTER DELETE ON messages BEGIN
+    DELETE FROM search_terms WHERE rowid = old.seq;
+END;
+"#,
 ];
 
 /// The `user_version` of a database with every migration applied.

@@ -1913,3 +1913,108 @@ pub async fn store_users_and_tokens_are_listed_revoked_and_removed<S: Store + Cl
     assert!(store.token([3; 32]).await.unwrap().is_some());
     assert!(store.token([4; 32]).await.unwrap().is_some());
 }
+
+/// Search candidates (`Store::search_messages`): every word group matched by one of its words,
+/// only what the viewer may read (the conversation routes' rule), the filters, newest first,
+/// paged; a message's words are stored with it, in its transaction.
+pub async fn store_search_finds_what_the_viewer_may_read<S: Store + Clone>(store: S) {
+    base(&store).await;
+    agents(
+        &store,
+        &[
+            agent("agt_a", "alice"),
+            agent("agt_b", "bob"),
+            agent_in("ws_2", "agt_z", "zed"),
+        ],
+    )
+    .await;
+    let tagged = |m: &mut NewMessage, tags: &[&str]| {
+        m.search_tags = tags.iter().map(|t| t.to_string()).collect();
+    };
+    let mut m1 = msg("agt_a", "s1", &["agt_b"], T0);
+    tagged(&mut m1, &["aa01", "bb02"]);
+    stored(&store, m1).await;
+    let mut m2 = msg("agt_b", "s2", &["agt_a"], T0 + 10);
+    tagged(&mut m2, &["aa01"]);
+    m2.kind = "agentbus.task.result.v1".into();
+    m2.task_id = Some("tsk_1".into());
+    stored(&store, m2).await;
+    let mut m3 = msg("agt_z", "s3", &["agt_z"], T0 + 20);
+    m3.conversation_id = "cnv_3".into();
+    tagged(&mut m3, &["aa01", "bb02"]);
+    stored(&store, m3).await;
+    stored(&store, msg("agt_a", "s4", &["agt_b"], T0 + 30)).await;
+    let q = |viewer: ConversationViewer, words: &[&[&str]]| MessageSearch {
+        tenant_id: "ten_1".into(),
+        viewer,
+        words: words
+            .iter()
+            .map(|g| g.iter().map(|w| w.to_string()).collect())
+            .collect(),
+        kind: None,
+        conversation_id: None,
+        source: None,
+        to_text: None,
+        in_task: false,
+        since: None,
+        until: None,
+        before: None,
+        limit: 10,
+    };
+    let ids = |rows: Vec<MessageRow>| rows.into_iter().map(|m| m.id).collect::<Vec<_>>();
+    let found = |q: MessageSearch| {
+        let store = store.clone();
+        async move { ids(store.search_messages(q).await.unwrap()) }
+    };
+    let tenant = || ConversationViewer::Tenant;
+    assert_eq!(found(q(tenant(), &[&["aa01"]])).await, ["s3", "s2", "s1"]);
+    assert_eq!(
+        found(q(tenant(), &[&["aa01"], &["bb02"]])).await,
+        ["s3", "s1"]
+    );
+    assert_eq!(
+        found(q(tenant(), &[&["zz99", "bb02"]])).await,
+        ["s3", "s1"],
+        "any of a group"
+    );
+    assert!(found(q(tenant(), &[&["zz99"]])).await.is_empty());
+    // No words: filters alone, every message.
+    assert_eq!(found(q(tenant(), &[])).await, ["s4", "s3", "s2", "s1"]);
+    // Viewers: an agent reads what it sent or holds; a workspace admin its workspace's.
+    let a = || ConversationViewer::Agent("agt_a".into());
+    assert_eq!(found(q(a(), &[&["aa01"]])).await, ["s2", "s1"]);
+    let z = ConversationViewer::Agent("agt_z".into());
+    assert_eq!(found(q(z, &[&["aa01"]])).await, ["s3"]);
+    let ws2 = ConversationViewer::Workspace("ws_2".into());
+    assert_eq!(found(q(ws2, &[&["aa01"]])).await, ["s3"]);
+    // Another tenant's view of the same words: nothing.
+    let mut other = q(tenant(), &[&["aa01"]]);
+    other.tenant_id = "ten_2".into();
+    assert!(found(other).await.is_empty());
+    // Filters.
+    let mut f = q(tenant(), &[&["aa01"]]);
+    f.kind = Some("agentbus.task.*".into());
+    assert_eq!(found(f.clone()).await, ["s2"]);
+    f.kind = Some("agentbus.message.v1".into());
+    assert_eq!(found(f).await, ["s3", "s1"]);
+    let mut f = q(tenant(), &[]);
+    f.in_task = true;
+    assert_eq!(found(f).await, ["s2"]);
+    let mut f = q(tenant(), &[]);
+    f.conversation_id = Some("cnv_3".into());
+    assert_eq!(found(f).await, ["s3"]);
+    let mut f = q(tenant(), &[]);
+    f.source = Some("agent://acme/main/agt_a".into());
+    f.to_text = Some("agt_b".into());
+    assert_eq!(found(f).await, ["s4", "s1"]);
+    let mut f = q(tenant(), &[]);
+    (f.since, f.until) = (Some(T0 + 10), Some(T0 + 30));
+    assert_eq!(found(f).await, ["s3", "s2"]);
+    // Pages: newest first, below a cursor, at most `limit`.
+    let mut f = q(tenant(), &[]);
+    f.limit = 2;
+    let first = store.search_messages(f.clone()).await.unwrap();
+    assert_eq!(ids(first.clone()), ["s4", "s3"]);
+    f.before = Some((first[1].received_at, first[1].seq));
+    assert_eq!(found(f).await, ["s2", "s1"]);
+}

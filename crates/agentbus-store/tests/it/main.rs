@@ -85,4 +85,5 @@ conformance!(
     store_console_reads_and_usage,
     store_sent_messages_page_newest_first,
     store_users_and_tokens_are_listed_revoked_and_removed,
+    store_search_finds_what_the_viewer_may_read,
 );
