@@ -942,11 +942,14 @@ async fn list_badges_ids_and_addresses_are_unbreakable_but_after_a_slash() {
     }
     let css = f.w.get(None, "/console/assets/console.css").await.body;
     assert!(
-        css.contains(".state, .badge, .id { white-space: nowrap;"),
+        css.contains(".state, .badge, .id, .tag.kind { white-space: nowrap;"),
         "{css}"
     );
     assert!(css.contains(".addr .seg { white-space: nowrap; }"), "{css}");
-    assert!(!css.contains("overflow-wrap: anywhere; }\nth"), "{css}");
+    assert!(
+        !css.contains("vertical-align: top; overflow-wrap: anywhere;"),
+        "{css}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
