@@ -812,12 +812,19 @@ async fn the_console_in_chromium() {
     assert!(b.text().await.contains("deploys"));
     b.at_widths("topics").await;
     b.open(&format!("{base}/console/policy")).await;
-    let doc = b.c.find(Locator::Css("#document")).await.unwrap();
-    doc.clear().await.unwrap();
-    doc.send_keys(r#"{"default": "maybe", "rules": [{"from": "agent://Bad", "to": "*"}]}"#)
+    b.c.find(Locator::Css("#rule-0-from"))
+        .await
+        .unwrap()
+        .send_keys("agent://Bad")
         .await
         .unwrap();
-    b.c.find(Locator::Css("form.policy button"))
+    b.c.find(Locator::Css("#rule-0-to"))
+        .await
+        .unwrap()
+        .send_keys("*")
+        .await
+        .unwrap();
+    b.c.find(Locator::Css("#save-form"))
         .await
         .unwrap()
         .click()
@@ -826,6 +833,27 @@ async fn the_console_in_chromium() {
     b.wait_for("#policy-error").await;
     b.check("policy refused").await;
     assert!(b.text().await.contains("AB-3026"));
+    // Each problem beside its field: the bad pattern under `from`, the missing effect on its rule.
+    let beside: Vec<String> = serde_json::from_value(
+        b.c.execute(
+            "return [...document.querySelectorAll('.field-error')].map((e) => { \
+             const row = e.closest('tr'); const field = e.closest('td, .field').querySelector('input, select'); \
+             return (row ? row.id : '') + ':' + (field ? field.id : '') + ' ' + e.textContent; });",
+            vec![],
+        )
+        .await
+        .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        beside
+            .iter()
+            .any(|e| e.starts_with("rule-0:rule-0-from /rules/0/from"))
+            && beside
+                .iter()
+                .any(|e| e.starts_with("rule-0:rule-0-effect /rules/0 ")),
+        "{beside:?}"
+    );
     b.at_widths("policy").await;
     b.open(&format!("{base}/console/usage")).await;
     let usage = b.text().await;

@@ -1126,3 +1126,122 @@ async fn needs_attention_lists_failed_waiting_due_soon_and_dead_letters() {
         assert!(!p.body.contains(id.as_str()), "{id}: {}", p.body);
     }
 }
+
+/// The cell of the policy form that holds the field `id`.
+fn cell_of<'a>(body: &'a str, id: &str) -> &'a str {
+    let at = at(body, &format!("id=\"{id}\""));
+    let start = body[..at].rfind("<td").unwrap();
+    let end = at + body[at..].find("</td>").unwrap();
+    &body[start..end]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_policy_form_shows_each_violation_beside_its_field() {
+    let f = Fixture::build().await;
+    let w = &f.w;
+    let s = w.sign_in(&f.ws_admin).await;
+    let path = format!("/console/policy/{}", f.workspace);
+    let p = w.get(Some(&s), "/console/policy").await;
+    assert!(p.body.contains("id=\"rule-0-from\""), "{}", p.body);
+    assert!(!p.body.contains("field-error"), "no problem before a save");
+    // A bad pattern and a missing effect in the first rule, an empty row, an over-long
+    // description in the third (the second rule of the document).
+    let long = "x".repeat(501);
+    let before = w.app.store().dump().await.unwrap();
+    let p = w
+        .submit(
+            &s,
+            &path,
+            &[
+                ("default", "deny"),
+                ("rule-count", "3"),
+                ("rule-0-from", "agent://Bad"),
+                ("rule-0-to", "*"),
+                ("rule-0-effect", ""),
+                ("rule-1-from", ""),
+                ("rule-2-from", "*"),
+                ("rule-2-to", "*"),
+                ("rule-2-effect", "allow"),
+                ("rule-2-description", &long),
+            ],
+        )
+        .await;
+    unchanged(&before, &w.app.store().dump().await.unwrap(), "the form");
+    assert_eq!(
+        (p.status, code_of(&p).as_str()),
+        (422, "AB-3026"),
+        "{}",
+        p.body
+    );
+    let from = cell_of(&p.body, "rule-0-from");
+    assert!(
+        from.contains("field-error") && text(from).contains("/rules/0/from"),
+        "{from}"
+    );
+    assert!(
+        from.contains("value=\"agent://Bad\""),
+        "shown as typed: {from}"
+    );
+    let row = cell_of(&p.body, "rule-0-effect");
+    assert!(
+        text(row).contains("/rules/0 ") && text(row).contains("effect"),
+        "{row}"
+    );
+    let description = cell_of(&p.body, "rule-1-description");
+    assert!(
+        text(description).contains("/rules/1/description"),
+        "{description}"
+    );
+    for quiet in ["rule-0-to", "rule-1-from", "default"] {
+        let at = at(&p.body, &format!("id=\"{quiet}\""));
+        let rest = &p.body[at..];
+        let next = ["</td>", "</div>"]
+            .iter()
+            .filter_map(|end| rest.find(end))
+            .min()
+            .unwrap();
+        assert!(!p.body[at..at + next].contains("field-error"), "{quiet}");
+    }
+    // A document from the JSON editor is checked alike, its problems beside the fields too.
+    let p = w
+        .submit(&s, &path, &[("document", r#"{"default": "maybe"}"#)])
+        .await;
+    assert_eq!(p.status, 422, "{}", p.body);
+    let at_default = at(&p.body, "id=\"default\"");
+    let field = &p.body[at_default..at_default + p.body[at_default..].find("</div>").unwrap()];
+    assert!(text(field).contains("/default"), "{field}");
+    assert!(
+        p.body.contains("id=\"as-json\" open"),
+        "the editor stays open"
+    );
+    // A valid form is saved through the same path.
+    let p = w
+        .submit(
+            &s,
+            &path,
+            &[
+                ("default", "allow"),
+                ("read_receipts", "true"),
+                ("rule-count", "2"),
+                ("rule-0-from", "*"),
+                ("rule-0-to", "topic://default/backend/*"),
+                ("rule-0-effect", "deny"),
+                ("rule-0-description", "no topics"),
+            ],
+        )
+        .await;
+    assert_eq!(p.status, 303, "{}", p.body);
+    let (_, doc) = w
+        .api(
+            Method::GET,
+            &format!("/v1/workspaces/{}/policy", f.workspace),
+            &f.ws_admin,
+            None,
+        )
+        .await;
+    assert_eq!(
+        doc,
+        json!({"default": "allow", "read_receipts": true, "rules": [
+            {"from": "*", "to": "topic://default/backend/*", "effect": "deny", "description": "no topics"}]})
+    );
+}
