@@ -659,6 +659,15 @@ async fn the_console_in_chromium() {
     b.shot("sign-in").await;
     b.sign_in(&base, &t.ws_admin).await;
     b.wait_for("#counters").await;
+    // The publishes chart starts from the recent history, on the first load.
+    let bars =
+        b.c.execute(
+            "return document.querySelectorAll('figure.chart:first-child rect').length;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(bars.as_u64().unwrap() > 0, "no bars on the first load");
     b.at_widths("overview").await;
     b.open(&format!("{base}/console/agents")).await;
     b.at_widths("agents").await;

@@ -1245,3 +1245,39 @@ async fn the_policy_form_shows_each_violation_beside_its_field() {
             {"from": "*", "to": "topic://default/backend/*", "effect": "deny", "description": "no topics"}]})
     );
 }
+
+/// The bars of the overview's chart `label`, as the page draws them.
+fn bars(body: &str, label: &str) -> Vec<u64> {
+    let from = at(body, &format!("aria-label=\"{label} per interval\""));
+    let svg = &body[from..from + body[from..].find("</svg>").unwrap()];
+    svg.split("<title>")
+        .skip(1)
+        .map(|t| t.split("</title>").next().unwrap().parse().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_charts_start_from_the_recent_history() {
+    let f = Fixture::build().await;
+    let w = &f.w;
+    // The fixture's agents published five envelopes (two messages, a request, an accept and a
+    // progress report), just now: the first load already charts them, in the newest interval.
+    let s = w.sign_in(&f.ws_admin).await;
+    let p = w.get(Some(&s), "/console/overview").await;
+    assert_eq!(p.status, 200, "{}", p.body);
+    let published = bars(&p.body, "publishes accepted");
+    assert_eq!(published.iter().sum::<u64>(), 5, "{published:?}");
+    assert_eq!(published.last(), Some(&5), "{published:?}");
+    // Scoped like the counters: another workspace's admin charts none of it.
+    let other = w.sign_in(&f.other_ws_admin).await;
+    let p = w.get(Some(&other), "/console/overview").await;
+    assert_eq!(bars(&p.body, "publishes accepted").iter().sum::<u64>(), 0);
+    // The gateway operator charts every tenant's.
+    let operator = w.sign_in(&w.operator).await;
+    let p = w.get(Some(&operator), "/console/overview").await;
+    assert!(bars(&p.body, "publishes accepted").iter().sum::<u64>() >= 5);
+    // Older traffic slides out of the window the chart shows, on the next load.
+    w.clock.advance_secs(600);
+    let p = w.get(Some(&s), "/console/overview").await;
+    assert_eq!(bars(&p.body, "publishes accepted").iter().sum::<u64>(), 0);
+}
