@@ -889,21 +889,32 @@ impl<'a> Caller<'a> {
         let list = crate::tasks::visible(self.app, self.who, q).await?;
         let mut out = Vec::with_capacity(list.len());
         for t in &list {
-            let messages = self.app.store.task_messages(&t.tenant_id, &t.id).await?;
-            let instructions = match messages.iter().find(|m| m.id == t.request_id) {
-                Some(m) => first_line(
-                    crate::identity::envelope(self.app, m).await?["data"]["instructions"]
-                        .as_str()
-                        .unwrap_or_default(),
-                ),
-                None => None,
-            };
-            out.push(TaskSummary {
-                task: t.into(),
-                instructions,
-            });
+            out.push(self.summary_of(t).await?);
         }
         Ok(out)
+    }
+
+    /// A task the caller may see, as [`Caller::task_list`] lists it.
+    pub async fn task_summary(&self, id: &str) -> ApiResult<TaskSummary> {
+        let row = crate::tasks::readable(self.app, self.who, id).await?;
+        self.summary_of(&row).await
+    }
+
+    /// A task row a scoped read gave, with the first line of its request's instructions.
+    async fn summary_of(&self, t: &store::TaskRow) -> ApiResult<TaskSummary> {
+        let messages = self.app.store.task_messages(&t.tenant_id, &t.id).await?;
+        let instructions = match messages.iter().find(|m| m.id == t.request_id) {
+            Some(m) => first_line(
+                crate::identity::envelope(self.app, m).await?["data"]["instructions"]
+                    .as_str()
+                    .unwrap_or_default(),
+            ),
+            None => None,
+        };
+        Ok(TaskSummary {
+            task: t.into(),
+            instructions,
+        })
     }
 
     /// A task the caller may see, and its messages (its request, lifecycle messages and

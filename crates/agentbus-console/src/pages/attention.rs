@@ -76,9 +76,17 @@ async fn rows(v: &Viewer, list: &[TaskSummary]) -> ApiResult<Vec<Row>> {
 async fn due_soon(v: &Viewer, now: i64) -> ApiResult<Vec<Due>> {
     let mut found = Vec::new();
     for state in TaskState::ALL.iter().filter(|s| !s.is_terminal()) {
-        for t in in_state(v, *state, OPEN_SCAN).await? {
+        // Instructions are read only for the tasks listed: the scan reads the tasks alone.
+        let open = v
+            .ops()
+            .tasks(&ListQuery {
+                state: Some(state.as_str().to_owned()),
+                limit: Some(OPEN_SCAN),
+                ..ListQuery::default()
+            })
+            .await?;
+        for t in open {
             let next = t
-                .task
                 .machine
                 .deadlines()
                 .into_iter()
@@ -90,12 +98,12 @@ async fn due_soon(v: &Viewer, now: i64) -> ApiResult<Vec<Due>> {
             }
         }
     }
-    found.sort_by(|a, b| (a.0, &a.2.task.id).cmp(&(b.0, &b.2.task.id)));
+    found.sort_by(|a, b| (a.0, &a.2.id).cmp(&(b.0, &b.2.id)));
     found.truncate(LIMIT as usize);
     let mut out = Vec::with_capacity(found.len());
     for (at, timer, t) in found {
         out.push(Due {
-            row: tasks::row(v, &t).await?,
+            row: tasks::row(v, &v.ops().task_summary(&t.id).await?).await?,
             timer,
             at: render::time(at),
             minutes: ((at - now).max(0) + 59_999) / 60_000,
