@@ -6,7 +6,9 @@
 //!
 //! The overview's charts come from samples of the gateway's counters, taken once per interval
 //! per scope while someone watches it. Counters are per gateway process (like `/metrics`): behind a
-//! load balancer, each replica charts its own traffic.
+//! load balancer, each replica charts its own traffic. So that a chart does not start empty, a
+//! page loaded while nobody follows its scope starts the publishes chart from the stored messages
+//! of the recent intervals (`Caller::recent_publishes`); the samples continue it.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::convert::Infallible;
@@ -59,6 +61,8 @@ pub(crate) struct Sample {
 #[derive(Default)]
 struct Series {
     samples: Mutex<VecDeque<Sample>>,
+    /// Publishes per interval before the first sample, oldest first, from the store.
+    history: Mutex<Vec<u64>>,
     watchers: AtomicUsize,
     /// Whether a sampler runs for this series.
     sampling: AtomicBool,
@@ -79,6 +83,18 @@ impl Series {
         let s = self.samples.lock().unwrap_or_else(|p| p.into_inner());
         s.iter().cloned().collect()
     }
+
+    fn history(&self) -> Vec<u64> {
+        self.history
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// What a chart of this series draws from: its samples and the history before them.
+    pub(crate) fn view(&self) -> (Vec<Sample>, Vec<u64>) {
+        (self.all(), self.history())
+    }
 }
 
 /// The overview's samples, per scope.
@@ -93,13 +109,29 @@ impl History {
         m.entry(scope.key()).or_default().clone()
     }
 
-    /// The samples of `scope` (one taken now if there were none, as a baseline).
-    pub(crate) fn snapshot(&self, scope: &Scope) -> Vec<Sample> {
+    /// Whether someone follows `scope` live, so its samples are current.
+    pub(crate) fn is_live(&self, scope: &Scope) -> bool {
+        self.series(scope).sampling.load(Ordering::SeqCst)
+    }
+
+    /// The samples of `scope` and the history before them, for a page. With `fresh` (the recent
+    /// history, read because nobody follows the scope and its samples are stale), the series
+    /// starts again from it and one sample taken now; otherwise one is taken now only if there
+    /// were none, as a baseline.
+    pub(crate) fn page(&self, scope: &Scope, fresh: Option<Vec<u64>>) -> (Vec<Sample>, Vec<u64>) {
         let series = self.series(scope);
+        if let Some(history) = fresh {
+            series
+                .samples
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clear();
+            *series.history.lock().unwrap_or_else(|p| p.into_inner()) = history;
+        }
         if series.all().is_empty() {
             series.push(scope);
         }
-        series.all()
+        series.view()
     }
 }
 
@@ -183,8 +215,11 @@ impl Live {
         };
         let (name, html) = match &self.kind {
             Kind::Overview(watch) => {
-                let samples = watch.as_ref().map(|w| w.0.all()).unwrap_or_default();
-                ("overview-live", overview::live_part(&v, &samples).await)
+                let (samples, history) = watch.as_ref().map(|w| w.0.view()).unwrap_or_default();
+                (
+                    "overview-live",
+                    overview::live_part(&v, &samples, &history).await,
+                )
             }
             Kind::Task(id) => {
                 let read = v.ops().task(id).await;
@@ -252,8 +287,8 @@ pub(crate) async fn overview(v: Viewer, headers: HeaderMap) -> Response {
         let watch = overview::scope(&v)
             .await?
             .map(|scope| Watch::begin(&v.console, &scope));
-        let samples = watch.as_ref().map(|w| w.0.all()).unwrap_or_default();
-        let first = overview::live_part(&v, &samples).await?;
+        let (samples, history) = watch.as_ref().map(|w| w.0.view()).unwrap_or_default();
+        let first = overview::live_part(&v, &samples, &history).await?;
         Ok(stream_of(
             &v,
             headers,

@@ -59,6 +59,7 @@ impl Chrome {
                 ("/console/agents", "Agents"),
                 ("/console/conversations", "Conversations"),
                 ("/console/tasks", "Tasks"),
+                ("/console/attention", "Needs attention"),
                 ("/console/topics", "Topics"),
                 ("/console/policy", "Policy"),
                 ("/console/usage", "Usage"),
@@ -253,6 +254,53 @@ pub(crate) fn peer(text: &str) -> String {
     out
 }
 
+/// An address as pages show it: a peer's text (see [`peer`]) in parts that each end after a `/`.
+/// Templates write each part as an unbreakable run with a `<wbr>` after it, so a narrow column
+/// breaks an address only after a slash, never inside a name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Addr(pub Vec<String>);
+
+impl Addr {
+    /// The parts of `text`, made visible with [`peer`].
+    pub fn of(text: &str) -> Addr {
+        let text = peer(text);
+        let mut parts = Vec::new();
+        let mut part = String::new();
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            part.push(c);
+            // `agent://` stays whole: a break goes after the last slash of a run.
+            if c == '/' && chars.peek() != Some(&'/') {
+                parts.push(std::mem::take(&mut part));
+            }
+        }
+        if !part.is_empty() {
+            parts.push(part);
+        }
+        Addr(parts)
+    }
+}
+
+impl std::fmt::Display for Addr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.iter().try_for_each(|p| f.write_str(p))
+    }
+}
+
+/// A line shortened to at most `max` characters for a list: cut at the last space before the
+/// limit (inside a long word only when there is none) and ended with `…`.
+pub(crate) fn shorten(line: &str, max: usize) -> String {
+    if line.chars().count() <= max {
+        return line.to_owned();
+    }
+    let cut: String = line.chars().take(max.saturating_sub(1)).collect();
+    let kept = match cut.rfind(char::is_whitespace) {
+        Some(at) if at > 0 => &cut[..at],
+        _ => cut.as_str(),
+    };
+    format!("{}…", kept.trim_end())
+}
+
 /// A JSON document pretty-printed for editing: invisible and reordering characters, which valid
 /// JSON holds only inside strings, are written as `\uXXXX` escapes, so the text shows them and
 /// still parses to the same document.
@@ -302,6 +350,23 @@ mod tests {
             serde_json::from_str::<serde_json::Value>(&text).unwrap(),
             doc
         );
+    }
+
+    #[test]
+    fn lines_are_shortened_on_a_word_boundary() {
+        assert_eq!(shorten("short enough", 20), "short enough");
+        assert_eq!(
+            shorten("Review change 482 for concurrency bugs", 20),
+            "Review change 482…"
+        );
+        assert_eq!(shorten("unbreakable_identifier_here", 10), "unbreakab…");
+    }
+
+    #[test]
+    fn addresses_break_only_after_a_slash() {
+        let a = Addr::of("agent://default/backend/release-bot");
+        assert_eq!(a.0, ["agent://", "default/", "backend/", "release-bot"]);
+        assert_eq!(a.to_string(), "agent://default/backend/release-bot");
     }
 
     #[test]

@@ -407,6 +407,11 @@ pub struct ConversationView {
     pub last: MessageView,
     /// The last message's `subject`, if it has one.
     pub last_subject: Option<String>,
+    /// The first line of the last message's text (a request's instructions), if it has any.
+    pub last_line: Option<String>,
+    /// The addresses that sent or were sent the messages the caller may read in it, each once,
+    /// in the order they first appear.
+    pub participants: Vec<String>,
     /// Its position in the list: the `before` of the page after it.
     pub cursor: String,
 }
@@ -424,6 +429,8 @@ impl From<&store::ConversationSummary> for ConversationView {
                 .get("subject")
                 .and_then(Value::as_str)
                 .map(str::to_owned),
+            last_line: None,
+            participants: Vec::new(),
             cursor: crate::identity::conversation_cursor(c),
         }
     }
@@ -463,6 +470,49 @@ pub struct TaskMessage {
     pub message: MessageView,
     /// Its envelope.
     pub envelope: Value,
+}
+
+/// A task in a list, with the first line of its instructions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskSummary {
+    /// The task.
+    pub task: TaskView,
+    /// The first line of its request's `instructions`, if it has any.
+    pub instructions: Option<String>,
+}
+
+/// A copy of a message that was dead-lettered: delivered as often as allowed, never acknowledged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetterView {
+    /// The message.
+    pub message: MessageView,
+    /// The `agt_` id of the recipient whose copy it was.
+    pub recipient_id: String,
+    /// Deliveries tried.
+    pub attempts: u32,
+    /// The last delivery (ms), if one was made.
+    pub last_attempt_at: Option<i64>,
+}
+
+/// The first non-blank line of a text, trimmed.
+fn first_line(text: &str) -> Option<String> {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_owned)
+}
+
+/// The first line of what an opened envelope says: its `text`, a request's `instructions`, or
+/// else the body a harness is shown.
+fn first_line_of(envelope: &Value) -> Option<String> {
+    let data = &envelope["data"];
+    if let Some(t) = data["text"].as_str().or(data["instructions"].as_str()) {
+        return first_line(t);
+    }
+    let map = envelope.as_object().cloned().unwrap_or_default();
+    first_line(&agentbus_protocol::frame::envelope_body(
+        &agentbus_protocol::envelope::Envelope::from_map(map),
+    ))
 }
 
 /// Token counts of a usage report (§5.5).
@@ -833,6 +883,40 @@ impl<'a> Caller<'a> {
         Ok(list.iter().map(TaskView::from).collect())
     }
 
+    /// The tasks the caller may see, filtered as [`Caller::tasks`], each with the first line of
+    /// its instructions (read from its request, which the caller may read with the task).
+    pub async fn task_list(&self, q: &ListQuery) -> ApiResult<Vec<TaskSummary>> {
+        let list = crate::tasks::visible(self.app, self.who, q).await?;
+        let mut out = Vec::with_capacity(list.len());
+        for t in &list {
+            out.push(self.summary_of(t).await?);
+        }
+        Ok(out)
+    }
+
+    /// A task the caller may see, as [`Caller::task_list`] lists it.
+    pub async fn task_summary(&self, id: &str) -> ApiResult<TaskSummary> {
+        let row = crate::tasks::readable(self.app, self.who, id).await?;
+        self.summary_of(&row).await
+    }
+
+    /// A task row a scoped read gave, with the first line of its request's instructions.
+    async fn summary_of(&self, t: &store::TaskRow) -> ApiResult<TaskSummary> {
+        let messages = self.app.store.task_messages(&t.tenant_id, &t.id).await?;
+        let instructions = match messages.iter().find(|m| m.id == t.request_id) {
+            Some(m) => first_line(
+                crate::identity::envelope(self.app, m).await?["data"]["instructions"]
+                    .as_str()
+                    .unwrap_or_default(),
+            ),
+            None => None,
+        };
+        Ok(TaskSummary {
+            task: t.into(),
+            instructions,
+        })
+    }
+
     /// A task the caller may see, and its messages (its request, lifecycle messages and
     /// notices) in `received_at` order, each with its envelope.
     pub async fn task(&self, id: &str) -> ApiResult<(TaskView, Vec<TaskMessage>)> {
@@ -873,7 +957,63 @@ impl<'a> Caller<'a> {
         limit: u32,
     ) -> ApiResult<Vec<ConversationView>> {
         let list = crate::identity::conversation_list(self.app, self.who, before, limit).await?;
-        Ok(list.iter().map(ConversationView::from).collect())
+        let mut out = Vec::with_capacity(list.len());
+        for c in &list {
+            let mut view = ConversationView::from(c);
+            // The same messages the caller may read in the thread, so no address shows that the
+            // thread would not.
+            let rows =
+                crate::identity::conversation_rows(self.app, self.who, &c.conversation_id).await?;
+            for m in &rows {
+                for address in [&m.source, &m.to_text] {
+                    if !view.participants.contains(address) {
+                        view.participants.push(address.clone());
+                    }
+                }
+            }
+            view.last_line = first_line_of(&crate::identity::envelope(self.app, &c.last).await?);
+            out.push(view);
+        }
+        Ok(out)
+    }
+
+    /// The dead-lettered copies of messages the caller may read, among the most recently active
+    /// conversations it may read (as many as one list page of the API holds), newest first, at
+    /// most `limit`.
+    pub async fn dead_letters(&self, limit: usize) -> ApiResult<Vec<DeadLetterView>> {
+        let list = crate::identity::conversation_list(
+            self.app,
+            self.who,
+            None,
+            crate::identity::MAX_CONVERSATIONS,
+        )
+        .await?;
+        let mut out = Vec::new();
+        for c in &list {
+            let rows =
+                crate::identity::conversation_rows(self.app, self.who, &c.conversation_id).await?;
+            let states = crate::views::delivery_states(self.app, &rows).await?;
+            for (m, copies) in rows.iter().zip(states) {
+                for s in copies {
+                    if s.progress == CopyProgress::DeadLettered {
+                        out.push(DeadLetterView {
+                            message: m.into(),
+                            recipient_id: s.agent_id,
+                            attempts: s.attempts,
+                            last_attempt_at: s.last_attempt_at,
+                        });
+                    }
+                }
+            }
+        }
+        out.sort_by(|a, b| {
+            b.message
+                .received_at
+                .cmp(&a.message.received_at)
+                .then_with(|| a.message.id.cmp(&b.message.id))
+        });
+        out.truncate(limit);
+        Ok(out)
     }
 
     /// Page `page` (from 1, kept within the pages there are) of `per_page` messages of a
@@ -916,6 +1056,57 @@ impl<'a> Caller<'a> {
     pub async fn attachment(&self, id: &str) -> ApiResult<Response> {
         let (b, bytes) = crate::blobs::content_for(self.app, self.who, id).await?;
         Ok(crate::blobs::attachment(&b, bytes))
+    }
+
+    // Activity.
+
+    /// Publishes accepted from the agents whose traffic the caller's overview counts (every
+    /// tenant's for the gateway operator, those of the workspaces an admin administers), per
+    /// interval of `bucket_ms` over the `buckets` intervals that end now, oldest first: read from
+    /// the stored messages, so a chart starts from the recent history rather than from nothing.
+    /// A caller who is no admin is refused (AB-1002).
+    pub async fn recent_publishes(&self, bucket_ms: i64, buckets: usize) -> ApiResult<Vec<u64>> {
+        /// Messages read per store call.
+        const PAGE: u32 = 200;
+        let agents: Vec<store::AgentRow> = if self.operator() {
+            let mut all = Vec::new();
+            for t in crate::admin::tenants_for(self.app, self.who).await? {
+                all.extend(self.app.store.agents(&t.id).await?);
+            }
+            all
+        } else {
+            crate::roles::admin(self.who.clone())?;
+            crate::identity::directory(self.app, self.who)
+                .await?
+                .into_iter()
+                .filter(|a| self.administers(&a.tenant_id, &a.workspace_id))
+                .collect()
+        };
+        let (bucket_ms, buckets) = (bucket_ms.max(1), buckets.max(1));
+        let now = self.app.now();
+        let since = now - bucket_ms * buckets as i64;
+        let mut counts = vec![0u64; buckets];
+        for a in &agents {
+            let mut before = None;
+            loop {
+                let page = self
+                    .app
+                    .store
+                    .sent_messages(&a.tenant_id, &a.id, before, PAGE)
+                    .await?;
+                for m in page.iter().filter(|m| m.received_at > since) {
+                    let i = ((m.received_at - since - 1) / bucket_ms) as usize;
+                    counts[i.min(buckets - 1)] += 1;
+                }
+                match page.last() {
+                    Some(m) if page.len() == PAGE as usize && m.received_at > since => {
+                        before = Some(m.seq);
+                    }
+                    _ => break,
+                }
+            }
+        }
+        Ok(counts)
     }
 
     // Usage.

@@ -7,16 +7,18 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::Value;
 
-use agentbus_gateway::ops::{self, ApiResult};
+use agentbus_gateway::ops::{self, ApiResult, ListQuery};
+use agentbus_protocol::Code;
 
-use crate::render::{self, Chrome, page};
+use super::{conversations, tasks};
+use crate::render::{self, Addr, Chrome, page};
 use crate::session::Viewer;
 
 /// One agent as the pages show it, read from its card as the API writes it.
 pub(crate) struct AgentView {
     pub id: String,
     pub display_name: String,
-    pub address: String,
+    pub address: Addr,
     pub workspace: String,
     pub description: String,
     pub visibility: String,
@@ -31,8 +33,10 @@ pub(crate) struct AgentView {
     pub tags: Vec<String>,
     pub aliases: Vec<String>,
     pub keys: Vec<KeyView>,
-    pub harness: String,
-    pub status: String,
+    /// The harness the card names, field by field (`name`, `version`, …).
+    pub harness: Vec<(String, String)>,
+    /// What else the card's status says, field by field.
+    pub status: Vec<(String, String)>,
     pub owner: String,
     pub created_at: String,
     /// Whether the viewer administers the agent's workspace (suspend, resume).
@@ -70,6 +74,19 @@ fn strings(v: &Value) -> Vec<String> {
         .map(|a| {
             a.iter()
                 .map(|x| render::peer(&x.as_str().map_or_else(|| x.to_string(), str::to_owned)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The fields of a card's object as (name, text) pairs, those in `known` left out (the page
+/// shows them apart): a nested value is written as compact JSON, never as a dump of the object.
+fn fields(v: &Value, known: &[&str]) -> Vec<(String, String)> {
+    v.as_object()
+        .map(|o| {
+            o.iter()
+                .filter(|(k, x)| !known.contains(&k.as_str()) && !x.is_null())
+                .map(|(k, _)| (render::peer(k), text(v, k)))
                 .collect()
         })
         .unwrap_or_default()
@@ -135,7 +152,7 @@ pub(crate) async fn view(v: &Viewer, a: &ops::AgentView) -> ApiResult<AgentView>
     Ok(AgentView {
         id: a.id.clone(),
         display_name: text(&card, "display_name"),
-        address: text(&card, "address"),
+        address: Addr::of(card["address"].as_str().unwrap_or(&a.address)),
         workspace,
         description: text(&card, "description"),
         visibility: a.visibility.clone(),
@@ -150,8 +167,11 @@ pub(crate) async fn view(v: &Viewer, a: &ops::AgentView) -> ApiResult<AgentView>
         tags: strings(&card["tags"]),
         aliases: strings(&card["aliases"]),
         keys,
-        harness: render::pretty(&card["harness"]),
-        status: render::pretty(status),
+        harness: fields(&card["harness"], &[]),
+        status: fields(
+            status,
+            &["presence", "last_heartbeat_at", "queue_depth", "suspended"],
+        ),
         owner: text(&card, "owner"),
         created_at: render::time_text(&text(&card, "created_at")),
         administered: v.ops().administers(&a.tenant_id, &a.workspace_id),
@@ -181,19 +201,94 @@ pub(crate) async fn list(v: Viewer) -> Response {
     v.respond(r)
 }
 
+/// A conversation the agent took part in, as its page lists it.
+struct ConversationRow {
+    id: String,
+    title: String,
+    messages: u64,
+    last_at: String,
+}
+
 #[derive(Template)]
 #[template(path = "agent.html")]
 struct OnePage<'a> {
     chrome: Option<&'a Chrome>,
     a: AgentView,
+    /// Its recent tasks, as requester or worker; `None` when the viewer reads no task lists.
+    tasks: Option<Vec<tasks::Row>>,
+    /// Its recent conversations; `None` when the viewer reads no conversations.
+    conversations: Option<Vec<ConversationRow>>,
 }
 
-/// `GET /console/agents/{id}`: the card, keys, presence and depth of an agent the viewer may see.
+/// Tasks and conversations an agent's page lists.
+const RECENT: usize = 10;
+
+/// What a list read answers a viewer whose role does not read such lists (a member): nothing to
+/// show rather than a refused page, since the card itself is theirs to read.
+fn unless_refused<T>(r: ApiResult<T>) -> ApiResult<Option<T>> {
+    match r {
+        Ok(x) => Ok(Some(x)),
+        Err(e) if e.code == Code::NotPermitted => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The agent's most recent tasks, as requester or as worker, newest first.
+async fn recent_tasks(v: &Viewer, a: &ops::AgentView) -> ApiResult<Option<Vec<tasks::Row>>> {
+    let of = |requester: bool| ListQuery {
+        requester: requester.then(|| a.id.clone()),
+        recipient: (!requester).then(|| a.id.clone()),
+        limit: Some(RECENT as u32),
+        ..ListQuery::default()
+    };
+    let Some(mut list) = unless_refused(v.ops().task_list(&of(true)).await)? else {
+        return Ok(None);
+    };
+    for t in v.ops().task_list(&of(false)).await? {
+        if !list.iter().any(|x| x.task.id == t.task.id) {
+            list.push(t);
+        }
+    }
+    list.sort_by(|x, y| (y.task.created_at, &y.task.id).cmp(&(x.task.created_at, &x.task.id)));
+    list.truncate(RECENT);
+    let mut rows = Vec::with_capacity(list.len());
+    for t in &list {
+        rows.push(tasks::row(v, t).await?);
+    }
+    Ok(Some(rows))
+}
+
+/// The agent's most recently active conversations among those the viewer may read.
+async fn recent_conversations(
+    v: &Viewer,
+    a: &ops::AgentView,
+) -> ApiResult<Option<Vec<ConversationRow>>> {
+    let Some(list) = unless_refused(v.ops().conversations(None, 50).await)? else {
+        return Ok(None);
+    };
+    Ok(Some(
+        list.iter()
+            .filter(|c| c.participants.contains(&a.address))
+            .take(RECENT)
+            .map(|c| ConversationRow {
+                id: c.id.clone(),
+                title: conversations::title(c),
+                messages: c.messages,
+                last_at: render::time(c.last_at),
+            })
+            .collect(),
+    ))
+}
+
+/// `GET /console/agents/{id}`: the card (harness, capabilities, presence), keys and depth of an
+/// agent the viewer may see, with its recent tasks and conversations.
 pub(crate) async fn one(v: Viewer, Path(id): Path<String>) -> Response {
     let r = async {
         let a = v.ops().agent(&id).await?;
         page(&OnePage {
             chrome: Some(&v.chrome),
+            tasks: recent_tasks(&v, &a).await?,
+            conversations: recent_conversations(&v, &a).await?,
             a: view(&v, &a).await?,
         })
     }

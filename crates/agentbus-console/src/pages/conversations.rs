@@ -7,11 +7,13 @@ use axum::extract::{Path, Query};
 use axum::response::Response;
 use serde_json::{Map, Value};
 
-use agentbus_gateway::ops::{ApiResult, CopyProgress, RecipientState, ThreadMessage, Verification};
+use agentbus_gateway::ops::{
+    ApiResult, ConversationView, CopyProgress, RecipientState, ThreadMessage, Verification,
+};
 use agentbus_protocol::envelope::Envelope;
 use agentbus_protocol::frame;
 
-use crate::render::{self, Chrome, page, peer};
+use crate::render::{self, Addr, Chrome, page, peer};
 use crate::session::Viewer;
 
 /// Conversations per page of the list.
@@ -27,12 +29,29 @@ pub(crate) struct ListQuery {
 
 struct Row {
     id: String,
+    /// The subject of the last message, else the first line of its text, shortened.
+    title: String,
+    participants: Vec<Addr>,
     messages: u64,
     last_at: String,
     first_at: String,
-    last_from: String,
+    last_from: Addr,
     last_kind: String,
-    last_subject: String,
+}
+
+/// How long a list's line of text may be, in characters.
+pub(crate) const LINE: usize = 90;
+
+/// The title of a conversation in a list: its last subject, else the first line of its last
+/// message, shortened on a word boundary.
+pub(crate) fn title(c: &ConversationView) -> String {
+    let line = c
+        .last_subject
+        .as_deref()
+        .filter(|s| !s.trim().is_empty())
+        .or(c.last_line.as_deref())
+        .unwrap_or_default();
+    peer(&render::shorten(line.trim(), LINE))
 }
 
 #[derive(Template)]
@@ -71,12 +90,13 @@ pub(crate) async fn list(v: Viewer, Query(q): Query<ListQuery>) -> Response {
             .iter()
             .map(|c| Row {
                 id: c.id.clone(),
+                title: title(c),
+                participants: c.participants.iter().map(|a| Addr::of(a)).collect(),
                 messages: c.messages,
                 last_at: render::time(c.last_at),
                 first_at: render::time(c.first_at),
-                last_from: peer(&c.last.source),
+                last_from: Addr::of(&c.last.source),
                 last_kind: short_kind(&c.last.kind),
-                last_subject: c.last_subject.as_deref().map(peer).unwrap_or_default(),
             })
             .collect();
         page(&ListPage {

@@ -3,6 +3,7 @@
 //! renders the error page with the code and status the API would answer.
 
 pub(crate) mod agents;
+pub(crate) mod attention;
 pub(crate) mod conversations;
 pub(crate) mod overview;
 pub(crate) mod policy;

@@ -11,7 +11,7 @@ use agentbus_gateway::ops::{self, ApiResult, Counters, Role};
 use agentbus_protocol::Code;
 
 use crate::live::{Sample, Scope};
-use crate::render::{Chrome, count, fragment, page, peer};
+use crate::render::{Addr, Chrome, count, fragment, page};
 use crate::session::Viewer;
 
 /// The workspaces whose counters the viewer may see: `None` for the gateway's own totals (the
@@ -53,18 +53,23 @@ pub(crate) struct Chart {
 const CHART_W: f64 = 300.0;
 const CHART_H: f64 = 64.0;
 
+/// A chart of the per-interval differences of `pick` over `samples`, after `history` (counts of
+/// the intervals before the first sample, oldest first), the newest that fit.
 fn chart(
     label: &'static str,
     samples: &[Sample],
+    history: &[u64],
     interval_s: f64,
     pick: impl Fn(&Counters) -> u64,
 ) -> Chart {
-    let deltas: Vec<u64> = samples
+    let live = samples
         .windows(2)
-        .map(|w| pick(&w[1].counters).saturating_sub(pick(&w[0].counters)))
-        .collect();
+        .map(|w| pick(&w[1].counters).saturating_sub(pick(&w[0].counters)));
+    let all: Vec<u64> = history.iter().copied().chain(live).collect();
+    let slots_n = crate::live::SAMPLES.saturating_sub(1).max(1);
+    let deltas = &all[all.len().saturating_sub(slots_n)..];
     let max = deltas.iter().copied().max().unwrap_or(0).max(1);
-    let slots = crate::live::SAMPLES.saturating_sub(1).max(1) as f64;
+    let slots = slots_n as f64;
     let width = CHART_W / slots;
     let start = slots - deltas.len() as f64;
     let bars = deltas
@@ -93,7 +98,7 @@ fn chart(
 
 struct DepthRow {
     id: String,
-    address: String,
+    address: Addr,
     depth: u64,
     presence: &'static str,
 }
@@ -122,7 +127,11 @@ struct Figures {
 }
 
 /// The live part of the overview, for the page and for each update its stream pushes.
-pub(crate) async fn live_part(v: &Viewer, samples: &[Sample]) -> ApiResult<String> {
+pub(crate) async fn live_part(
+    v: &Viewer,
+    samples: &[Sample],
+    history: &[u64],
+) -> ApiResult<String> {
     let interval_s = v.console.config.live_interval.as_secs_f64().max(0.001);
     let counters = match samples.last() {
         Some(now) if v.user.role != Role::Member => {
@@ -153,11 +162,11 @@ pub(crate) async fn live_part(v: &Viewer, samples: &[Sample]) -> ApiResult<Strin
                 expired: count(c.expired as i64),
                 errors,
                 charts: vec![
-                    chart("publishes accepted", samples, interval_s, |c| {
+                    chart("publishes accepted", samples, history, interval_s, |c| {
                         c.publishes.get("accepted").copied().unwrap_or(0)
                     }),
-                    chart("deliveries", samples, interval_s, |c| c.deliveries),
-                    chart("refused", samples, interval_s, |c| {
+                    chart("deliveries", samples, &[], interval_s, |c| c.deliveries),
+                    chart("refused", samples, &[], interval_s, |c| {
                         c.publishes
                             .iter()
                             .filter(|(k, _)| k.starts_with("AB-"))
@@ -177,7 +186,7 @@ pub(crate) async fn live_part(v: &Viewer, samples: &[Sample]) -> ApiResult<Strin
             suspended += u64::from(m.agent.suspended_at.is_some());
             depths.push(DepthRow {
                 depth: m.pending,
-                address: peer(&m.agent.address),
+                address: Addr::of(&m.agent.address),
                 presence: m.presence,
                 id: m.agent.id,
             });
@@ -221,11 +230,26 @@ struct OverviewPage<'a> {
 /// `GET /console/overview`.
 pub(crate) async fn page_of(v: Viewer) -> Response {
     let r = async {
-        let samples = match scope(&v).await? {
-            Some(s) => v.console.history.snapshot(&s),
-            None => Vec::new(),
+        let (samples, history) = match scope(&v).await? {
+            Some(s) => {
+                // Nobody follows this scope live: its samples are stale, and the chart starts
+                // again from the stored history of the intervals it shows.
+                let fresh = match v.console.history.is_live(&s) {
+                    true => None,
+                    false => Some(
+                        v.ops()
+                            .recent_publishes(
+                                v.console.config.live_interval.as_millis() as i64,
+                                crate::live::SAMPLES - 1,
+                            )
+                            .await?,
+                    ),
+                };
+                v.console.history.page(&s, fresh)
+            }
+            None => (Vec::new(), Vec::new()),
         };
-        let live = live_part(&v, &samples).await?;
+        let live = live_part(&v, &samples, &history).await?;
         page(&OverviewPage {
             chrome: Some(&v.chrome),
             live,

@@ -12,13 +12,13 @@ use axum::response::Response;
 use serde_json::{Map, Value};
 
 use agentbus_gateway::ops::{self, ApiResult, ListQuery};
-use agentbus_gateway::ops::{ReportedUsage, TaskMessage, TaskView, Tokens};
+use agentbus_gateway::ops::{ReportedUsage, TaskMessage, TaskSummary, TaskView, Tokens};
 use agentbus_protocol::envelope::Envelope;
 use agentbus_protocol::frame;
 use agentbus_protocol::task::TaskState;
 
 use super::conversations::short_kind;
-use crate::render::{self, Chrome, fragment, page, peer};
+use crate::render::{self, Addr, Chrome, fragment, page, peer};
 use crate::session::Viewer;
 
 /// Tasks per page of the list.
@@ -31,14 +31,33 @@ async fn address(v: &Viewer, agent_id: &str) -> ApiResult<String> {
     })
 }
 
-struct Row {
-    id: String,
-    state: String,
-    capability: String,
-    requester: String,
-    worker: String,
-    created: String,
-    updated: String,
+pub(crate) struct Row {
+    pub id: String,
+    pub state: String,
+    /// The first line of its instructions, shortened.
+    pub instructions: String,
+    pub capability: String,
+    pub requester: Addr,
+    pub worker: Addr,
+    pub created: String,
+    pub updated: String,
+}
+
+/// A task as lists show it (the tasks page, the agent's page, needs attention).
+pub(crate) async fn row(v: &Viewer, t: &TaskSummary) -> ApiResult<Row> {
+    Ok(Row {
+        id: t.task.id.clone(),
+        state: t.task.state.to_string(),
+        instructions: peer(&render::shorten(
+            t.instructions.as_deref().unwrap_or_default(),
+            super::conversations::LINE,
+        )),
+        capability: peer(&t.task.capability),
+        requester: Addr::of(&address(v, &t.task.requester_id).await?),
+        worker: Addr::of(&address(v, &t.task.recipient_id).await?),
+        created: render::time(t.task.created_at),
+        updated: render::time(t.task.updated_at),
+    })
 }
 
 /// An agent the filters offer.
@@ -80,21 +99,13 @@ pub(crate) async fn list(v: Viewer, Query(q): Query<ListQuery>) -> Response {
             before: filled(&q.before),
             limit: Some(PAGE),
         };
-        let list = v.ops().tasks(&q).await?;
+        let list = v.ops().task_list(&q).await?;
         let next = (list.len() as u32 >= PAGE)
-            .then(|| list.last().map(|t| t.cursor.clone()))
+            .then(|| list.last().map(|t| t.task.cursor.clone()))
             .flatten();
         let mut rows = Vec::with_capacity(list.len());
         for t in &list {
-            rows.push(Row {
-                id: t.id.clone(),
-                state: t.state.to_string(),
-                capability: peer(&t.capability),
-                requester: address(&v, &t.requester_id).await?,
-                worker: address(&v, &t.recipient_id).await?,
-                created: render::time(t.created_at),
-                updated: render::time(t.updated_at),
-            });
+            rows.push(row(&v, t).await?);
         }
         let mut agents = Vec::new();
         for a in v.ops().directory().await? {

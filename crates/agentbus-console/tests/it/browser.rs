@@ -58,6 +58,29 @@ const HOOK: &str = r#"
 })();
 "#;
 
+/// The widths every page is checked and photographed at, px.
+const WIDTHS: [u32; 2] = [1400, 800];
+
+/// The badges, ids and address parts of the page laid out on more than one line (each line of
+/// an element's text is a distinct top among its text's client rects), and any address part not
+/// ending in a slash but its last, so a break between parts is always after a slash.
+const UNBROKEN: &str = r#"
+const lines = (el) => {
+  const r = document.createRange();
+  r.selectNodeContents(el);
+  return new Set([...r.getClientRects()].filter((x) => x.width > 0).map((x) => Math.round(x.top))).size;
+};
+const found = [];
+for (const el of document.querySelectorAll(".state, .badge, .id, .tag.kind, .addr .seg")) {
+  if (lines(el) > 1) found.push(el.className + " " + el.textContent);
+}
+for (const a of document.querySelectorAll(".addr")) {
+  const parts = [...a.querySelectorAll(".seg")];
+  parts.slice(0, -1).forEach((p) => { if (!p.textContent.endsWith("/")) found.push("part " + p.textContent); });
+}
+return found;
+"#;
+
 /// `POST /session/{id}/goog/cdp/execute`: chromedriver's door to the DevTools protocol.
 #[derive(Debug)]
 struct Cdp {
@@ -244,6 +267,23 @@ impl Browser {
         std::fs::write(self.shots.join(format!("{name}.png")), png).unwrap();
     }
 
+    /// At each width the console is checked at: no badge, id or address part of the page is
+    /// broken across lines (an address breaks only between its parts, after a slash), and a
+    /// screenshot `{name}-{width}.png`. The window is left at the widest.
+    async fn at_widths(&self, name: &str) {
+        for width in WIDTHS {
+            self.c.set_window_size(width, 960).await.unwrap();
+            let broken = self.c.execute(UNBROKEN, vec![]).await.unwrap();
+            let broken: Vec<String> = serde_json::from_value(broken).unwrap();
+            assert!(
+                broken.is_empty(),
+                "{name} at {width} px breaks a word across lines: {broken:?}"
+            );
+            self.shot(&format!("{name}-{width}")).await;
+        }
+        self.c.set_window_size(WIDTHS[0], 960).await.unwrap();
+    }
+
     async fn sign_in(&mut self, base: &str, token: &str) {
         self.open(&format!("{base}/console/")).await;
         let field = self.wait_for("#token").await;
@@ -291,6 +331,7 @@ struct Tour {
     live_request: serde_json::Map<String, Value>,
     ws_admin: String,
     other_ws_admin: String,
+    ci_address: String,
 }
 
 async fn tour(w: &World) -> Tour {
@@ -337,6 +378,28 @@ async fn tour(w: &World) -> Tour {
             card("CI runner", "Runs the test suite.", json!([])),
         )
         .await;
+    // A message the CI runner never acknowledges: dead-lettered after its attempts, before any
+    // task's clock starts.
+    let lost = w.draft(
+        &requester,
+        &ci.address,
+        "message",
+        json!({"text": "Nightly run?"}),
+    );
+    w.send(&requester, lost).await;
+    for _ in 0..3 {
+        let (s, v) = w
+            .api(
+                Method::GET,
+                "/v1/inbox?after=0&wait=0&limit=100",
+                &ci.token,
+                None,
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+        w.clock.advance_secs(31);
+    }
+    w.app.reap().await.unwrap();
     // A conversation: a question with a patch attached, delivered, answered.
     let patch = w
         .upload(
@@ -401,6 +464,24 @@ async fn tour(w: &World) -> Tour {
         json!({"instructions": "Draft the 0.4 announcement."}),
     )
     .await;
+    // A task that failed, and one waiting for its requester's answer: what needs attention.
+    let (req3, broken) = w.request(&requester, &worker, json!({"instructions": "Run the release checklist.", "constraints": {"accept_timeout_s": 3600}})).await;
+    w.followup(&worker, &requester, &req3, &broken, "accept", json!({}))
+        .await;
+    w.followup(&worker, &requester, &req3, &broken, "result",
+        json!({"status": "failed", "failure": {"code": "harness_crashed", "message": "exit status: 3"}})).await;
+    let (req4, asking) = w.request(&requester, &docs, json!({"instructions": "Write the migration guide.", "constraints": {"accept_timeout_s": 3600}})).await;
+    w.followup(&docs, &requester, &req4, &asking, "accept", json!({}))
+        .await;
+    w.followup(
+        &docs,
+        &requester,
+        &req4,
+        &asking,
+        "needs_input",
+        json!({"question": "Which versions does it cover?"}),
+    )
+    .await;
     let mut budgeted = w.draft(&requester, &worker.address, "task.request",
         json!({"instructions": "Review change 482 for concurrency bugs.", "constraints": {"accept_timeout_s": 600, "progress_timeout_s": 900, "max_duration_s": 3600}}));
     budgeted.insert("capability".into(), json!("code.review"));
@@ -457,6 +538,7 @@ async fn tour(w: &World) -> Tour {
         live_request: budgeted,
         ws_admin,
         other_ws_admin,
+        ci_address: ci.address.clone(),
     }
 }
 
@@ -577,17 +659,47 @@ async fn the_console_in_chromium() {
     b.shot("sign-in").await;
     b.sign_in(&base, &t.ws_admin).await;
     b.wait_for("#counters").await;
-    b.shot("overview").await;
+    // The publishes chart starts from the recent history, on the first load.
+    let bars =
+        b.c.execute(
+            "return document.querySelectorAll('figure.chart:first-child rect').length;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(bars.as_u64().unwrap() > 0, "no bars on the first load");
+    b.at_widths("overview").await;
     b.open(&format!("{base}/console/agents")).await;
-    b.shot("agents").await;
+    b.at_widths("agents").await;
     b.open(&format!("{base}/console/agents/{}", t.worker.id))
         .await;
-    assert!(b.text().await.contains("code.review"));
-    b.shot("agent").await;
+    let agent = b.text().await;
+    // The card rendered, never dumped: harness, capabilities, presence; its recent work.
+    for want in [
+        "name claude-code version 2.4",
+        "code.review v1 Review a diff for bugs and style.",
+        "last heard",
+        "Recent tasks",
+        "Review change 482 for concurrency bugs.",
+        "Recent conversations",
+        "MSRV stays at 1.95; the bump was a typo.",
+    ] {
+        assert!(agent.contains(want), "{want}: {agent}");
+    }
+    assert!(!agent.contains('{'), "no JSON on the agent's page: {agent}");
+    b.at_widths("agent").await;
 
     // A conversation: every message, in received_at order, verified, with its delivery states.
     b.open(&format!("{base}/console/conversations")).await;
-    b.shot("conversations").await;
+    let list = b.text().await;
+    // Its last message has no subject: its first line titles it, beside its participants.
+    assert!(
+        list.contains("MSRV stays at 1.95; the bump was a typo.")
+            && list.contains(&t.requester.address)
+            && list.contains(&t.worker.address),
+        "{list}"
+    );
+    b.at_widths("conversations").await;
     b.c.find(Locator::Css(&format!(
         "a[href='/console/conversations/{}']",
         t.conversation
@@ -615,11 +727,36 @@ async fn the_console_in_chromium() {
     assert!(order.windows(2).all(|p| p[0] < p[1]), "received_at order");
     assert_eq!(thread.matches("verified").count(), 3, "{thread}");
     assert!(thread.contains("release-0.4.patch"));
-    b.shot("conversation").await;
+    b.at_widths("conversation").await;
 
     // A task's timeline followed live while the worker reports progress.
     b.open(&format!("{base}/console/tasks")).await;
-    b.shot("tasks").await;
+    let tasks = b.text().await;
+    assert!(
+        tasks.contains("succeeded Update docs/api.md for /v1/usage."),
+        "the instructions beside the state: {tasks}"
+    );
+    b.at_widths("tasks").await;
+    b.c.find(Locator::Css("a[href='/console/attention']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.wait_for("#attention-failed").await;
+    b.check("needs attention").await;
+    let attention = b.text().await;
+    for want in [
+        "failed Run the release checklist.",
+        "needs_input Write the migration guide.",
+    ] {
+        assert!(attention.contains(want), "{want}: {attention}");
+    }
+    assert!(
+        attention.contains(&t.ci_address),
+        "the dead letter's recipient: {attention}"
+    );
+    b.at_widths("attention").await;
     b.open(&format!("{base}/console/tasks/{}", t.live_task))
         .await;
     b.wait_text("#task-percent", "20%").await;
@@ -631,7 +768,7 @@ async fn the_console_in_chromium() {
         "the timeline grew without a reload"
     );
     b.check("task, live").await;
-    b.shot("task").await;
+    b.at_widths("task").await;
     // The admin's cancel: the page shows the cancel requested, then the worker's acknowledgement
     // ends the task, and the page follows.
     b.c.find(Locator::Css("#reason"))
@@ -682,14 +819,21 @@ async fn the_console_in_chromium() {
     // Topics, the policy (refused with the API's errors), usage.
     b.open(&format!("{base}/console/topics")).await;
     assert!(b.text().await.contains("deploys"));
-    b.shot("topics").await;
+    b.at_widths("topics").await;
     b.open(&format!("{base}/console/policy")).await;
-    let doc = b.c.find(Locator::Css("#document")).await.unwrap();
-    doc.clear().await.unwrap();
-    doc.send_keys(r#"{"default": "maybe", "rules": [{"from": "agent://Bad", "to": "*"}]}"#)
+    b.c.find(Locator::Css("#rule-0-from"))
+        .await
+        .unwrap()
+        .send_keys("agent://Bad")
         .await
         .unwrap();
-    b.c.find(Locator::Css("form.policy button"))
+    b.c.find(Locator::Css("#rule-0-to"))
+        .await
+        .unwrap()
+        .send_keys("*")
+        .await
+        .unwrap();
+    b.c.find(Locator::Css("#save-form"))
         .await
         .unwrap()
         .click()
@@ -698,14 +842,35 @@ async fn the_console_in_chromium() {
     b.wait_for("#policy-error").await;
     b.check("policy refused").await;
     assert!(b.text().await.contains("AB-3026"));
-    b.shot("policy").await;
+    // Each problem beside its field: the bad pattern under `from`, the missing effect on its rule.
+    let beside: Vec<String> = serde_json::from_value(
+        b.c.execute(
+            "return [...document.querySelectorAll('.field-error')].map((e) => { \
+             const row = e.closest('tr'); const field = e.closest('td, .field').querySelector('input, select'); \
+             return (row ? row.id : '') + ':' + (field ? field.id : '') + ' ' + e.textContent; });",
+            vec![],
+        )
+        .await
+        .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        beside
+            .iter()
+            .any(|e| e.starts_with("rule-0:rule-0-from /rules/0/from"))
+            && beside
+                .iter()
+                .any(|e| e.starts_with("rule-0:rule-0-effect /rules/0 ")),
+        "{beside:?}"
+    );
+    b.at_widths("policy").await;
     b.open(&format!("{base}/console/usage")).await;
     let usage = b.text().await;
     assert!(
         usage.contains("harness") && usage.contains("proxy"),
         "sources beside the figures: {usage}"
     );
-    b.shot("usage").await;
+    b.at_widths("usage").await;
 
     // CSRF: the suspend form without its token is refused, and nothing changes.
     b.open(&format!("{base}/console/agents/{}", t.requester.id))
@@ -778,7 +943,7 @@ async fn the_console_in_chromium() {
     b.sign_out().await;
     b.sign_in(&base, &w.operator).await;
     b.open(&format!("{base}/console/tenants")).await;
-    b.shot("tenants").await;
+    b.at_widths("tenants").await;
 
     // The XSS corpus, in every page that shows it.
     b.sign_out().await;

@@ -701,6 +701,7 @@ fn pages_of(f: &Fixture) -> Vec<String> {
         format!("/console/conversations/{}", f.conversation),
         "/console/tasks".into(),
         format!("/console/tasks/{}", f.task),
+        "/console/attention".into(),
         "/console/topics".into(),
         "/console/policy".into(),
         "/console/usage".into(),
@@ -833,4 +834,456 @@ async fn bad_input_gets_the_api_s_codes_never_a_server_error() {
         n += 1;
     }
     assert!(n >= 10);
+}
+
+/// The row of a list whose link points at `href`: from its `<tr>` to the row's end.
+fn row_of<'a>(body: &'a str, href: &str) -> &'a str {
+    let at = at(body, &format!("href=\"{href}"));
+    let start = body[..at].rfind("<tr").unwrap();
+    let end = at + body[at..].find("</tr>").unwrap();
+    &body[start..end]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_show_subjects_first_lines_participants_and_instructions() {
+    let f = Fixture::build().await;
+    let w = &f.w;
+    // A conversation without a subject, its only message long, on two lines, with markup.
+    let long = "Please check the <b>nightly</b> build before the release goes out tomorrow \
+                morning, the integration suite has been flaky all week long\nsecond line";
+    let env = w.draft(
+        &f.requester,
+        &f.worker.address,
+        "message",
+        json!({"text": long}),
+    );
+    let quiet = env["conversation_id"].as_str().unwrap().to_owned();
+    w.send(&f.requester, env).await;
+    let s = w.sign_in(&f.ws_admin).await;
+    let p = w.get(Some(&s), "/console/conversations").await;
+    assert_eq!(p.status, 200, "{}", p.body);
+    // The thread's last message has no subject: its first line stands for it, and every
+    // address that took part is shown as an address, not an id.
+    let row = row_of(
+        &p.body,
+        &format!("/console/conversations/{}", f.conversation),
+    );
+    let t = text(row);
+    assert!(t.contains(&format!("{MARK} looking now")), "{t}");
+    assert!(
+        t.contains(&f.requester.address) && t.contains(&f.worker.address),
+        "{t}"
+    );
+    assert!(!row.contains(&f.requester.id), "{row}");
+    // Shortened on a word boundary, escaped, the second line left out.
+    let row = row_of(&p.body, &format!("/console/conversations/{quiet}"));
+    let t = text(row);
+    assert!(
+        t.contains("Please check the <b>nightly</b> build before the release goes out tomorrow morning, the…"),
+        "{t}"
+    );
+    assert!(
+        row.contains("&#60;b&#62;nightly") && !row.contains("<b>"),
+        "{row}"
+    );
+    assert!(!t.contains("second line") && !t.contains("flaky"), "{t}");
+    // A subject, when the last message has one, is the title.
+    let mut titled = w.draft(
+        &f.worker,
+        &f.requester.address,
+        "message",
+        json!({"text": "body text"}),
+    );
+    titled.insert("subject".into(), json!("Weekly report"));
+    let titled_id = titled["conversation_id"].as_str().unwrap().to_owned();
+    w.send(&f.worker, titled).await;
+    let p = w.get(Some(&s), "/console/conversations").await;
+    let t = text(row_of(
+        &p.body,
+        &format!("/console/conversations/{titled_id}"),
+    ));
+    assert!(
+        t.contains("Weekly report") && !t.contains("body text"),
+        "{t}"
+    );
+    // Tasks: the first line of the instructions beside the state.
+    let p = w.get(Some(&s), "/console/tasks").await;
+    let t = text(row_of(&p.body, &format!("/console/tasks/{}", f.task)));
+    assert!(
+        t.contains(&format!("in_progress {MARK} review change 482")),
+        "{t}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_badges_ids_and_addresses_are_unbreakable_but_after_a_slash() {
+    let f = Fixture::build().await;
+    let s = f.w.sign_in(&f.ws_admin).await;
+    for path in [
+        "/console/conversations",
+        "/console/tasks",
+        "/console/agents",
+    ] {
+        let p = f.w.get(Some(&s), path).await;
+        // Every address is written in parts, each ending at a slash, with a break allowed only
+        // between them.
+        let parts: Vec<&str> = p
+            .body
+            .split("<span class=\"seg\">")
+            .skip(1)
+            .map(|x| x.split("</span>").next().unwrap())
+            .collect();
+        assert!(!parts.is_empty(), "{path}: no address");
+        for (i, part) in parts.iter().enumerate() {
+            assert!(
+                !part[..part.len() - 1].contains('/') || part.ends_with("//"),
+                "{path}: {part}"
+            );
+            let last = parts.get(i + 1).is_none_or(|n| n.starts_with("agent:"));
+            assert!(
+                part.ends_with('/') || last || !part.contains(':'),
+                "{path}: {part}"
+            );
+        }
+    }
+    let css = f.w.get(None, "/console/assets/console.css").await.body;
+    assert!(
+        css.contains(".state, .badge, .id, .tag.kind { white-space: nowrap;"),
+        "{css}"
+    );
+    assert!(css.contains(".addr .seg { white-space: nowrap; }"), "{css}");
+    assert!(
+        !css.contains("vertical-align: top; overflow-wrap: anywhere;"),
+        "{css}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_s_page_renders_its_card_and_its_recent_tasks_and_conversations() {
+    let f = Fixture::build().await;
+    let w = &f.w;
+    let fleet = w
+        .agent(
+            &w.admin,
+            "harnessed",
+            json!({"workspace": "backend", "harness": {"name": "claude-code", "version": "2.4"},
+                   "capabilities": [{"name": "code.lint", "version": "3", "description": "Lints a diff."}]}),
+        )
+        .await;
+    let s = w.sign_in(&f.ws_admin).await;
+    let p = w
+        .get(Some(&s), &format!("/console/agents/{}", fleet.id))
+        .await;
+    assert_eq!(p.status, 200, "{}", p.body);
+    let t = text(&p.body);
+    assert!(t.contains("harness name claude-code version 2.4"), "{t}");
+    assert!(t.contains("code.lint v3 Lints a diff."), "{t}");
+    assert!(t.contains("presence offline"), "{t}");
+    assert!(t.contains("last heard never"), "{t}");
+    assert!(!t.contains("Harness {}") && !t.contains("{}"), "{t}");
+    assert!(!p.body.contains("\"presence\":"), "no raw JSON: {t}");
+    assert!(t.contains("No tasks."), "{t}");
+    // The worker of the fixture: its task and its conversation.
+    let p = w
+        .get(Some(&s), &format!("/console/agents/{}", f.worker.id))
+        .await;
+    let tasks = &p.body[at(&p.body, "id=\"agent-tasks\"")..];
+    assert!(
+        tasks.contains(&format!("href=\"/console/tasks/{}\"", f.task)),
+        "{tasks}"
+    );
+    assert!(text(tasks).contains(&format!("{MARK} review change 482")));
+    let conversations = &p.body[at(&p.body, "id=\"agent-conversations\"")..];
+    assert!(
+        conversations.contains(&format!(
+            "href=\"/console/conversations/{}\"",
+            f.conversation
+        )),
+        "{conversations}"
+    );
+    // A member reads the card, not the lists its role does not read.
+    let s = w.sign_in(&f.member).await;
+    let p = w
+        .get(Some(&s), &format!("/console/agents/{}", fleet.id))
+        .await;
+    assert_eq!(p.status, 200, "{}", p.body);
+    assert!(!p.body.contains("agent-tasks"), "{}", p.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn needs_attention_lists_failed_waiting_due_soon_and_dead_letters() {
+    let f = Fixture::build().await;
+    let w = &f.w;
+    let (a, b) = (&f.requester, &f.worker);
+    // A message never acknowledged: leased as often as allowed, then dead-lettered.
+    let c = w
+        .agent(&w.admin, "silent", json!({"workspace": "backend"}))
+        .await;
+    let dead = w.draft(a, &c.address, "message", json!({"text": "never acked"}));
+    let dead_id = dead["id"].as_str().unwrap().to_owned();
+    w.send(a, dead).await;
+    for _ in 0..3 {
+        let (st, v) = w
+            .api(
+                Method::GET,
+                "/v1/inbox?after=0&wait=0&limit=100",
+                &c.token,
+                None,
+            )
+            .await;
+        assert_eq!(st, 200, "{v}");
+        w.clock.advance_secs(31);
+    }
+    w.app.reap().await.unwrap();
+    let (req, failed) = w
+        .request(
+            a,
+            b,
+            json!({"instructions": "Broken build", "constraints": {"accept_timeout_s": 3600}}),
+        )
+        .await;
+    w.followup(b, a, &req, &failed, "accept", json!({})).await;
+    w.followup(
+        b,
+        a,
+        &req,
+        &failed,
+        "result",
+        json!({"status": "failed", "failure": {"code": "harness_crashed", "message": "exit 3"}}),
+    )
+    .await;
+    let (req, waiting) = w
+        .request(
+            a,
+            b,
+            json!({"instructions": "Which branch?", "constraints": {"accept_timeout_s": 3600}}),
+        )
+        .await;
+    w.followup(b, a, &req, &waiting, "accept", json!({})).await;
+    w.followup(
+        b,
+        a,
+        &req,
+        &waiting,
+        "needs_input",
+        json!({"question": "Which branch?"}),
+    )
+    .await;
+    // Accept timeouts of 10 minutes (inside the window) and of an hour (outside it).
+    let (_, soon) = w
+        .request(
+            a,
+            b,
+            json!({"instructions": "Due soon", "constraints": {"accept_timeout_s": 600}}),
+        )
+        .await;
+    let (_, later) = w
+        .request(
+            a,
+            b,
+            json!({"instructions": "Due later", "constraints": {"accept_timeout_s": 3600}}),
+        )
+        .await;
+    let s = w.sign_in(&f.ws_admin).await;
+    let p = w.get(Some(&s), "/console/overview").await;
+    assert!(
+        p.body.contains("href=\"/console/attention\""),
+        "the nav links it"
+    );
+    let p = w.get(Some(&s), "/console/attention").await;
+    assert_eq!(p.status, 200, "{}", p.body);
+    let part = |id: &str| {
+        let from = at(&p.body, &format!("id=\"{id}\""));
+        let to = p.body[from..].find("</section>").unwrap() + from;
+        p.body[from..to].to_owned()
+    };
+    let has =
+        |section: &str, task: &str| section.contains(&format!("href=\"/console/tasks/{task}\""));
+    let failed_part = part("attention-failed");
+    assert!(
+        has(&failed_part, &failed) && !has(&failed_part, &waiting),
+        "{failed_part}"
+    );
+    assert!(text(&failed_part).contains("failed Broken build"));
+    let waiting_part = part("attention-needs-input");
+    assert!(
+        has(&waiting_part, &waiting) && !has(&waiting_part, &failed),
+        "{waiting_part}"
+    );
+    let due = part("attention-due");
+    assert!(has(&due, &soon) && !has(&due, &later), "{due}");
+    assert!(
+        text(&due).contains("accept_timeout in 10 min"),
+        "{}",
+        text(&due)
+    );
+    let dead_part = part("attention-dead-letters");
+    assert!(dead_part.contains(&dead_id), "{dead_part}");
+    assert!(
+        text(&dead_part).contains(&c.address),
+        "{}",
+        text(&dead_part)
+    );
+    // Another workspace's admin sees none of it.
+    let s = w.sign_in(&f.other_ws_admin).await;
+    let p = w.get(Some(&s), "/console/attention").await;
+    assert_eq!(p.status, 200);
+    for id in [&failed, &waiting, &soon, &dead_id] {
+        assert!(!p.body.contains(id.as_str()), "{id}: {}", p.body);
+    }
+}
+
+/// The cell of the policy form that holds the field `id`.
+fn cell_of<'a>(body: &'a str, id: &str) -> &'a str {
+    let at = at(body, &format!("id=\"{id}\""));
+    let start = body[..at].rfind("<td").unwrap();
+    let end = at + body[at..].find("</td>").unwrap();
+    &body[start..end]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_policy_form_shows_each_violation_beside_its_field() {
+    let f = Fixture::build().await;
+    let w = &f.w;
+    let s = w.sign_in(&f.ws_admin).await;
+    let path = format!("/console/policy/{}", f.workspace);
+    let p = w.get(Some(&s), "/console/policy").await;
+    assert!(p.body.contains("id=\"rule-0-from\""), "{}", p.body);
+    assert!(!p.body.contains("field-error"), "no problem before a save");
+    // A bad pattern and a missing effect in the first rule, an empty row, an over-long
+    // description in the third (the second rule of the document).
+    let long = "x".repeat(501);
+    let before = w.app.store().dump().await.unwrap();
+    let p = w
+        .submit(
+            &s,
+            &path,
+            &[
+                ("default", "deny"),
+                ("rule-count", "3"),
+                ("rule-0-from", "agent://Bad"),
+                ("rule-0-to", "*"),
+                ("rule-0-effect", ""),
+                ("rule-1-from", ""),
+                ("rule-2-from", "*"),
+                ("rule-2-to", "*"),
+                ("rule-2-effect", "allow"),
+                ("rule-2-description", &long),
+            ],
+        )
+        .await;
+    unchanged(&before, &w.app.store().dump().await.unwrap(), "the form");
+    assert_eq!(
+        (p.status, code_of(&p).as_str()),
+        (422, "AB-3026"),
+        "{}",
+        p.body
+    );
+    let from = cell_of(&p.body, "rule-0-from");
+    assert!(
+        from.contains("field-error") && text(from).contains("/rules/0/from"),
+        "{from}"
+    );
+    assert!(
+        from.contains("value=\"agent://Bad\""),
+        "shown as typed: {from}"
+    );
+    let row = cell_of(&p.body, "rule-0-effect");
+    assert!(
+        text(row).contains("/rules/0 ") && text(row).contains("effect"),
+        "{row}"
+    );
+    let description = cell_of(&p.body, "rule-1-description");
+    assert!(
+        text(description).contains("/rules/1/description"),
+        "{description}"
+    );
+    for quiet in ["rule-0-to", "rule-1-from", "default"] {
+        let at = at(&p.body, &format!("id=\"{quiet}\""));
+        let rest = &p.body[at..];
+        let next = ["</td>", "</div>"]
+            .iter()
+            .filter_map(|end| rest.find(end))
+            .min()
+            .unwrap();
+        assert!(!p.body[at..at + next].contains("field-error"), "{quiet}");
+    }
+    // A document from the JSON editor is checked alike, its problems beside the fields too.
+    let p = w
+        .submit(&s, &path, &[("document", r#"{"default": "maybe"}"#)])
+        .await;
+    assert_eq!(p.status, 422, "{}", p.body);
+    let at_default = at(&p.body, "id=\"default\"");
+    let field = &p.body[at_default..at_default + p.body[at_default..].find("</div>").unwrap()];
+    assert!(text(field).contains("/default"), "{field}");
+    assert!(
+        p.body.contains("id=\"as-json\" open"),
+        "the editor stays open"
+    );
+    // A valid form is saved through the same path.
+    let p = w
+        .submit(
+            &s,
+            &path,
+            &[
+                ("default", "allow"),
+                ("read_receipts", "true"),
+                ("rule-count", "2"),
+                ("rule-0-from", "*"),
+                ("rule-0-to", "topic://default/backend/*"),
+                ("rule-0-effect", "deny"),
+                ("rule-0-description", "no topics"),
+            ],
+        )
+        .await;
+    assert_eq!(p.status, 303, "{}", p.body);
+    let (_, doc) = w
+        .api(
+            Method::GET,
+            &format!("/v1/workspaces/{}/policy", f.workspace),
+            &f.ws_admin,
+            None,
+        )
+        .await;
+    assert_eq!(
+        doc,
+        json!({"default": "allow", "read_receipts": true, "rules": [
+            {"from": "*", "to": "topic://default/backend/*", "effect": "deny", "description": "no topics"}]})
+    );
+}
+
+/// The bars of the overview's chart `label`, as the page draws them.
+fn bars(body: &str, label: &str) -> Vec<u64> {
+    let from = at(body, &format!("aria-label=\"{label} per interval\""));
+    let svg = &body[from..from + body[from..].find("</svg>").unwrap()];
+    svg.split("<title>")
+        .skip(1)
+        .map(|t| t.split("</title>").next().unwrap().parse().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_charts_start_from_the_recent_history() {
+    let f = Fixture::build().await;
+    let w = &f.w;
+    // The fixture's agents published five envelopes (two messages, a request, an accept and a
+    // progress report), just now: the first load already charts them, in the newest interval.
+    let s = w.sign_in(&f.ws_admin).await;
+    let p = w.get(Some(&s), "/console/overview").await;
+    assert_eq!(p.status, 200, "{}", p.body);
+    let published = bars(&p.body, "publishes accepted");
+    assert_eq!(published.iter().sum::<u64>(), 5, "{published:?}");
+    assert_eq!(published.last(), Some(&5), "{published:?}");
+    // Scoped like the counters: another workspace's admin charts none of it.
+    let other = w.sign_in(&f.other_ws_admin).await;
+    let p = w.get(Some(&other), "/console/overview").await;
+    assert_eq!(bars(&p.body, "publishes accepted").iter().sum::<u64>(), 0);
+    // The gateway operator charts every tenant's.
+    let operator = w.sign_in(&w.operator).await;
+    let p = w.get(Some(&operator), "/console/overview").await;
+    assert!(bars(&p.body, "publishes accepted").iter().sum::<u64>() >= 5);
+    // Older traffic slides out of the window the chart shows, on the next load.
+    w.clock.advance_secs(600);
+    let p = w.get(Some(&s), "/console/overview").await;
+    assert_eq!(bars(&p.body, "publishes accepted").iter().sum::<u64>(), 0);
 }

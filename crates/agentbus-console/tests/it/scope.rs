@@ -209,6 +209,10 @@ async fn no_page_shows_or_changes_another_scope_s_objects_and_not_yours_looks_li
         format!("/console/agents/{}", f.requester.id),
         format!("/console/conversations/{}", f.conversation),
         format!("/console/tasks/{}", f.task),
+        // Its in-progress task is due within the window (the default progress timeout).
+        "/console/attention".to_owned(),
+        "/console/tasks".to_owned(),
+        "/console/conversations".to_owned(),
     ] {
         let page = f.w.get(Some(&s), &path).await;
         assert_eq!(page.status, 200, "{path}: {}", page.body);

@@ -8,19 +8,23 @@ pub use agentbus_testkit::console::*;
 pub use agentbus_testkit::gateway::sign;
 
 /// Text of an HTML page with tags dropped and entities of the escaper decoded, whitespace
-/// collapsed: what a person reads.
+/// collapsed: what a person reads. Inline `<span>` and `<wbr>` tags join their text, as a browser
+/// shows it (an address is written in parts); any other tag separates.
 pub fn text(html: &str) -> String {
     let mut out = String::new();
-    let mut in_tag = false;
+    let mut tag: Option<String> = None;
     for c in html.chars() {
-        match c {
-            '<' => in_tag = true,
-            '>' if in_tag => {
-                in_tag = false;
-                out.push(' ');
+        match (&mut tag, c) {
+            (None, '<') => tag = Some(String::new()),
+            (Some(t), '>') => {
+                let name = t.trim_start_matches('/').split_whitespace().next();
+                if !matches!(name, Some("span" | "wbr")) {
+                    out.push(' ');
+                }
+                tag = None;
             }
-            c if !in_tag => out.push(c),
-            _ => {}
+            (Some(t), c) => t.push(c),
+            (None, c) => out.push(c),
         }
     }
     let decoded = out
