@@ -348,7 +348,13 @@ fn a_short_name_is_the_agent_of_the_workspace_for_gateway_verbs_and_a_session_fo
     assert_eq!(doc["error"]["code"], "AB-3065");
     // tell and ask keep reading a bare word as a session of this machine.
     let out = bot.run(&["tell", "reviewer", "hello"]);
-    assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("AB-4116") || err.contains("session"), "{err}");
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.starts_with("error: no session on this machine matches \"reviewer\""),
+        "{err}"
+    );
+    // ... and reach the agent by its whole address.
+    let told = bot.ok(&["--json", "tell", &reviewer.address(), "hello"]);
+    assert_eq!(told["to"], reviewer.address());
 }
