@@ -30,7 +30,8 @@ enum AgentsAction {
     /// Print one agent's card: by agt_ id, address, name or alias.
     #[command(after_help = "Example:\n  agentbus agents show reviewer")]
     Show {
-        /// agt_ id, agent://… address, name or alias.
+        /// agt_ id, agent://… address, or the name or alias of an agent of the profile's
+        /// workspace.
         agent: String,
     },
 }

@@ -91,7 +91,8 @@ or AGENTBUS_PROFILE."
 /// Arguments of `send`.
 #[derive(Debug, Args)]
 pub struct SendArgs {
-    /// agent://tenant/workspace/name, an agt_ id, or topic://tenant/workspace/topic.
+    /// agent://tenant/workspace/name, an agt_ id, topic://tenant/workspace/topic, or the name
+    /// (or alias) of an agent of the profile's workspace.
     to: String,
     /// The text; several words are joined with spaces.
     #[arg(required = true, num_args = 1..)]
@@ -131,7 +132,8 @@ pub struct AckArgs {
 /// Arguments of `delegate`.
 #[derive(Debug, Args)]
 pub struct DelegateArgs {
-    /// The worker: agent://…, or an agt_ id.
+    /// The worker: agent://…, an agt_ id, or the name (or alias) of an agent of the profile's
+    /// workspace.
     to: String,
     /// The instructions; several words are joined with spaces.
     #[arg(required = true, num_args = 1..)]
