@@ -764,12 +764,16 @@ fn secret_warnings(fields: &[(&str, Option<&str>)]) -> Vec<String> {
             if redacted == value {
                 return None;
             }
-            let mut rules: Vec<&str> = redacted
+            let mut rules: Vec<&str> = Vec::new();
+            for rule in redacted
                 .split(agentbus_local::redact::MARK)
                 .skip(1)
                 .filter_map(|rest| rest.strip_prefix(':')?.split(']').next())
-                .collect();
-            rules.dedup();
+            {
+                if !rules.contains(&rule) {
+                    rules.push(rule);
+                }
+            }
             Some(format!(
                 "the {what} looks like it holds a secret ({}): gateways, logs and traces read it in the clear (§13.4); keep secrets out of subjects, capabilities and idempotency keys, and rotate this one if it is real",
                 rules.join(", ")
@@ -778,8 +782,9 @@ fn secret_warnings(fields: &[(&str, Option<&str>)]) -> Vec<String> {
         .collect()
 }
 
-/// The first line of a wait: with `--json` a JSON line (the rest follows as the usual
-/// document), else nothing here (the commentary says it on stderr).
+/// The first line of a wait: with `--json` the command's document as it stands before the wait,
+/// on one line (the whole document follows when the wait ends), else nothing here (the
+/// commentary says it on stderr).
 fn announce(printer: &Printer, doc: &Value) {
     if printer.is_json() {
         let _ = printer.data_line(&doc.to_string());

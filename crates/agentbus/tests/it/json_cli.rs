@@ -314,6 +314,19 @@ fn wp_13_4_1_a_subject_capability_or_idempotency_key_that_looks_like_a_secret_is
         )),
         "{err}"
     );
+    // Two keys of one family with another between them: each rule is named once.
+    let doc = bot.ok(&[
+        "--json",
+        "send",
+        "reviewer",
+        "three keys",
+        "--subject",
+        "AKIAIOSFODNN7EXAMPLE ghp_abcdefghijklmnopqrstuvwxyz0123456789 ASIAY34FZKBOKMUTVV7A",
+    ]);
+    assert_eq!(
+        doc["warnings"],
+        serde_json::json!([warning("subject", "aws-access-key-id, github")])
+    );
     // Nothing secret-looking, no warning.
     let doc = bot.ok(&["--json", "send", "reviewer", "hi", "--subject", "CI run 42"]);
     assert_eq!(doc["warnings"], serde_json::json!([]));
