@@ -27,6 +27,7 @@ pub mod inbox;
 pub mod keystore;
 pub mod profile;
 pub mod receive;
+pub mod short;
 pub mod suggest;
 
 pub use agent::Agent;

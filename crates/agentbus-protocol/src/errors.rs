@@ -478,6 +478,14 @@ catalogue! {
     AgentIdMissing = 3064, 0, Usage, Project, "Agent credential without its agent",
         cause: "An agent credential (`aba_…`) connects a machine to an existing agent, which must be named by its `agt_` id; this is checked before any request.",
         fix: "pass --agent agt_… with the credential, or connect with a user token (abu_…) to register a new agent: agentbus connect --gateway <url> --token abu_… --name <name>";
+    /// No agent of this short name in the workspace.
+    UnknownShortName = 3065, 0, Input, Project, "No agent of this name in the workspace",
+        cause: "A bare name (`reviewer`) stands for `agent://<tenant>/<workspace>/reviewer` of the profile's workspace, and the directory this agent sees holds no agent of that name or alias there; this is checked before anything is sent.",
+        fix: "run `agentbus agents` to list the directory; write an agent outside the workspace by its whole address (agent://<tenant>/<workspace>/<name>)";
+    /// A short name several agents answer to.
+    AmbiguousShortName = 3066, 0, Usage, Project, "Name several agents answer to",
+        cause: "A bare name stands for an agent only when exactly one agent of the directory this agent sees has that name or alias, and several do (in several workspaces, or one by its name and another by an alias); this is checked before anything is sent.",
+        fix: "write the whole address of the one you mean; `agentbus agents` lists the directory";
     /// A search query that cannot be run.
     InvalidSearch = 3080, 400, Refused, Project, "Search query not usable",
         cause: "The query is longer than 512 bytes, has more than 16 words, has an unclosed `\"`, names a filter other than from, to, type, conversation, capability, state, failure, attachment, since and until, or gives one a value it cannot take. Queries are bounded so that none is slow.",

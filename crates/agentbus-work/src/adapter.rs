@@ -506,6 +506,18 @@ pub fn out_files(job: &Job) -> Vec<PathBuf> {
     files
 }
 
+/// The files of a result: those the harness named, then those it wrote into the job's `out` folder
+/// that it did not name. A file named and written (or named twice) is attached once: each copy
+/// would otherwise reach the requester under a name of its own (`lint.txt`, `2-lint.txt`).
+pub fn result_files(named: Vec<PathBuf>, job: &Job) -> Vec<PathBuf> {
+    let mut seen = std::collections::HashSet::new();
+    named
+        .into_iter()
+        .chain(out_files(job))
+        .filter(|p| seen.insert(std::fs::canonicalize(p).unwrap_or_else(|_| p.clone())))
+        .collect()
+}
+
 /// A JSON object in a final answer: the whole text, else its last fenced `json` block.
 pub(crate) fn json_in(text: &str) -> Option<Value> {
     if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(text.trim()) {

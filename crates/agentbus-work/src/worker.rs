@@ -28,7 +28,7 @@ use agentbus_protocol::schema::KnownType;
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_runtime::Clock;
 
-use crate::adapter::{Adapter, Answer, Control, Event, Finish, Running, out_files};
+use crate::adapter::{Adapter, Answer, Control, Event, Finish, Running, result_files};
 use crate::error::WorkError;
 use crate::job::{Job, Usage};
 
@@ -645,8 +645,7 @@ impl Task {
         {
             return self.fail("output_invalid", &why, true).await;
         }
-        let mut files = f.files;
-        files.extend(out_files(&self.job));
+        let files = result_files(f.files, &self.job);
         let summary = f.summary.map(|s| s.chars().take(SUMMARY_MAX).collect());
         let action = TaskAction::Complete {
             summary,

@@ -30,7 +30,8 @@ enum AgentsAction {
     /// Print one agent's card: by agt_ id, address, name or alias.
     #[command(after_help = "Example:\n  agentbus agents show reviewer")]
     Show {
-        /// agt_ id, agent://… address, name or alias.
+        /// agt_ id, agent://… address, or the name or alias of an agent of the profile's
+        /// workspace.
         agent: String,
     },
 }
@@ -129,9 +130,10 @@ pub fn agents(args: AgentsArgs, globals: &Globals, printer: &Printer) -> CliResu
             let card = if agent.starts_with("agt_") {
                 ctx.block(ctx.gw.agent(&agent))?
             } else {
+                let agent = ctx.address(&agent)?;
                 let list = ctx.block(ctx.gw.agents())?;
                 list.into_iter()
-                    .find(|a| a.address == agent || a.name == agent || a.aliases.contains(&agent))
+                    .find(|a| a.address == agent)
                     .ok_or_else(|| {
                         CliError::input(format!("no agent {agent:?} is visible to you"))
                             .fix("run `agentbus agents` to list the directory")

@@ -132,7 +132,7 @@ pub fn run(args: EnvelopeArgs, printer: &Printer) -> CliResult {
                 .map(|s| s.key_id.to_string());
             match signing::verify_envelope(env.attrs(), &public) {
                 Ok(()) => printer.either(
-                    &json!({"verified": true, "key_id": key_id}),
+                    &json!({"verified": true, "key_id": key_id, "code": null, "message": null}),
                     &format!(
                         "verified: signature by {} is valid",
                         key_id.unwrap_or_default()
@@ -141,7 +141,7 @@ pub fn run(args: EnvelopeArgs, printer: &Printer) -> CliResult {
                 Err(e) => {
                     let code = e.code();
                     if printer.is_json() {
-                        printer.json(&json!({"verified": false, "code": code.to_string(), "message": e.to_string()}))?;
+                        printer.json(&json!({"verified": false, "key_id": key_id, "code": code.to_string(), "message": e.to_string()}))?;
                         return Ok(ErrorKind::Failed.exit_code());
                     }
                     return Err(CliError::new(ErrorKind::Failed, e.to_string()).code(code));

@@ -31,8 +31,16 @@ pub fn run(args: ExplainArgs, printer: &Printer) -> CliResult {
         if args.markdown {
             printer.raw(errors::render_markdown().as_bytes())?;
         } else if printer.is_json() {
+            // The one-code document with no code: its fields null, every entry in `entries`.
             let all: Vec<_> = Code::ALL.iter().map(|c| entry_json(*c)).collect();
-            printer.json(&json!(all))?;
+            let mut doc = entry_json(Code::ALL[0]);
+            if let Some(fields) = doc.as_object_mut() {
+                fields
+                    .values_mut()
+                    .for_each(|v| *v = serde_json::Value::Null);
+            }
+            doc["entries"] = json!(all);
+            printer.json(&doc)?;
         } else {
             for code in Code::ALL {
                 printer.line(&format!("{code}  {}", code.entry().title))?;
@@ -45,10 +53,9 @@ pub fn run(args: ExplainArgs, printer: &Printer) -> CliResult {
         CliError::input(format!("{raw} is not a known AB- code"))
             .fix("run `agentbus explain --all` to list every code")
     })?;
-    printer.either(
-        &entry_json(code),
-        &errors::render_entry_markdown(code.entry()),
-    )?;
+    let mut doc = entry_json(code);
+    doc["entries"] = json!([entry_json(code)]);
+    printer.either(&doc, &errors::render_entry_markdown(code.entry()))?;
     Ok(std::process::ExitCode::SUCCESS)
 }
 

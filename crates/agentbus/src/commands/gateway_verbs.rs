@@ -91,7 +91,8 @@ or AGENTBUS_PROFILE."
 /// Arguments of `send`.
 #[derive(Debug, Args)]
 pub struct SendArgs {
-    /// agent://tenant/workspace/name, an agt_ id, or topic://tenant/workspace/topic.
+    /// agent://tenant/workspace/name, an agt_ id, topic://tenant/workspace/topic, or the name
+    /// (or alias) of an agent of the profile's workspace.
     to: String,
     /// The text; several words are joined with spaces.
     #[arg(required = true, num_args = 1..)]
@@ -131,7 +132,8 @@ pub struct AckArgs {
 /// Arguments of `delegate`.
 #[derive(Debug, Args)]
 pub struct DelegateArgs {
-    /// The worker: agent://…, or an agt_ id.
+    /// The worker: agent://…, an agt_ id, or the name (or alias) of an agent of the profile's
+    /// workspace.
     to: String,
     /// The instructions; several words are joined with spaces.
     #[arg(required = true, num_args = 1..)]
@@ -396,9 +398,14 @@ fn send(args: SendArgs, globals: &Globals, printer: &Printer) -> CliResult {
             CliError::new(ErrorKind::Usage, e).fix("write the duration like 30s, 2m or 500ms")
         })?;
     let ctx = Ctx::open(globals, printer)?;
+    let to = ctx.address(&args.to)?;
+    let warnings = secret_warnings(&[("subject", args.subject.as_deref())]);
+    for w in &warnings {
+        printer.warning(w);
+    }
     let agent = ctx.agent();
     let message = Message {
-        to: args.to.clone(),
+        to: to.clone(),
         text: args.text.join(" "),
         subject: args.subject,
         attach: args.attach,
@@ -408,22 +415,22 @@ fn send(args: SendArgs, globals: &Globals, printer: &Printer) -> CliResult {
     let progress = Transfer::uploads(message.attach.len(), printer.verbosity());
     let sent = ctx
         .block(agent.send(message, &progress))
-        .map_err(|e| recipient_hint(&ctx, &args.to, e))?;
+        .map_err(|e| recipient_hint(&ctx, &to, e))?;
     drop(progress);
-    let summary = sent.summary();
+    let doc = send_doc(&sent, &warnings);
     let id = sent.id().to_owned();
     let Some(wait) = wait else {
-        printer.either(&summary, &format!("sent {id} to {}", args.to))?;
+        printer.either(&doc, &format!("sent {id} to {to}"))?;
         return Ok(ExitCode::SUCCESS);
     };
     let local = super::local::open_store()?;
     // The id at once: on stderr for people, as the first JSON line for scripts, so
     // another shell can trace the message while this one waits.
     let interrupt = Interrupt::catch(&ctx);
-    announce(printer, &json!({"sent": summary}));
+    announce(printer, &doc);
     // While it waits, it says how far the message got with each recipient (§5.8 receipts).
     let mut watch = super::trace::Watch::new();
-    printer.commentary(&format!("sent {id} to {}; waiting for a reply", args.to));
+    printer.commentary(&format!("sent {id} to {to}; waiting for a reply"));
     let waited = until_interrupted(
         &ctx,
         interrupt,
@@ -442,10 +449,10 @@ fn send(args: SendArgs, globals: &Globals, printer: &Printer) -> CliResult {
     };
     match reply {
         Some(r) => {
-            printer.either(
-                &json!({"sent": summary, "reply": received_json(&r), "delivery": watch.last()}),
-                &reply_text(&r),
-            )?;
+            let mut doc = doc;
+            doc["reply"] = received_json(&r);
+            doc["delivery"] = json!(watch.last());
+            printer.either(&doc, &reply_text(&r))?;
             // The gateway answering instead of the recipient (undeliverable, expired) is a "no".
             let system = r
                 .attr("type")
@@ -492,7 +499,7 @@ pub fn reply(id: &str, text: &str, globals: &Globals, printer: &Printer) -> CliR
     let id = ctx.resolve(id, Wants::Message)?;
     let sent = ctx.block(ctx.agent().reply(&id, text))?;
     printer.either(
-        &sent.summary(),
+        &send_doc(&sent, &[]),
         &format!("sent reply {} to {}", sent.id(), sent.to()),
     )?;
     Ok(ExitCode::SUCCESS)
@@ -514,7 +521,7 @@ fn ack(mut args: AckArgs, globals: &Globals, printer: &Printer) -> CliResult {
         == Some(&Value::Bool(true));
     let sent = ctx.block(agent.ack(&args.id, &args.level, args.note.as_deref()))?;
     let to = sent.to().to_owned();
-    let mut doc = sent.summary();
+    let mut doc = sent_doc(&sent, &[]);
     doc["expects_reply"] = json!(asked);
     let mut human = format!("acknowledged {} ({}) to {to}", args.id, args.level);
     if !asked {
@@ -524,6 +531,8 @@ fn ack(mut args: AckArgs, globals: &Globals, printer: &Printer) -> CliResult {
         );
         human.push_str(&format!("\nnote: {note}"));
         doc["note"] = json!(note);
+    } else {
+        doc["note"] = Value::Null;
     }
     printer.either(&doc, &human)?;
     Ok(ExitCode::SUCCESS)
@@ -562,9 +571,18 @@ fn delegate(args: DelegateArgs, globals: &Globals, printer: &Printer) -> CliResu
         .accept_timeout
         .unwrap_or(agentbus_protocol::task::DEFAULT_ACCEPT_TIMEOUT_S as u64);
     let ctx = Ctx::open(globals, printer)?;
+    let to = ctx.address(&args.to)?;
+    let mut warnings = secret_warnings(&[
+        ("subject", args.subject.as_deref()),
+        ("capability", Some(args.capability.as_str())),
+        ("idempotency key", args.idempotency_key.as_deref()),
+    ]);
+    for w in &warnings {
+        printer.warning(w);
+    }
     let agent = ctx.agent();
     let delegation = Delegation {
-        to: args.to.clone(),
+        to: to.clone(),
         instructions: args.instructions.join(" "),
         capability: args.capability,
         capability_version: Some(args.capability_version),
@@ -582,16 +600,16 @@ fn delegate(args: DelegateArgs, globals: &Globals, printer: &Printer) -> CliResu
     let progress = Transfer::uploads(delegation.attach.len(), printer.verbosity());
     let d = ctx
         .block(agent.delegate(delegation, &progress))
-        .map_err(|e| recipient_hint(&ctx, &args.to, e))?;
+        .map_err(|e| recipient_hint(&ctx, &to, e))?;
     drop(progress);
-    let mut sent = d.sent.summary();
-    let warnings: Vec<String> = offline_warning(&ctx, &args.to, accept_timeout)
-        .into_iter()
-        .collect();
-    for w in &warnings {
-        printer.warning(w);
+    if let Some(w) = offline_warning(&ctx, &to, accept_timeout) {
+        printer.warning(&w);
+        warnings.push(w);
     }
-    sent["warnings"] = json!(warnings);
+    let mut doc = sent_doc(&d.sent, &warnings);
+    for k in ["task", "result", "failure"] {
+        doc[k] = Value::Null;
+    }
     // A derived idempotency key makes a repeated command the same task (§8): say so.
     let verb = if d.sent.receipt.replay {
         "already delegated (the same command ran before; pass --new-task for another)"
@@ -600,11 +618,8 @@ fn delegate(args: DelegateArgs, globals: &Globals, printer: &Printer) -> CliResu
     };
     let Some(wait) = wait else {
         printer.either(
-            &sent,
-            &format!(
-                "{verb} {} (request {}) to {}",
-                d.task_id, d.request_id, args.to
-            ),
+            &doc,
+            &format!("{verb} {} (request {}) to {to}", d.task_id, d.request_id),
         )?;
         return Ok(ExitCode::SUCCESS);
     };
@@ -612,10 +627,10 @@ fn delegate(args: DelegateArgs, globals: &Globals, printer: &Printer) -> CliResu
     // The ids at once: on stderr for people, as the first JSON line for scripts, so
     // another shell can trace or cancel the task while this one waits.
     let interrupt = Interrupt::catch(&ctx);
-    announce(printer, &json!({"sent": sent}));
+    announce(printer, &doc);
     printer.commentary(&format!(
-        "{verb} {} (request {}) to {}; waiting for it to finish (follow it elsewhere: agentbus trace {})",
-        d.task_id, d.request_id, args.to, d.task_id
+        "{verb} {} (request {}) to {to}; waiting for it to finish (follow it elsewhere: agentbus trace {})",
+        d.task_id, d.request_id, d.task_id
     ));
     let mut line = super::progress_bar::TaskLine::new(&d.task_id, printer);
     let waited = until_interrupted(
@@ -680,10 +695,10 @@ fn delegate(args: DelegateArgs, globals: &Globals, printer: &Printer) -> CliResu
             }
         }
     }
-    printer.either(
-        &json!({"sent": sent, "task": task, "result": result.as_ref().map(received_json), "failure": failure, "warnings": warnings}),
-        &human,
-    )?;
+    doc["task"] = json!(task);
+    doc["result"] = json!(result.as_ref().map(received_json));
+    doc["failure"] = json!(failure);
+    printer.either(&doc, &human)?;
     Ok(if state == "succeeded" {
         ExitCode::SUCCESS
     } else {
@@ -718,8 +733,58 @@ fn offline_warning(ctx: &Ctx, to: &str, accept_timeout_s: u64) -> Option<String>
     ))
 }
 
-/// The first line of a wait: with `--json` a JSON line (the rest follows as the usual
-/// document), else nothing here (the commentary says it on stderr).
+/// What every verb that publishes prints with `--json`: the gateway's receipt with what was sent
+/// where, the same receipt again as `sent` (the field a wait's document has always had), and the
+/// warnings. Each verb adds its own fields, present (null) whatever its flags.
+fn sent_doc(sent: &agentbus_client::agent::Sent, warnings: &[String]) -> Value {
+    let mut doc = sent.summary();
+    doc["sent"] = sent.summary();
+    doc["warnings"] = json!(warnings);
+    doc
+}
+
+/// `send`'s document (also `tell`, `ask` and `reply` to the gateway): a reply and the delivery
+/// states only after a `--wait` that got one.
+fn send_doc(sent: &agentbus_client::agent::Sent, warnings: &[String]) -> Value {
+    let mut doc = sent_doc(sent, warnings);
+    doc["reply"] = Value::Null;
+    doc["delivery"] = Value::Null;
+    doc
+}
+
+/// Warnings for `fields` (name, value) that match a redaction rule: an envelope's subject,
+/// capability and idempotency key are read by every hop, log and trace, so §13.4 keeps secrets
+/// out of them. The command still sends: the rules also match things that are not secrets.
+fn secret_warnings(fields: &[(&str, Option<&str>)]) -> Vec<String> {
+    fields
+        .iter()
+        .filter_map(|(what, value)| {
+            let value = (*value)?;
+            let redacted = agentbus_local::redact::redact(value);
+            if redacted == value {
+                return None;
+            }
+            let mut rules: Vec<&str> = Vec::new();
+            for rule in redacted
+                .split(agentbus_local::redact::MARK)
+                .skip(1)
+                .filter_map(|rest| rest.strip_prefix(':')?.split(']').next())
+            {
+                if !rules.contains(&rule) {
+                    rules.push(rule);
+                }
+            }
+            Some(format!(
+                "the {what} looks like it holds a secret ({}): gateways, logs and traces read it in the clear (§13.4); keep secrets out of subjects, capabilities and idempotency keys, and rotate this one if it is real",
+                rules.join(", ")
+            ))
+        })
+        .collect()
+}
+
+/// The first line of a wait: with `--json` the command's document as it stands before the wait,
+/// on one line (the whole document follows when the wait ends), else nothing here (the
+/// commentary says it on stderr).
 fn announce(printer: &Printer, doc: &Value) {
     if printer.is_json() {
         let _ = printer.data_line(&doc.to_string());
@@ -823,13 +888,17 @@ fn lifecycle(
         ));
         if printer.is_json() {
             // The receipt is still printed: the envelope was stored.
-            printer.json(&json!({"sent": acted.sent.summary(), "error": {"kind": "failed", "message": e.message, "fix": e.fix}}))?;
+            let mut doc = sent_doc(&acted.sent, &[]);
+            doc["error"] = json!({"kind": "failed", "message": e.message, "fix": e.fix});
+            printer.json(&doc)?;
             return Ok(ErrorKind::Failed.exit_code());
         }
         return Err(e);
     }
+    let mut doc = sent_doc(&acted.sent, &[]);
+    doc["error"] = Value::Null;
     printer.either(
-        &acted.sent.summary(),
+        &doc,
         &format!(
             "sent {} for {} to {} (task {state})",
             acted.verb,

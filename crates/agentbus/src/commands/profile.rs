@@ -89,6 +89,21 @@ impl Ctx {
         agentbus_client::agent::resolve_id(&local, id, wants).map_err(CliError::of)
     }
 
+    /// The address `to` stands for: a bare name is the agent of the profile's workspace that
+    /// answers to it in the directory (one more request, only for a bare name); anything else
+    /// is passed on as written.
+    pub fn address(&self, to: &str) -> Result<String, CliError> {
+        if !agentbus_client::short::is_bare_name(to) {
+            return Ok(to.to_owned());
+        }
+        let cards = self.block(self.gw.agents())?;
+        // The code leads the line, as a refusal's does: the name was refused before sending.
+        agentbus_client::short::expand(to, &self.profile.address, &cards).map_err(|e| {
+            let code = agentbus_protocol::errors::Catalogued::code(&e);
+            CliError::of(e).code(code)
+        })
+    }
+
     /// Runs a client call to completion.
     pub fn block<T>(
         &self,

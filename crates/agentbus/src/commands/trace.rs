@@ -57,9 +57,8 @@ pub fn run(args: TraceArgs, globals: &Globals, printer: &Printer) -> CliResult {
                 let failure = conversation
                     .as_ref()
                     .and_then(|c| Failure::in_conversation(c, &task.id));
-                printer.json(
-                    &json!({"task": task, "conversation": conversation, "failure": failure}),
-                )?;
+                // One document for every id: what a task's trace lacks is null.
+                printer.json(&json!({"task": task, "conversation": conversation, "failure": failure, "delivery": null, "received": null}))?;
             } else {
                 let side = if task.requester.id == ctx.profile.agent_id {
                     Side::Requester
@@ -76,14 +75,7 @@ pub fn run(args: TraceArgs, globals: &Globals, printer: &Printer) -> CliResult {
         } => {
             let received = received.map(|r| received_here(&ctx, &r)).transpose()?;
             if printer.is_json() {
-                let mut doc = json!({"conversation": conversation});
-                if let Some(d) = &delivery {
-                    doc["delivery"] = json!(d);
-                }
-                if let Some(r) = received {
-                    doc["received"] = r;
-                }
-                printer.json(&doc)?;
+                printer.json(&json!({"task": null, "conversation": conversation, "failure": null, "delivery": delivery, "received": received}))?;
             } else {
                 let mut text = conversation_text(&conversation);
                 if let Some(d) = &delivery {

@@ -64,10 +64,27 @@ fn sign_then_verify_round_trip_and_tamper_is_refused() {
         &["--json", "envelope", "verify", "--public-key", &public],
         &signed.stdout,
     );
-    assert_eq!(json(&verify)["verified"], true);
+    // One document whether it verifies or not (docs/cli.md, "`--json` documents").
+    assert_eq!(
+        json(&verify),
+        serde_json::json!({"verified": true, "key_id": "key_01J9ZK6Q8R2M3N4P5Q6R7S8T9V", "code": null, "message": null})
+    );
     let tampered = String::from_utf8(signed.stdout)
         .unwrap()
         .replace("14:30", "15:30");
+    let refused = json(&agentbus(
+        &["--json", "envelope", "verify", "--public-key", &public],
+        tampered.as_bytes(),
+    ));
+    assert_eq!(
+        (&refused["verified"], &refused["key_id"], &refused["code"]),
+        (
+            &serde_json::json!(false),
+            &serde_json::json!("key_01J9ZK6Q8R2M3N4P5Q6R7S8T9V"),
+            &serde_json::json!("AB-1011")
+        )
+    );
+    assert!(refused["message"].is_string(), "{refused}");
     let verify = agentbus(
         &["envelope", "verify", "--public-key", &public],
         tampered.as_bytes(),
@@ -132,6 +149,18 @@ fn explain_prints_the_catalogue_entry() {
     assert_eq!(
         agentbus(&["explain", "AB-0000"], b"").status.code(),
         Some(3)
+    );
+    // One document with or without --all: one code's fields (null for --all) and `entries`.
+    let one = json(&agentbus(&["--json", "explain", "AB-1011"], b""));
+    insta::assert_snapshot!("explain_json", serde_json::to_string_pretty(&one).unwrap());
+    let every = json(&agentbus(&["--json", "explain", "--all"], b""));
+    let fields = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(fields(&every), fields(&one));
+    assert!(every["code"].is_null(), "{every}");
+    assert_eq!(every["entries"][0]["code"], "AB-1001");
+    assert_eq!(
+        every["entries"].as_array().unwrap().len(),
+        agentbus_protocol::Code::ALL.len()
     );
 }
 

@@ -8,6 +8,7 @@ mod fleet_cli;
 mod forged_cli;
 mod fuzz_seeds;
 mod gateway_cli;
+mod json_cli;
 mod kill_loop;
 mod local_cli;
 mod logs_cli;

@@ -398,6 +398,29 @@ fn wp_7_4_a_clarifying_message_leaves_the_task_in_progress_and_heartbeats_go_on(
 }
 
 #[test]
+fn a_file_the_command_names_and_writes_into_out_is_attached_once() {
+    let gw = Gw::start();
+    let (bot, reviewer) = setup(&gw);
+    // Named twice, by two spellings, and written into out/: one attachment.
+    let _worker = command_worker(
+        &reviewer,
+        r#"read -r task; echo lint > out/lint.txt; echo notes > notes.md
+printf '{"summary": "linted", "attachments": ["out/lint.txt", "./out/lint.txt", "notes.md"]}'"#,
+        &[],
+    );
+    let task = delegate(&bot, &reviewer, "Lint.", &[]);
+    let t = until_state(&bot, &task, "succeeded");
+    let result = result_of(&t);
+    let names: Vec<&str> = result["attachments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["lint.txt", "notes.md"]);
+}
+
+#[test]
 fn wp_5_5_3_wp_5_5_4_generic_command_failures_and_rejections_end_tasks_with_reasons() {
     let gw = Gw::start();
     let (bot, reviewer) = setup(&gw);
