@@ -29,8 +29,6 @@ use crate::state::App;
 pub const CANDIDATES: u32 = 400;
 /// The most hits a page answers.
 pub const MAX_PAGE: u32 = 100;
-/// The characters of a snippet.
-const SNIPPET_CHARS: usize = 160;
 
 /// The words of a message its index holds, as text: what a person or agent wrote in its
 /// `data` (a message's text, a task's instructions, question, answer, summary, failure), one
@@ -294,7 +292,7 @@ async fn hit_of(app: &App, q: &search::Query, m: &MessageRow) -> ApiResult<Optio
     } else {
         text.as_str()
     };
-    let snip = search::snippet(body, &words, SNIPPET_CHARS);
+    let snip = search::snippet(body, &words, search::SNIPPET_CHARS);
     Ok(Some(api::SearchHit {
         kind: "message".into(),
         id: m.id.clone(),

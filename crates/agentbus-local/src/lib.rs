@@ -30,6 +30,7 @@ pub mod line;
 pub mod offline;
 pub mod pace;
 pub mod redact;
+pub mod search;
 pub mod send;
 pub mod session;
 pub mod shown;

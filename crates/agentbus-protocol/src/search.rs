@@ -342,6 +342,123 @@ impl Query {
     }
 }
 
+/// A document a front end searches itself (this machine's messages, a git share's files), in
+/// one shape, so every front end reads a query the same way ([`Query::find`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Doc {
+    /// Its id.
+    pub id: String,
+    /// Its type, as its transport names it (`agentbus.message.v1`, `message`, `request` …).
+    pub kind: String,
+    /// Its sender, as an address or a transport's name.
+    pub from: String,
+    /// Its recipient, likewise.
+    pub to: String,
+    /// Its subject (empty without one).
+    pub subject: String,
+    /// Its text.
+    pub text: String,
+    /// When it was written or received (ms).
+    pub at_ms: i64,
+    /// Its conversation or thread.
+    pub conversation: String,
+    /// Its attachments' file names.
+    pub attachments: Vec<String>,
+}
+
+/// A document that matched, with its rank and snippet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// The document.
+    pub doc: Doc,
+    /// [`Query::score`].
+    pub score: u32,
+    /// The piece of its text around the first match.
+    pub snippet: Snippet,
+}
+
+/// The characters of a snippet every front end cuts.
+pub const SNIPPET_CHARS: usize = 160;
+
+/// Whether `party` is the one a `from:`/`to:` filter names: the same address, or a bare name
+/// equal to its last segment (`reviewer` for `agent://acme/backend/reviewer`, `share:acme/reviewer`).
+pub fn party_matches(filter: &str, party: &str) -> bool {
+    if filter.eq_ignore_ascii_case(party) {
+        return true;
+    }
+    !filter.contains(['/', ':'])
+        && party
+            .rsplit(['/', ':'])
+            .next()
+            .is_some_and(|last| last.eq_ignore_ascii_case(filter))
+}
+
+/// Whether a document's `kind` is the one a `type:` filter names: the same, or the family
+/// (`message` for `agentbus.message.v1`, `task` for every `agentbus.task.*`).
+pub fn kind_matches(filter: &str, kind: &str) -> bool {
+    kind == filter
+        || kind.starts_with(&format!("agentbus.{filter}."))
+        || (filter == "task" && kind.starts_with("task"))
+}
+
+impl Query {
+    /// Whether `d` passes every filter (not the words): `from`, `to`, `type`, `conversation`,
+    /// `attachment`, `since`, `until`. Task filters (`capability`, `state`, `failure`) hold only
+    /// for documents that carry them, which these do not: they match nothing.
+    pub fn admits(&self, d: &Doc, now_ms: i64) -> bool {
+        let names = terms(&d.attachments.join("\n"));
+        self.from
+            .as_deref()
+            .is_none_or(|f| party_matches(f, &d.from))
+            && self.to.as_deref().is_none_or(|t| party_matches(t, &d.to))
+            && self
+                .kind
+                .as_deref()
+                .is_none_or(|k| kind_matches(k, &d.kind))
+            && self
+                .conversation
+                .as_deref()
+                .is_none_or(|c| c == d.conversation)
+            && self.attachment.iter().all(|w| names.contains(w))
+            && self.since.is_none_or(|w| d.at_ms >= w.resolve(now_ms))
+            && self.until.is_none_or(|w| d.at_ms < w.resolve(now_ms))
+            && self.capability.is_none()
+            && self.state.is_none()
+            && self.failure.is_none()
+    }
+
+    /// The documents of `docs` that match, best first (score, then newest), at most `limit`.
+    pub fn find(
+        &self,
+        docs: impl IntoIterator<Item = Doc>,
+        now_ms: i64,
+        limit: usize,
+    ) -> Vec<Found> {
+        let words = self.text_words();
+        let mut found: Vec<Found> = docs
+            .into_iter()
+            .filter(|d| self.admits(d, now_ms) && self.matches(&d.subject, &d.text))
+            .map(|d| {
+                let body = if d.text.is_empty() {
+                    &d.subject
+                } else {
+                    &d.text
+                };
+                Found {
+                    score: self.score(&d.subject, &d.text),
+                    snippet: snippet(body, &words, SNIPPET_CHARS),
+                    doc: d,
+                }
+            })
+            .collect();
+        found.sort_by(|a, b| {
+            (b.score, b.doc.at_ms, &b.doc.id).cmp(&(a.score, a.doc.at_ms, &a.doc.id))
+        });
+        found.truncate(limit);
+        found
+    }
+}
+
 /// One token of a query: a quoted run, or a run up to the next space (a `name:"…"` value's
 /// quotes are read by the caller).
 fn next_token(s: &str) -> Result<(String, bool, &str), QueryError> {
@@ -542,6 +659,49 @@ mod tests {
             "no phrase across subject and text"
         );
         assert!(q.score("schema", "v2 draft schema") > q.score("", "v2 draft schema"));
+    }
+
+    #[test]
+    fn documents_are_filtered_ranked_and_cut_alike() {
+        let doc = |id: &str, from: &str, subject: &str, text: &str, at_ms: i64| Doc {
+            id: id.into(),
+            kind: "agentbus.message.v1".into(),
+            from: from.into(),
+            to: "share:acme/ops".into(),
+            subject: subject.into(),
+            text: text.into(),
+            at_ms,
+            ..Doc::default()
+        };
+        let docs = vec![
+            doc(
+                "a",
+                "agent://acme/backend/reviewer",
+                "",
+                "the schema is fine",
+                10,
+            ),
+            doc("b", "share:acme/reviewer", "schema", "see subject", 5),
+            doc("c", "agent://acme/backend/bot", "", "schema too", 20),
+        ];
+        let q = Query::parse("schema from:reviewer type:message since:1m").unwrap();
+        let found = q.find(docs.clone(), 30, 10);
+        let ids: Vec<&str> = found.iter().map(|f| f.doc.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["b", "a"],
+            "the subject ranks first; bot is not the reviewer"
+        );
+        assert_eq!(found[1].snippet.highlights.len(), 1);
+        assert!(
+            Query::parse("schema state:failed")
+                .unwrap()
+                .find(docs, 30, 10)
+                .is_empty()
+        );
+        assert!(party_matches("reviewer", "agent://acme/backend/reviewer"));
+        assert!(!party_matches("view", "agent://acme/backend/reviewer"));
+        assert!(kind_matches("task", "agentbus.task.result.v1"));
     }
 
     #[test]

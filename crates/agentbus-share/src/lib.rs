@@ -29,6 +29,7 @@ pub mod init;
 pub mod naming;
 pub mod ops;
 pub mod registry;
+pub mod search;
 pub mod share;
 pub mod views;
 

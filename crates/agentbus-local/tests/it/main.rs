@@ -12,6 +12,7 @@ mod hook_formats;
 mod imports;
 mod lines;
 mod pacing;
+mod search;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

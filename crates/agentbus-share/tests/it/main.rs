@@ -11,6 +11,7 @@ mod format;
 mod inbound;
 mod init;
 mod replay;
+mod search;
 mod writes;
 
 use std::path::{Path, PathBuf};
