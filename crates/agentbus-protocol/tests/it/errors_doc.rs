@@ -103,8 +103,8 @@ fn each_kind_has_its_documented_exit_code() {
 }
 
 /// `tests/data/errors/catalogue.json` is the catalogue as data, generated from it, for the Python
-/// and TypeScript libraries' typed errors (code, title, cause, fix, doc path); this fails when the
-/// file differs from the catalogue.
+/// and TypeScript libraries' typed errors (code, title, cause, fix, doc path), with a copy inside
+/// each library's package; this fails when a file differs from the catalogue.
 #[test]
 fn tests_data_errors_catalogue_json_is_generated_from_the_catalogue() {
     let codes: Vec<serde_json::Value> = errors::Code::ALL
@@ -135,4 +135,8 @@ fn tests_data_errors_catalogue_json_is_generated_from_the_catalogue() {
     });
     let text = format!("{}\n", serde_json::to_string_pretty(&doc).unwrap());
     crate::expect_file("errors/catalogue.json", &text);
+    // Each library ships the same bytes inside its package, where it reads them at run time.
+    for copy in ["../../sdk/python/src/agentbus/catalogue.json"] {
+        crate::expect_file(copy, &text);
+    }
 }
