@@ -656,8 +656,9 @@ class Agent:
     async def messages(self, *, websocket: bool = True) -> AsyncIterator[Message]:
         """Received messages, verified (``message.verified``), each acked once the loop body that
         took it is done (when the next is asked for): a crash in the body leaves it unacked, to
-        be redelivered. Under ``require_verified_inbound`` an unverified copy is never yielded:
-        it is acked and dropped."""
+        be redelivered after its lease. A loop left with ``break`` leaves its last message
+        unacked too; ``await message.ack()`` before leaving keeps it. Under
+        ``require_verified_inbound`` an unverified copy is never yielded: it is acked and dropped."""
         async for m in self._stream(websocket=websocket):
             if not m.verified and await self.require_verified():
                 await m.ack()

@@ -5,7 +5,8 @@ plain or async function), heartbeats ``task.progress`` while it runs, lets it as
 question (``task.needs_input``, then the requester's ``task.input``), and ends with a
 ``task.result``: ``succeeded`` with the output (checked against the capability's
 ``output_schema`` and the request's ``constraints.output_schema``), ``failed`` when the handler
-raises or its output does not fit, or nothing when the requester cancelled (the job sees it).
+raises or its output does not fit, and ``failed`` with ``failure.code: "cancelled"`` when it
+observed the requester's cancel.
 """
 
 from __future__ import annotations
@@ -241,6 +242,11 @@ class Worker:
             await job._send("agentbus.task.result.v1", data)
             outcome = "succeeded"
         except Cancelled:
+            # The worker's word ends the task now rather than after the cancel grace (§6).
+            await job._send(
+                "agentbus.task.result.v1",
+                {"status": "failed", "failure": {"code": "cancelled", "message": "cancelled by the requester"}},
+            )
             outcome = "cancelled"
         except TaskFailed as e:
             await job._send(
