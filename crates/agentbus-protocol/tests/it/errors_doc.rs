@@ -136,7 +136,10 @@ fn tests_data_errors_catalogue_json_is_generated_from_the_catalogue() {
     let text = format!("{}\n", serde_json::to_string_pretty(&doc).unwrap());
     crate::expect_file("errors/catalogue.json", &text);
     // Each library ships the same bytes inside its package, where it reads them at run time.
-    for copy in ["../../sdk/python/src/agentbus/catalogue.json"] {
+    for copy in [
+        "../../sdk/python/src/agentbus/catalogue.json",
+        "../../sdk/typescript/catalogue.json",
+    ] {
         crate::expect_file(copy, &text);
     }
 }
