@@ -217,6 +217,7 @@ export class Agent {
   private cursor = 0;
   private seen = new Set<string>();
   private stash: Message[] = [];
+  private readonly closing = new AbortController();
 
   constructor(o: AgentOptions) {
     this.gateway = o.gateway.replace(/\/+$/, "");
@@ -310,12 +311,18 @@ export class Agent {
     return path;
   }
 
+  /** Stops every receive loop and open socket of this agent. */
+  close(): void {
+    this.closing.abort();
+  }
+
   // ---- HTTP ---------------------------------------------------------------------------------
 
   /** One API call with this agent's credential and retries. */
   call(method: string, path: string, body?: unknown, extra: { raw?: Buffer } = {}): Promise<Json> {
     return call(this.gateway, method, path, {
       token: this.credential, body, raw: extra.raw, version: this.version, retries: this.maxRetries,
+      signal: this.closing.signal,
     });
   }
 
@@ -389,9 +396,11 @@ export class Agent {
   /** Receives until the answer to `messageId` arrives; other messages wait, unacked, for the
    * next {@link messages} loop. */
   async waitReply(messageId: string, timeoutMs = 60_000): Promise<Message> {
-    const it = this.stream({ handStash: false });
-    const timer = sleep(timeoutMs).then(() => {
-      throw errorFor("AB-4077", `no reply to ${messageId} in ${timeoutMs} ms`);
+    const stop = new AbortController();
+    const it = this.stream({ handStash: false, signal: stop.signal });
+    let timeout: NodeJS.Timeout | undefined;
+    const timer = new Promise<never>((_, reject) => {
+      timeout = setTimeout(() => reject(errorFor("AB-4077", `no reply to ${messageId} in ${timeoutMs} ms`)), timeoutMs);
     });
     const run = (async () => {
       for await (const m of it) {
@@ -406,7 +415,8 @@ export class Agent {
     try {
       return await Promise.race([run, timer]);
     } finally {
-      void it.return(undefined);
+      clearTimeout(timeout);
+      stop.abort();
     }
   }
 
@@ -480,7 +490,7 @@ export class Agent {
   }
 
   /** Deliveries pushed over the inbox WebSocket, resuming after the last sequence seen. */
-  private async *deliveriesWs(): AsyncGenerator<Json> {
+  private async *deliveriesWs(signal: AbortSignal): AsyncGenerator<Json> {
     const url = this.gateway.replace(/^http/, "ws") + `/v1/inbox/ws?after=${this.cursor}`;
     const ws = new WebSocket(url, {
       headers: { authorization: `Bearer ${this.credential}`, [SIDECAR_VERSION_HEADER]: this.version },
@@ -503,6 +513,8 @@ export class Agent {
     ws.on("unexpected-response", (_req, res) => push(Object.assign(new Error(`HTTP ${res.statusCode}`), { status: res.statusCode })));
     ws.on("error", (e) => push(e));
     ws.on("close", () => push(null));
+    const onAbort = () => ws.terminate();
+    signal.addEventListener("abort", onAbort);
     try {
       for (;;) {
         while (queue.length === 0) await new Promise<void>((r) => (wake = r));
@@ -512,24 +524,29 @@ export class Agent {
         yield x;
       }
     } finally {
+      signal.removeEventListener("abort", onAbort);
       ws.terminate();
     }
   }
 
-  private async *deliveriesPoll(waitS = 20): AsyncGenerator<Json> {
-    const doc = await this.call("GET", `/v1/inbox?after=${this.cursor}&wait=${waitS}&limit=100`);
+  private async *deliveriesPoll(signal: AbortSignal, waitS = 20): AsyncGenerator<Json> {
+    const doc = await call(this.gateway, "GET", `/v1/inbox?after=${this.cursor}&wait=${waitS}&limit=100`, {
+      token: this.credential, version: this.version, retries: this.maxRetries, signal,
+    });
     for (const d of doc.deliveries ?? []) yield d;
   }
 
   /** Deliveries as verified messages over the WebSocket, falling back to the long poll;
    * reconnects resume after the last sequence; redeliveries of a handled id are acked and skipped. */
-  async *stream(o: { handStash?: boolean; websocket?: boolean } = {}): AsyncGenerator<Message> {
+  async *stream(o: { handStash?: boolean; websocket?: boolean; signal?: AbortSignal } = {}): AsyncGenerator<Message> {
     let useWs = o.websocket ?? true;
     let backoff = 200;
+    const signal = o.signal ? AbortSignal.any([o.signal, this.closing.signal]) : this.closing.signal;
     for (;;) {
+      if (signal.aborted) return;
       while ((o.handStash ?? true) && this.stash.length > 0) yield this.stash.shift() as Message;
       try {
-        for await (const d of useWs ? this.deliveriesWs() : this.deliveriesPoll()) {
+        for await (const d of useWs ? this.deliveriesWs(signal) : this.deliveriesPoll(signal)) {
           backoff = 200;
           const m = await this.message(d);
           this.cursor = Math.max(this.cursor, m.sequence);
@@ -546,6 +563,7 @@ export class Agent {
         }
         if (!useWs) continue;
       } catch (e) {
+        if (signal.aborted) return;
         if (e instanceof AgentBusError && !e.retryable) throw e;
         if ((e as { status?: number }).status === 404) useWs = false;
       }
@@ -558,8 +576,8 @@ export class Agent {
    * is done (when the next is asked for): a throw in the body leaves it unacked, to be redelivered.
    * A loop left with `break` leaves its last message unacked too; `await message.ack()` first
    * keeps it. Under `require_verified_inbound` an unverified copy is never yielded. */
-  async *messages(o: { websocket?: boolean } = {}): AsyncGenerator<Message> {
-    for await (const m of this.stream({ websocket: o.websocket })) {
+  async *messages(o: { websocket?: boolean; signal?: AbortSignal } = {}): AsyncGenerator<Message> {
+    for await (const m of this.stream({ websocket: o.websocket, signal: o.signal })) {
       if (!m.verified && (await this.requireVerified())) {
         await m.ack();
         continue;
@@ -574,7 +592,6 @@ export class Agent {
   async listen(handler: (m: Message) => unknown | Promise<unknown>, o: { signal?: AbortSignal; websocket?: boolean } = {}): Promise<void> {
     for await (const m of this.messages(o)) {
       await handler(m);
-      if (o.signal?.aborted) return;
     }
   }
 }
@@ -586,6 +603,7 @@ interface CallOptions {
   version: string;
   retries: number;
   withReplay?: boolean;
+  signal?: AbortSignal;
 }
 
 function retryAfterMs(value: string | null): number | undefined {
@@ -617,8 +635,9 @@ export async function call(gateway: string, method: string, path: string, o: Cal
   for (let attempt = 0; ; attempt++) {
     let res: Response;
     try {
-      res = await fetch(gateway + path, { method, headers, body: payload });
+      res = await fetch(gateway + path, { method, headers, body: payload, signal: o.signal });
     } catch (e) {
+      if (o.signal?.aborted) throw errorFor("AB-4077", "the agent was closed", { gateway });
       if (attempt >= o.retries) throw errorFor("AB-4077", `cannot reach the gateway: ${(e as Error).message}`, { gateway });
       await sleep(backoffMs(attempt));
       continue;

@@ -128,9 +128,8 @@ export class Worker {
 
   async run(o: { signal?: AbortSignal; publishCard?: boolean } = {}): Promise<void> {
     if (o.publishCard ?? true) await this.publishCard();
-    for await (const m of this.agent.messages()) {
+    for await (const m of this.agent.messages({ signal: o.signal })) {
       await this.dispatch(m);
-      if (o.signal?.aborted) return;
     }
   }
 
