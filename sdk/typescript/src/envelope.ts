@@ -109,6 +109,19 @@ function isCanonicalPoint(p: Uint8Array): boolean {
   return p[0] < 0xed;
 }
 
+// Parsing a key costs more than a verification: senders' keys are few, so each is parsed once.
+const keyObjects = new Map<string, KeyObject>();
+function publicKeyObject(publicKey: Uint8Array): KeyObject {
+  const id = Buffer.from(publicKey).toString("hex");
+  let key = keyObjects.get(id);
+  if (key === undefined) {
+    key = createPublicKey({ key: Buffer.concat([SPKI_PREFIX, publicKey]), format: "der", type: "spki" });
+    if (keyObjects.size >= 1024) keyObjects.clear();
+    keyObjects.set(id, key);
+  }
+  return key;
+}
+
 /** Strict Ed25519 verification, with the Rust core's policy. */
 export function verifyRaw(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): boolean {
   if (publicKey.length !== 32 || signature.length !== 64) return false;
@@ -118,8 +131,7 @@ export function verifyRaw(publicKey: Uint8Array, message: Uint8Array, signature:
   if (!isCanonicalPoint(publicKey) || hasSmallOrder(publicKey)) return false;
   if (!isCanonicalPoint(r) || hasSmallOrder(r)) return false;
   try {
-    const key = createPublicKey({ key: Buffer.concat([SPKI_PREFIX, publicKey]), format: "der", type: "spki" });
-    return edVerify(null, message, key, signature);
+    return edVerify(null, message, publicKeyObject(publicKey), signature);
   } catch {
     return false;
   }
