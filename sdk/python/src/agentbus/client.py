@@ -17,7 +17,9 @@ import os
 import pathlib
 import random
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Optional, Sequence, Union
+from typing import (
+    TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Mapping, Optional, Sequence, Union, cast,
+)
 
 import httpx
 import websockets
@@ -28,13 +30,16 @@ from .envelope import Envelope, SigningKey
 from .errors import AgentBusError, error_for
 from .frame import frame_envelope
 
+if TYPE_CHECKING:
+    from .worker import Worker
+
 __all__ = ["Agent", "Message", "Task", "SendResult", "VERSION"]
 
 VERSION = "0.1.0"
 SIDECAR_VERSION_HEADER = "agentbus-sidecar-version"
 TERMINAL_STATES = ("succeeded", "failed", "rejected", "expired", "cancelled")
 
-PathLike = Union[str, os.PathLike]
+PathLike = Union[str, "os.PathLike[str]"]
 
 
 def _home(home: Optional[PathLike]) -> pathlib.Path:
@@ -372,11 +377,12 @@ class Agent:
 
     # ---- HTTP ---------------------------------------------------------------------------------
 
-    async def _json(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
-        return await _call(
+    async def _json(self, method: str, path: str, body: Any = None, **kw: Any) -> dict[str, Any]:
+        doc = await _call(
             self._http, method, path, json_body=body, gateway=self.gateway,
             retries=self.max_retries, **kw,
         )
+        return cast("dict[str, Any]", doc)
 
     async def card(self) -> Mapping[str, Any]:
         return await self._json("GET", f"/v1/agents/{self.agent_id}")
@@ -522,7 +528,7 @@ class Agent:
             data["constraints"] = dict(constraints)
         if attachments:
             data["attachments"] = [await self.upload(a) for a in attachments]
-        attrs = {
+        attrs: dict[str, Any] = {
             "subject": subject, "priority": priority, "idempotency_key": idempotency_key,
             "budget": budget,
         }
@@ -745,7 +751,7 @@ def _retry_after(value: Optional[str]) -> Optional[float]:
 def _backoff(attempt: int, retry_after: Optional[float]) -> float:
     if retry_after is not None:
         return retry_after
-    base = min(0.2 * 2**attempt, 10.0)
+    base = min(0.2 * 2.0**attempt, 10.0)
     return base / 2 + random.random() * base / 2
 
 
