@@ -288,3 +288,44 @@ def test_sync_twin(gateway, tmp_path):
     finally:
         a.close()
         b.close()
+
+
+def test_a_redelivery_of_a_handled_message_is_acked_not_handed_over_again(tmp_path):
+    # A short lease, so the gateway redelivers a copy whose ack was lost within the test.
+    gw = Gateway(tmp_path, "--visibility-timeout", "1s")
+    try:
+        async def body():
+            a, b = await two_agents(gw, tmp_path)
+            await a.send(b.address, "once only")
+            real_ack = b.ack
+            lost = []
+
+            async def lossy_ack(m):
+                if not lost:
+                    lost.append(m.id)  # the first ack never reaches the gateway
+                    return
+                await real_ack(m)
+
+            b.ack = lossy_ack  # type: ignore[method-assign]
+            handled = []
+            await a.send(b.address, "second")
+
+            async def receive():
+                async for m in b.messages():
+                    handled.append(m.text)
+                    if len(handled) == 2:
+                        await asyncio.sleep(3)  # the first copy's lease runs out meanwhile
+                        await m.ack()
+                        return
+
+            await receive()
+            await a.send(b.address, "third")
+            [m3] = await take(b, 1)
+            assert m3.text == "third"
+            assert handled == ["once only", "second"] and lost
+            await a.close()
+            await b.close()
+
+        run(body())
+    finally:
+        gw.stop()

@@ -485,8 +485,22 @@ export class Agent {
     return new Message(env, Number(d.sequence), String(d.delivery), Number(d.attempt ?? 1), why === undefined, why, await this.taskOfRequest(env), this);
   }
 
+  private remember(id: string): void {
+    this.seen.add(id);
+    // The ids handled lately are enough: a redelivery comes within a lease or two.
+    if (this.seen.size > 10_000) this.seen.delete(this.seen.values().next().value as string);
+  }
+
+  /** Acks a delivered copy: its id counts as handled, so a redelivery is skipped (§8). */
   async ack(m: Message): Promise<void> {
-    await this.call("POST", "/v1/inbox/acks", { acks: [{ sequence: m.sequence, delivery: m.delivery }] });
+    this.remember(m.id);
+    try {
+      await this.call("POST", "/v1/inbox/acks", { acks: [{ sequence: m.sequence, delivery: m.delivery }] });
+    } catch (e) {
+      // AB-4010: the lease ran out and the copy was delivered again under a new token; that copy
+      // arrives with the same id and is acked as a duplicate of this handled one (§8).
+      if (!(e instanceof AgentBusError && e.code === "AB-4010")) throw e;
+    }
   }
 
   /** Deliveries pushed over the inbox WebSocket, resuming after the last sequence seen. */
@@ -583,7 +597,7 @@ export class Agent {
         continue;
       }
       yield m;
-      this.seen.add(m.id);
+      this.remember(m.id);
       await m.ack();
     }
   }

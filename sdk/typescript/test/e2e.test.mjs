@@ -191,3 +191,35 @@ test("attachments from paths", async () => {
     await stopAll(gw);
   }
 });
+
+test("a redelivery of a handled message is acked, not handed over again", async () => {
+  // A short lease, so the gateway redelivers a copy whose ack was lost within the test.
+  const gw = await Gateway.start("--visibility-timeout", "1s");
+  try {
+    const [a, b] = await pair(gw);
+    await a.send(b.address, "once only");
+    await a.send(b.address, "second");
+    const realAck = b.ack.bind(b);
+    let lost = false;
+    b.ack = async (m) => {
+      if (!lost) { lost = true; return; } // the first ack never reaches the gateway
+      return realAck(m);
+    };
+    const handled = [];
+    for await (const m of b.messages()) {
+      handled.push(m.text);
+      if (handled.length === 2) {
+        await sleep(3000); // the first copy's lease runs out meanwhile
+        await m.ack();
+        break;
+      }
+    }
+    await a.send(b.address, "third");
+    const [m3] = await take(b, 1);
+    assert.equal(m3.text, "third");
+    assert.deepEqual(handled, ["once only", "second"]);
+    assert.ok(lost);
+  } finally {
+    await stopAll(gw);
+  }
+});

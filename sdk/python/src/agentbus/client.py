@@ -596,9 +596,17 @@ class Agent:
         )
 
     async def ack(self, message: Message) -> None:
-        await self._json(
-            "POST", "/v1/inbox/acks", {"acks": [{"sequence": message.sequence, "delivery": message.delivery}]}
-        )
+        """Acks a delivered copy: its id counts as handled, so a redelivery is skipped (§8)."""
+        self._remember(message.id)
+        try:
+            await self._json(
+                "POST", "/v1/inbox/acks", {"acks": [{"sequence": message.sequence, "delivery": message.delivery}]}
+            )
+        except AgentBusError as e:
+            # AB-4010: the lease ran out and the copy was delivered again under a new token; that
+            # copy arrives with the same id and is acked as a duplicate of this handled one (§8).
+            if e.code != "AB-4010":
+                raise
 
     def _ws_url(self) -> str:
         base = self.gateway.replace("https://", "wss://", 1).replace("http://", "ws://", 1)
