@@ -110,6 +110,7 @@ def test_delegate_to_a_worker_with_a_question_and_a_schema(gateway, tmp_path):
             "properties": {"verdict": {"enum": ["approve", "reject"]}}})
         async def review(job):
             await job.progress(50, note="halfway")
+            await job.error("flaky_linter", "the linter crashed once; retried", recoverable=True)
             answer = await job.ask("Which branch?", options=["main", "dev"])
             return agentbus.Result(output={"verdict": "approve", "branch": answer}, summary="looks good")
 
@@ -131,8 +132,10 @@ def test_delegate_to_a_worker_with_a_question_and_a_schema(gateway, tmp_path):
         result = await task.wait(timeout=30)
         assert result["state"] == "succeeded"
         assert result["output"] == {"verdict": "approve", "branch": "dev"}
-        events = [e["type"] for e in (await task.state())["timeline"]]
+        events = [e["type"] async for e in task.progress()]  # the timeline, ending with the task
         assert "agentbus.task.progress.v1" in events and "agentbus.task.needs_input.v1" in events
+        assert "agentbus.task.error.v1" in events
+        assert events[-1] == "agentbus.task.result.v1"
 
         bad_task = await req.delegate(wrk.address, "bad.output", "1", instructions="x")
         bad_result = await bad_task.wait(timeout=30)

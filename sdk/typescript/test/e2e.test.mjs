@@ -95,6 +95,10 @@ test("delegate to a worker: progress, a question, the output schema, a cancel", 
     }
     const result = await task.wait(30_000);
     assert.equal(result.state, "succeeded");
+    const events = [];
+    for await (const e of task.progress()) events.push(e.type); // the timeline, ending with the task
+    assert.ok(events.includes("agentbus.task.progress.v1") && events.includes("agentbus.task.needs_input.v1"));
+    assert.equal(events.at(-1), "agentbus.task.result.v1");
     assert.deepEqual(result.output, { verdict: "approve", branch: "dev" });
     const bad = await (await req.delegate(wrk.address, "bad.output", "1", { instructions: "x" })).wait(30_000);
     assert.equal(bad.state, "failed");
