@@ -11,7 +11,7 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[2]
 PROTOCOL = REPO / "crates" / "agentbus-protocol"
 SCHEMAS = PROTOCOL / "schemas"
-VECTORS = PROTOCOL / "tests" / "data" / "vectors"
+VECTORS = REPO / "tests" / "data" / "vectors"
 BINARY = os.environ.get("AGENTBUS_BIN", str(REPO / "target" / "debug" / "agentbus"))
 GATEWAY_SET = {"tenant", "workspace", "to_id", "sequence", "received_at", "receipt", "hops"}
 

@@ -7,11 +7,11 @@ import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 from referencing import Registry, Resource
 
-from conftest import PROTOCOL, SCHEMAS, dumps, minimal_envelope
+from conftest import PROTOCOL, REPO, SCHEMAS, dumps, minimal_envelope
 
 BASE = "https://komsary.agentbus.exchange/schemas/"
 FILES = sorted(p for p in SCHEMAS.rglob("*.json"))
-EXAMPLES = sorted((PROTOCOL / "tests" / "data" / "envelopes" / "spec").glob("*.json"))
+EXAMPLES = sorted((REPO / "tests" / "data" / "envelopes" / "spec").glob("*.json"))
 
 
 def registry():

@@ -101,3 +101,45 @@ fn each_kind_has_its_documented_exit_code() {
     );
     assert!(Kind::ALL.iter().all(|k| k.is_tool_error()));
 }
+
+/// `tests/data/errors/catalogue.json` is the catalogue as data, generated from it, for the Python
+/// and TypeScript libraries' typed errors (code, title, cause, fix, doc path), with a copy inside
+/// each library's package; this fails when a file differs from the catalogue.
+#[test]
+fn tests_data_errors_catalogue_json_is_generated_from_the_catalogue() {
+    let codes: Vec<serde_json::Value> = errors::Code::ALL
+        .iter()
+        .map(|code| {
+            let e = code.entry();
+            let origin = match e.origin {
+                errors::Origin::Spec => "spec",
+                errors::Origin::Project => "project",
+            };
+            serde_json::json!({
+                "code": code.to_string(),
+                "http_status": e.http_status,
+                "kind": e.kind.as_str(),
+                "origin": origin,
+                "title": e.title,
+                "cause": e.cause,
+                "fix": e.fix,
+                "cli_fix": e.cli_fix,
+                "doc_path": code.doc_path(),
+            })
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "generated_from": "crates/agentbus-protocol/src/errors.rs",
+        "regenerate": "AGENTBUS_BLESS=1 cargo test -p agentbus-protocol --test it catalogue_json",
+        "codes": codes,
+    });
+    let text = format!("{}\n", serde_json::to_string_pretty(&doc).unwrap());
+    crate::expect_file("errors/catalogue.json", &text);
+    // Each library ships the same bytes inside its package, where it reads them at run time.
+    for copy in [
+        "../../sdk/python/src/agentbus/catalogue.json",
+        "../../sdk/typescript/catalogue.json",
+    ] {
+        crate::expect_file(copy, &text);
+    }
+}

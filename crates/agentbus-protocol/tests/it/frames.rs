@@ -1,5 +1,5 @@
-//! §13.1 framing: snapshots of every case under `tests/data/frames/`, adversarial bodies and
-//! attributes included, and the invariant that no content ends the frame or adds one (WP-13.1-2,
+//! §13.1 framing: every case under the repository's `tests/data/frames/` renders as its `.frame`
+//! file, adversarial bodies and attributes included, and the invariant that no content ends the frame or adds one (WP-13.1-2,
 //! WP-13.1-3).
 
 use serde::Deserialize;
@@ -65,7 +65,7 @@ pub fn count_tags(text: &str) -> (usize, usize) {
 
 #[test]
 fn wp_13_1_frames_render_as_snapshotted_and_stay_one_frame() {
-    insta::glob!("../data/frames", "*.json", |path| {
+    insta::glob!("../../../../tests/data/frames", "*.json", |path| {
         let case: Case = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
         let f = Frame {
             id: &case.id,
@@ -99,8 +99,14 @@ fn wp_13_1_frames_render_as_snapshotted_and_stay_one_frame() {
         let header = out.lines().next().unwrap();
         assert_eq!(header.matches('"').count() % 2, 0);
         assert!(header.contains(&format!(" verified=\"{}\"", case.verified.as_str())));
-        insta::assert_snapshot!(out);
+        crate::expect_file(&expected_name("frames", path), &out);
     });
+}
+
+/// The expected-output file of a case: `<dir>/<case>.frame` beside `<dir>/<case>.json`.
+fn expected_name(dir: &str, case: &std::path::Path) -> String {
+    let stem = case.file_stem().and_then(|s| s.to_str()).unwrap();
+    format!("{dir}/{stem}.frame")
 }
 
 #[derive(Deserialize)]
@@ -117,7 +123,7 @@ struct EnvelopeCase {
 /// is opaque, and each type suggests the command that answers it (WP-13.1-2, WP-6.3-3, WP-11.3-4).
 #[test]
 fn wp_13_1_wp_6_3_3_wp_11_3_4_envelopes_frame_as_section_13_1_writes_them() {
-    insta::glob!("../data/envelope-frames", "*.json", |path| {
+    insta::glob!("../../../../tests/data/envelope-frames", "*.json", |path| {
         let case: EnvelopeCase = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
         let env = agentbus_protocol::envelope::Envelope::from_map(case.envelope.clone());
         let d = frame::describe(&env, case.request_task.as_deref(), case.profile.as_deref());
@@ -154,6 +160,6 @@ fn wp_13_1_wp_6_3_3_wp_11_3_4_envelopes_frame_as_section_13_1_writes_them() {
             let text = env.data().and_then(|v| v["text"].as_str()).unwrap_or("");
             assert!(text.is_empty() || !out.contains(text), "{out}");
         }
-        insta::assert_snapshot!(out);
+        crate::expect_file(&expected_name("envelope-frames", path), &out);
     });
 }

@@ -8,7 +8,7 @@ use agentbus_protocol::task::{
 };
 use agentbus_protocol::timestamp::Timestamp;
 
-use crate::read;
+use crate::read_crate;
 
 const T0: Timestamp = Timestamp(1_790_000_000_000);
 
@@ -108,7 +108,7 @@ fn task_in(state: TaskState, pending: bool) -> Task {
 
 #[test]
 fn wp_6_every_state_event_pair_follows_the_table() {
-    let text = String::from_utf8(read("task/transitions.table")).unwrap();
+    let text = String::from_utf8(read_crate("task/transitions.table")).unwrap();
     let mut covered = HashSet::new();
     for line in text
         .lines()
@@ -155,7 +155,7 @@ fn wp_6_every_state_event_pair_follows_the_table() {
 
 #[test]
 fn wp_6_2_sender_rules_follow_the_table() {
-    let text = String::from_utf8(read("task/senders.table")).unwrap();
+    let text = String::from_utf8(read_crate("task/senders.table")).unwrap();
     let senders = [
         Sender::REQUESTER,
         Sender::RECIPIENT,

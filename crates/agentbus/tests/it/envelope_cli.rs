@@ -10,8 +10,7 @@ fn json(out: &std::process::Output) -> Value {
 
 #[test]
 fn wp_2_2_1_validate_accepts_the_spec_example_with_the_sig_check_off() {
-    let example =
-        repo().join("crates/agentbus-protocol/tests/data/envelopes/spec/s2-2-minimal.json");
+    let example = repo().join("tests/data/envelopes/spec/s2-2-minimal.json");
     let out = agentbus(
         &[
             "envelope",
@@ -44,10 +43,8 @@ fn sign_then_verify_round_trip_and_tamper_is_refused() {
     );
     assert!(out.status.success());
     let public = json(&out)["public_key"].as_str().unwrap().to_owned();
-    let example = std::fs::read(
-        repo().join("crates/agentbus-protocol/tests/data/envelopes/spec/s2-2-minimal.json"),
-    )
-    .unwrap();
+    let example =
+        std::fs::read(repo().join("tests/data/envelopes/spec/s2-2-minimal.json")).unwrap();
     let signed = agentbus(
         &[
             "envelope",

@@ -1,0 +1,334 @@
+"""End to end against a real gateway (SQLite) started by the test: connect three ways, send and
+receive verified messages, delegate to a worker, survive a gateway restart, refuse a tampered
+copy, and surface AB-6002."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+
+import pytest
+
+import agentbus
+from agentbus import Agent
+
+from conftest import Gateway
+
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 90))
+
+
+async def two_agents(gw: Gateway, tmp_path):
+    a = await Agent.connect(gw.url, token=gw.admin, name="alpha", save_profile=True, home=tmp_path / "ha")
+    b = await Agent.connect(gw.url, token=gw.admin, name="beta")
+    return a, b
+
+
+async def take(agent: Agent, n: int, **kw):
+    got = []
+    async for m in agent.messages(**kw):
+        got.append(m)
+        if len(got) == n:
+            await m.ack()  # leaving the loop early: acked here, else it comes back after its lease
+            break
+    return got
+
+
+def test_send_receive_verified_and_acked(gateway, tmp_path):
+    async def body():
+        a, b = await two_agents(gateway, tmp_path)
+        sent = await a.send(b.address, "hello beta", subject="Greeting", expects_reply=True,
+                            priority="high", idempotency_key="greet-1")
+        assert sent.receipt["state"] == "persisted"
+        again = await a.send(b.address, "hello beta", idempotency_key="greet-1")
+        assert again.replay and again.id == sent.id
+        [m] = await take(b, 1)
+        assert m.verified and m.text == "hello beta" and m.subject == "Greeting"
+        assert m.envelope["priority"] == "high"
+        frame = agentbus.frame(m)
+        assert frame.startswith(f'<agentbus-message id="{sent.id}" from="{a.address}"')
+        assert ' verified="true"' in frame
+        reply = await b.reply(m, "hi alpha")
+        [r] = await take(a, 1, websocket=False)  # the long poll serves as well
+        assert r.envelope["correlation_id"] == sent.id and r.verified
+        assert r.envelope["conversation_id"] == sent.envelope["conversation_id"]
+        assert reply.id == r.id
+        states = await a.delivery(sent.id)
+        assert json.dumps(states)  # a document with each recipient's state
+        await a.close()
+        await b.close()
+
+    run(body())
+
+
+def test_connect_from_the_profile_the_cli_saved(gateway, tmp_path):
+    home = tmp_path / "cli"
+    home.mkdir()
+    gateway.cli(home, "connect", "--gateway", gateway.url, "--token", gateway.admin, "--name", "carol")
+
+    async def body():
+        carol = Agent.from_profile("carol", home=home)
+        dave = await Agent.connect(gateway.url, token=gateway.admin, name="dave")
+        await carol.send(dave.address, "from a CLI profile")
+        [m] = await take(dave, 1)
+        assert m.verified and m.source == carol.address
+        # Explicit gateway, credential and key.
+        same = await Agent.connect(gateway.url, credential=carol.credential, key=carol.key,
+                                   key_id=carol.key_id, address=carol.address, agent_id=carol.agent_id)
+        assert (await same.card())["address"] == carol.address
+        for x in (carol, dave, same):
+            await x.close()
+
+    run(body())
+
+
+def test_a_message_the_cli_sends_is_received_verified(gateway, tmp_path):
+    home = tmp_path / "cli"
+    home.mkdir()
+    gateway.cli(home, "connect", "--gateway", gateway.url, "--token", gateway.admin, "--name", "erin")
+
+    async def body():
+        frank = await Agent.connect(gateway.url, token=gateway.admin, name="frank")
+        await asyncio.to_thread(gateway.cli, home, "send", frank.address, "sent by the CLI")
+        [m] = await take(frank, 1)
+        assert m.verified and m.text == "sent by the CLI"
+        await frank.close()
+
+    run(body())
+
+
+def test_delegate_to_a_worker_with_a_question_and_a_schema(gateway, tmp_path):
+    async def body():
+        req, wrk = await two_agents(gateway, tmp_path)
+        worker = wrk.worker()
+
+        @worker.capability("code.review", "1", output_schema={
+            "type": "object", "required": ["verdict"],
+            "properties": {"verdict": {"enum": ["approve", "reject"]}}})
+        async def review(job):
+            await job.progress(50, note="halfway")
+            await job.error("flaky_linter", "the linter crashed once; retried", recoverable=True)
+            answer = await job.ask("Which branch?", options=["main", "dev"])
+            return agentbus.Result(output={"verdict": "approve", "branch": answer}, summary="looks good")
+
+        @worker.capability("bad.output", "1", output_schema={"type": "object", "required": ["verdict"]})
+        def bad(input):
+            return {"nothing": True}
+
+        stop = asyncio.Event()
+        runner = asyncio.create_task(worker.run(stop=stop))
+        await asyncio.sleep(0.5)  # the card is published
+        task = await req.delegate(wrk.address, "code.review", "1", input={"diff": "+1"},
+                                  instructions="Review this change.")
+        # The requester answers the worker's question from its own inbox.
+        async for m in req.messages():
+            if m.type == "agentbus.task.needs_input.v1":
+                assert m.verified
+                await task.answer("dev")
+                break
+        result = await task.wait(timeout=30)
+        assert result["state"] == "succeeded"
+        assert result["output"] == {"verdict": "approve", "branch": "dev"}
+        events = [e["type"] async for e in task.progress()]  # the timeline, ending with the task
+        assert "agentbus.task.progress.v1" in events and "agentbus.task.needs_input.v1" in events
+        assert "agentbus.task.error.v1" in events
+        assert events[-1] == "agentbus.task.result.v1"
+
+        bad_task = await req.delegate(wrk.address, "bad.output", "1", instructions="x")
+        bad_result = await bad_task.wait(timeout=30)
+        assert bad_result["state"] == "failed"
+        assert bad_result["failure"]["code"] == "output_invalid"
+        stop.set()
+        runner.cancel()
+        await req.close()
+        await wrk.close()
+
+    run(body())
+
+
+def test_a_cancel_is_observed_by_the_worker(gateway, tmp_path):
+    async def body():
+        req, wrk = await two_agents(gateway, tmp_path)
+        worker = wrk.worker()
+        started = asyncio.Event()
+
+        @worker.capability("slow.job", "1")
+        async def slow(job):
+            started.set()
+            await asyncio.sleep(60)
+            return "never"
+
+        runner = asyncio.create_task(worker.run())
+        await asyncio.sleep(0.5)
+        task = await req.delegate(wrk.address, "slow.job", "1", instructions="wait")
+        await asyncio.wait_for(started.wait(), 20)
+        await task.cancel("changed my mind")
+        for _ in range(100):
+            if (task.id, "cancelled") in worker.finished:
+                break
+            await asyncio.sleep(0.1)
+        assert (task.id, "cancelled") in worker.finished
+        assert (await task.state())["state"] == "cancelled"
+        runner.cancel()
+        await req.close()
+        await wrk.close()
+
+    run(body())
+
+
+def test_a_gateway_restart_mid_stream_loses_and_duplicates_nothing(gateway, tmp_path):
+    async def body():
+        a, b = await two_agents(gateway, tmp_path)
+        for i in range(5):
+            await a.send(b.address, f"before {i}")
+        got = []
+
+        async def receive():
+            async for m in b.messages():
+                got.append(m.text)
+                if len(got) == 10:
+                    return
+
+        receiver = asyncio.create_task(receive())
+        while len(got) < 5:
+            await asyncio.sleep(0.05)
+        await asyncio.to_thread(gateway.stop)
+        await asyncio.to_thread(gateway.start)
+        for i in range(5):
+            await a.send(b.address, f"after {i}")
+        await asyncio.wait_for(receiver, 60)
+        assert sorted(got) == sorted([f"before {i}" for i in range(5)] + [f"after {i}" for i in range(5)])
+        await a.close()
+        await b.close()
+
+    run(body())
+
+
+def _tamper(gw_dir, subject):
+    """As someone with the gateway's disk would: the stored envelope whose subject is `subject`
+    gets the subject `tampered`, so its signature no longer verifies."""
+    con = sqlite3.connect(gw_dir / "agentbus.db", timeout=5)
+    changed = con.execute(
+        "UPDATE messages SET attrs = json_set(attrs, '$.subject', 'tampered') "
+        "WHERE json_extract(attrs, '$.subject') = ?",
+        (subject,),
+    ).rowcount
+    con.commit()
+    con.close()
+    return changed
+
+
+def test_a_tampered_copy_is_unverified_and_held_back_when_required(gateway, tmp_path):
+    async def body():
+        a, b = await two_agents(gateway, tmp_path)
+        await a.send(b.address, "pay invoice 12", subject="honest")
+        assert _tamper(tmp_path / "gw", "honest") == 1
+        b_open = Agent(gateway.url, b.credential, b.key, b.key_id, b.address, b.agent_id,
+                       require_verified=False)
+        [m] = await take(b_open, 1)
+        assert m.subject == "tampered" and not m.verified
+        assert m.why_unverified == "the signature does not verify"
+        assert ' verified="false"' in m.frame()
+        assert "did not verify (AB-1303)" in m.frame()
+        # Under require_verified_inbound the handler never sees it: the next one it sees is clean.
+        await a.send(b.address, "pay invoice 13", subject="honest")
+        assert _tamper(tmp_path / "gw", "honest") == 1
+        await a.send(b.address, "a clean one")
+        b_strict = Agent(gateway.url, b.credential, b.key, b.key_id, b.address, b.agent_id,
+                         require_verified=True)
+        [m2] = await take(b_strict, 1)
+        assert m2.text == "a clean one" and m2.verified
+        for x in (a, b, b_open, b_strict):
+            await x.close()
+
+    run(body())
+
+
+def test_ab_6002_surfaces_with_its_upgrade_hint(tmp_path):
+    gw = Gateway(tmp_path, "--min-sidecar-version", "99.0.0")
+    try:
+        async def body():
+            with pytest.raises(agentbus.SidecarTooOldError) as e:
+                await Agent.connect(gw.url, token=gw.admin, name="old")
+            assert e.value.code == "AB-6002"
+            assert e.value.doc_url.endswith("/errors/AB-6002")
+            assert "upgrade" in e.value.upgrade_hint
+
+        run(body())
+    finally:
+        gw.stop()
+
+
+def test_attachments_from_paths(gateway, tmp_path):
+    async def body():
+        a, b = await two_agents(gateway, tmp_path)
+        f = tmp_path / "notes.txt"
+        f.write_text("attached notes\n")
+        await a.send(b.address, "see attached", attachments=[f])
+        [m] = await take(b, 1)
+        [att] = m.data["attachments"]
+        assert att["name"] == "notes.txt" and att["size"] == len("attached notes\n")
+        assert att["ref"].startswith("blob://")
+        await a.close()
+        await b.close()
+
+    run(body())
+
+
+def test_sync_twin(gateway, tmp_path):
+    from agentbus.sync import Agent as SyncAgent
+
+    a = SyncAgent.connect(gateway.url, token=gateway.admin, name="sync-a")
+    b = SyncAgent.connect(gateway.url, token=gateway.admin, name="sync-b")
+    try:
+        sent = a.send(b.address, "blocking hello")
+        for m in b.messages():
+            assert m.id == sent.id and m.verified
+            break
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_redelivery_of_a_handled_message_is_acked_not_handed_over_again(tmp_path):
+    # A short lease, so the gateway redelivers a copy whose ack was lost within the test.
+    gw = Gateway(tmp_path, "--visibility-timeout", "1s")
+    try:
+        async def body():
+            a, b = await two_agents(gw, tmp_path)
+            await a.send(b.address, "once only")
+            real_ack = b.ack
+            lost = []
+
+            async def lossy_ack(m):
+                if not lost:
+                    lost.append(m.id)  # the first ack never reaches the gateway
+                    return
+                await real_ack(m)
+
+            b.ack = lossy_ack  # type: ignore[method-assign]
+            handled = []
+            await a.send(b.address, "second")
+
+            async def receive():
+                async for m in b.messages():
+                    handled.append(m.text)
+                    if len(handled) == 2:
+                        await asyncio.sleep(3)  # the first copy's lease runs out meanwhile
+                        await m.ack()
+                        return
+
+            await receive()
+            await a.send(b.address, "third")
+            [m3] = await take(b, 1)
+            assert m3.text == "third"
+            assert handled == ["once only", "second"] and lost
+            await a.close()
+            await b.close()
+
+        run(body())
+    finally:
+        gw.stop()

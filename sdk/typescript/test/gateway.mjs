@@ -1,0 +1,87 @@
+// A real gateway for the end-to-end tests: `agentbus gateway` on a loopback port with its own
+// data folder (SQLite), as tests/interop/conftest.py starts it.
+import { spawn, execFileSync } from "node:child_process";
+import { createServer } from "node:net";
+import { mkdtempSync, mkdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, dirname } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+export const REPO = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
+export const BINARY = process.env.AGENTBUS_BIN ?? join(REPO, "target", "debug", "agentbus");
+
+function freePort() {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export class Gateway {
+  static async start(...flags) {
+    const g = new Gateway();
+    g.dir = mkdtempSync(join(tmpdir(), "agentbus-ts-"));
+    g.port = await freePort();
+    g.url = `http://127.0.0.1:${g.port}`;
+    g.flags = flags;
+    await g.start();
+    return g;
+  }
+
+  async start() {
+    this.proc = spawn(BINARY, ["--json", "gateway", "--listen", `127.0.0.1:${this.port}`, "--data", join(this.dir, "gw"), ...this.flags], {
+      stdio: ["ignore", "pipe", "ignore"],
+    });
+    const line = await new Promise((resolve, reject) => {
+      const rl = createInterface({ input: this.proc.stdout });
+      rl.once("line", (l) => { rl.close(); resolve(l); });
+      this.proc.once("exit", (c) => reject(new Error(`the gateway exited ${c}`)));
+    });
+    const doc = JSON.parse(line);
+    // The admin token is printed on the first start only.
+    this.admin = doc.admin_token ?? this.admin;
+  }
+
+  async stop() {
+    if (!this.proc) return;
+    const p = this.proc;
+    this.proc = undefined;
+    await new Promise((resolve) => { p.once("exit", resolve); p.kill("SIGTERM"); });
+  }
+
+  /** Runs the CLI with its own AGENTBUS_HOME; returns its --json output. */
+  cli(home, ...args) {
+    mkdirSync(home, { recursive: true });
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("AGENTBUS_")));
+    Object.assign(env, { AGENTBUS_HOME: home, AGENTBUS_KEYSTORE: "file", HOME: home });
+    const out = execFileSync(BINARY, ["--json", ...args], { env, encoding: "utf8" });
+    return out.trim() ? JSON.parse(out) : null;
+  }
+
+  /** As someone with the gateway's disk would: the stored envelope whose subject is `subject`
+   * gets the subject `tampered`, so its signature no longer verifies. */
+  tamper(subject) {
+    const script = `import sqlite3,sys
+c=sqlite3.connect(sys.argv[1], timeout=5)
+n=c.execute("UPDATE messages SET attrs = json_set(attrs, '$.subject', 'tampered') WHERE json_extract(attrs, '$.subject') = ?", (sys.argv[2],)).rowcount
+c.commit(); print(n)`;
+    return Number(execFileSync("python3", ["-c", script, join(this.dir, "gw", "agentbus.db"), subject], { encoding: "utf8" }).trim());
+  }
+}
+
+/** The first `n` messages of `agent`'s inbox; the last is acked before the loop is left. */
+export async function take(agent, n, o = {}) {
+  const got = [];
+  for await (const m of agent.messages(o)) {
+    got.push(m);
+    if (got.length === n) {
+      await m.ack();
+      break;
+    }
+  }
+  return got;
+}
