@@ -581,6 +581,21 @@ impl Gateway {
         self.get(&path).await
     }
 
+    /// `GET /v1/search?q=&cursor=&limit=`: one page of what this credential may read that
+    /// matches `query` (docs/api.md, "Search"), best first, and the `next` cursor.
+    pub async fn search(
+        &self,
+        query: &str,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<api::SearchResults> {
+        let mut path = format!("/v1/search?q={}&limit={limit}", query_value(query));
+        if let Some(c) = cursor {
+            path.push_str(&format!("&cursor={}", query_value(c)));
+        }
+        self.get(&path).await
+    }
+
     /// `GET /v1/tasks/{id}`.
     pub async fn task(&self, id: &str) -> Result<api::TaskView> {
         self.get(&format!("/v1/tasks/{}", seg(id)?)).await
@@ -710,6 +725,20 @@ impl Body {
 pub type Progress = std::sync::Arc<dyn Fn(u64) + Send + Sync>;
 
 /// A path segment: ids and names only, so nothing a user types can change the path.
+/// `s` as a query-string value: every byte but the unreserved ones percent-encoded, so any text
+/// reaches the gateway exactly as written.
+fn query_value(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
 fn seg(s: &str) -> Result<&str> {
     if !s.is_empty()
         && s.bytes()

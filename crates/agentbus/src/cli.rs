@@ -9,7 +9,7 @@ use crate::commands::{
     local::LocalCommand, mcp::McpArgs, share::ShareArgs, sidecar::SidecarArgs, trace::TraceArgs,
     work::WorkArgs,
 };
-use crate::commands::{tokens::TokensArgs, users::UsersArgs};
+use crate::commands::{search::SearchArgs, tokens::TokensArgs, users::UsersArgs};
 
 /// AgentBus: messaging for fleets of AI agents, on one machine, across a team through a gateway,
 /// and across organisations through a git share.
@@ -114,6 +114,9 @@ pub enum Command {
     /// Integration tokens of the users you administer: issue, list, revoke.
     #[command(subcommand)]
     Tokens(TokensArgs),
+    /// Search what you may read: the gateway, this machine's messages and a git share, with one
+    /// query syntax.
+    Search(SearchArgs),
 }
 
 /// The commands that act as an agent profile, and so take `--profile` (a space separates a
@@ -149,6 +152,7 @@ const PROFILE_COMMANDS: &[&str] = &[
     "keys revoke",
     "tasks",
     "sent",
+    "search",
 ];
 
 /// The option's id in the parsed matches.

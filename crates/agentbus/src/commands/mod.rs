@@ -16,6 +16,7 @@ pub mod mcp;
 pub mod profile;
 pub mod progress_bar;
 pub mod registered_keys;
+pub mod search;
 pub mod share;
 pub mod sidecar;
 pub mod tokens;
@@ -54,6 +55,7 @@ pub fn run(command: Command, globals: &Globals, printer: &Printer) -> CliResult 
         Command::Sent(args) => lists::sent(args, globals, printer),
         Command::Users(args) => users::run(args, printer),
         Command::Tokens(args) => tokens::run(args, printer),
+        Command::Search(args) => search::run(args, globals, printer),
     }
 }
 

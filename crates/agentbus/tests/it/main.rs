@@ -16,6 +16,7 @@ mod opencode_plugin;
 mod people_cli;
 mod pty;
 mod replicas;
+mod search_cli;
 mod service_cli;
 mod share_cli;
 mod terminal_cli;
