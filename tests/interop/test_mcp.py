@@ -61,7 +61,7 @@ def test_mcp_tools_list_fits_the_token_bound_and_names_every_tool(bus):
             assert c.session.protocol_version == "2025-11-25"
             listed = await c.list_tools()
             names = sorted(t.name for t in listed.tools)
-            assert names == ["delegate", "directory", "read_inbox", "reply", "send", "task", "trace"]
+            assert names == ["delegate", "directory", "read_inbox", "reply", "search", "send", "task", "trace"]
             size = len(json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in listed.tools]))
             assert size < TOOL_CHARS_MAX, f"tools/list is {size} characters ({size // 4} tokens)"
     asyncio.run(run())

@@ -125,6 +125,15 @@ struct IdArgs {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct SearchArgs {
+    query: String,
+    #[serde(rename = "in")]
+    place: Option<String>,
+    limit: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct DirectoryArgs {
     agent: Option<String>,
 }
@@ -220,6 +229,7 @@ impl Session {
             }
             "trace" => self.trace(args(name, arguments)?).await,
             "directory" => self.directory(args(name, arguments)?).await,
+            "search" => self.search(args(name, arguments)?).await,
             _ => {
                 // Acting tools: a paused session's tool calls are refused (G-LM-7).
                 if let (_, Some(reason)) = self.store.waiting_for(&self.id)? {
@@ -683,6 +693,52 @@ impl Session {
             }),
         };
         Ok(Output::data("trace", v))
+    }
+
+    /// The query's hits in each place asked (all: each place this session reaches), as data:
+    /// every snippet, subject and address is a peer's words.
+    async fn search(&self, a: SearchArgs) -> ToolResult<Output> {
+        let query = agentbus_protocol::search::Query::parse(&a.query)
+            .map_err(|e| ToolError::new(agentbus_protocol::errors::Catalogued::code(&e), e.to_string()))?;
+        let limit = a.limit.unwrap_or(10).clamp(1, 50);
+        let place = a.place.as_deref().unwrap_or("all");
+        if !matches!(place, "gateway" | "local" | "share" | "all") {
+            return Err(ToolError::arguments(format!(
+                "search: `in` is gateway, local, share or all, not {place:?}"
+            )));
+        }
+        let all = place == "all";
+        let mut hits = Vec::new();
+        let mut next = Value::Null;
+        if place == "gateway" || (all && self.agent.is_some()) {
+            let r = self.agent()?.gw.search(&a.query, None, limit).await?;
+            next = json!(r.next);
+            hits.extend(r.hits.into_iter().map(|h| {
+                json!({"in": "gateway", "id": h.id, "type": h.message_type, "from": h.from,
+                       "to": h.to, "subject": h.subject, "at": h.received_at,
+                       "task": h.task, "snippet": h.snippet.text})
+            }));
+        }
+        let found = |place: &str, f: agentbus_protocol::search::Found| {
+            json!({"in": place, "id": f.doc.id, "type": f.doc.kind, "from": f.doc.from,
+                   "to": f.doc.to, "subject": (!f.doc.subject.is_empty()).then_some(f.doc.subject),
+                   "snippet": f.snippet.text})
+        };
+        if place == "local" || all {
+            let local = agentbus_local::search::search(&self.store, &query, limit as usize)?;
+            hits.extend(local.into_iter().map(|f| found("local", f)));
+        }
+        if place == "share" || (all && self.share.is_some()) {
+            let dir = self.share()?;
+            let now = self.store.now();
+            let snap = blocking(move || agentbus_share::Share::open(&dir)?.snapshot()).await?;
+            let shared = agentbus_share::search::search(&snap, &query, now, limit as usize);
+            hits.extend(shared.into_iter().map(|f| found("share", f)));
+        }
+        Ok(Output::data(
+            "search results",
+            json!({"hits": hits, "next": next}),
+        ))
     }
 
     async fn directory(&self, a: DirectoryArgs) -> ToolResult<Output> {

@@ -36,7 +36,8 @@ fn every_definition_is_an_mcp_tool_with_a_description_and_an_object_schema() {
             "delegate",
             "task",
             "trace",
-            "directory"
+            "directory",
+            "search"
         ]
     );
     for t in &tools {
