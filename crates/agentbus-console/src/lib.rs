@@ -95,6 +95,7 @@ console_routes! {
     get "/console/live/tasks/{id}" => live::task;
     post "/console/tasks/{id}/cancel" => pages::tasks::cancel;
     get "/console/attention" => pages::attention::page_of;
+    get "/console/search" => pages::search::page_of;
     get "/console/topics" => pages::topics::list;
     get "/console/policy" => pages::policy::view;
     post "/console/policy/{id}" => pages::policy::save;

@@ -60,6 +60,7 @@ impl Chrome {
                 ("/console/conversations", "Conversations"),
                 ("/console/tasks", "Tasks"),
                 ("/console/attention", "Needs attention"),
+                ("/console/search", "Search"),
                 ("/console/topics", "Topics"),
                 ("/console/policy", "Policy"),
                 ("/console/usage", "Usage"),

@@ -1109,6 +1109,24 @@ impl<'a> Caller<'a> {
         Ok(counts)
     }
 
+    // Search.
+
+    /// What the caller may read matching `query` (`GET /v1/search`'s function): a page of hits,
+    /// best first, and the cursor of the next.
+    pub async fn search(
+        &self,
+        query: &str,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> ApiResult<agentbus_api::SearchResults> {
+        let p = crate::search::SearchParams {
+            q: Some(query.to_owned()),
+            cursor: cursor.map(str::to_owned),
+            limit: Some(limit),
+        };
+        crate::search::run(self.app, self.who, &p).await
+    }
+
     // Usage.
 
     /// The usage totals the caller may see.

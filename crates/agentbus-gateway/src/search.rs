@@ -144,7 +144,17 @@ pub async fn search(
     Query(p): Query<SearchParams>,
 ) -> ApiResult<Json<api::SearchResults>> {
     let who = bearer(&app, &headers).await?;
-    let viewer = crate::identity::viewer(&who)?;
+    Ok(Json(run(&app, &who, &p).await?))
+}
+
+/// The search `p` as `who` may run it: the route's work, which the console's search page shares.
+pub(crate) async fn run(
+    app: &App,
+    who: &crate::state::Principal,
+    p: &SearchParams,
+) -> ApiResult<api::SearchResults> {
+    let (app, who) = (app, who);
+    let viewer = crate::identity::viewer(who)?;
     let q = search::Query::parse(p.q.as_deref().unwrap_or("")).map_err(|e| bad(e.to_string()))?;
     let limit = match p.limit {
         Some(0) => return Err(bad("`limit` is at least 1")),
@@ -169,11 +179,11 @@ pub async fn search(
     let (kind, per_task) = kind_filter(q.kind.as_deref());
     let now = app.now();
     let source = match &q.from {
-        Some(f) => Some(address(&app, &who, f).await?),
+        Some(f) => Some(address(app, who, f).await?),
         None => None,
     };
     let to_text = match &q.to {
-        Some(t) => Some(address(&app, &who, t).await?),
+        Some(t) => Some(address(app, who, t).await?),
         None => None,
     };
     let candidates = app
@@ -201,7 +211,7 @@ pub async fn search(
     let mut hits: Vec<(api::SearchHit, i64)> = Vec::new();
     let mut tasks_seen = std::collections::HashMap::new();
     for m in &candidates {
-        let Some(hit) = hit_of(&app, &q, m).await? else {
+        let Some(hit) = hit_of(app, &q, m).await? else {
             continue;
         };
         if per_task && let Some(t) = &hit.task {
@@ -240,7 +250,7 @@ pub async fn search(
         (true, Some((at, seq))) => Some(format!("{at}.{seq}.{}", skip + page.len())),
         _ => None,
     };
-    Ok(Json(api::SearchResults { hits: page, next }))
+    Ok(api::SearchResults { hits: page, next })
 }
 
 /// The hit candidate `m` makes for `q`, once opened: `None` when its text lacks a word (a hash

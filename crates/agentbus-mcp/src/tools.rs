@@ -698,8 +698,12 @@ impl Session {
     /// The query's hits in each place asked (all: each place this session reaches), as data:
     /// every snippet, subject and address is a peer's words.
     async fn search(&self, a: SearchArgs) -> ToolResult<Output> {
-        let query = agentbus_protocol::search::Query::parse(&a.query)
-            .map_err(|e| ToolError::new(agentbus_protocol::errors::Catalogued::code(&e), e.to_string()))?;
+        let query = agentbus_protocol::search::Query::parse(&a.query).map_err(|e| {
+            ToolError::new(
+                agentbus_protocol::errors::Catalogued::code(&e),
+                e.to_string(),
+            )
+        })?;
         let limit = a.limit.unwrap_or(10).clamp(1, 50);
         let place = a.place.as_deref().unwrap_or("all");
         if !matches!(place, "gateway" | "local" | "share" | "all") {

@@ -7,6 +7,7 @@ pub(crate) mod attention;
 pub(crate) mod conversations;
 pub(crate) mod overview;
 pub(crate) mod policy;
+pub(crate) mod search;
 pub(crate) mod tasks;
 pub(crate) mod tenants;
 pub(crate) mod topics;

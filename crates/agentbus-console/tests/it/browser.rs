@@ -757,6 +757,14 @@ async fn the_console_in_chromium() {
         "the dead letter's recipient: {attention}"
     );
     b.at_widths("attention").await;
+    // Search: the failed task's request by its instructions, the words marked.
+    b.open(&format!("{base}/console/search?q=release%20checklist"))
+        .await;
+    b.wait_for("#search-results mark").await;
+    b.check("search").await;
+    let found = b.text().await;
+    assert!(found.contains("Run the release checklist."), "{found}");
+    b.at_widths("search").await;
     b.open(&format!("{base}/console/tasks/{}", t.live_task))
         .await;
     b.wait_text("#task-percent", "20%").await;

@@ -1287,3 +1287,62 @@ async fn the_overview_charts_start_from_the_recent_history() {
     let p = w.get(Some(&s), "/console/overview").await;
     assert_eq!(bars(&p.body, "publishes accepted").iter().sum::<u64>(), 0);
 }
+
+/// The search page: the viewer's hits with their snippets, the query's words marked and every
+/// peer's character escaped; a query the gateway refuses is its error page with the code; a
+/// member, who reads no conversation, is refused as the API refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_search_page_shows_marked_snippets_in_scope_and_refuses_bad_queries() {
+    let f = Fixture::build().await;
+    let w = &f.w;
+    let s = w.sign_in(&f.ws_admin).await;
+    let p = w.get(Some(&s), "/console/search?q=please%20look").await;
+    assert_eq!(p.status, 200, "{}", p.body);
+    assert!(
+        p.body.contains("<mark>please</mark> <mark>look</mark>"),
+        "{}",
+        p.body
+    );
+    assert!(p.body.contains(&f.message_id), "the hit links its message");
+    assert!(
+        text(&p.body).contains(&format!("{MARK} build 7")),
+        "the subject"
+    );
+    // A peer's markup in a hit is text.
+    w.send(
+        &f.requester,
+        w.draft(
+            &f.requester,
+            &f.worker.address,
+            "message",
+            json!({"text": "zanzibar <script>alert(1)</script>"}),
+        ),
+    )
+    .await;
+    let p = w.get(Some(&s), "/console/search?q=zanzibar").await;
+    assert!(
+        p.body.contains("<mark>zanzibar</mark> &#60;script&#62;"),
+        "{}",
+        p.body
+    );
+    assert!(!p.body.contains("<script>alert"), "{}", p.body);
+    // Refusals.
+    let p = w.get(Some(&s), "/console/search?q=color%3Ared").await;
+    assert_eq!(
+        (p.status, code_of(&p).as_str()),
+        (400, "AB-3080"),
+        "{}",
+        p.body
+    );
+    let m = w.sign_in(&f.member).await;
+    let p = w.get(Some(&m), "/console/search?q=please").await;
+    assert_eq!(
+        (p.status, code_of(&p).as_str()),
+        (403, "AB-1002"),
+        "{}",
+        p.body
+    );
+    // The form alone, without a query.
+    let p = w.get(Some(&s), "/console/search").await;
+    assert!(p.status == 200 && p.body.contains("id=\"q\""), "{}", p.body);
+}

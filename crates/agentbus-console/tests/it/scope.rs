@@ -211,6 +211,7 @@ async fn no_page_shows_or_changes_another_scope_s_objects_and_not_yours_looks_li
         format!("/console/tasks/{}", f.task),
         // Its in-progress task is due within the window (the default progress timeout).
         "/console/attention".to_owned(),
+        "/console/search?q=victim%20secret".to_owned(),
         "/console/tasks".to_owned(),
         "/console/conversations".to_owned(),
     ] {

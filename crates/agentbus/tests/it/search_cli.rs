@@ -35,7 +35,7 @@ fn search_finds_the_agents_messages_at_the_gateway_and_nothing_of_others() {
     other.ok(&["--json", "send", "other", "my own schema notes"]);
     // The recipient finds it by its words; the sender too; a third agent does not.
     let doc = rev.ok(&["--json", "search", "schema", "version", "--in", "gateway"]);
-    assert_eq!(ids(&doc, "gateway"), [id.clone()], "{doc}");
+    assert_eq!(ids(&doc, "gateway"), vec![id.clone()], "{doc}");
     let hit = &doc["hits"][0];
     assert_eq!(hit["subject"], "schema review");
     assert_eq!(doc["warnings"], serde_json::json!([]));
@@ -46,7 +46,7 @@ fn search_finds_the_agents_messages_at_the_gateway_and_nothing_of_others() {
             ]),
             "gateway"
         ),
-        [id.clone()]
+        vec![id.clone()]
     );
     assert!(
         !ids(
