@@ -51,21 +51,40 @@ pub fn run(args: TraceArgs, globals: &Globals, printer: &Printer) -> CliResult {
                 .fix("pass a task id (tsk_…), a conversation id (cnv_…) or a message id (msg_…)"),
             e => CliError::of(e),
         })?;
+    let template = trace_url_template(printer);
     match trace {
         Trace::Task { task, conversation } => {
+            // A task's trace is its request's: every message in answer continues it.
+            let request = conversation.as_ref().and_then(|c| {
+                c.envelopes
+                    .iter()
+                    .find(|e| e.get("id").and_then(Value::as_str) == Some(task.request_id.as_str()))
+            });
+            let traces = traces_of(request.into_iter(), template.as_deref());
             if printer.is_json() {
                 let failure = conversation
                     .as_ref()
                     .and_then(|c| Failure::in_conversation(c, &task.id));
                 // One document for every id: what a task's trace lacks is null.
-                printer.json(&json!({"task": task, "conversation": conversation, "failure": failure, "delivery": null, "received": null}))?;
+                printer.json(&json!({"task": task, "conversation": conversation, "failure": failure, "delivery": null, "received": null, "traces": traces}))?;
             } else {
                 let side = if task.requester.id == ctx.profile.agent_id {
                     Side::Requester
                 } else {
                     Side::Worker
                 };
-                printer.line(&task_text(&task, conversation.as_ref(), side))?;
+                // The trace beside the task's other facts, before its timeline.
+                let text = task_text(&task, conversation.as_ref(), side);
+                let text = match text.split_once("\ntimeline:\n") {
+                    Some((head, rest)) => {
+                        format!(
+                            "{head}{}\ntimeline:\n{rest}",
+                            traces_text(&traces, "  trace:     ")
+                        )
+                    }
+                    None => text,
+                };
+                printer.line(&text)?;
             }
         }
         Trace::Conversation {
@@ -74,10 +93,15 @@ pub fn run(args: TraceArgs, globals: &Globals, printer: &Printer) -> CliResult {
             received,
         } => {
             let received = received.map(|r| received_here(&ctx, &r)).transpose()?;
+            let traces = traces_of(conversation.envelopes.iter(), template.as_deref());
             if printer.is_json() {
-                printer.json(&json!({"task": null, "conversation": conversation, "failure": null, "delivery": delivery, "received": received}))?;
+                printer.json(&json!({"task": null, "conversation": conversation, "failure": null, "delivery": delivery, "received": received, "traces": traces}))?;
             } else {
                 let mut text = conversation_text(&conversation);
+                if !traces.is_empty() {
+                    text.push_str("\n\n");
+                    text.push_str(traces_text(&traces, "trace: ").trim_end());
+                }
                 if let Some(d) = &delivery {
                     text.push_str("\n\n");
                     text.push_str(&delivery_text(d));
@@ -91,6 +115,65 @@ pub fn run(args: TraceArgs, globals: &Globals, printer: &Printer) -> CliResult {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The environment variable with the operator's trace viewer, `{trace_id}` in it.
+pub const TRACE_URL_ENV: &str = "AGENTBUS_TRACE_URL";
+
+/// `AGENTBUS_TRACE_URL` when it is a usable template; one that is not is said once on stderr and
+/// no link is made.
+fn trace_url_template(printer: &Printer) -> Option<String> {
+    let t = std::env::var(TRACE_URL_ENV)
+        .ok()
+        .filter(|t| !t.trim().is_empty())?;
+    match agentbus_protocol::tracelink::check(&t) {
+        Ok(()) => Some(t),
+        Err(e) => {
+            printer.warning(&format!(
+                "{TRACE_URL_ENV} is ignored: {e}; set it like https://jaeger.example/trace/{{trace_id}}"
+            ));
+            None
+        }
+    }
+}
+
+/// The distinct W3C trace ids of `envelopes` (§2.1 `traceparent`), in order, each with its link
+/// under `template`.
+fn traces_of<'a>(
+    envelopes: impl Iterator<Item = &'a agentbus_api::EnvelopeMap>,
+    template: Option<&str>,
+) -> Vec<Value> {
+    let mut seen = Vec::<String>::new();
+    for e in envelopes {
+        let id = e
+            .get("traceparent")
+            .and_then(Value::as_str)
+            .and_then(|t| t.get(3..35));
+        if let Some(id) = id
+            && !seen.iter().any(|s| s == id)
+        {
+            seen.push(id.to_owned());
+        }
+    }
+    seen.into_iter()
+        .map(|id| {
+            let link = template.and_then(|t| agentbus_protocol::tracelink::link(t, &id));
+            json!({"trace_id": id, "link": link})
+        })
+        .collect()
+}
+
+/// A line per trace (`<label><id>  <link>`), each value escaped for the terminal.
+fn traces_text(traces: &[Value], label: &str) -> String {
+    let mut out = String::new();
+    for t in traces {
+        out.push_str(&format!("{label}{}", one(&t["trace_id"])));
+        if let Some(link) = t["link"].as_str() {
+            out.push_str(&format!("  {}", for_terminal_line(link)));
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// Where a message this agent received was stored and shown on this machine.

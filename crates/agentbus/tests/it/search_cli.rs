@@ -92,3 +92,52 @@ fn search_in_all_covers_this_machine_without_a_profile() {
         "no profile: nothing to warn of"
     );
 }
+
+/// `agentbus trace` names the W3C trace every message of a task or conversation carries (§2.1),
+/// with a link to the operator's viewer when `AGENTBUS_TRACE_URL` is a template; a template that
+/// is not one is said once and makes no link.
+#[test]
+fn trace_prints_the_trace_id_and_the_viewer_link() {
+    let gw = Gw::start();
+    let (bot, _rev) = pair(&gw, "bot", "reviewer");
+    let sent = bot.ok(&["--json", "send", "reviewer", "hello"]);
+    let (id, trace_id) = (
+        sent["id"].as_str().unwrap().to_owned(),
+        sent["trace_id"].as_str().unwrap().to_owned(),
+    );
+    let run = |template: &str, json: bool| {
+        let mut args = vec!["trace", id.as_str()];
+        if json {
+            args.insert(0, "--json");
+        }
+        bot.cmd(&args)
+            .env("AGENTBUS_TRACE_URL", template)
+            .output()
+            .unwrap()
+    };
+    let out = run("https://jaeger.example/trace/{trace_id}", false);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!(
+            "\n\ntrace: {trace_id}  https://jaeger.example/trace/{trace_id}\n"
+        )),
+        "{text}"
+    );
+    let out = run("https://jaeger.example/trace/{trace_id}", true);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["traces"][0]["trace_id"], trace_id.as_str());
+    assert_eq!(
+        doc["traces"][0]["link"],
+        format!("https://jaeger.example/trace/{trace_id}").as_str()
+    );
+    let out = run("javascript:alert({trace_id})", false);
+    let (text, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        text.contains(&format!("\n\ntrace: {trace_id}\n")),
+        "{text}"
+    );
+    assert!(err.contains("AGENTBUS_TRACE_URL is ignored"), "{err}");
+}
