@@ -548,6 +548,18 @@ pub fn redact(text: &str) -> String {
             i = j;
             continue;
         }
+        // W3C trace ids: 32 lowercase hex digits standing alone (`trace: …`).
+        if i + 32 <= bytes.len()
+            && (i == 0 || !bytes[i - 1].is_ascii_alphanumeric())
+            && bytes.get(i + 32).is_none_or(|c| !c.is_ascii_alphanumeric())
+            && bytes[i..i + 32]
+                .iter()
+                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(c))
+        {
+            out.push_str("[trace]");
+            i += 32;
+            continue;
+        }
         // RFC 3339 instants: 2026-11-30T21:19:34.123Z
         if i + 24 <= bytes.len() {
             let cand: String = bytes[i..i + 24].iter().collect();
