@@ -28,3 +28,4 @@ mod service;
 mod settings;
 mod support;
 mod tasks;
+mod telemetry;
