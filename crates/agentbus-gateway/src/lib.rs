@@ -614,7 +614,8 @@ fn start_telemetry(config: &Config) -> agentbus_telemetry::Telemetry {
     let settings = config.telemetry();
     match agentbus_telemetry::Telemetry::start(&settings, "agentbus-gateway") {
         Ok(t) => {
-            if t.is_on() {
+            if let Some(meter) = t.meter() {
+                metrics::export_to(&meter);
                 tracing::info!(endpoint = %settings.endpoint, "exporting traces and metrics over OTLP");
             }
             t

@@ -24,6 +24,8 @@ use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider};
 
 pub use opentelemetry::KeyValue;
+/// The metric instruments, for a process that exports its counters ([`Telemetry::meter`]).
+pub use opentelemetry::metrics as instruments;
 pub use opentelemetry::metrics::Meter;
 pub use opentelemetry::trace::SpanKind;
 
@@ -45,6 +47,10 @@ pub const PROTOCOL: &str = "http/protobuf";
 
 /// How long an export may take before it is given up (the OTLP default).
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a shutdown waits for the last export: a command's exit is not held longer by an
+/// unreachable collector.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A value that cannot be used: what is wrong and what to write instead.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -434,10 +440,10 @@ impl Telemetry {
     /// runtime's worker (or at the end of `main`).
     pub fn shutdown(&self) {
         if let Some(t) = &self.traces {
-            let _ = t.shutdown();
+            let _ = t.shutdown_with_timeout(SHUTDOWN_TIMEOUT);
         }
         if let Some(m) = &self.meters {
-            let _ = m.shutdown();
+            let _ = m.shutdown_with_timeout(SHUTDOWN_TIMEOUT);
         }
     }
 }

@@ -7,8 +7,11 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+use opentelemetry_proto::tonic::metrics::v1::number_data_point::Value as Number;
 use prost::Message;
 use serde_json::json;
 
@@ -37,10 +40,16 @@ fn text(v: &Option<opentelemetry_proto::tonic::common::v1::AnyValue>) -> String 
     }
 }
 
-/// An OTLP/HTTP receiver on a free port: every span exported to `/v1/traces`.
+/// A metric point as received: the metric's name and unit, the point's attributes, its value
+/// (a sum's or gauge's number, a histogram's count).
+type Point = (String, String, BTreeMap<String, String>, f64);
+
+/// An OTLP/HTTP receiver on a free port: every span exported to `/v1/traces`, every metric
+/// point to `/v1/metrics`.
 struct Receiver {
     url: String,
     spans: Arc<Mutex<Vec<Got>>>,
+    points: Arc<Mutex<Vec<Point>>>,
 }
 
 impl Receiver {
@@ -48,15 +57,20 @@ impl Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let spans = Arc::new(Mutex::new(Vec::new()));
-        let out = spans.clone();
+        let points = Arc::new(Mutex::new(Vec::new()));
+        let (out, pts) = (spans.clone(), points.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { return };
-                let out = out.clone();
-                std::thread::spawn(move || serve(conn, out));
+                let (out, pts) = (out.clone(), pts.clone());
+                std::thread::spawn(move || serve(conn, out, pts));
             }
         });
-        Receiver { url, spans }
+        Receiver { url, spans, points }
+    }
+
+    fn points(&self) -> Vec<Point> {
+        self.points.lock().unwrap().clone()
     }
 
     fn spans(&self) -> Vec<Got> {
@@ -65,7 +79,7 @@ impl Receiver {
 }
 
 /// Reads requests off one kept-alive connection until it closes.
-fn serve(conn: std::net::TcpStream, out: Arc<Mutex<Vec<Got>>>) {
+fn serve(conn: std::net::TcpStream, out: Arc<Mutex<Vec<Got>>>, pts: Arc<Mutex<Vec<Point>>>) {
     let mut w = conn.try_clone().unwrap();
     let mut r = BufReader::new(conn);
     loop {
@@ -119,6 +133,45 @@ fn serve(conn: std::net::TcpStream, out: Arc<Mutex<Vec<Got>>>) {
                             error: status.code == 2,
                             status: status.message,
                         });
+                    }
+                }
+            }
+        }
+        if path == "/v1/metrics" {
+            let req = ExportMetricsServiceRequest::decode(body.as_slice()).unwrap();
+            let mut got = pts.lock().unwrap();
+            for rm in req.resource_metrics {
+                for sm in rm.scope_metrics {
+                    for m in sm.metrics {
+                        let attrs = |a: &[opentelemetry_proto::tonic::common::v1::KeyValue]| {
+                            a.iter().map(|a| (a.key.clone(), text(&a.value))).collect()
+                        };
+                        let number = |v: &Option<Number>| match v {
+                            Some(Number::AsInt(i)) => *i as f64,
+                            Some(Number::AsDouble(d)) => *d,
+                            None => 0.0,
+                        };
+                        let rows: Vec<(BTreeMap<String, String>, f64)> = match &m.data {
+                            Some(Data::Sum(s)) => s
+                                .data_points
+                                .iter()
+                                .map(|p| (attrs(&p.attributes), number(&p.value)))
+                                .collect(),
+                            Some(Data::Gauge(g)) => g
+                                .data_points
+                                .iter()
+                                .map(|p| (attrs(&p.attributes), number(&p.value)))
+                                .collect(),
+                            Some(Data::Histogram(h)) => h
+                                .data_points
+                                .iter()
+                                .map(|p| (attrs(&p.attributes), p.count as f64))
+                                .collect(),
+                            _ => Vec::new(),
+                        };
+                        for (a, v) in rows {
+                            got.push((m.name.clone(), m.unit.clone(), a, v));
+                        }
                     }
                 }
             }
@@ -222,6 +275,30 @@ async fn publish_delivery_and_ack_spans_follow_the_envelope() {
     assert_eq!(refused.attrs["error.type"], "AB-1011");
     assert!(refused.status.starts_with("AB-1011"), "{}", refused.status);
     assert!(!refused.events.contains(&"stored".to_owned()));
+    // The counters and histograms of /metrics, under the same names, over OTLP.
+    let points = rx.points();
+    let point = |name: &str| {
+        points
+            .iter()
+            .rev()
+            .find(|p| p.0 == name)
+            .unwrap_or_else(|| panic!("no {name} in {points:#?}"))
+    };
+    let accepted = points
+        .iter()
+        .rev()
+        .find(|p| {
+            p.0 == "agentbus_publishes_total"
+                && p.2.get("result").map(String::as_str) == Some("accepted")
+        })
+        .unwrap_or_else(|| panic!("no accepted publishes in {points:#?}"));
+    assert!(accepted.3 >= 1.0);
+    assert!(point("agentbus_deliveries_total").3 >= 1.0);
+    let latency = point("agentbus_publish_seconds");
+    assert_eq!(latency.1, "s");
+    assert!(latency.3 >= 1.0);
+    point("agentbus_open_connections");
+    point("agentbus_publish_to_delivery_seconds");
     // No text, no subject (off by default), in any attribute of any span.
     for s in &spans {
         for v in s.attrs.values() {
