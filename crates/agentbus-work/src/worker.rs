@@ -447,7 +447,8 @@ async fn work(
         span,
     };
     if let Err(e) = task.drive(inbound).await {
-        task.span.fail("AB-9000", &e.to_string());
+        use agentbus_protocol::errors::Catalogued as _;
+        task.span.fail(&e.code().to_string(), &e.to_string());
         (shared.notify)(
             json!({"event": "error", "task_id": task.job.task_id, "message": e.to_string()}),
         );

@@ -328,3 +328,34 @@ async fn disabled_telemetry_attempts_no_connection() {
     h.stop().await;
     assert!(listener.accept().is_err(), "a connection was attempted");
 }
+
+/// `otel_subject` adds the subject, and only the subject: the text stays out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_subject_is_exported_only_when_asked() {
+    let rx = Receiver::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let url = rx.url.clone();
+    let h = Harness::start_with(tmp.path().join("gw"), |c| {
+        c.otel_endpoint = url;
+        c.otel_subject = true;
+    })
+    .await;
+    let bot = h.agent("release-bot").await;
+    let reviewer = h.agent("reviewer").await;
+    let mut q = message(&h, &bot, &reviewer.address, "secret text");
+    q.insert("subject".into(), json!("Deploy readiness"));
+    let q = sign(&bot, q);
+    assert_eq!(h.publish(&bot, &q).await.0, 202);
+    h.stop().await;
+    let spans = rx.spans();
+    let publish = spans.iter().find(|s| s.name == "publish").unwrap();
+    assert_eq!(
+        publish.attrs["agentbus.message.subject"],
+        "Deploy readiness"
+    );
+    assert!(
+        spans
+            .iter()
+            .all(|s| s.attrs.values().all(|v| !v.contains("secret")))
+    );
+}
