@@ -288,6 +288,46 @@ pub enum TaskAction {
     },
 }
 
+/// The sender's span of one message (docs/observability.md), child of the span it continues
+/// (the answered message's, or a worker's turn); the envelope's `traceparent` becomes this span,
+/// so the gateway's and the receiver's spans are its children. Empty when telemetry is off, and
+/// the draft is then left as it was.
+fn send_span(draft: &mut Draft, address: &str) -> agentbus_telemetry::Span {
+    use agentbus_telemetry::{KeyValue, Parent, SpanKind, semconv as sc};
+    let tracer = agentbus_telemetry::global();
+    if !tracer.is_on() {
+        return agentbus_telemetry::Span::none();
+    }
+    let parent = draft.answers.clone().or_else(|| draft.traceparent.clone());
+    let mut attrs = vec![
+        KeyValue::new(sc::MESSAGING_SYSTEM, sc::SYSTEM),
+        KeyValue::new(sc::MESSAGING_OPERATION_TYPE, "send"),
+        KeyValue::new(sc::MESSAGING_OPERATION_NAME, "send"),
+        KeyValue::new(sc::MESSAGING_DESTINATION_NAME, draft.to.clone()),
+        KeyValue::new(sc::MESSAGING_CLIENT_ID, address.to_owned()),
+        KeyValue::new(sc::MESSAGE_TYPE, draft.kind.as_str().to_owned()),
+    ];
+    if let Some(c) = &draft.conversation_id {
+        attrs.push(KeyValue::new(sc::MESSAGING_CONVERSATION_ID, c.clone()));
+        attrs.push(KeyValue::new(sc::GEN_AI_CONVERSATION_ID, c.clone()));
+    }
+    if tracer.with_subject()
+        && let Some(s) = &draft.subject
+    {
+        attrs.push(KeyValue::new(sc::MESSAGE_SUBJECT, s.clone()));
+    }
+    let span = tracer.start(
+        "send",
+        SpanKind::Producer,
+        parent.as_deref().map_or(Parent::Root, Parent::Traceparent),
+        attrs,
+    );
+    if let Some(t) = span.traceparent() {
+        draft.traceparent = Some(t);
+    }
+    span
+}
+
 /// What a worker measured, sent along with a task action: the envelope's `usage` extension and
 /// extra `data` fields (§5.5: `usage`, `cost`, `duration_ms`; §5.4: `usage_delta`).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -296,6 +336,9 @@ pub struct Extra {
     pub usage: Option<Value>,
     /// Fields added to `data`.
     pub data: Map<String, Value>,
+    /// The `traceparent` to send under: the caller's span of the work (a worker's harness turn),
+    /// so the message is its child in the trace; else the request's is continued.
+    pub traceparent: Option<String>,
 }
 
 impl TaskAction {
@@ -603,10 +646,26 @@ impl Agent {
     }
 
     /// Signs and publishes `draft`.
-    pub async fn publish(&self, draft: Draft) -> Result<Sent> {
+    pub async fn publish(&self, mut draft: Draft) -> Result<Sent> {
+        let mut span = send_span(&mut draft, &self.profile.address);
         let key = self.key()?;
         let envelope = seal(draft, &self.profile, &key, SystemClock.now())?;
-        let receipt = self.gw.publish(&envelope).await?;
+        if let Some(id) = envelope.get("id").and_then(Value::as_str) {
+            span.set(agentbus_telemetry::KeyValue::new(
+                agentbus_telemetry::semconv::MESSAGING_MESSAGE_ID,
+                id.to_owned(),
+            ));
+        }
+        let receipt = match self.gw.publish(&envelope).await {
+            Ok(r) => r,
+            Err(e) => {
+                use agentbus_protocol::errors::Catalogued as _;
+                span.fail(&e.code().to_string(), &e.to_string());
+                return Err(e);
+            }
+        };
+        span.event("accepted", Vec::new());
+        span.end();
         // Only for `trace <msg id>` of one's own messages: losing it loses nothing else.
         let _ = self.inbox().record_sent(&envelope);
         Ok(Sent { envelope, receipt })
@@ -885,7 +944,9 @@ impl Agent {
         draft.conversation_id = Some(task.conversation_id.clone());
         draft.correlation_id = Some(request_id.clone());
         draft.usage = extra.usage;
-        if let Some(req) = self.inbox().get(&request_id)? {
+        if extra.traceparent.is_some() {
+            draft.traceparent = extra.traceparent;
+        } else if let Some(req) = self.inbox().get(&request_id)? {
             draft.traceparent = req.attr("traceparent").map(str::to_owned);
         }
         let sent = self.publish(draft).await?;

@@ -40,6 +40,8 @@ pub struct Draft {
     pub budget: Option<Value>,
     /// `priority` (§2.1: `low`, `normal`, `high`); absent reads as `normal`.
     pub priority: Option<String>,
+    /// The `traceparent` of the message this one answers: the sender's span is its child.
+    pub answers: Option<String>,
 }
 
 impl Draft {
@@ -59,6 +61,7 @@ impl Draft {
             usage: None,
             budget: None,
             priority: None,
+            answers: None,
         }
     }
 
@@ -68,6 +71,7 @@ impl Draft {
         let s = |k: &str| original.get(k).and_then(Value::as_str).map(str::to_owned);
         self.conversation_id = s("conversation_id");
         self.correlation_id = s("id");
+        self.answers = s("traceparent");
         self.traceparent = s("traceparent").map(|t| child_span(&t));
         self
     }

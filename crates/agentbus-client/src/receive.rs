@@ -477,6 +477,9 @@ impl Receiver {
         self.import(&r)?;
         #[cfg(any(test, feature = "fault-injection"))]
         self.at(Step::AfterPersist, &id)?;
+        if fresh {
+            trace_received(&self.profile.address, &r, d.attempt);
+        }
         Ok(fresh.then_some(id))
     }
 
@@ -778,6 +781,9 @@ impl Receiver {
                 .get(i)
                 .map(|v| v.status.as_str())
                 .unwrap_or("refused");
+            if status != "refused" {
+                trace_shown(&self.profile.address, rec, r);
+            }
             if status != "refused" && rec.state == SeenState::Pushed {
                 out.pushed.push(rec.message_id.clone());
             } else if status != "refused" {
@@ -829,6 +835,110 @@ impl Receiver {
         let _ = self.inbox.record_sent(&env);
         Ok(())
     }
+}
+
+/// The attributes every receiver span of `r` carries.
+fn received_attrs(address: &str, r: &Received) -> Vec<agentbus_telemetry::KeyValue> {
+    use agentbus_telemetry::{KeyValue, semconv as sc};
+    let s = |n: &str| {
+        r.envelope
+            .get(n)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    vec![
+        KeyValue::new(sc::MESSAGING_SYSTEM, sc::SYSTEM),
+        KeyValue::new(sc::MESSAGING_DESTINATION_NAME, address.to_owned()),
+        KeyValue::new(sc::MESSAGING_MESSAGE_ID, s("id")),
+        KeyValue::new(sc::MESSAGING_CONVERSATION_ID, s("conversation_id")),
+        KeyValue::new(sc::MESSAGE_TYPE, s("type")),
+    ]
+}
+
+/// The receiver's span of a copy it persisted and handed to local delivery, child of the
+/// envelope's `traceparent` (docs/observability.md).
+fn trace_received(address: &str, r: &Received, attempt: u32) {
+    use agentbus_telemetry::{KeyValue, Parent, SpanKind, semconv as sc};
+    let tracer = agentbus_telemetry::global();
+    if !tracer.is_on() {
+        return;
+    }
+    let mut attrs = received_attrs(address, r);
+    attrs.extend([
+        KeyValue::new(sc::MESSAGING_OPERATION_TYPE, "receive"),
+        KeyValue::new(sc::MESSAGING_OPERATION_NAME, "receive"),
+        KeyValue::new(sc::DELIVERY_ATTEMPT, i64::from(attempt)),
+        KeyValue::new(sc::TASK_LATE, r.late),
+    ]);
+    let traceparent = r
+        .envelope
+        .get("traceparent")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let mut span = tracer.start(
+        "receive",
+        SpanKind::Consumer,
+        Parent::Traceparent(traceparent),
+        attrs,
+    );
+    span.event(
+        if r.verified == "true" {
+            "verified"
+        } else {
+            "verification_failed"
+        },
+        Vec::new(),
+    );
+    if let Some(h) = &r.held {
+        span.event(
+            "held",
+            vec![KeyValue::new("agentbus.held.reason", h.clone())],
+        );
+    }
+    span.event("persisted", Vec::new());
+    span.end();
+}
+
+/// The showing of a copy in a session's context, reported through this receipt at the time the
+/// hook recorded (the hook itself touches no network): a span of that instant.
+fn trace_shown(address: &str, rec: &ShownRecord, r: &Received) {
+    use agentbus_telemetry::{KeyValue, Parent, SpanKind, semconv as sc};
+    let tracer = agentbus_telemetry::global();
+    if !tracer.is_on() {
+        return;
+    }
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(rec.ms.max(0) as u64);
+    let mut attrs = received_attrs(address, r);
+    attrs.extend([
+        KeyValue::new(sc::MESSAGING_OPERATION_TYPE, "process"),
+        KeyValue::new(sc::MESSAGING_OPERATION_NAME, "show"),
+        KeyValue::new("agentbus.shown.harness", rec.harness.clone()),
+        KeyValue::new("agentbus.shown.event", rec.event.clone()),
+        KeyValue::new("agentbus.shown.state", rec.state.as_str().to_owned()),
+    ]);
+    let traceparent = r
+        .envelope
+        .get("traceparent")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let mut span = tracer.start_at(
+        "show",
+        SpanKind::Internal,
+        Parent::Traceparent(traceparent),
+        attrs,
+        Some(at),
+    );
+    span.event_at(
+        if rec.state == SeenState::Pushed {
+            "pushed"
+        } else {
+            "shown"
+        },
+        at,
+        Vec::new(),
+    );
+    span.end_at(at);
 }
 
 /// A folder mark that can be trusted to change on the next write: one from the last two seconds

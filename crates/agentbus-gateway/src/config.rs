@@ -101,11 +101,46 @@ pub struct Config {
     pub log: String,
     /// How log lines are written (text on a terminal, JSON lines for a pipeline).
     pub log_format: LogFormat,
+    /// The OTLP/HTTP base URL traces and metrics are exported to; empty: telemetry is off.
+    pub otel_endpoint: String,
+    /// The OTLP protocol (only `http/protobuf` is built in).
+    pub otel_protocol: String,
+    /// The `service.name` of the gateway's spans and metrics.
+    pub otel_service_name: String,
+    /// Further resource attributes, `key=value` pairs as `OTEL_RESOURCE_ATTRIBUTES` writes them.
+    pub otel_resource_attributes: String,
+    /// Which traces are kept (`OTEL_TRACES_SAMPLER`).
+    pub otel_traces_sampler: String,
+    /// The sampler's ratio, for the ratio samplers; empty for 1.
+    pub otel_traces_sampler_arg: String,
+    /// `OTEL_SDK_DISABLED`: no export whatever the endpoint.
+    pub otel_sdk_disabled: bool,
+    /// Whether spans carry a message's subject.
+    pub otel_subject: bool,
     /// The black-box test clock (`--unsafe-test-clock`): time an operator can move by HTTP.
     pub unsafe_test_clock: bool,
 }
 
 impl Config {
+    /// The telemetry settings these give (each value was checked when it was set).
+    pub fn telemetry(&self) -> agentbus_telemetry::Settings {
+        agentbus_telemetry::Settings {
+            endpoint: self.otel_endpoint.clone(),
+            service_name: self.otel_service_name.clone(),
+            resource_attributes: agentbus_telemetry::parse_resource_attributes(
+                &self.otel_resource_attributes,
+            )
+            .unwrap_or_default(),
+            sampler: agentbus_telemetry::parse_sampler(
+                &self.otel_traces_sampler,
+                &self.otel_traces_sampler_arg,
+            )
+            .unwrap_or_default(),
+            sdk_disabled: self.otel_sdk_disabled,
+            subject: self.otel_subject,
+        }
+    }
+
     /// The defaults of [`SETTINGS`], with data under `data_dir`, listening on `listen`.
     pub fn new(listen: SocketAddr, data_dir: PathBuf) -> Config {
         let mut c = Config {
@@ -152,6 +187,14 @@ impl Config {
             public_discovery: false,
             log: String::new(),
             log_format: LogFormat::Auto,
+            otel_endpoint: String::new(),
+            otel_protocol: String::new(),
+            otel_service_name: String::new(),
+            otel_resource_attributes: String::new(),
+            otel_traces_sampler: String::new(),
+            otel_traces_sampler_arg: String::new(),
+            otel_sdk_disabled: false,
+            otel_subject: false,
             unsafe_test_clock: false,
         };
         // Settings whose default depends on the machine (listen, data, public_url) keep the
@@ -422,6 +465,61 @@ fn log_filter(r: &Raw) -> Result<String, Bad> {
         }
     }
     Ok(s)
+}
+
+fn telemetry_bad(e: agentbus_telemetry::Invalid) -> Bad {
+    bad(e.cause, e.fix)
+}
+
+fn otel_endpoint(r: &Raw) -> Result<String, Bad> {
+    agentbus_telemetry::parse_endpoint(&text(r)?).map_err(telemetry_bad)
+}
+
+fn otel_protocol(r: &Raw) -> Result<String, Bad> {
+    agentbus_telemetry::parse_protocol(&text(r)?)
+        .map(str::to_owned)
+        .map_err(telemetry_bad)
+}
+
+fn otel_resource_attributes(r: &Raw) -> Result<String, Bad> {
+    let pairs = agentbus_telemetry::parse_resource_attributes(&text(r)?).map_err(telemetry_bad)?;
+    Ok(agentbus_telemetry::show_resource_attributes(&pairs))
+}
+
+fn otel_sampler(r: &Raw) -> Result<String, Bad> {
+    agentbus_telemetry::parse_sampler(&text(r)?, "")
+        .map(|s| s.name().to_owned())
+        .map_err(telemetry_bad)
+}
+
+fn otel_sampler_arg(r: &Raw) -> Result<String, Bad> {
+    let s = match r {
+        Raw::Int(i) => i.to_string(),
+        Raw::Float(x) => x.to_string(),
+        _ => text(r)?,
+    };
+    agentbus_telemetry::parse_sampler("traceidratio", &s).map_err(telemetry_bad)?;
+    Ok(s.trim().to_owned())
+}
+
+/// A service name: text without control characters, not empty.
+fn service_name(r: &Raw) -> Result<String, Bad> {
+    let s = text(r)?.trim().to_owned();
+    if s.is_empty() || s.chars().any(char::is_control) {
+        return Err(bad(
+            "not a service name",
+            "write a name such as agentbus-gateway-eu",
+        ));
+    }
+    Ok(s)
+}
+
+/// `true` or `false` in any case, as the OpenTelemetry variables write them.
+fn otel_switch(r: &Raw) -> Result<bool, Bad> {
+    match r {
+        Raw::Bool(b) => Ok(*b),
+        _ => agentbus_telemetry::parse_disabled(&text(r)?).map_err(telemetry_bad),
+    }
 }
 
 /// An endpoint URL, or empty for none.
@@ -1293,6 +1391,94 @@ pub static SETTINGS: &[Setting] = &[
         field: field!(parsed log_format, log_format),
     },
     Setting {
+        name: "otel_endpoint",
+        flag: "otel-endpoint",
+        env: Some("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        value_name: "URL",
+        default: "",
+        default_doc: "none (telemetry off)",
+        help: "The OTLP/HTTP base URL of a collector (`/v1/traces` and `/v1/metrics` are appended): spans of every publish, delivery and timer, and the `/metrics` counters, are exported there (docs/observability.md).",
+        reason: "Off: with no endpoint no exporter is built and no connection is made; where telemetry goes is the operator's choice.",
+        field: field!(text otel_endpoint, otel_endpoint),
+    },
+    Setting {
+        name: "otel_protocol",
+        flag: "otel-protocol",
+        env: Some("OTEL_EXPORTER_OTLP_PROTOCOL"),
+        value_name: "PROTOCOL",
+        default: "http/protobuf",
+        default_doc: "",
+        help: "The OTLP protocol: `http/protobuf` is the one built in.",
+        reason: "Every collector and vendor endpoint takes it, over the HTTP client the gateway already has; gRPC would add a second HTTP stack.",
+        field: field!(text otel_protocol, otel_protocol),
+    },
+    Setting {
+        name: "otel_service_name",
+        flag: "otel-service-name",
+        env: Some("OTEL_SERVICE_NAME"),
+        value_name: "NAME",
+        default: "agentbus-gateway",
+        default_doc: "",
+        help: "The `service.name` of the gateway's spans and metrics.",
+        reason: "Tells the gateway's spans from the sidecars' (`agentbus-sidecar`), workers' (`agentbus-worker`) and MCP servers' (`agentbus-mcp`) in one trace.",
+        field: field!(text otel_service_name, service_name),
+    },
+    Setting {
+        name: "otel_resource_attributes",
+        flag: "otel-resource-attributes",
+        env: Some("OTEL_RESOURCE_ATTRIBUTES"),
+        value_name: "PAIRS",
+        default: "",
+        default_doc: "none",
+        help: "Further resource attributes: `key=value` pairs, comma-separated, values percent-encoded (such as `deployment.environment.name=prod`).",
+        reason: "The deployment is the operator's to name.",
+        field: field!(text otel_resource_attributes, otel_resource_attributes),
+    },
+    Setting {
+        name: "otel_traces_sampler",
+        flag: "otel-traces-sampler",
+        env: Some("OTEL_TRACES_SAMPLER"),
+        value_name: "SAMPLER",
+        default: "parentbased_always_on",
+        default_doc: "",
+        help: "Which traces are kept: `always_on`, `always_off`, `traceidratio`, `parentbased_always_on`, `parentbased_always_off` or `parentbased_traceidratio`.",
+        reason: "The OpenTelemetry default: a trace its sender sampled (the envelope's `traceparent` flags) is kept whole, so no hop drops a middle span.",
+        field: field!(text otel_traces_sampler, otel_sampler),
+    },
+    Setting {
+        name: "otel_traces_sampler_arg",
+        flag: "otel-traces-sampler-arg",
+        env: Some("OTEL_TRACES_SAMPLER_ARG"),
+        value_name: "RATIO",
+        default: "",
+        default_doc: "none (a ratio of 1)",
+        help: "The ratio of the ratio samplers, from 0 to 1 (`0.01` keeps one new trace in a hundred).",
+        reason: "The OpenTelemetry default: every trace when no ratio is given.",
+        field: field!(text otel_traces_sampler_arg, otel_sampler_arg),
+    },
+    Setting {
+        name: "otel_sdk_disabled",
+        flag: "otel-sdk-disabled",
+        env: Some("OTEL_SDK_DISABLED"),
+        value_name: "BOOL",
+        default: "false",
+        default_doc: "",
+        help: "`true` turns telemetry off whatever the endpoint says.",
+        reason: "The OpenTelemetry default; the switch lets an operator silence a process without removing its endpoint.",
+        field: field!(parsed otel_sdk_disabled, otel_switch),
+    },
+    Setting {
+        name: "otel_subject",
+        flag: "otel-subject",
+        env: Some("AGENTBUS_OTEL_SUBJECT"),
+        value_name: "BOOL",
+        default: "false",
+        default_doc: "",
+        help: "Add each message's subject to its spans (`agentbus.message.subject`); no message text or attachment name is ever exported.",
+        reason: "Off: a subject is the sender's text, and a collector is often run by other people than the agents' owners.",
+        field: field!(parsed otel_subject, switch),
+    },
+    Setting {
         name: "unsafe_test_clock",
         flag: "unsafe-test-clock",
         env: None,
@@ -1338,7 +1524,7 @@ impl agentbus_protocol::errors::Catalogued for SettingError {
 pub struct Sources {
     /// Values given on the command line, by setting name (switches as `"true"`).
     pub flags: Vec<(String, String)>,
-    /// The process environment (only `AGENTBUS_*`, `XDG_DATA_HOME` and `HOME` are read).
+    /// The process environment (only `AGENTBUS_*`, `OTEL_*`, `XDG_DATA_HOME` and `HOME` are read).
     pub env: BTreeMap<String, String>,
     /// The `--config` file.
     pub file: Option<PathBuf>,
@@ -1350,7 +1536,12 @@ impl Sources {
         Sources {
             flags,
             env: std::env::vars()
-                .filter(|(k, _)| k.starts_with("AGENTBUS_") || k == "XDG_DATA_HOME" || k == "HOME")
+                .filter(|(k, _)| {
+                    k.starts_with("AGENTBUS_")
+                        || k.starts_with("OTEL_")
+                        || k == "XDG_DATA_HOME"
+                        || k == "HOME"
+                })
                 .collect(),
             file,
         }
@@ -1649,15 +1840,23 @@ mod tests {
     }
 
     /// Flags are the names with `-`; variables are `AGENTBUS_` and the name in capitals, except the
-    /// switch that only a flag may give.
+    /// switch that only a flag may give and the OpenTelemetry settings, whose variables are the
+    /// standard ones (every one of them, in the crate's order).
     #[test]
     fn names_follow_one_rule() {
+        let mut otel = Vec::new();
         for s in SETTINGS {
             assert_eq!(s.flag, s.name.replace('_', "-"));
-            if let Some(e) = s.env {
-                assert_eq!(e, format!("AGENTBUS_{}", s.name.to_ascii_uppercase()));
+            match s.env {
+                Some(e) if e.starts_with("OTEL_") => {
+                    assert!(s.name.starts_with("otel_"), "{}", s.name);
+                    otel.push(e);
+                }
+                Some(e) => assert_eq!(e, format!("AGENTBUS_{}", s.name.to_ascii_uppercase())),
+                None => {}
             }
         }
+        assert_eq!(otel, agentbus_telemetry::VARIABLES);
     }
 
     #[test]

@@ -80,7 +80,15 @@ async fn lease(app: &App, agent: &AgentRow, after: u64, limit: u32) -> ApiResult
         })
         .await?;
     let mut out = Vec::with_capacity(leased.len());
+    let address = if app.tracer.is_on() && !leased.is_empty() {
+        Some(app.address_of(agent).await?)
+    } else {
+        None
+    };
     for d in leased {
+        if let Some(address) = &address {
+            trace_delivery(app, address, &d);
+        }
         crate::metrics::count_delivery(
             d.attempt,
             (now - d.message.received_at).max(0) as f64 / 1000.0,
@@ -103,6 +111,96 @@ async fn lease(app: &App, agent: &AgentRow, after: u64, limit: u32) -> ApiResult
         });
     }
     Ok(out)
+}
+
+/// The span of one delivery to `address`'s inbox, child of the message's `traceparent`, with the
+/// lease as an event (a redelivery after the first attempt); remembered for its ack's span.
+fn trace_delivery(app: &App, address: &str, d: &agentbus_store::Delivery) {
+    use agentbus_telemetry::{KeyValue, Parent, SpanKind, semconv as sc};
+    let Ok(attrs) =
+        serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&d.message.attrs)
+    else {
+        return;
+    };
+    let s = |n: &str| {
+        attrs
+            .get(n)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let traceparent = s("traceparent");
+    let common = vec![
+        KeyValue::new(sc::MESSAGING_SYSTEM, sc::SYSTEM),
+        KeyValue::new(sc::MESSAGING_DESTINATION_NAME, address.to_owned()),
+        KeyValue::new(sc::MESSAGING_MESSAGE_ID, s("id")),
+        KeyValue::new(sc::MESSAGING_CONVERSATION_ID, s("conversation_id")),
+        KeyValue::new(sc::MESSAGE_TYPE, s("type")),
+    ];
+    let mut attrs = common.clone();
+    attrs.extend([
+        KeyValue::new(sc::MESSAGING_OPERATION_TYPE, "receive"),
+        KeyValue::new(sc::MESSAGING_OPERATION_NAME, "deliver"),
+        KeyValue::new(sc::DELIVERY_ATTEMPT, i64::from(d.attempt)),
+    ]);
+    let mut span = app.tracer.start(
+        "deliver",
+        SpanKind::Server,
+        Parent::Traceparent(&traceparent),
+        attrs,
+    );
+    span.event(
+        if d.attempt > 1 { "redelivery" } else { "lease" },
+        vec![KeyValue::new(sc::DELIVERY_ATTEMPT, i64::from(d.attempt))],
+    );
+    span.end();
+    let mut leases = app.traced_leases.lock().unwrap_or_else(|e| e.into_inner());
+    if leases.len() >= crate::state::TRACED_LEASES {
+        leases.clear();
+    }
+    leases.insert(
+        d.token.clone(),
+        crate::state::TracedLease {
+            traceparent,
+            attrs: common,
+        },
+    );
+}
+
+/// The span of an ack, child of the acked message's `traceparent`, when its lease was traced.
+fn trace_acks<'a>(app: &App, acks: impl IntoIterator<Item = (&'a str, AckOutcome)>) {
+    use agentbus_telemetry::{KeyValue, Parent, SpanKind, semconv as sc};
+    if !app.tracer.is_on() {
+        return;
+    }
+    for (token, outcome) in acks {
+        let lease = app
+            .traced_leases
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(token);
+        let Some(lease) = lease else { continue };
+        let mut attrs = lease.attrs;
+        attrs.extend([
+            KeyValue::new(sc::MESSAGING_OPERATION_TYPE, "settle"),
+            KeyValue::new(sc::MESSAGING_OPERATION_NAME, "ack"),
+        ]);
+        let mut span = app.tracer.start(
+            "ack",
+            SpanKind::Server,
+            Parent::Traceparent(&lease.traceparent),
+            attrs,
+        );
+        match outcome {
+            AckOutcome::Acked => span.event("acked", Vec::new()),
+            AckOutcome::AlreadyAcked => span.event("already_acked", Vec::new()),
+            AckOutcome::Stale => span.fail(
+                &Code::StaleAck.to_string(),
+                "the delivery was no longer current",
+            ),
+        }
+        span.end();
+    }
 }
 
 /// Leases deliverable messages, waiting up to `wait` for some to arrive.
@@ -223,6 +321,11 @@ pub async fn ack_batch(
         ));
     }
     let seqs: Vec<u64> = body.acks.iter().map(|a| a.sequence).collect();
+    let tokens: Vec<String> = if app.tracer.is_on() {
+        body.acks.iter().map(|a| a.delivery.clone()).collect()
+    } else {
+        Vec::new()
+    };
     let outcomes = app
         .store
         .ack(
@@ -234,6 +337,13 @@ pub async fn ack_batch(
             app.now(),
         )
         .await?;
+    trace_acks(
+        &app,
+        tokens
+            .iter()
+            .map(String::as_str)
+            .zip(outcomes.iter().copied()),
+    );
     if outcomes.iter().all(|o| *o == AckOutcome::Stale) {
         return Err(ApiError::new(
             Code::StaleAck,
@@ -257,10 +367,15 @@ pub async fn ack_one(
 ) -> ApiResult<Json<api::ItemResult>> {
     let agent = access::agent(&app, &headers).await?;
     let one: api::AckOne = crate::extract::parse_json(&body)?;
+    let token = one.delivery.clone();
     let outcome = app
         .store
         .ack(&agent.id, vec![(sequence, one.delivery)], app.now())
         .await?;
+    trace_acks(
+        &app,
+        [token.as_str()].into_iter().zip(outcome.iter().copied()),
+    );
     match outcome.first() {
         Some(AckOutcome::Stale) | None => Err(ApiError::new(
             Code::StaleAck,
@@ -721,7 +836,18 @@ async fn handle_client_frames(
         return (Vec::new(), bad);
     }
     let seqs: Vec<u64> = acks.iter().map(|a| a.0).collect();
+    let tokens: Vec<String> = if app.tracer.is_on() {
+        acks.iter().map(|a| a.1.clone()).collect()
+    } else {
+        Vec::new()
+    };
     let outcomes = app.store.ack(&agent.id, acks, app.now()).await;
+    if let Ok(o) = &outcomes {
+        trace_acks(
+            app,
+            tokens.iter().map(String::as_str).zip(o.iter().copied()),
+        );
+    }
     let mut results = seqs
         .into_iter()
         .enumerate()

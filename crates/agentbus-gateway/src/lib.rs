@@ -513,6 +513,8 @@ impl Gateway {
         app.test_clock = test_clock;
         app.blobstore = blobstore;
         app.peers = signals.is_some();
+        app.telemetry = Arc::new(start_telemetry(&app.config));
+        app.tracer = app.telemetry.tracer();
         let app = Arc::new(app);
         // Replicas share one database and so must share one master key.
         if app.peers
@@ -602,7 +604,29 @@ impl Gateway {
         if let Some(r) = reaper {
             r.abort();
         }
+        // The exporters' flush blocks on their threads: off the runtime's workers.
+        let telemetry = self.app.telemetry.clone();
+        let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
         Ok(())
+    }
+}
+
+/// The telemetry `config` asks for. An exporter that cannot be built leaves the gateway serving
+/// with telemetry off, said in the log: traces are no reason to refuse messages.
+fn start_telemetry(config: &Config) -> agentbus_telemetry::Telemetry {
+    let settings = config.telemetry();
+    match agentbus_telemetry::Telemetry::start(&settings, "agentbus-gateway") {
+        Ok(t) => {
+            if let Some(meter) = t.meter() {
+                metrics::export_to(&meter);
+                tracing::info!(endpoint = %settings.endpoint, "exporting traces and metrics over OTLP");
+            }
+            t
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "telemetry is off");
+            agentbus_telemetry::Telemetry::off()
+        }
     }
 }
 

@@ -156,6 +156,102 @@ pub fn counters(include: Option<&dyn Fn(&str) -> bool>) -> Counters {
     out
 }
 
+/// The same counters, gauges and histograms over OTLP (docs/observability.md), once telemetry is
+/// on: the counters and gauges are read from the registry at each export, the histograms are
+/// recorded beside it.
+struct Otlp {
+    publish_latency: agentbus_telemetry::instruments::Histogram<f64>,
+    delivery_latency: agentbus_telemetry::instruments::Histogram<f64>,
+    /// Kept so their callbacks stay registered.
+    _observed: Vec<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+static OTLP: OnceLock<Otlp> = OnceLock::new();
+
+/// Exports the registry's metrics through `meter`, under the names and units `/metrics` uses;
+/// the first gateway of a process to turn telemetry on does.
+pub fn export_to(meter: &agentbus_telemetry::Meter) {
+    use agentbus_telemetry::KeyValue;
+    use agentbus_telemetry::instruments::AsyncInstrument;
+    let counter = |name: &'static str,
+                   read: fn(&Registry) -> u64|
+     -> Box<dyn std::any::Any + Send + Sync> {
+        Box::new(
+            meter
+                .u64_observable_counter(name)
+                .with_callback(move |o: &dyn AsyncInstrument<u64>| o.observe(read(registry()), &[]))
+                .build(),
+        )
+    };
+    let mut observed = vec![
+        counter("agentbus_deliveries_total", |r| {
+            r.deliveries.load(Ordering::Relaxed)
+        }),
+        counter("agentbus_redeliveries_total", |r| {
+            r.redeliveries.load(Ordering::Relaxed)
+        }),
+        counter("agentbus_dead_letters_total", |r| {
+            r.dead_letters.load(Ordering::Relaxed)
+        }),
+        counter("agentbus_expired_total", |r| {
+            r.expired.load(Ordering::Relaxed)
+        }),
+        counter("agentbus_refused_connections_total", |r| {
+            r.refused_connections.load(Ordering::Relaxed)
+        }),
+        counter("agentbus_timed_out_connections_total", |r| {
+            r.timed_out_connections.load(Ordering::Relaxed)
+        }),
+        counter("agentbus_slow_consumers_total", |r| {
+            r.slow_consumers.load(Ordering::Relaxed)
+        }),
+    ];
+    observed.push(Box::new(
+        meter
+            .u64_observable_counter("agentbus_publishes_total")
+            .with_callback(|o: &dyn AsyncInstrument<u64>| {
+                if let Ok(m) = registry().publishes.lock() {
+                    for (result, n) in m.iter() {
+                        o.observe(*n, &[KeyValue::new("result", result.clone())]);
+                    }
+                }
+            })
+            .build(),
+    ));
+    observed.push(Box::new(
+        meter
+            .u64_observable_gauge("agentbus_open_connections")
+            .with_callback(|o: &dyn AsyncInstrument<u64>| {
+                o.observe(registry().open_connections.load(Ordering::Relaxed), &[]);
+            })
+            .build(),
+    ));
+    observed.push(Box::new(
+        meter
+            .u64_observable_gauge("agentbus_inbox_depth")
+            .with_callback(|o: &dyn AsyncInstrument<u64>| {
+                if let Ok(m) = registry().depth.lock() {
+                    for (agent, n) in m.iter() {
+                        o.observe(*n, &[KeyValue::new("agent", agent.clone())]);
+                    }
+                }
+            })
+            .build(),
+    ));
+    let histogram = |name: &'static str| {
+        meter
+            .f64_histogram(name)
+            .with_unit("s")
+            .with_boundaries(BUCKETS.to_vec())
+            .build()
+    };
+    let _ = OTLP.set(Otlp {
+        publish_latency: histogram("agentbus_publish_seconds"),
+        delivery_latency: histogram("agentbus_publish_to_delivery_seconds"),
+        _observed: observed,
+    });
+}
+
 fn registry() -> &'static Registry {
     static R: OnceLock<Registry> = OnceLock::new();
     R.get_or_init(Registry::default)
@@ -173,6 +269,9 @@ pub fn count_publish(result: &str, seconds: f64) {
         }
     }
     registry().publish_latency.observe(seconds);
+    if let Some(o) = OTLP.get() {
+        o.publish_latency.record(seconds, &[]);
+    }
 }
 
 /// Counts a delivery; `attempt > 1` is a redelivery. `age_s` is the time since receipt.
@@ -182,6 +281,9 @@ pub fn count_delivery(attempt: u32, age_s: f64) {
         registry().redeliveries.fetch_add(1, Ordering::Relaxed);
     } else {
         registry().delivery_latency.observe(age_s);
+        if let Some(o) = OTLP.get() {
+            o.delivery_latency.record(age_s, &[]);
+        }
     }
 }
 

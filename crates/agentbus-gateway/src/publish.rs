@@ -22,6 +22,7 @@ use agentbus_protocol::ids::IdKind;
 use agentbus_protocol::signing;
 use agentbus_protocol::timestamp::Timestamp;
 use agentbus_store::*;
+use agentbus_telemetry::{KeyValue, Parent, Span, SpanKind, semconv as sc};
 
 use crate::access::bearer;
 use crate::error::{ApiError, ApiResult};
@@ -48,7 +49,14 @@ pub async fn publish(
 ) -> Response {
     let started = Instant::now();
     let mut workspace = None;
-    let result = publish_inner(&app, &headers, &body, &mut workspace).await;
+    let mut span = Span::none();
+    let result = publish_inner(&app, &headers, &body, &mut workspace, &mut span).await;
+    match &result {
+        Ok((StatusCode::ACCEPTED, _)) => span.event("stored", Vec::new()),
+        Ok(_) => span.event("replayed", Vec::new()),
+        Err(e) => span.fail(&e.code.to_string(), &e.message),
+    }
+    span.end();
     let label = match &result {
         Ok((StatusCode::ACCEPTED, _)) => "accepted".to_owned(),
         Ok(_) => "replay".to_owned(),
@@ -128,12 +136,46 @@ fn missing(env: &Envelope, name: &str) -> ApiError {
     }
 }
 
-/// `workspace` is set to the sender's once it is known, for the per-workspace counters.
+/// The span of one publish, child of the envelope's `traceparent` (docs/observability.md): no
+/// message text, and the subject only when `otel_subject` is set.
+fn publish_span(app: &App, env: &Envelope, agent: &AgentRow, size: usize) -> Span {
+    let mut attrs = vec![
+        KeyValue::new(sc::MESSAGING_SYSTEM, sc::SYSTEM),
+        KeyValue::new(sc::MESSAGING_OPERATION_TYPE, "send"),
+        KeyValue::new(sc::MESSAGING_OPERATION_NAME, "publish"),
+        KeyValue::new(sc::MESSAGING_BODY_SIZE, size as i64),
+        KeyValue::new(sc::WORKSPACE, agent.workspace_id.clone()),
+    ];
+    for (key, name) in [
+        (sc::MESSAGING_MESSAGE_ID, "id"),
+        (sc::MESSAGING_DESTINATION_NAME, "to"),
+        (sc::MESSAGING_CONVERSATION_ID, "conversation_id"),
+        (sc::GEN_AI_CONVERSATION_ID, "conversation_id"),
+        (sc::MESSAGING_CLIENT_ID, "source"),
+        (sc::MESSAGE_TYPE, "type"),
+        (sc::TASK_ID, "task_id"),
+    ] {
+        if let Some(v) = env.str_attr(name) {
+            attrs.push(KeyValue::new(key, v.to_owned()));
+        }
+    }
+    if app.tracer.with_subject()
+        && let Some(v) = env.str_attr("subject")
+    {
+        attrs.push(KeyValue::new(sc::MESSAGE_SUBJECT, v.to_owned()));
+    }
+    let parent = env.traceparent().map_or(Parent::Root, Parent::Traceparent);
+    app.tracer.start("publish", SpanKind::Server, parent, attrs)
+}
+
+/// `workspace` is set to the sender's once it is known, for the per-workspace counters; `span`
+/// to the publish's span once the envelope is parsed (what fails before has no trace to join).
 async fn publish_inner(
     app: &App,
     headers: &HeaderMap,
     body: &[u8],
     workspace: &mut Option<String>,
+    span: &mut Span,
 ) -> ApiResult<(StatusCode, api::Receipt)> {
     // 1. Bearer.
     let agent = match bearer(app, headers).await? {
@@ -153,6 +195,10 @@ async fn publish_inner(
         ));
     }
     let env = Envelope::parse(body).map_err(|e| ApiError::new(e.code(), e.to_string()))?;
+    if app.tracer.is_on() {
+        *span = publish_span(app, &env, &agent, body.len());
+        span.event("authenticated", Vec::new());
+    }
     // 2. source.
     let source = env.source().ok_or_else(|| missing(&env, "source"))?;
     let my_address = app.address_of(&agent).await?;
@@ -162,6 +208,7 @@ async fn publish_inner(
             format!("source {source:?} is not your address {my_address}"),
         ));
     }
+    span.event("source_checked", Vec::new());
     // 3. Key.
     let sig =
         signing::envelope_sig(env.attrs()).map_err(|e| ApiError::new(e.code(), e.to_string()))?;
@@ -190,6 +237,7 @@ async fn publish_inner(
             "the signature does not verify over the canonical envelope bytes",
         ));
     }
+    span.event("signature_verified", Vec::new());
     let signed_hash = Sha256::digest(&signed).to_vec();
     // 5. Clock skew.
     let time = env.str_attr("time").ok_or_else(|| missing(&env, "time"))?;
@@ -209,6 +257,7 @@ async fn publish_inner(
             ),
         ));
     }
+    span.event("clock_checked", Vec::new());
     // 6. Replay window, and idempotent replay. The authoritative check runs inside the storing
     // transaction (a repeat comes back as `DuplicateId`), so an accepted publish pays no read for
     // it here; only when a later check refuses the envelope is the window consulted first, so a
@@ -228,7 +277,7 @@ async fn publish_inner(
         replay_since,
         received_bytes: body.len(),
     };
-    match store_checked(app, &checked, env).await {
+    match store_checked(app, &checked, env, span).await {
         Err(e) if (400..500).contains(&e.code.http_status()) => {
             match app
                 .store
@@ -262,6 +311,7 @@ async fn store_checked(
     app: &App,
     c: &Checked<'_>,
     env: Envelope,
+    span: &mut Span,
 ) -> ApiResult<(StatusCode, api::Receipt)> {
     let (agent, now) = (c.agent, c.now);
     let early_route = resolve(app, agent, env.to().unwrap_or_default()).await;
@@ -290,10 +340,19 @@ async fn store_checked(
     if !violations.is_empty() {
         return Err(ApiError::with_violations(violations));
     }
+    span.event("schema_checked", Vec::new());
     // 8. Resolution.
     let route = early_route?;
+    span.event(
+        "routed",
+        vec![KeyValue::new(
+            sc::MESSAGING_BATCH_COUNT,
+            route.recipients.len() as i64,
+        )],
+    );
     // 9. Policy.
     check_policy(app, c.my_address, &route).await?;
+    span.event("policy_allowed", Vec::new());
     // 10. Rate limit.
     app.rate_limit(&agent.id)?;
     // 11. Inbox depth: checked by the store inside the transaction that would add the entry

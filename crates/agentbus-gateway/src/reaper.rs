@@ -22,6 +22,9 @@ impl App {
             .reap_inboxes(now, self.config.max_attempts)
             .await?;
         crate::metrics::count_reaped(report.dead.len(), report.expired.len());
+        if self.tracer.is_on() {
+            trace_reaped(self, &report);
+        }
         for (entries, dead) in [(&report.dead, true), (&report.expired, false)] {
             for e in entries {
                 if let Some(a) = self.agent_row(&e.agent_id).await? {
@@ -33,6 +36,36 @@ impl App {
         crate::owed::send_task_notices(self).await?;
         crate::owed::send_entry_notices(self).await?;
         Ok(report)
+    }
+}
+
+/// A span per dead-lettered or expired copy, child of its message's `traceparent`.
+fn trace_reaped(app: &App, report: &ReapReport) {
+    use agentbus_telemetry::{KeyValue, Parent, SpanKind, semconv as sc};
+    for (entries, name) in [(&report.dead, "dead_letter"), (&report.expired, "expire")] {
+        for e in entries {
+            let attrs: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_str(&e.message.attrs).unwrap_or_default();
+            let s = |n: &str| attrs.get(n).and_then(|v| v.as_str()).unwrap_or_default();
+            let mut span = app.tracer.start(
+                name,
+                SpanKind::Internal,
+                Parent::Traceparent(s("traceparent")),
+                vec![
+                    KeyValue::new(sc::MESSAGING_SYSTEM, sc::SYSTEM),
+                    KeyValue::new(sc::MESSAGING_OPERATION_TYPE, "settle"),
+                    KeyValue::new(sc::MESSAGING_OPERATION_NAME, name),
+                    KeyValue::new(sc::MESSAGING_MESSAGE_ID, e.message.id.clone()),
+                    KeyValue::new(
+                        sc::MESSAGING_CONVERSATION_ID,
+                        s("conversation_id").to_owned(),
+                    ),
+                    KeyValue::new(sc::DELIVERY_ATTEMPT, i64::from(e.attempts)),
+                ],
+            );
+            span.event(name, Vec::new());
+            span.end();
+        }
     }
 }
 

@@ -190,7 +190,26 @@ pub struct App {
     /// Whether other gateway processes share the store (PostgreSQL): then wake-ups and identity
     /// changes are signalled to them as well ([`Store::signal`]).
     pub(crate) peers: bool,
+    /// Traces and metrics over OTLP when `otel_endpoint` is set; off (and free) otherwise.
+    pub(crate) telemetry: Arc<agentbus_telemetry::Telemetry>,
+    /// Its tracer, which the publish, delivery and timer spans start from.
+    pub(crate) tracer: agentbus_telemetry::Tracer,
+    /// While tracing is on, what an ack's span needs of each leased copy (its `traceparent` and
+    /// attributes), by lease token; bounded by [`TRACED_LEASES`].
+    pub(crate) traced_leases: Mutex<HashMap<String, TracedLease>>,
 }
+
+/// What a lease remembers for the span of its ack.
+pub(crate) struct TracedLease {
+    /// The message's `traceparent`.
+    pub traceparent: String,
+    /// The delivery's attributes (message id, destination, conversation).
+    pub attrs: Vec<agentbus_telemetry::KeyValue>,
+}
+
+/// The most leases remembered for ack spans; past it the oldest are forgotten wholesale (their
+/// acks then make no span), so a receiver that never acks cannot grow the map.
+pub(crate) const TRACED_LEASES: usize = 100_000;
 
 impl App {
     /// Assembles the gateway from its parts.
@@ -224,6 +243,9 @@ impl App {
             policies: Default::default(),
             blobstore: BlobStore::Files(config_blobs),
             peers: false,
+            telemetry: Arc::new(agentbus_telemetry::Telemetry::off()),
+            tracer: agentbus_telemetry::Tracer::off(),
+            traced_leases: Mutex::default(),
         }
     }
 

@@ -541,3 +541,19 @@ fn the_catalogue_check_finds_an_error_without_a_code() {
     ];
     assert_eq!(uncatalogued(&sources), ["a.rs: LostError"]);
 }
+
+/// "The telemetry crate sits low": it depends on no workspace crate, so every process (the
+/// gateway, the sidecar, the worker, the MCP server) can use it without an import circle, and the
+/// OpenTelemetry crates are linked only by it and those above it.
+#[test]
+fn the_telemetry_crate_knows_no_other_workspace_crate() {
+    let deps = dependencies();
+    for d in declared(&deps, "agentbus-telemetry") {
+        assert!(
+            !d.starts_with("agentbus"),
+            "agentbus-telemetry depends on {d}"
+        );
+    }
+    let otel = ["opentelemetry", "opentelemetry_sdk", "opentelemetry-otlp"];
+    assert_eq!(users(&deps, &otel), ["agentbus-telemetry"]);
+}

@@ -436,6 +436,7 @@ async fn work(
     inbound: mpsc::UnboundedReceiver<Inbound>,
     done: mpsc::UnboundedSender<String>,
 ) {
+    let span = turn_span(&shared, &job);
     let mut task = Task {
         shared: shared.clone(),
         job,
@@ -443,13 +444,67 @@ async fn work(
         pace: Pace::new(shared.heartbeat_ms),
         usage: None,
         started: shared.clock.now(),
+        span,
     };
     if let Err(e) = task.drive(inbound).await {
+        use agentbus_protocol::errors::Catalogued as _;
+        task.span.fail(&e.code().to_string(), &e.to_string());
         (shared.notify)(
             json!({"event": "error", "task_id": task.job.task_id, "message": e.to_string()}),
         );
     }
-    let _ = done.send(task.job.task_id);
+    if let Some(u) = &task.usage {
+        use agentbus_telemetry::{KeyValue, semconv as sc};
+        task.span.set(KeyValue::new(
+            sc::GEN_AI_USAGE_INPUT_TOKENS,
+            u.input_tokens as i64,
+        ));
+        task.span.set(KeyValue::new(
+            sc::GEN_AI_USAGE_OUTPUT_TOKENS,
+            u.output_tokens as i64,
+        ));
+        if let Some(m) = &u.model {
+            task.span
+                .set(KeyValue::new(sc::GEN_AI_REQUEST_MODEL, m.clone()));
+        }
+        if let Some(p) = &u.provider {
+            task.span
+                .set(KeyValue::new(sc::GEN_AI_PROVIDER_NAME, p.clone()));
+        }
+    }
+    let task_id = std::mem::take(&mut task.job.task_id);
+    std::mem::replace(&mut task.span, agentbus_telemetry::Span::none()).end();
+    let _ = done.send(task_id);
+}
+
+/// The span of a harness turn (an agent invocation in the GenAI conventions), child of the
+/// request's `traceparent`: the task's lifecycle messages are sent under it.
+fn turn_span(shared: &Shared, job: &Job) -> agentbus_telemetry::Span {
+    use agentbus_telemetry::{KeyValue, Parent, SpanKind, semconv as sc};
+    let tracer = agentbus_telemetry::global();
+    if !tracer.is_on() {
+        return agentbus_telemetry::Span::none();
+    }
+    let request = shared.agent.inbox().get(&job.request_id).ok().flatten();
+    let attr = |n: &str| request.as_ref().and_then(|r| r.attr(n)).map(str::to_owned);
+    let traceparent = attr("traceparent").unwrap_or_default();
+    let address = shared.agent.profile.address.clone();
+    let mut attrs = vec![
+        KeyValue::new(sc::GEN_AI_OPERATION_NAME, "invoke_agent"),
+        KeyValue::new(sc::GEN_AI_AGENT_NAME, address.clone()),
+        KeyValue::new(sc::GEN_AI_PROVIDER_NAME, shared.adapter.name().to_owned()),
+        KeyValue::new(sc::TASK_ID, job.task_id.clone()),
+        KeyValue::new(sc::MESSAGING_MESSAGE_ID, job.request_id.clone()),
+    ];
+    if let Some(c) = attr("conversation_id") {
+        attrs.push(KeyValue::new(sc::GEN_AI_CONVERSATION_ID, c));
+    }
+    tracer.start(
+        format!("invoke_agent {address}"),
+        SpanKind::Internal,
+        Parent::Traceparent(&traceparent),
+        attrs,
+    )
 }
 
 /// One task being worked.
@@ -460,6 +515,8 @@ struct Task {
     pace: Pace,
     usage: Option<Usage>,
     started: Timestamp,
+    /// The turn's span (empty when telemetry is off).
+    span: agentbus_telemetry::Span,
 }
 
 impl Task {
@@ -687,7 +744,11 @@ impl Task {
         let elapsed = self.shared.clock.now().millis() - self.started.millis();
         data.insert("duration_ms".into(), json!(elapsed.max(0)));
         let Some(u) = &self.usage else {
-            return Extra { usage: None, data };
+            return Extra {
+                usage: None,
+                data,
+                traceparent: None,
+            };
         };
         data.insert("usage".into(), u.to_json());
         if let Some(c) = u.cost() {
@@ -696,15 +757,17 @@ impl Task {
         Extra {
             usage: Some(u.to_json()),
             data,
+            traceparent: None,
         }
     }
 
     async fn act(
-        &self,
+        &mut self,
         action: TaskAction,
         files: &[PathBuf],
-        extra: Extra,
+        mut extra: Extra,
     ) -> Result<String, ClientError> {
+        extra.traceparent = self.span.traceparent();
         // A failed result's event names why, so that the worker's log says it.
         let failure = match &action {
             TaskAction::Fail { code, message, .. } => Some((code.clone(), message.clone())),
@@ -722,6 +785,19 @@ impl Task {
             event["message"] = json!(message);
         }
         (self.shared.notify)(event);
+        {
+            use agentbus_telemetry::{KeyValue, semconv as sc};
+            let r = &acted.sent.receipt.body;
+            let mut attrs = vec![
+                KeyValue::new(sc::TASK_ACTOR, self.shared.agent.profile.address.clone()),
+                KeyValue::new(sc::TASK_LATE, r.late.unwrap_or(false)),
+                KeyValue::new(sc::MESSAGING_MESSAGE_ID, acted.sent.id().to_owned()),
+            ];
+            if let Some(state) = &r.task_state {
+                attrs.push(KeyValue::new(sc::TASK_STATE, state.clone()));
+            }
+            self.span.event("task.transition", attrs);
+        }
         Ok(acted.sent.id().to_owned())
     }
 }

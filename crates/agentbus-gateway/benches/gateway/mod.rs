@@ -11,7 +11,18 @@ use agentbus_runtime::SystemClock;
 
 /// Opens a gateway on `dir` with `store`, serves it on a free loopback port until the process
 /// ends, and answers its address and, on a first start, its admin token.
+#[allow(dead_code)] // each bench uses one of the two
 pub async fn start(dir: PathBuf, store: StoreSetting) -> (SocketAddr, Option<String>) {
+    start_with(dir, store, |_| {}).await
+}
+
+/// [`start`] with the settings changed by `change` (telemetry, say).
+#[allow(dead_code)] // each bench uses one of the two
+pub async fn start_with(
+    dir: PathBuf,
+    store: StoreSetting,
+    change: impl FnOnce(&mut Config),
+) -> (SocketAddr, Option<String>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let mut config = Config::new(addr, dir);
@@ -19,6 +30,7 @@ pub async fn start(dir: PathBuf, store: StoreSetting) -> (SocketAddr, Option<Str
     config.inbox_max_depth = 1_000_000;
     config.rate_per_agent = 1e9;
     config.rate_burst = 1e9;
+    change(&mut config);
     let gw = Gateway::open(config, Arc::new(SystemClock)).await.unwrap();
     let admin = gw.bootstrap.as_ref().map(|b| b.admin_token.clone());
     tokio::spawn(gw.serve_on(listener, std::future::pending()));

@@ -29,3 +29,4 @@ mod service;
 mod settings;
 mod support;
 mod tasks;
+mod telemetry;

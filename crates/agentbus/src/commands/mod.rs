@@ -41,15 +41,19 @@ pub fn run(command: Command, globals: &Globals, printer: &Printer) -> CliResult 
         Command::Gateway(args) => gateway::run(args, printer),
         Command::Local(command) => local::run(command, globals, printer),
         Command::Share(args) => share::run(args, printer),
-        Command::Agent(command) => gateway_verbs::run(command, globals, printer),
-        Command::Sidecar(args) => sidecar::run(args, globals, printer),
+        Command::Agent(command) => {
+            traced("agentbus", || gateway_verbs::run(command, globals, printer))
+        }
+        Command::Sidecar(args) => {
+            traced("agentbus-sidecar", || sidecar::run(args, globals, printer))
+        }
         Command::Trace(args) => trace::run(args, globals, printer),
         Command::Agents(args) => directory::agents(args, globals, printer),
         Command::Card(args) => directory::card(args, globals, printer),
         Command::Topic(args) => directory::topic(args, globals, printer),
         Command::Doctor(args) => doctor::run(args, globals, printer),
-        Command::Mcp(args) => mcp::run(args, globals, printer),
-        Command::Work(args) => work::run(args, globals, printer),
+        Command::Mcp(args) => traced("agentbus-mcp", || mcp::run(args, globals, printer)),
+        Command::Work(args) => traced("agentbus-worker", || work::run(args, globals, printer)),
         Command::Completions(args) => completions::run(args, printer),
         Command::Tasks(args) => lists::tasks(args, globals, printer),
         Command::Sent(args) => lists::sent(args, globals, printer),
@@ -57,6 +61,20 @@ pub fn run(command: Command, globals: &Globals, printer: &Printer) -> CliResult 
         Command::Tokens(args) => tokens::run(args, printer),
         Command::Search(args) => search::run(args, globals, printer),
     }
+}
+
+/// Runs a command that talks to a gateway as an agent with OpenTelemetry on when the `OTEL_*`
+/// variables ask for it (docs/observability.md), as `service`, flushing its spans at the end.
+/// Local commands and the hook never start it: they stay off the network.
+fn traced(service: &str, command: impl FnOnce() -> CliResult) -> CliResult {
+    let telemetry = agentbus_telemetry::start_process(service).map_err(|e| {
+        CliError::new(crate::error::ErrorKind::Config, e)
+            .fix("correct the OTEL_* variable named (docs/observability.md)")
+            .code(agentbus_protocol::Code::SettingUnusable)
+    })?;
+    let ran = command();
+    telemetry.shutdown();
+    ran
 }
 
 /// Reads a file argument, where `-` (the default) is standard input.
