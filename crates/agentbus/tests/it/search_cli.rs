@@ -135,9 +135,6 @@ fn trace_prints_the_trace_id_and_the_viewer_link() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
     );
-    assert!(
-        text.contains(&format!("\n\ntrace: {trace_id}\n")),
-        "{text}"
-    );
+    assert!(text.contains(&format!("\n\ntrace: {trace_id}\n")), "{text}");
     assert!(err.contains("AGENTBUS_TRACE_URL is ignored"), "{err}");
 }
