@@ -117,6 +117,8 @@ pub struct Config {
     pub otel_sdk_disabled: bool,
     /// Whether spans carry a message's subject.
     pub otel_subject: bool,
+    /// The operator's trace viewer, `{trace_id}` in it; empty: the console links no trace.
+    pub trace_url: String,
     /// The black-box test clock (`--unsafe-test-clock`): time an operator can move by HTTP.
     pub unsafe_test_clock: bool,
 }
@@ -195,6 +197,7 @@ impl Config {
             otel_traces_sampler_arg: String::new(),
             otel_sdk_disabled: false,
             otel_subject: false,
+            trace_url: String::new(),
             unsafe_test_clock: false,
         };
         // Settings whose default depends on the machine (listen, data, public_url) keep the
@@ -469,6 +472,20 @@ fn log_filter(r: &Raw) -> Result<String, Bad> {
 
 fn telemetry_bad(e: agentbus_telemetry::Invalid) -> Bad {
     bad(e.cause, e.fix)
+}
+
+fn trace_url(r: &Raw) -> Result<String, Bad> {
+    let t = text(r)?;
+    if t.is_empty() {
+        return Ok(t);
+    }
+    agentbus_protocol::tracelink::check(&t).map_err(|e| {
+        bad(
+            e.to_string(),
+            "give an http(s) URL with {trace_id} in it, such as https://jaeger.example/trace/{trace_id}",
+        )
+    })?;
+    Ok(t)
 }
 
 fn otel_endpoint(r: &Raw) -> Result<String, Bad> {
@@ -1477,6 +1494,17 @@ pub static SETTINGS: &[Setting] = &[
         help: "Add each message's subject to its spans (`agentbus.message.subject`); no message text or attachment name is ever exported.",
         reason: "Off: a subject is the sender's text, and a collector is often run by other people than the agents' owners.",
         field: field!(parsed otel_subject, switch),
+    },
+    Setting {
+        name: "trace_url",
+        flag: "trace-url",
+        env: Some("AGENTBUS_TRACE_URL"),
+        value_name: "URL",
+        default: "",
+        default_doc: "none (no link)",
+        help: "The operator's trace viewer, such as `https://jaeger.example/trace/{trace_id}`: the console's task and conversation pages link each trace there, as `agentbus trace` does with the same variable.",
+        reason: "No link: which viewer an operator runs, if any, is theirs to say.",
+        field: field!(text trace_url, trace_url),
     },
     Setting {
         name: "unsafe_test_clock",

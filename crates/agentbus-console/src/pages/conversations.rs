@@ -232,6 +232,7 @@ struct ThreadPage<'a> {
     messages: Vec<MessageView>,
     page: usize,
     pages: usize,
+    traces: Vec<render::TraceLink>,
 }
 
 /// Paging of a thread.
@@ -297,6 +298,10 @@ pub(crate) async fn thread(
             .ops()
             .thread(&id, q.page.unwrap_or(1), THREAD_PAGE)
             .await?;
+        let traces = render::traces(
+            thread.messages.iter().map(|m| &m.envelope),
+            &v.console.app.config.trace_url,
+        );
         let mut messages = Vec::with_capacity(thread.messages.len());
         for m in thread.messages {
             messages.push(message_view(&v, m).await?);
@@ -308,6 +313,7 @@ pub(crate) async fn thread(
             messages,
             page: thread.page,
             pages: thread.pages,
+            traces,
         })
     }
     .await;

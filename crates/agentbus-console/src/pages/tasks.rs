@@ -395,6 +395,7 @@ struct OnePage<'a> {
     instructions: String,
     live: String,
     may_cancel: bool,
+    traces: Vec<render::TraceLink>,
 }
 
 /// `GET /console/tasks/{id}`: `GET /v1/tasks/{id}` as the viewer reads it, with the timeline drawn,
@@ -408,6 +409,8 @@ pub(crate) async fn one(v: Viewer, Path(id): Path<String>) -> Response {
             .find(|t| t.message.id == row.request_id)
             .map(|t| t.envelope.clone())
             .unwrap_or(Value::Null);
+        // A task's trace is its request's: every message in answer continues it.
+        let traces = render::traces(std::iter::once(&request), &v.console.app.config.trace_url);
         let limits = &row.machine.limits;
         let budget = match &request["budget"] {
             Value::Null => String::new(),
@@ -442,6 +445,7 @@ pub(crate) async fn one(v: Viewer, Path(id): Path<String>) -> Response {
             instructions: peer(request["data"]["instructions"].as_str().unwrap_or_default()),
             live,
             may_cancel: !row.terminal && v.ops().is_admin(),
+            traces,
         })
     }
     .await;

@@ -1346,3 +1346,43 @@ async fn the_search_page_shows_marked_snippets_in_scope_and_refuses_bad_queries(
     let p = w.get(Some(&s), "/console/search").await;
     assert!(p.status == 200 && p.body.contains("id=\"q\""), "{}", p.body);
 }
+
+/// A task's page and a conversation's name the W3C trace their messages carry (§2.1), linked to
+/// the operator's viewer when the gateway's `trace_url` is set; without it, the id alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_and_conversation_pages_link_their_trace_to_the_viewer() {
+    let w = agentbus_testkit::console::World::start_with(|c| {
+        c.trace_url = "https://jaeger.example/trace/{trace_id}".into();
+    })
+    .await;
+    let admin = w.admin.clone();
+    w.workspace(&admin, "backend").await;
+    let ws_admin = w.user(&admin, "admin", "backend").await;
+    let requester = w
+        .agent(&admin, "bot", json!({"workspace": "backend"}))
+        .await;
+    let worker = w
+        .agent(
+            &admin,
+            "rev",
+            json!({"workspace": "backend", "capabilities": [{"name": "code.review", "version": "1"}]}),
+        )
+        .await;
+    let (req, task) = w
+        .request(&requester, &worker, json!({"instructions": "look"}))
+        .await;
+    let trace = req["traceparent"].as_str().unwrap()[3..35].to_owned();
+    let s = w.sign_in(&ws_admin).await;
+    let link = format!("href=\"https://jaeger.example/trace/{trace}\"");
+    let p = w.get(Some(&s), &format!("/console/tasks/{task}")).await;
+    assert!(p.body.contains(&trace) && p.body.contains(&link), "{}", p.body);
+    let cnv = req["conversation_id"].as_str().unwrap();
+    let p = w.get(Some(&s), &format!("/console/conversations/{cnv}")).await;
+    assert!(p.body.contains(&link), "{}", p.body);
+    // Without the setting: the id, no link.
+    let f = Fixture::build().await;
+    let s = f.w.sign_in(&f.ws_admin).await;
+    let p = f.w.get(Some(&s), &format!("/console/tasks/{}", f.task)).await;
+    let id = f.request["traceparent"].as_str().unwrap()[3..35].to_owned();
+    assert!(p.body.contains(&id) && !p.body.contains("trace viewer"), "{}", p.body);
+}
