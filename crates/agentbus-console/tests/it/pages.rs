@@ -1375,14 +1375,26 @@ async fn task_and_conversation_pages_link_their_trace_to_the_viewer() {
     let s = w.sign_in(&ws_admin).await;
     let link = format!("href=\"https://jaeger.example/trace/{trace}\"");
     let p = w.get(Some(&s), &format!("/console/tasks/{task}")).await;
-    assert!(p.body.contains(&trace) && p.body.contains(&link), "{}", p.body);
+    assert!(
+        p.body.contains(&trace) && p.body.contains(&link),
+        "{}",
+        p.body
+    );
     let cnv = req["conversation_id"].as_str().unwrap();
-    let p = w.get(Some(&s), &format!("/console/conversations/{cnv}")).await;
+    let p = w
+        .get(Some(&s), &format!("/console/conversations/{cnv}"))
+        .await;
     assert!(p.body.contains(&link), "{}", p.body);
     // Without the setting: the id, no link.
     let f = Fixture::build().await;
     let s = f.w.sign_in(&f.ws_admin).await;
-    let p = f.w.get(Some(&s), &format!("/console/tasks/{}", f.task)).await;
+    let p =
+        f.w.get(Some(&s), &format!("/console/tasks/{}", f.task))
+            .await;
     let id = f.request["traceparent"].as_str().unwrap()[3..35].to_owned();
-    assert!(p.body.contains(&id) && !p.body.contains("trace viewer"), "{}", p.body);
+    assert!(
+        p.body.contains(&id) && !p.body.contains("trace viewer"),
+        "{}",
+        p.body
+    );
 }
