@@ -327,6 +327,44 @@ pub(crate) fn pretty(v: &serde_json::Value) -> String {
     peer(&serde_json::to_string_pretty(v).unwrap_or_default())
 }
 
+/// A W3C trace a page's messages carry (§2.1 `traceparent`), with its link to the operator's
+/// viewer (the gateway's `trace_url`) when one is set.
+pub(crate) struct TraceLink {
+    /// The 32-hex trace id.
+    pub id: String,
+    /// The viewer's URL for it.
+    pub href: Option<String>,
+}
+
+/// The distinct traces of `envelopes`, in order, linked under `template` (empty: no link). Only a
+/// real trace id is put in a link (`agentbus_protocol::tracelink`), so a peer's `traceparent`
+/// never writes a URL.
+pub(crate) fn traces<'a>(
+    envelopes: impl Iterator<Item = &'a serde_json::Value>,
+    template: &str,
+) -> Vec<TraceLink> {
+    let mut out: Vec<TraceLink> = Vec::new();
+    for e in envelopes {
+        let Some(id) = e
+            .get("traceparent")
+            .and_then(serde_json::Value::as_str)
+            .and_then(|t| t.get(3..35))
+            .filter(|id| id.bytes().all(|b| b.is_ascii_hexdigit()))
+        else {
+            continue;
+        };
+        if out.iter().all(|t| t.id != id) {
+            out.push(TraceLink {
+                id: id.to_owned(),
+                href: (!template.is_empty())
+                    .then(|| agentbus_protocol::tracelink::link(template, id))
+                    .flatten(),
+            });
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -377,42 +415,4 @@ mod tests {
             "a\\u{202E}b\\u{200B}c\\u{000D}\nd\te"
         );
     }
-}
-
-/// A W3C trace a page's messages carry (§2.1 `traceparent`), with its link to the operator's
-/// viewer (the gateway's `trace_url`) when one is set.
-pub(crate) struct TraceLink {
-    /// The 32-hex trace id.
-    pub id: String,
-    /// The viewer's URL for it.
-    pub href: Option<String>,
-}
-
-/// The distinct traces of `envelopes`, in order, linked under `template` (empty: no link). Only a
-/// real trace id is put in a link (`agentbus_protocol::tracelink`), so a peer's `traceparent`
-/// never writes a URL.
-pub(crate) fn traces<'a>(
-    envelopes: impl Iterator<Item = &'a serde_json::Value>,
-    template: &str,
-) -> Vec<TraceLink> {
-    let mut out: Vec<TraceLink> = Vec::new();
-    for e in envelopes {
-        let Some(id) = e
-            .get("traceparent")
-            .and_then(serde_json::Value::as_str)
-            .and_then(|t| t.get(3..35))
-            .filter(|id| id.bytes().all(|b| b.is_ascii_hexdigit()))
-        else {
-            continue;
-        };
-        if out.iter().all(|t| t.id != id) {
-            out.push(TraceLink {
-                id: id.to_owned(),
-                href: (!template.is_empty())
-                    .then(|| agentbus_protocol::tracelink::link(template, id))
-                    .flatten(),
-            });
-        }
-    }
-    out
 }
