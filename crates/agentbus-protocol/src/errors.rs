@@ -436,7 +436,7 @@ catalogue! {
     /// A blob is larger than the plan allows.
     BlobTooLarge = 3040, 413, Refused, Spec, "Blob too large",
         cause: "The declared blob size is above the effective maximum: the plan's `blob_bytes`, and without an S3 store also the inline cap `AGENTBUS_BLOB_INLINE_MAX` (8 MiB by default).",
-        fix: "Split the content, compress it, or ask an admin for a larger limit.";
+        fix: "Split or compress the content; or ask the gateway's operator to store blobs in S3 (`agentbus gateway --s3-endpoint URL --s3-bucket NAME`, docs/deploy.md), which takes files up to the plan's `blob_bytes`, or to raise the inline cap (`agentbus gateway --blob-inline-max 64MiB`).";
     /// An agent card is larger than the gateway accepts.
     CardTooLarge = 3041, 413, Refused, Project, "Agent card too large",
         cause: "The body of `POST /v1/agents` or `PATCH /v1/agents/{id}` is larger than the gateway's `card_max_bytes` (64 KiB by default). Cards travel in every directory listing (§10), so they are kept small.",
