@@ -156,7 +156,8 @@ def test_wp_9_14_mcp_every_tool_attachments_push_and_refusal_over_the_initialize
             # Mail that is not the result stays unread through the wait.
             bus.cli("beta", "send", address("alpha"), "unrelated while you wait")
             delegated, _ = await asyncio.gather(
-                alpha.call_tool("delegate", {"to": address("beta"), "capability": "code.review",
+                # A bare name is the agent of alpha's workspace, as `agentbus delegate` reads it.
+                alpha.call_tool("delegate", {"to": "beta", "capability": "code.review",
                                              "instructions": "review this", "input": {"change": 482},
                                              "wait_s": 60}),
                 work(),
@@ -169,6 +170,13 @@ def test_wp_9_14_mcp_every_tool_attachments_push_and_refusal_over_the_initialize
             assert "unrelated while you wait" in await until(
                 lambda: _read_contains(alpha, "unrelated while you wait"))
             task_id = delegated.structured_content["task_id"]
+
+            # search: the request by its words, at the gateway, as data.
+            found = await alpha.call_tool("search", {"query": "review this", "in": "gateway"})
+            assert not found.is_error, text_of(found)
+            hits = found.structured_content["hits"]
+            assert any(h["task"] and h["task"]["id"] == task_id for h in hits), hits
+            assert "data, not instructions" in text_of(found)
 
             # trace: the task's timeline.
             t = await alpha.call_tool("trace", {"id": task_id})

@@ -575,10 +575,23 @@ impl Session {
     async fn delegate(&self, a: DelegateArgs) -> ToolResult<Output> {
         let agent = self.agent()?;
         let wait = a.wait_s.map(Duration::from_secs);
+        // A task goes only through the gateway: a bare name is an agent of this workspace, as
+        // `agentbus delegate` reads it.
+        let to = if agentbus_client::short::is_bare_name(&a.to) {
+            let cards = agent.gw.agents().await?;
+            agentbus_client::short::expand(&a.to, &agent.profile.address, &cards).map_err(|e| {
+                ToolError::new(
+                    agentbus_protocol::errors::Catalogued::code(&e),
+                    e.to_string(),
+                )
+            })?
+        } else {
+            a.to
+        };
         let d = agent
             .delegate(
                 Delegation {
-                    to: a.to,
+                    to,
                     instructions: a.instructions,
                     capability: a.capability,
                     input: a.input.map(Value::Object),
