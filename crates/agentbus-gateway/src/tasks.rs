@@ -363,10 +363,55 @@ async fn fire(app: &App, id: &str, now: i64) -> ApiResult<bool> {
         .update_task(new_row, expected, ev, owed_by(&outcome))
         .await
     {
-        Ok(()) => Ok(true),
+        Ok(()) => {
+            if app.tracer.is_on() {
+                trace_timer(app, &row, &outcome).await;
+            }
+            Ok(true)
+        }
         Err(StoreError::Conflict(_)) => Ok(false),
         Err(e) => Err(e.into()),
     }
+}
+
+/// A span for a timer that fired on task `row` (§6.1), in its request's trace: the change is
+/// the task's, caused by no envelope. A request that cannot be read costs the span, not the
+/// firing.
+async fn trace_timer(app: &App, row: &TaskRow, outcome: &Outcome) {
+    use agentbus_telemetry::{KeyValue, Parent, SpanKind, semconv as sc};
+    let traceparent = match find_request(app, row).await {
+        Ok(Some(m)) => serde_json::from_str::<Value>(&m.attrs).ok().and_then(|a| {
+            a.get("traceparent")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        }),
+        _ => None,
+    };
+    let Some(traceparent) = traceparent else {
+        return;
+    };
+    let timer = outcome.timer.map(|t| t.as_str()).unwrap_or("timer");
+    let mut span = app.tracer.start(
+        "timer",
+        SpanKind::Internal,
+        Parent::Traceparent(&traceparent),
+        vec![
+            KeyValue::new(sc::MESSAGING_SYSTEM, sc::SYSTEM),
+            KeyValue::new(sc::MESSAGING_OPERATION_NAME, "timer"),
+            KeyValue::new(sc::TASK_ID, row.id.clone()),
+            KeyValue::new(sc::TIMER, timer),
+            KeyValue::new(sc::TASK_STATE, outcome.to.as_str()),
+            KeyValue::new(sc::MESSAGING_CONVERSATION_ID, row.conversation_id.clone()),
+        ],
+    );
+    span.event(
+        "fired",
+        vec![
+            KeyValue::new("agentbus.task.from", outcome.from.as_str()),
+            KeyValue::new(sc::TASK_STATE, outcome.to.as_str()),
+        ],
+    );
+    span.end();
 }
 
 /// The type of a cancel on the timeline, the requester's or an admin's.

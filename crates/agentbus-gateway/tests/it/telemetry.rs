@@ -359,3 +359,37 @@ async fn the_subject_is_exported_only_when_asked() {
             .all(|s| s.attrs.values().all(|v| !v.contains("secret")))
     );
 }
+
+/// A timer that fires (§6.1: here the accept timeout of a request nobody accepted) is a span in
+/// its request's trace, named by its timer and the state it led to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timer_firing_is_a_span_in_its_requests_trace() {
+    let rx = Receiver::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let url = rx.url.clone();
+    let h = Harness::start_with(tmp.path().join("gw"), |c| c.otel_endpoint = url).await;
+    let bot = h.agent("release-bot").await;
+    let rev = h.worker("reviewer").await;
+    let req = sign(
+        &bot,
+        request(&h, &bot, &rev, json!({"accept_timeout_s": 5})),
+    );
+    let task = h.publish_task(&bot, &req).await;
+    h.clock.advance_secs(6);
+    h.app.reap().await.unwrap();
+    h.stop().await;
+    let traceparent = req["traceparent"].as_str().unwrap();
+    let (trace, parent) = (&traceparent[3..35], &traceparent[36..52]);
+    let spans = rx.spans();
+    let timer = spans
+        .iter()
+        .find(|s| s.name == "timer" && s.attrs.get("agentbus.task.id") == Some(&task))
+        .unwrap_or_else(|| panic!("no timer span of {task} in {spans:#?}"));
+    assert_eq!(
+        (timer.trace_id.as_str(), timer.parent.as_str()),
+        (trace, parent)
+    );
+    assert_eq!(timer.attrs["agentbus.timer"], "accept_timeout");
+    assert_eq!(timer.attrs["agentbus.task.state"], "expired");
+    assert_eq!(timer.events, ["fired"]);
+}
