@@ -920,7 +920,10 @@ pub fn show(id: &str, globals: &Globals, printer: &Printer) -> CliResult {
         let mut doc = received_json(&r);
         doc["answer"] = json!(answer);
         doc["expired_at"] = json!(expired.map(|t| t.to_string()));
-        printer.json(&doc)?;
+        // `inbox --show` prints `inbox`'s document: the one item, with its envelope and
+        // diagnostics beside the list's fields.
+        let engineer = agentbus_local::view::engineer_by(super::local::engineer_email().as_deref());
+        printer.json(&json!({"engineer": engineer, "items": [doc]}))?;
         return Ok(ExitCode::SUCCESS);
     }
     let env = agentbus_protocol::envelope::Envelope::from_map(r.envelope.clone());

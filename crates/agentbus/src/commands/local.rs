@@ -443,7 +443,12 @@ fn inbox(args: InboxArgs, globals: &Globals, printer: &Printer) -> CliResult {
             short_node(&m.node),
             m.text
         );
-        printer.either(&item_json(&m, store.now()), &human)?;
+        // The list's document, with the one item.
+        let doc = json!({
+            "engineer": agentbus_local::view::engineer_by(engineer_email().as_deref()),
+            "items": [item_json(&m, store.now())],
+        });
+        printer.either(&doc, &human)?;
         return Ok(ExitCode::SUCCESS);
     }
     let email = engineer_email();

@@ -94,6 +94,9 @@ fn every_surface_shows_the_msg_and_tsk_ids_and_every_verb_takes_them() {
     assert!(shown.contains(&format!("task:         {task}")), "{shown}");
     assert!(shown.contains("to answer:"), "{shown}");
     let doc = reviewer.ok(&["--json", "inbox", "--show", &lm]);
+    // `inbox`'s document, with the one item.
+    assert!(doc["engineer"].is_string(), "{doc}");
+    let doc = &doc["items"][0];
     assert_eq!(
         (doc["id"].as_str(), doc["task_id"].as_str()),
         (Some(request.as_str()), Some(task.as_str()))

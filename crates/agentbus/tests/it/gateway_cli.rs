@@ -717,7 +717,7 @@ fn wp_3_2_11_wp_13_1_5_a_tampered_envelope_is_stored_unverified_never_dropped() 
         "--show",
         bad["envelope"]["id"].as_str().unwrap(),
     ]);
-    assert_eq!(show["verified"], "false");
+    assert_eq!(show["items"][0]["verified"], "false");
     // WP-13.1-5: a session bound to the agent is shown the message framed verified="false".
     let prompt = br#"{"session_id":"s1","hook_event_name":"UserPromptSubmit","prompt":"go"}"#;
     let hook = |m: &Machine| {
@@ -1867,6 +1867,7 @@ fn wp_13_1_5_with_require_verified_inbound_a_tampered_message_is_held_from_sessi
         "{text}"
     );
     let show = reviewer.ok(&["--json", "inbox", "--show", &bad_id]);
+    let show = &show["items"][0];
     assert_eq!(
         (show["verified"].as_str(), show["held"].as_str()),
         (Some("false"), Some("require_verified_inbound"))
