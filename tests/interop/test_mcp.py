@@ -224,7 +224,7 @@ def test_mcp_current_revision_discover_listen_and_push(bus):
             assert alpha.session.protocol_version == "2026-07-28"
             assert beta.session.protocol_version == "2026-07-28"  # auto negotiates the newest
             tools = await alpha.list_tools()
-            assert len(tools.tools) == 7
+            assert len(tools.tools) == 8
             async with alpha.listen(resource_subscriptions=[INBOX]) as sub:
                 assert sub.honored.resource_subscriptions == [INBOX]
                 sent = await beta.call_tool("send", {"to": address("alpha"), "text": "modern hello"})
