@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// Upper bounds of the latency buckets, seconds.
@@ -166,10 +166,23 @@ struct Otlp {
     _observed: Vec<Box<dyn std::any::Any + Send + Sync>>,
 }
 
-static OTLP: OnceLock<Otlp> = OnceLock::new();
+/// The instruments of every gateway of this process that turned telemetry on (one in a
+/// deployment; several in a test binary, each with its own collector), each recorded into.
+static OTLP: Mutex<Vec<Otlp>> = Mutex::new(Vec::new());
+/// Whether [`OTLP`] holds any: the hot path takes no lock while telemetry is off.
+static OTLP_ON: AtomicBool = AtomicBool::new(false);
+
+/// Runs `f` on each gateway's instruments, when telemetry is on anywhere in the process.
+fn each_otlp(f: impl Fn(&Otlp)) {
+    if OTLP_ON.load(Ordering::Relaxed)
+        && let Ok(list) = OTLP.lock()
+    {
+        list.iter().for_each(f);
+    }
+}
 
 /// Exports the registry's metrics through `meter`, under the names and units `/metrics` uses;
-/// the first gateway of a process to turn telemetry on does.
+/// every gateway of a process that turns telemetry on does, into its own meter.
 pub fn export_to(meter: &agentbus_telemetry::Meter) {
     use agentbus_telemetry::KeyValue;
     use agentbus_telemetry::instruments::AsyncInstrument;
@@ -245,11 +258,14 @@ pub fn export_to(meter: &agentbus_telemetry::Meter) {
             .with_boundaries(BUCKETS.to_vec())
             .build()
     };
-    let _ = OTLP.set(Otlp {
-        publish_latency: histogram("agentbus_publish_seconds"),
-        delivery_latency: histogram("agentbus_publish_to_delivery_seconds"),
-        _observed: observed,
-    });
+    if let Ok(mut list) = OTLP.lock() {
+        list.push(Otlp {
+            publish_latency: histogram("agentbus_publish_seconds"),
+            delivery_latency: histogram("agentbus_publish_to_delivery_seconds"),
+            _observed: observed,
+        });
+        OTLP_ON.store(true, Ordering::Relaxed);
+    }
 }
 
 fn registry() -> &'static Registry {
@@ -269,9 +285,7 @@ pub fn count_publish(result: &str, seconds: f64) {
         }
     }
     registry().publish_latency.observe(seconds);
-    if let Some(o) = OTLP.get() {
-        o.publish_latency.record(seconds, &[]);
-    }
+    each_otlp(|o| o.publish_latency.record(seconds, &[]));
 }
 
 /// Counts a delivery; `attempt > 1` is a redelivery. `age_s` is the time since receipt.
@@ -281,9 +295,7 @@ pub fn count_delivery(attempt: u32, age_s: f64) {
         registry().redeliveries.fetch_add(1, Ordering::Relaxed);
     } else {
         registry().delivery_latency.observe(age_s);
-        if let Some(o) = OTLP.get() {
-            o.delivery_latency.record(age_s, &[]);
-        }
+        each_otlp(|o| o.delivery_latency.record(age_s, &[]));
     }
 }
 
