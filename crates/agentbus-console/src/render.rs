@@ -343,26 +343,17 @@ pub(crate) fn traces<'a>(
     envelopes: impl Iterator<Item = &'a serde_json::Value>,
     template: &str,
 ) -> Vec<TraceLink> {
-    let mut out: Vec<TraceLink> = Vec::new();
-    for e in envelopes {
-        let Some(id) = e
-            .get("traceparent")
-            .and_then(serde_json::Value::as_str)
-            .and_then(|t| t.get(3..35))
-            .filter(|id| id.bytes().all(|b| b.is_ascii_hexdigit()))
-        else {
-            continue;
-        };
-        if out.iter().all(|t| t.id != id) {
-            out.push(TraceLink {
-                id: id.to_owned(),
-                href: (!template.is_empty())
-                    .then(|| agentbus_protocol::tracelink::link(template, id))
-                    .flatten(),
-            });
-        }
-    }
-    out
+    let parents =
+        envelopes.filter_map(|e| e.get("traceparent").and_then(serde_json::Value::as_str));
+    agentbus_protocol::tracelink::trace_ids(parents)
+        .into_iter()
+        .map(|id| TraceLink {
+            href: (!template.is_empty())
+                .then(|| agentbus_protocol::tracelink::link(template, &id))
+                .flatten(),
+            id,
+        })
+        .collect()
 }
 
 #[cfg(test)]

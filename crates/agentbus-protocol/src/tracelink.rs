@@ -46,11 +46,36 @@ pub fn link(template: &str, trace_id: &str) -> Option<String> {
         .then(|| template.trim().replace(PLACEHOLDER, trace_id))
 }
 
+/// The distinct trace ids of `traceparents` (W3C `00-<trace id>-<span id>-<flags>`), in the
+/// order met; a value with no 32-hex trace id in its place is skipped.
+pub fn trace_ids<'a>(traceparents: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for t in traceparents {
+        let Some(id) = t
+            .get(3..35)
+            .filter(|id| id.bytes().all(|b| b.is_ascii_hexdigit()))
+        else {
+            continue;
+        };
+        if !out.iter().any(|o| o == id) {
+            out.push(id.to_owned());
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+
+    #[test]
+    fn trace_ids_are_distinct_and_real() {
+        let a = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let b = "00-4bf92f3577b34da6a3ce929d0e0e4736-1111111111111111-01";
+        assert_eq!(trace_ids([a, "junk", b, "00-xyz"]), [ID]);
+    }
 
     #[test]
     fn a_template_gets_the_trace_id() {

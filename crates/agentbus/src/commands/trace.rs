@@ -143,19 +143,9 @@ fn traces_of<'a>(
     envelopes: impl Iterator<Item = &'a agentbus_api::EnvelopeMap>,
     template: Option<&str>,
 ) -> Vec<Value> {
-    let mut seen = Vec::<String>::new();
-    for e in envelopes {
-        let id = e
-            .get("traceparent")
-            .and_then(Value::as_str)
-            .and_then(|t| t.get(3..35));
-        if let Some(id) = id
-            && !seen.iter().any(|s| s == id)
-        {
-            seen.push(id.to_owned());
-        }
-    }
-    seen.into_iter()
+    let parents = envelopes.filter_map(|e| e.get("traceparent").and_then(Value::as_str));
+    agentbus_protocol::tracelink::trace_ids(parents)
+        .into_iter()
         .map(|id| {
             let link = template.and_then(|t| agentbus_protocol::tracelink::link(t, &id));
             json!({"trace_id": id, "link": link})
