@@ -5,27 +5,28 @@
 use chacha20poly1305::aead::{Aead, KeyInit};
 use chacha20poly1305::{Key, XChaCha20Poly1305, XNonce};
 
+use agentbus_protocol::search::IndexKey;
 use agentbus_runtime::random_bytes;
 
-/// A 256-bit key.
+/// A 256-bit key, with the search key derived from it once (every publish indexes under it).
 #[derive(Clone)]
-pub struct DataKey(Key);
+pub struct DataKey(Key, IndexKey);
 
 impl DataKey {
     /// The tenant's search key (`agentbus_protocol::search`), derived from this key: the
     /// search index's hashes never open data.
-    pub(crate) fn search_key(&self) -> agentbus_protocol::search::IndexKey {
-        agentbus_protocol::search::IndexKey::derive(self.0.as_slice())
+    pub(crate) fn search_key(&self) -> &IndexKey {
+        &self.1
     }
 
     /// A fresh random key.
     pub fn generate() -> DataKey {
-        DataKey(Key::from(random_bytes::<32>()))
+        DataKey::from_bytes(random_bytes::<32>())
     }
 
     /// The key from its 32 bytes.
     pub fn from_bytes(b: [u8; 32]) -> DataKey {
-        DataKey(Key::from(b))
+        DataKey(Key::from(b), IndexKey::derive(&b))
     }
 
     /// Its 32 bytes.

@@ -153,7 +153,6 @@ pub(crate) async fn run(
     who: &crate::state::Principal,
     p: &SearchParams,
 ) -> ApiResult<api::SearchResults> {
-    let (app, who) = (app, who);
     let viewer = crate::identity::viewer(who)?;
     let q = search::Query::parse(p.q.as_deref().unwrap_or("")).map_err(|e| bad(e.to_string()))?;
     let limit = match p.limit {
@@ -162,7 +161,8 @@ pub(crate) async fn run(
         None => 20,
     } as usize;
     let cursor = p.cursor.as_deref().map(parse_cursor).transpose()?;
-    let key = app.tenant_key(who.tenant_id()).await?.search_key();
+    let data_key = app.tenant_key(who.tenant_id()).await?;
+    let key = data_key.search_key();
     let mut words: Vec<Vec<String>> = q
         .text_words()
         .iter()
