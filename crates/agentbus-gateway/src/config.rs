@@ -97,6 +97,9 @@ pub struct Config {
     /// Whether anyone may read a `public` card (any tenant's credential, or none); off, `public`
     /// behaves as `tenant` (§10).
     pub public_discovery: bool,
+    /// Whether publishes write the search index (`GET /v1/search`); off, new messages are
+    /// never found.
+    pub search_index: bool,
     /// What is logged: `level` or `target=level` directives, comma-separated.
     pub log: String,
     /// How log lines are written (text on a terminal, JSON lines for a pipeline).
@@ -187,6 +190,7 @@ impl Config {
             card_max_bytes: 0,
             shutdown_grace: Duration::ZERO,
             public_discovery: false,
+            search_index: false,
             log: String::new(),
             log_format: LogFormat::Auto,
             otel_endpoint: String::new(),
@@ -1384,6 +1388,17 @@ pub static SETTINGS: &[Setting] = &[
         help: "Let anyone read `public` cards: a credential of any tenant, or none (A2A discovery at `/v1/agents/{id}/.well-known/agent-card.json`). Off, `public` behaves as `tenant`.",
         reason: "§10: `public` behaves as `tenant` until the marketplace ships; an operator opts in to being discoverable, and then no caller sees more by dropping its credential.",
         field: field!(switch public_discovery),
+    },
+    Setting {
+        name: "search_index",
+        flag: "search-index",
+        env: Some("AGENTBUS_SEARCH_INDEX"),
+        value_name: "BOOL",
+        default: "true",
+        default_doc: "",
+        help: "Index each message for `GET /v1/search` and `agentbus search`, as keyed hashes of its words (docs/security.md, \"The search index at rest\"). `false` indexes nothing new: what was indexed before stays findable.",
+        reason: "On: search is part of the bus. An operator who would rather the database hold no word hashes, or who measures what indexing costs a publish, turns it off.",
+        field: field!(parsed search_index, switch),
     },
     Setting {
         name: "log",

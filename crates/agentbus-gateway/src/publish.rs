@@ -397,8 +397,12 @@ async fn store_checked(
     attrs.insert("received_at".into(), json!(Timestamp(now).to_string()));
     attrs.insert("receipt".into(), json!(receipt));
     let key = app.tenant_key(&agent.tenant_id).await?;
-    // Indexed in the publish's own transaction, as keyed hashes (`crate::search`).
-    let search_tags = crate::search::index_tags(&key, &attrs, &data);
+    // Indexed in the publish's own transaction, as keyed hashes (`crate::search`), unless the
+    // operator turned the index off.
+    let search_tags = match app.config.search_index {
+        true => crate::search::index_tags(&key, &attrs, &data),
+        false => Vec::new(),
+    };
     let s = |name: &str| attrs.get(name).and_then(Value::as_str).map(str::to_owned);
     let msg = NewMessage {
         tenant_id: agent.tenant_id.clone(),

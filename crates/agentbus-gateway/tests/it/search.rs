@@ -188,6 +188,30 @@ async fn search_index_keeps_no_text_at_rest() {
     );
 }
 
+/// `search_index = false`: a publish writes no index, so its message is never found; what was
+/// indexed while the setting was on stays findable after a restart with it off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_index_off_indexes_nothing_new() {
+    let h = Harness::start().await;
+    let alpha = h.agent("alpha").await;
+    let bravo = h.agent("bravo").await;
+    let before = send(&h, &alpha, &bravo, "quokka before the switch", None).await;
+    let (dir, clock, tmp) = h.stop().await;
+    let mut h = Harness::start_full(dir, Some(clock), |c| c.search_index = false, |_| {}).await;
+    if let Some(tmp) = tmp {
+        h.hold(tmp);
+    }
+    let after = send(&h, &alpha, &bravo, "quokka after the switch", None).await;
+    let (s, v) = search(&h, &bravo.token, "quokka").await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(ids(&v), [before], "{v}");
+    // The unindexed message is stored as any other.
+    let (s, m) = h
+        .get(&format!("/v1/messages/{after}/delivery"), &alpha.token)
+        .await;
+    assert_eq!(s, 200, "{m}");
+}
+
 /// Hostile and malformed queries: a documented 4xx (AB-3080) before any work, never a 5xx.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn search_refuses_hostile_queries() {
