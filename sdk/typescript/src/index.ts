@@ -20,6 +20,8 @@ export type { Envelope } from "./envelope.js";
 export {
   AgentBusError, ConfigurationError, InputError, RefusedError, SidecarTooOldError, UnavailableError, catalogue, errorFor,
 } from "./errors.js";
+export { SCHEMA_FILES, schemaProblems } from "./schema.js";
+export type { SchemaProblem } from "./schema.js";
 export { describe, frameEnvelope, render } from "./frame.js";
 export type { Frame, FrameOptions } from "./frame.js";
 export { Cancelled, Job, TaskFailed, Worker, checkSchema } from "./worker.js";
