@@ -15,6 +15,7 @@ import WebSocket from "ws";
 import { build, BuildOptions, childTraceparent, Envelope, parseSig, sign, SigningKey, verify } from "./envelope.js";
 import { AgentBusError, errorFor } from "./errors.js";
 import { frameEnvelope } from "./frame.js";
+import { validateEnvelope } from "./validate.js";
 
 export const VERSION = "0.1.0";
 export const SIDECAR_VERSION_HEADER = "agentbus-sidecar-version";
@@ -338,6 +339,12 @@ export class Agent {
 
   /** Publishes a signed envelope; retries reuse it as it is, so its id stays the same. */
   async publish(envelope: Envelope): Promise<SendResult> {
+    // §2 first: an envelope the gateway would refuse fails here, with the same code and path.
+    const violations = validateEnvelope(envelope);
+    if (violations.length > 0) {
+      const [first] = violations;
+      throw errorFor(first.code, `${first.path || "the envelope"}: ${first.message}`, { gateway: this.gateway, details: { violations } });
+    }
     const doc = await call(this.gateway, "POST", "/v1/messages", {
       token: this.credential, body: envelope, version: this.version, retries: this.maxRetries, withReplay: true,
     });

@@ -20,6 +20,9 @@ export type { Envelope } from "./envelope.js";
 export {
   AgentBusError, ConfigurationError, InputError, RefusedError, SidecarTooOldError, UnavailableError, catalogue, errorFor,
 } from "./errors.js";
+export { EnvelopeParseError, parseEnvelope, validateEnvelope } from "./validate.js";
+export type { ValidateOptions, Violation } from "./validate.js";
+export { JsonError, parseStrict } from "./json.js";
 export { SCHEMA_FILES, schemaProblems } from "./schema.js";
 export type { SchemaProblem } from "./schema.js";
 export { describe, frameEnvelope, render } from "./frame.js";

@@ -21,7 +21,7 @@ async function serve(answer) {
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
   const agent = new Agent({
     gateway: `http://127.0.0.1:${server.address().port}`, credential: "aba_x", key: new SigningKey(Buffer.alloc(32)),
-    keyId: "key_01J9ZK6Q8R2M3N4P5Q6R7S8T9V", address: "agent://default/default/a",
+    keyId: "key_01J9ZK6Q8R2M3N4P5Q6R7S8T9V", address: "agent://default/default/alpha",
   });
   return { seen, agent, close: () => new Promise((r) => server.close(r)) };
 }
@@ -31,7 +31,7 @@ test("a 503 is retried after Retry-After with the same envelope", async () => {
     ? [503, { "retry-after": "0.3" }, { error: { code: "AB-9002", message: "busy" } }]
     : [202, {}, { receipt: "rcp_1", id: "msg_x", state: "persisted" }]);
   try {
-    const sent = await s.agent.send("agent://default/default/b", "hi");
+    const sent = await s.agent.send("agent://default/default/beta", "hi");
     assert.equal(sent.receipt.state, "persisted");
     assert.equal(s.seen.length, 2);
     assert.deepEqual(s.seen[0].body, s.seen[1].body);
@@ -45,7 +45,7 @@ test("a 503 is retried after Retry-After with the same envelope", async () => {
 test("a refusal throws its typed error at once", async () => {
   const s = await serve(() => [403, {}, { error: { code: "AB-2001", message: "policy denies", request_id: "req_1" } }]);
   try {
-    await assert.rejects(s.agent.send("agent://default/default/b", "hi"), (e) => {
+    await assert.rejects(s.agent.send("agent://default/default/beta", "hi"), (e) => {
       assert.ok(e instanceof RefusedError);
       assert.equal(e.code, "AB-2001");
       assert.equal(e.requestId, "req_1");
@@ -62,7 +62,7 @@ test("rate limits give up after the retries with the last error", async () => {
   const s = await serve(() => [429, { "retry-after": "0" }, { error: { code: "AB-5001", message: "slow down" } }]);
   try {
     s.agent.maxRetries = 2;
-    await assert.rejects(s.agent.send("agent://default/default/b", "hi"), (e) => {
+    await assert.rejects(s.agent.send("agent://default/default/beta", "hi"), (e) => {
       assert.ok(e instanceof AgentBusError);
       assert.equal(e.code, "AB-5001");
       assert.equal(e.retryAfter, 0);
