@@ -25,6 +25,14 @@ type Json = Record<string, any>;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/** Where the retries read the time and wait: the system's, or a test's. */
+export interface Clock {
+  now(): number;
+  sleep(ms: number): Promise<void>;
+}
+
+export const systemClock: Clock = { now: () => Date.now(), sleep };
+
 function agentbusHome(home?: string): string {
   return home ?? process.env.AGENTBUS_HOME ?? join(homedir(), ".agentbus");
 }
@@ -155,6 +163,8 @@ export interface AgentOptions {
   requireVerified?: boolean;
   maxRetries?: number;
   version?: string;
+  /** The clock retries wait on (tests inject one). */
+  clock?: Clock;
 }
 
 export interface ConnectOptions {
@@ -176,6 +186,7 @@ export interface ConnectOptions {
   requireVerified?: boolean;
   maxRetries?: number;
   version?: string;
+  clock?: Clock;
 }
 
 export interface SendOptions {
@@ -213,6 +224,7 @@ export class Agent {
   readonly profile?: string;
   maxRetries: number;
   readonly version: string;
+  readonly clock: Clock;
   private requireVerifiedFlag?: boolean;
   private keys = new Map<string, [string, string]>();
   private cursor = 0;
@@ -230,12 +242,13 @@ export class Agent {
     this.profile = o.profile;
     this.maxRetries = o.maxRetries ?? 5;
     this.version = o.version ?? VERSION;
+    this.clock = o.clock ?? systemClock;
     this.requireVerifiedFlag = o.requireVerified;
   }
 
   /** One entry point for the three ways in (see {@link ConnectOptions}). */
   static async connect(o: ConnectOptions = {}): Promise<Agent> {
-    const common = { requireVerified: o.requireVerified, maxRetries: o.maxRetries, version: o.version };
+    const common = { requireVerified: o.requireVerified, maxRetries: o.maxRetries, version: o.version, clock: o.clock };
     if (o.token !== undefined && o.name !== undefined) {
       if (o.gateway === undefined) throw errorFor("AB-3060", "registering needs the gateway's URL");
       const key = SigningKey.generate();
@@ -244,6 +257,7 @@ export class Agent {
         body: { name: o.name, public_key: key.publicKey, ...(o.card ?? {}) },
         version: o.version ?? VERSION,
         retries: o.maxRetries ?? 5,
+        clock: o.clock,
       });
       const agent = new Agent({
         gateway: o.gateway, credential: doc.token, key, keyId: doc.key.id, address: doc.agent.address,
@@ -323,7 +337,7 @@ export class Agent {
   call(method: string, path: string, body?: unknown, extra: { raw?: Buffer } = {}): Promise<Json> {
     return call(this.gateway, method, path, {
       token: this.credential, body, raw: extra.raw, version: this.version, retries: this.maxRetries,
-      signal: this.closing.signal,
+      signal: this.closing.signal, clock: this.clock,
     });
   }
 
@@ -346,7 +360,7 @@ export class Agent {
       throw errorFor(first.code, `${first.path || "the envelope"}: ${first.message}`, { gateway: this.gateway, details: { violations } });
     }
     const doc = await call(this.gateway, "POST", "/v1/messages", {
-      token: this.credential, body: envelope, version: this.version, retries: this.maxRetries, withReplay: true,
+      token: this.credential, body: envelope, version: this.version, retries: this.maxRetries, withReplay: true, clock: this.clock,
     });
     const replay = doc.__replay === true;
     delete doc.__replay;
@@ -552,7 +566,7 @@ export class Agent {
 
   private async *deliveriesPoll(signal: AbortSignal, waitS = 20): AsyncGenerator<Json> {
     const doc = await call(this.gateway, "GET", `/v1/inbox?after=${this.cursor}&wait=${waitS}&limit=100`, {
-      token: this.credential, version: this.version, retries: this.maxRetries, signal,
+      token: this.credential, version: this.version, retries: this.maxRetries, signal, clock: this.clock,
     });
     for (const d of doc.deliveries ?? []) yield d;
   }
@@ -625,12 +639,45 @@ interface CallOptions {
   retries: number;
   withReplay?: boolean;
   signal?: AbortSignal;
+  clock?: Clock;
 }
 
-function retryAfterMs(value: string | null): number | undefined {
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+const M = MONTHS.join("|");
+const IMF_FIXDATE = new RegExp(`^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), (\\d{2}) (${M}) (\\d{4}) (\\d{2}):(\\d{2}):(\\d{2}) GMT$`);
+const RFC850 = new RegExp(`^(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), (\\d{2})-(${M})-(\\d{2}) (\\d{2}):(\\d{2}):(\\d{2}) GMT$`);
+const ASCTIME = new RegExp(`^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (${M}) ([ \\d]\\d) (\\d{2}):(\\d{2}):(\\d{2}) (\\d{4})$`);
+
+/** An HTTP-date (RFC 9110 §5.6.7: IMF-fixdate, or the obsolete RFC 850 and asctime forms) in
+ * Unix milliseconds; undefined when `text` is none. */
+export function parseHttpDate(text: string, nowMs: number = Date.now()): number | undefined {
+  let y: number, mo: string, d: string, h: string, mi: string, sec: string;
+  let m = IMF_FIXDATE.exec(text);
+  if (m !== null) [d, mo, y, h, mi, sec] = [m[1], m[2], Number(m[3]), m[4], m[5], m[6]];
+  else if ((m = RFC850.exec(text)) !== null) {
+    [d, mo, h, mi, sec] = [m[1], m[2], m[4], m[5], m[6]];
+    // A two-digit year more than 50 years ahead is the most recent past year with those digits.
+    const thisYear = new Date(nowMs).getUTCFullYear();
+    y = Math.floor(thisYear / 100) * 100 + Number(m[3]);
+    if (y > thisYear + 50) y -= 100;
+  } else if ((m = ASCTIME.exec(text)) !== null) [mo, d, h, mi, sec, y] = [m[1], m[2].trim(), m[3], m[4], m[5], Number(m[6])];
+  else return undefined;
+  const ms = Date.UTC(y, MONTHS.indexOf(mo), Number(d), Number(h), Number(mi), Number(sec));
+  const back = new Date(ms);
+  // Date.UTC rolls 31 Feb over into March; such a date is not a date.
+  if (back.getUTCDate() !== Number(d) || Number(h) > 23 || Number(mi) > 59 || Number(sec) > 60) return undefined;
+  return ms;
+}
+
+/** How long `Retry-After` asks to wait (RFC 9110 §10.2.3): delay-seconds, or an HTTP-date,
+ * measured from `nowMs` (a date already past means at once). */
+export function retryAfterMs(value: string | null, nowMs: number = Date.now()): number | undefined {
   if (value === null) return undefined;
-  const n = Number(value);
-  return Number.isFinite(n) && n >= 0 ? n * 1000 : undefined;
+  const text = value.trim();
+  // delay-seconds is 1*DIGIT; a fraction is honoured as well.
+  if (/^[0-9]+(\.[0-9]+)?$/.test(text)) return Number(text) * 1000;
+  const at = parseHttpDate(text, nowMs);
+  return at === undefined ? undefined : Math.max(0, at - nowMs);
 }
 
 function backoffMs(attempt: number, retryAfter?: number): number {
@@ -653,6 +700,7 @@ export async function call(gateway: string, method: string, path: string, o: Cal
     payload = JSON.stringify(o.body);
     headers["content-type"] = "application/json";
   }
+  const clock = o.clock ?? systemClock;
   for (let attempt = 0; ; attempt++) {
     let res: Response;
     try {
@@ -660,7 +708,7 @@ export async function call(gateway: string, method: string, path: string, o: Cal
     } catch (e) {
       if (o.signal?.aborted) throw errorFor("AB-4077", "the agent was closed", { gateway });
       if (attempt >= o.retries) throw errorFor("AB-4077", `cannot reach the gateway: ${(e as Error).message}`, { gateway });
-      await sleep(backoffMs(attempt));
+      await clock.sleep(backoffMs(attempt));
       continue;
     }
     const text = await res.text();
@@ -669,7 +717,7 @@ export async function call(gateway: string, method: string, path: string, o: Cal
       if (o.withReplay) doc.__replay = res.headers.get("agentbus-idempotent-replay") === "true";
       return doc;
     }
-    const retryAfter = retryAfterMs(res.headers.get("retry-after"));
+    const retryAfter = retryAfterMs(res.headers.get("retry-after"), clock.now());
     let err: Json = {};
     try {
       err = JSON.parse(text).error ?? {};
@@ -681,7 +729,7 @@ export async function call(gateway: string, method: string, path: string, o: Cal
       retryAfter: retryAfter === undefined ? undefined : retryAfter / 1000,
     });
     if ((res.status === 429 || res.status >= 500) && attempt < o.retries) {
-      await sleep(backoffMs(attempt, retryAfter));
+      await clock.sleep(backoffMs(attempt, retryAfter));
       continue;
     }
     throw error;

@@ -11,8 +11,8 @@
 import { Message } from "./client.js";
 import { frameEnvelope, FrameOptions } from "./frame.js";
 
-export { Agent, Message, Task, VERSION, call } from "./client.js";
-export type { AgentOptions, ConnectOptions, DelegateOptions, SendOptions, SendResult } from "./client.js";
+export { Agent, Message, Task, VERSION, call, parseHttpDate, retryAfterMs, systemClock } from "./client.js";
+export type { AgentOptions, Clock, ConnectOptions, DelegateOptions, SendOptions, SendResult } from "./client.js";
 export {
   SigningKey, b64url, b64urlDecode, build, canonicalize, parseSig, sign, signingBytes, verify, verifyRaw,
 } from "./envelope.js";
