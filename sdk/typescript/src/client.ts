@@ -13,7 +13,7 @@ import { basename, join } from "node:path";
 import WebSocket from "ws";
 
 import { build, BuildOptions, childTraceparent, Envelope, parseSig, sign, SigningKey, verify } from "./envelope.js";
-import { AgentBusError, errorFor } from "./errors.js";
+import { AgentBusError, KeychainProfileError, errorFor } from "./errors.js";
 import { frameEnvelope } from "./frame.js";
 import { validateEnvelope } from "./validate.js";
 
@@ -302,10 +302,14 @@ export class Agent {
     } catch {
       throw errorFor("AB-1040", `no profile ${name} under ${dir}`);
     }
-    if ((p.key_store ?? "file") !== "file") {
-      throw errorFor("AB-1031", `profile ${name} keeps its key in the OS keychain; this library reads key files`);
+    if ((p.key_store ?? "file") !== "file") throw new KeychainProfileError(name, String(p.key_store));
+    const keyPath = join(root, "keys", `${p.agent_id}.key`);
+    let key: SigningKey;
+    try {
+      key = SigningKey.fromKeyFile(readFileSync(keyPath, "utf8"));
+    } catch (e) {
+      throw errorFor("AB-1030", `profile ${name}: the key file ${keyPath} cannot be used: ${(e as Error).message}`);
     }
-    const key = SigningKey.fromKeyFile(readFileSync(join(root, "keys", `${p.agent_id}.key`), "utf8"));
     return new Agent({
       gateway: p.gateway, credential: p.token, key, keyId: p.key_id, address: p.address, agentId: p.agent_id,
       profile: name, ...extra,

@@ -18,7 +18,8 @@ export {
 } from "./envelope.js";
 export type { Envelope } from "./envelope.js";
 export {
-  AgentBusError, ConfigurationError, InputError, RefusedError, SidecarTooOldError, UnavailableError, catalogue, errorFor,
+  AgentBusError, ConfigurationError, InputError, KeychainProfileError, RefusedError, SidecarTooOldError, UnavailableError,
+  catalogue, errorFor,
 } from "./errors.js";
 export { EnvelopeParseError, parseEnvelope, validateEnvelope } from "./validate.js";
 export type { ValidateOptions, Violation } from "./validate.js";
