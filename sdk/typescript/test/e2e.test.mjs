@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { writeFileSync } from "node:fs";
 
 import { Agent, SidecarTooOldError, frame } from "../dist/index.js";
-import { Gateway, take } from "./gateway.mjs";
+import { Gateway, take, withoutWebSocket } from "./gateway.mjs";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -224,6 +224,47 @@ test("a redelivery of a handled message is acked, not handed over again", async 
     assert.deepEqual(handled, ["once only", "second"]);
     assert.ok(lost);
   } finally {
+    await stopAll(gw);
+  }
+});
+
+test("without the WebSocket route the inbox falls back to the long poll: receives, acks and resumes without loss or duplicate", { timeout: 120_000 }, async () => {
+  const gw = await Gateway.start();
+  const proxy = await withoutWebSocket(gw.url);
+  try {
+    const [a, b] = await pair(gw);
+    // The same agent, reaching the gateway through the proxy that refuses the socket.
+    const viaPoll = track(new Agent({ gateway: proxy.url, credential: b.credential, key: b.key, keyId: b.keyId, address: b.address, agentId: b.agentId }));
+    for (let i = 0; i < 3; i++) await a.send(b.address, `first ${i}`);
+    const first = await take(viaPoll, 3);
+    assert.deepEqual(first.map((m) => m.text), ["first 0", "first 1", "first 2"]);
+    assert.ok(first.every((m) => m.verified));
+    assert.ok(proxy.stats.upgrades >= 1, "the socket was tried first");
+    assert.ok(proxy.stats.polls >= 1, "then the long poll was used");
+    // Acked: another client of the same agent, straight to the gateway, finds nothing left.
+    const direct = await b.call("GET", "/v1/inbox?after=0&wait=0&limit=100");
+    assert.deepEqual(direct.deliveries ?? [], []);
+    // Resumed: a gateway restart while the long poll waits; what follows arrives exactly once.
+    const got = [];
+    const receiving = (async () => {
+      for await (const m of viaPoll.messages()) {
+        got.push(m.text);
+        if (got.length === 4) { await m.ack(); return; }
+      }
+    })();
+    await a.send(b.address, "second 0");
+    while (got.length < 1) await sleep(50);
+    await gw.stop();
+    await gw.start();
+    for (let i = 1; i < 4; i++) await a.send(b.address, `second ${i}`);
+    await receiving;
+    assert.deepEqual(got, ["second 0", "second 1", "second 2", "second 3"]);
+    const ids = new Set([...first.map((m) => m.id)]);
+    assert.equal(ids.size, 3);
+    const after = await b.call("GET", "/v1/inbox?after=0&wait=0&limit=100");
+    assert.deepEqual(after.deliveries ?? [], []);
+  } finally {
+    await proxy.close();
     await stopAll(gw);
   }
 });

@@ -85,3 +85,33 @@ export async function take(agent, n, o = {}) {
   }
   return got;
 }
+
+/** A proxy in front of `target` that answers the inbox WebSocket route 404, as a gateway or a
+ * proxy without WebSocket support does, and forwards every other request: a client must fall back
+ * to the long poll. It counts refused upgrades and long polls. */
+export async function withoutWebSocket(target) {
+  const { createServer: httpServer, request } = await import("node:http");
+  const stats = { upgrades: 0, polls: 0 };
+  const to = new URL(target);
+  const sockets = new Set();
+  const server = httpServer((req, res) => {
+    if (req.url.startsWith("/v1/inbox?")) stats.polls++;
+    const out = request({ host: to.hostname, port: to.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
+      res.writeHead(up.statusCode, up.headers);
+      up.pipe(res);
+    });
+    out.on("error", () => { res.destroy(); });
+    req.pipe(out);
+  });
+  server.on("connection", (s) => { sockets.add(s); s.on("close", () => sockets.delete(s)); });
+  server.on("upgrade", (req, socket) => {
+    stats.upgrades++;
+    socket.end("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    stats,
+    close: () => new Promise((r) => { for (const s of sockets) s.destroy(); server.close(r); }),
+  };
+}
