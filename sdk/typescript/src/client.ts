@@ -12,7 +12,8 @@ import { homedir } from "node:os";
 import { basename, join } from "node:path";
 import WebSocket from "ws";
 
-import { build, BuildOptions, childTraceparent, Envelope, parseSig, sign, SigningKey, verify } from "./envelope.js";
+import { open, SCHEME as SEAL_SCHEME, seal } from "./blobseal.js";
+import { b64urlDecode, build, BuildOptions, childTraceparent, Envelope, parseSig, sign, SigningKey, verify } from "./envelope.js";
 import { AgentBusError, KeychainProfileError, errorFor } from "./errors.js";
 import { frameEnvelope } from "./frame.js";
 import { validateEnvelope } from "./validate.js";
@@ -338,9 +339,9 @@ export class Agent {
   // ---- HTTP ---------------------------------------------------------------------------------
 
   /** One API call with this agent's credential and retries. */
-  call(method: string, path: string, body?: unknown, extra: { raw?: Buffer } = {}): Promise<Json> {
+  call(method: string, path: string, body?: unknown, extra: { raw?: Buffer; binary?: boolean } = {}): Promise<Json> {
     return call(this.gateway, method, path, {
-      token: this.credential, body, raw: extra.raw, version: this.version, retries: this.maxRetries,
+      token: this.credential, body, raw: extra.raw, binary: extra.binary, version: this.version, retries: this.maxRetries,
       signal: this.closing.signal, clock: this.clock,
     });
   }
@@ -388,14 +389,93 @@ export class Agent {
     return this.publish(this.seal({ kind, to, data, ...a }));
   }
 
-  /** Uploads a file as a blob; returns the attachment object `data.attachments` lists. */
+  /** Uploads a file as a blob, to whichever target the gateway answers (§9, docs/api.md "Blob
+   * targets"): its own `PUT /v1/blobs/{id}/content`, or a pre-signed PUT to an S3-compatible store
+   * of the content sealed under the key it handed out, then `complete`. Returns the attachment
+   * object `data.attachments` lists. */
   async upload(path: string): Promise<Json> {
-    const content = readFileSync(path);
+    let content: Buffer;
+    try {
+      content = readFileSync(path);
+    } catch (e) {
+      throw errorFor("AB-4078", `cannot read the attachment ${path}: ${(e as Error).message}`, { gateway: this.gateway });
+    }
     const sha256 = createHash("sha256").update(content).digest("hex");
     const name = basename(path);
-    const blob = await this.call("POST", "/v1/blobs", { name, media_type: "application/octet-stream", size: content.length, sha256 });
-    await this.call("PUT", `/v1/blobs/${blob.id}/content`, undefined, { raw: content });
-    return { ref: blob.ref, name, media_type: "application/octet-stream", size: content.length, sha256 };
+    const media_type = "application/octet-stream";
+    const blob = await this.call("POST", "/v1/blobs", { name, media_type, size: content.length, sha256 });
+    const target: Json = blob.upload ?? { method: "PUT", url: `/v1/blobs/${blob.id}/content` };
+    const url = String(target.url);
+    if (url.startsWith("/")) {
+      await this.call(String(target.method ?? "PUT"), url, undefined, { raw: content });
+    } else {
+      // A pre-signed PUT carries no bearer token, and the store holds only sealed bytes;
+      // `complete` then has the gateway check what arrived.
+      const [key, pieceBytes] = sealingOf(target.sealing, this.gateway);
+      const sealed = seal(key, content, pieceBytes);
+      const bound: Record<string, string> = { ...(target.headers ?? {}) };
+      if (bound["content-length"] !== undefined && bound["content-length"] !== String(sealed.length)) {
+        throw errorFor("AB-3057", `the upload URL of ${name} is signed for ${bound["content-length"]} bytes; the sealed content is ${sealed.length}`, { gateway: this.gateway });
+      }
+      delete bound["content-length"]; // fetch sets it from the body, which has exactly that length
+      await this.objectStore(String(target.method ?? "PUT"), url, { headers: bound, body: sealed });
+      await this.call(String(target.complete?.method ?? "POST"), String(target.complete?.url ?? `/v1/blobs/${blob.id}/complete`), {});
+    }
+    return { ref: blob.ref, name, media_type, size: content.length, sha256 };
+  }
+
+  /** Downloads an attachment (its `data.attachments` entry, a `blob://` ref or a `blb_` id) from
+   * whichever target the gateway answers, opening a pre-signed download's sealed pieces; checks
+   * size and sha256 (AB-3020) and, with `dest`, writes the file. Resolves to the bytes. */
+  async download(attachment: Json | string, dest?: string): Promise<Buffer> {
+    const ref = typeof attachment === "string" ? attachment : String(attachment.ref ?? "");
+    const id = ref.slice(ref.lastIndexOf("/") + 1);
+    const meta = await this.call("GET", `/v1/blobs/${id}`);
+    const blob: Json = meta.blob ?? meta;
+    const size = Number(blob.size);
+    const sha256 = String(blob.sha256 ?? (typeof attachment === "string" ? "" : attachment.sha256) ?? "");
+    const target: Json = meta.download ?? { method: "GET", url: `/v1/blobs/${id}/content` };
+    const url = String(target.url);
+    let content: Buffer;
+    if (url.startsWith("/")) content = await this.call("GET", url, undefined, { binary: true }) as unknown as Buffer;
+    else {
+      const [key, pieceBytes] = sealingOf(target.sealing, this.gateway);
+      const sealed = await this.objectStore(String(target.method ?? "GET"), url, { headers: target.headers ?? {} });
+      try {
+        content = open(key, sealed, size, pieceBytes);
+      } catch (e) {
+        throw errorFor("AB-3020", `blob ${id} from the object store: ${(e as Error).message}`, { gateway: this.gateway });
+      }
+    }
+    const got = createHash("sha256").update(content).digest("hex");
+    if (content.length !== size || (sha256 !== "" && got !== sha256)) {
+      throw errorFor("AB-3020", `blob ${id} arrived as ${content.length} bytes with sha256 ${got}; it was registered as ${size} bytes with ${sha256}`, { gateway: this.gateway });
+    }
+    if (dest !== undefined) writeFileSync(dest, content);
+    return content;
+  }
+
+  /** A request to a pre-signed object-store URL (no bearer token), retried as gateway calls are. */
+  private async objectStore(method: string, url: string, o: { headers: Record<string, string>; body?: Buffer }): Promise<Buffer> {
+    // The query of a pre-signed URL is a credential: errors name the URL without it.
+    const shown = url.split("?")[0];
+    for (let attempt = 0; ; attempt++) {
+      let res: Response;
+      try {
+        res = await fetch(url, { method, headers: o.headers, body: o.body === undefined ? undefined : new Uint8Array(o.body), signal: this.closing.signal });
+      } catch (e) {
+        if (attempt >= this.maxRetries) throw errorFor("AB-4077", `cannot reach the object store at ${shown}: ${(e as Error).message}`, { gateway: this.gateway });
+        await this.clock.sleep(backoffMs(attempt));
+        continue;
+      }
+      const body = Buffer.from(await res.arrayBuffer());
+      if (res.status < 300) return body;
+      if ((res.status === 429 || res.status >= 500) && attempt < this.maxRetries) {
+        await this.clock.sleep(backoffMs(attempt, retryAfterMs(res.headers.get("retry-after"), this.clock.now())));
+        continue;
+      }
+      throw errorFor(method === "PUT" ? "AB-3056" : "AB-4077", `the object store answered ${res.status} to the ${method} of ${shown}`, { gateway: this.gateway, httpStatus: res.status });
+    }
   }
 
   /** Sends an `agentbus.message.v1`; with `waitReplyMs`, waits for the answer (`result.reply`). */
@@ -644,6 +724,26 @@ interface CallOptions {
   withReplay?: boolean;
   signal?: AbortSignal;
   clock?: Clock;
+  /** The answer's bytes (a Buffer) rather than its JSON. */
+  binary?: boolean;
+}
+
+/** The key and piece size of a `sealing` object the gateway answered (agentbus-chunked-v1). */
+function sealingOf(sealing: Json | undefined, gateway: string): [Buffer, number] {
+  if (sealing?.scheme !== SEAL_SCHEME) {
+    throw errorFor("AB-3057", `the gateway offered a sealing this library does not know: ${JSON.stringify(sealing?.scheme ?? null)}`, { gateway });
+  }
+  let key: Buffer;
+  try {
+    key = b64urlDecode(String(sealing.key));
+  } catch {
+    key = Buffer.alloc(0);
+  }
+  const pieceBytes = Number(sealing.piece_bytes ?? 1 << 20);
+  if (key.length !== 32 || !Number.isSafeInteger(pieceBytes) || pieceBytes <= 0) {
+    throw errorFor("AB-3057", "the blob's content key is not 32 bytes of base64url, or its piece size is not a positive integer", { gateway });
+  }
+  return [key, pieceBytes];
 }
 
 const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
@@ -715,6 +815,7 @@ export async function call(gateway: string, method: string, path: string, o: Cal
       await clock.sleep(backoffMs(attempt));
       continue;
     }
+    if (res.status < 400 && o.binary) return Buffer.from(await res.arrayBuffer()) as unknown as Json;
     const text = await res.text();
     if (res.status < 400) {
       const doc: Json = text ? JSON.parse(text) : {};
