@@ -432,8 +432,11 @@ export class Agent {
     const id = ref.slice(ref.lastIndexOf("/") + 1);
     const meta = await this.call("GET", `/v1/blobs/${id}`);
     const blob: Json = meta.blob ?? meta;
-    const size = Number(blob.size);
-    const sha256 = String(blob.sha256 ?? (typeof attachment === "string" ? "" : attachment.sha256) ?? "");
+    // The sender's signed attachment entry is what the bytes must match; the gateway's record
+    // stands in when only a ref or id is given.
+    const signed: Json = typeof attachment === "string" ? {} : attachment;
+    const size = Number(signed.size ?? blob.size);
+    const sha256 = String(signed.sha256 ?? blob.sha256 ?? "");
     const target: Json = meta.download ?? { method: "GET", url: `/v1/blobs/${id}/content` };
     const url = String(target.url);
     let content: Buffer;

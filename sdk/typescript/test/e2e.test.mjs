@@ -194,6 +194,8 @@ test("attachments from paths", async () => {
     assert.equal(att.name, "notes.txt");
     assert.match(att.ref, /^blob:\/\//);
     assert.equal((await b.download(att)).toString(), "attached notes\n");
+    // Bytes that do not match the signed entry are refused, not handed over.
+    await assert.rejects(b.download({ ...att, sha256: "0".repeat(64) }), (e) => e.code === "AB-3020");
   } finally {
     await stopAll(gw);
   }
