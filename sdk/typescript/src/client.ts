@@ -12,9 +12,11 @@ import { homedir } from "node:os";
 import { basename, join } from "node:path";
 import WebSocket from "ws";
 
-import { build, BuildOptions, childTraceparent, Envelope, parseSig, sign, SigningKey, verify } from "./envelope.js";
-import { AgentBusError, errorFor } from "./errors.js";
+import { open, SCHEME as SEAL_SCHEME, seal } from "./blobseal.js";
+import { b64urlDecode, build, BuildOptions, childTraceparent, Envelope, parseSig, sign, SigningKey, verify } from "./envelope.js";
+import { AgentBusError, KeychainProfileError, errorFor } from "./errors.js";
 import { frameEnvelope } from "./frame.js";
+import { validateEnvelope } from "./validate.js";
 
 export const VERSION = "0.1.0";
 export const SIDECAR_VERSION_HEADER = "agentbus-sidecar-version";
@@ -23,6 +25,14 @@ export const TERMINAL_STATES = ["succeeded", "failed", "rejected", "expired", "c
 type Json = Record<string, any>;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Where the retries read the time and wait: the system's, or a test's. */
+export interface Clock {
+  now(): number;
+  sleep(ms: number): Promise<void>;
+}
+
+export const systemClock: Clock = { now: () => Date.now(), sleep };
 
 function agentbusHome(home?: string): string {
   return home ?? process.env.AGENTBUS_HOME ?? join(homedir(), ".agentbus");
@@ -154,6 +164,8 @@ export interface AgentOptions {
   requireVerified?: boolean;
   maxRetries?: number;
   version?: string;
+  /** The clock retries wait on (tests inject one). */
+  clock?: Clock;
 }
 
 export interface ConnectOptions {
@@ -175,6 +187,7 @@ export interface ConnectOptions {
   requireVerified?: boolean;
   maxRetries?: number;
   version?: string;
+  clock?: Clock;
 }
 
 export interface SendOptions {
@@ -212,6 +225,7 @@ export class Agent {
   readonly profile?: string;
   maxRetries: number;
   readonly version: string;
+  readonly clock: Clock;
   private requireVerifiedFlag?: boolean;
   private keys = new Map<string, [string, string]>();
   private cursor = 0;
@@ -229,12 +243,13 @@ export class Agent {
     this.profile = o.profile;
     this.maxRetries = o.maxRetries ?? 5;
     this.version = o.version ?? VERSION;
+    this.clock = o.clock ?? systemClock;
     this.requireVerifiedFlag = o.requireVerified;
   }
 
   /** One entry point for the three ways in (see {@link ConnectOptions}). */
   static async connect(o: ConnectOptions = {}): Promise<Agent> {
-    const common = { requireVerified: o.requireVerified, maxRetries: o.maxRetries, version: o.version };
+    const common = { requireVerified: o.requireVerified, maxRetries: o.maxRetries, version: o.version, clock: o.clock };
     if (o.token !== undefined && o.name !== undefined) {
       if (o.gateway === undefined) throw errorFor("AB-3060", "registering needs the gateway's URL");
       const key = SigningKey.generate();
@@ -243,6 +258,7 @@ export class Agent {
         body: { name: o.name, public_key: key.publicKey, ...(o.card ?? {}) },
         version: o.version ?? VERSION,
         retries: o.maxRetries ?? 5,
+        clock: o.clock,
       });
       const agent = new Agent({
         gateway: o.gateway, credential: doc.token, key, keyId: doc.key.id, address: doc.agent.address,
@@ -287,10 +303,14 @@ export class Agent {
     } catch {
       throw errorFor("AB-1040", `no profile ${name} under ${dir}`);
     }
-    if ((p.key_store ?? "file") !== "file") {
-      throw errorFor("AB-1031", `profile ${name} keeps its key in the OS keychain; this library reads key files`);
+    if ((p.key_store ?? "file") !== "file") throw new KeychainProfileError(name, String(p.key_store));
+    const keyPath = join(root, "keys", `${p.agent_id}.key`);
+    let key: SigningKey;
+    try {
+      key = SigningKey.fromKeyFile(readFileSync(keyPath, "utf8"));
+    } catch (e) {
+      throw errorFor("AB-1030", `profile ${name}: the key file ${keyPath} cannot be used: ${(e as Error).message}`);
     }
-    const key = SigningKey.fromKeyFile(readFileSync(join(root, "keys", `${p.agent_id}.key`), "utf8"));
     return new Agent({
       gateway: p.gateway, credential: p.token, key, keyId: p.key_id, address: p.address, agentId: p.agent_id,
       profile: name, ...extra,
@@ -319,10 +339,10 @@ export class Agent {
   // ---- HTTP ---------------------------------------------------------------------------------
 
   /** One API call with this agent's credential and retries. */
-  call(method: string, path: string, body?: unknown, extra: { raw?: Buffer } = {}): Promise<Json> {
+  call(method: string, path: string, body?: unknown, extra: { raw?: Buffer; binary?: boolean } = {}): Promise<Json> {
     return call(this.gateway, method, path, {
-      token: this.credential, body, raw: extra.raw, version: this.version, retries: this.maxRetries,
-      signal: this.closing.signal,
+      token: this.credential, body, raw: extra.raw, binary: extra.binary, version: this.version, retries: this.maxRetries,
+      signal: this.closing.signal, clock: this.clock,
     });
   }
 
@@ -338,8 +358,14 @@ export class Agent {
 
   /** Publishes a signed envelope; retries reuse it as it is, so its id stays the same. */
   async publish(envelope: Envelope): Promise<SendResult> {
+    // §2 first: an envelope the gateway would refuse fails here, with the same code and path.
+    const violations = validateEnvelope(envelope);
+    if (violations.length > 0) {
+      const [first] = violations;
+      throw errorFor(first.code, `${first.path || "the envelope"}: ${first.message}`, { gateway: this.gateway, details: { violations } });
+    }
     const doc = await call(this.gateway, "POST", "/v1/messages", {
-      token: this.credential, body: envelope, version: this.version, retries: this.maxRetries, withReplay: true,
+      token: this.credential, body: envelope, version: this.version, retries: this.maxRetries, withReplay: true, clock: this.clock,
     });
     const replay = doc.__replay === true;
     delete doc.__replay;
@@ -363,14 +389,96 @@ export class Agent {
     return this.publish(this.seal({ kind, to, data, ...a }));
   }
 
-  /** Uploads a file as a blob; returns the attachment object `data.attachments` lists. */
+  /** Uploads a file as a blob, to whichever target the gateway answers (§9, docs/api.md "Blob
+   * targets"): its own `PUT /v1/blobs/{id}/content`, or a pre-signed PUT to an S3-compatible store
+   * of the content sealed under the key it handed out, then `complete`. Returns the attachment
+   * object `data.attachments` lists. */
   async upload(path: string): Promise<Json> {
-    const content = readFileSync(path);
+    let content: Buffer;
+    try {
+      content = readFileSync(path);
+    } catch (e) {
+      throw errorFor("AB-4078", `cannot read the attachment ${path}: ${(e as Error).message}`, { gateway: this.gateway });
+    }
     const sha256 = createHash("sha256").update(content).digest("hex");
     const name = basename(path);
-    const blob = await this.call("POST", "/v1/blobs", { name, media_type: "application/octet-stream", size: content.length, sha256 });
-    await this.call("PUT", `/v1/blobs/${blob.id}/content`, undefined, { raw: content });
-    return { ref: blob.ref, name, media_type: "application/octet-stream", size: content.length, sha256 };
+    const media_type = "application/octet-stream";
+    const blob = await this.call("POST", "/v1/blobs", { name, media_type, size: content.length, sha256 });
+    const target: Json = blob.upload ?? { method: "PUT", url: `/v1/blobs/${blob.id}/content` };
+    const url = String(target.url);
+    if (url.startsWith("/")) {
+      await this.call(String(target.method ?? "PUT"), url, undefined, { raw: content });
+    } else {
+      // A pre-signed PUT carries no bearer token, and the store holds only sealed bytes;
+      // `complete` then has the gateway check what arrived.
+      const [key, pieceBytes] = sealingOf(target.sealing, this.gateway);
+      const sealed = seal(key, content, pieceBytes);
+      const bound: Record<string, string> = { ...(target.headers ?? {}) };
+      if (bound["content-length"] !== undefined && bound["content-length"] !== String(sealed.length)) {
+        throw errorFor("AB-3057", `the upload URL of ${name} is signed for ${bound["content-length"]} bytes; the sealed content is ${sealed.length}`, { gateway: this.gateway });
+      }
+      delete bound["content-length"]; // fetch sets it from the body, which has exactly that length
+      await this.objectStore(String(target.method ?? "PUT"), url, { headers: bound, body: sealed });
+      await this.call(String(target.complete?.method ?? "POST"), String(target.complete?.url ?? `/v1/blobs/${blob.id}/complete`), {});
+    }
+    return { ref: blob.ref, name, media_type, size: content.length, sha256 };
+  }
+
+  /** Downloads an attachment (its `data.attachments` entry, a `blob://` ref or a `blb_` id) from
+   * whichever target the gateway answers, opening a pre-signed download's sealed pieces; checks
+   * size and sha256 (AB-3020) and, with `dest`, writes the file. Resolves to the bytes. */
+  async download(attachment: Json | string, dest?: string): Promise<Buffer> {
+    const ref = typeof attachment === "string" ? attachment : String(attachment.ref ?? "");
+    const id = ref.slice(ref.lastIndexOf("/") + 1);
+    const meta = await this.call("GET", `/v1/blobs/${id}`);
+    const blob: Json = meta.blob ?? meta;
+    // The sender's signed attachment entry is what the bytes must match; the gateway's record
+    // stands in when only a ref or id is given.
+    const signed: Json = typeof attachment === "string" ? {} : attachment;
+    const size = Number(signed.size ?? blob.size);
+    const sha256 = String(signed.sha256 ?? blob.sha256 ?? "");
+    const target: Json = meta.download ?? { method: "GET", url: `/v1/blobs/${id}/content` };
+    const url = String(target.url);
+    let content: Buffer;
+    if (url.startsWith("/")) content = await this.call("GET", url, undefined, { binary: true }) as unknown as Buffer;
+    else {
+      const [key, pieceBytes] = sealingOf(target.sealing, this.gateway);
+      const sealed = await this.objectStore(String(target.method ?? "GET"), url, { headers: target.headers ?? {} });
+      try {
+        content = open(key, sealed, size, pieceBytes);
+      } catch (e) {
+        throw errorFor("AB-3020", `blob ${id} from the object store: ${(e as Error).message}`, { gateway: this.gateway });
+      }
+    }
+    const got = createHash("sha256").update(content).digest("hex");
+    if (content.length !== size || (sha256 !== "" && got !== sha256)) {
+      throw errorFor("AB-3020", `blob ${id} arrived as ${content.length} bytes with sha256 ${got}; it was registered as ${size} bytes with ${sha256}`, { gateway: this.gateway });
+    }
+    if (dest !== undefined) writeFileSync(dest, content);
+    return content;
+  }
+
+  /** A request to a pre-signed object-store URL (no bearer token), retried as gateway calls are. */
+  private async objectStore(method: string, url: string, o: { headers: Record<string, string>; body?: Buffer }): Promise<Buffer> {
+    // The query of a pre-signed URL is a credential: errors name the URL without it.
+    const shown = url.split("?")[0];
+    for (let attempt = 0; ; attempt++) {
+      let res: Response;
+      try {
+        res = await fetch(url, { method, headers: o.headers, body: o.body === undefined ? undefined : new Uint8Array(o.body), signal: this.closing.signal });
+      } catch (e) {
+        if (attempt >= this.maxRetries) throw errorFor("AB-4077", `cannot reach the object store at ${shown}: ${(e as Error).message}`, { gateway: this.gateway });
+        await this.clock.sleep(backoffMs(attempt));
+        continue;
+      }
+      const body = Buffer.from(await res.arrayBuffer());
+      if (res.status < 300) return body;
+      if ((res.status === 429 || res.status >= 500) && attempt < this.maxRetries) {
+        await this.clock.sleep(backoffMs(attempt, retryAfterMs(res.headers.get("retry-after"), this.clock.now())));
+        continue;
+      }
+      throw errorFor(method === "PUT" ? "AB-3056" : "AB-4077", `the object store answered ${res.status} to the ${method} of ${shown}`, { gateway: this.gateway, httpStatus: res.status });
+    }
   }
 
   /** Sends an `agentbus.message.v1`; with `waitReplyMs`, waits for the answer (`result.reply`). */
@@ -545,7 +653,7 @@ export class Agent {
 
   private async *deliveriesPoll(signal: AbortSignal, waitS = 20): AsyncGenerator<Json> {
     const doc = await call(this.gateway, "GET", `/v1/inbox?after=${this.cursor}&wait=${waitS}&limit=100`, {
-      token: this.credential, version: this.version, retries: this.maxRetries, signal,
+      token: this.credential, version: this.version, retries: this.maxRetries, signal, clock: this.clock,
     });
     for (const d of doc.deliveries ?? []) yield d;
   }
@@ -618,12 +726,65 @@ interface CallOptions {
   retries: number;
   withReplay?: boolean;
   signal?: AbortSignal;
+  clock?: Clock;
+  /** The answer's bytes (a Buffer) rather than its JSON. */
+  binary?: boolean;
 }
 
-function retryAfterMs(value: string | null): number | undefined {
+/** The key and piece size of a `sealing` object the gateway answered (agentbus-chunked-v1). */
+function sealingOf(sealing: Json | undefined, gateway: string): [Buffer, number] {
+  if (sealing?.scheme !== SEAL_SCHEME) {
+    throw errorFor("AB-3057", `the gateway offered a sealing this library does not know: ${JSON.stringify(sealing?.scheme ?? null)}`, { gateway });
+  }
+  let key: Buffer;
+  try {
+    key = b64urlDecode(String(sealing.key));
+  } catch {
+    key = Buffer.alloc(0);
+  }
+  const pieceBytes = Number(sealing.piece_bytes ?? 1 << 20);
+  if (key.length !== 32 || !Number.isSafeInteger(pieceBytes) || pieceBytes <= 0) {
+    throw errorFor("AB-3057", "the blob's content key is not 32 bytes of base64url, or its piece size is not a positive integer", { gateway });
+  }
+  return [key, pieceBytes];
+}
+
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+const M = MONTHS.join("|");
+const IMF_FIXDATE = new RegExp(`^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), (\\d{2}) (${M}) (\\d{4}) (\\d{2}):(\\d{2}):(\\d{2}) GMT$`);
+const RFC850 = new RegExp(`^(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), (\\d{2})-(${M})-(\\d{2}) (\\d{2}):(\\d{2}):(\\d{2}) GMT$`);
+const ASCTIME = new RegExp(`^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (${M}) ([ \\d]\\d) (\\d{2}):(\\d{2}):(\\d{2}) (\\d{4})$`);
+
+/** An HTTP-date (RFC 9110 §5.6.7: IMF-fixdate, or the obsolete RFC 850 and asctime forms) in
+ * Unix milliseconds; undefined when `text` is none. */
+export function parseHttpDate(text: string, nowMs: number = Date.now()): number | undefined {
+  let y: number, mo: string, d: string, h: string, mi: string, sec: string;
+  let m = IMF_FIXDATE.exec(text);
+  if (m !== null) [d, mo, y, h, mi, sec] = [m[1], m[2], Number(m[3]), m[4], m[5], m[6]];
+  else if ((m = RFC850.exec(text)) !== null) {
+    [d, mo, h, mi, sec] = [m[1], m[2], m[4], m[5], m[6]];
+    // A two-digit year more than 50 years ahead is the most recent past year with those digits.
+    const thisYear = new Date(nowMs).getUTCFullYear();
+    y = Math.floor(thisYear / 100) * 100 + Number(m[3]);
+    if (y > thisYear + 50) y -= 100;
+  } else if ((m = ASCTIME.exec(text)) !== null) [mo, d, h, mi, sec, y] = [m[1], m[2].trim(), m[3], m[4], m[5], Number(m[6])];
+  else return undefined;
+  const ms = Date.UTC(y, MONTHS.indexOf(mo), Number(d), Number(h), Number(mi), Number(sec));
+  const back = new Date(ms);
+  // Date.UTC rolls 31 Feb over into March; such a date is not a date.
+  if (back.getUTCDate() !== Number(d) || Number(h) > 23 || Number(mi) > 59 || Number(sec) > 60) return undefined;
+  return ms;
+}
+
+/** How long `Retry-After` asks to wait (RFC 9110 §10.2.3): delay-seconds, or an HTTP-date,
+ * measured from `nowMs` (a date already past means at once). */
+export function retryAfterMs(value: string | null, nowMs: number = Date.now()): number | undefined {
   if (value === null) return undefined;
-  const n = Number(value);
-  return Number.isFinite(n) && n >= 0 ? n * 1000 : undefined;
+  const text = value.trim();
+  // delay-seconds is 1*DIGIT; a fraction is honoured as well.
+  if (/^[0-9]+(\.[0-9]+)?$/.test(text)) return Number(text) * 1000;
+  const at = parseHttpDate(text, nowMs);
+  return at === undefined ? undefined : Math.max(0, at - nowMs);
 }
 
 function backoffMs(attempt: number, retryAfter?: number): number {
@@ -646,6 +807,7 @@ export async function call(gateway: string, method: string, path: string, o: Cal
     payload = JSON.stringify(o.body);
     headers["content-type"] = "application/json";
   }
+  const clock = o.clock ?? systemClock;
   for (let attempt = 0; ; attempt++) {
     let res: Response;
     try {
@@ -653,16 +815,17 @@ export async function call(gateway: string, method: string, path: string, o: Cal
     } catch (e) {
       if (o.signal?.aborted) throw errorFor("AB-4077", "the agent was closed", { gateway });
       if (attempt >= o.retries) throw errorFor("AB-4077", `cannot reach the gateway: ${(e as Error).message}`, { gateway });
-      await sleep(backoffMs(attempt));
+      await clock.sleep(backoffMs(attempt));
       continue;
     }
+    if (res.status < 400 && o.binary) return Buffer.from(await res.arrayBuffer()) as unknown as Json;
     const text = await res.text();
     if (res.status < 400) {
       const doc: Json = text ? JSON.parse(text) : {};
       if (o.withReplay) doc.__replay = res.headers.get("agentbus-idempotent-replay") === "true";
       return doc;
     }
-    const retryAfter = retryAfterMs(res.headers.get("retry-after"));
+    const retryAfter = retryAfterMs(res.headers.get("retry-after"), clock.now());
     let err: Json = {};
     try {
       err = JSON.parse(text).error ?? {};
@@ -674,7 +837,7 @@ export async function call(gateway: string, method: string, path: string, o: Cal
       retryAfter: retryAfter === undefined ? undefined : retryAfter / 1000,
     });
     if ((res.status === 429 || res.status >= 500) && attempt < o.retries) {
-      await sleep(backoffMs(attempt, retryAfter));
+      await clock.sleep(backoffMs(attempt, retryAfter));
       continue;
     }
     throw error;

@@ -161,7 +161,7 @@ export function parseSig(sig: unknown): [string, Buffer] {
   if (first < 0 || second < 0) throw new Error("three ':'-separated parts are needed");
   const [alg, keyId, text] = [sig.slice(0, first), sig.slice(first + 1, second), sig.slice(second + 1)];
   if (alg !== SIG_ALGORITHM) throw new Error("the algorithm must be ed25519");
-  if (!keyId.startsWith("key_") || keyId.length !== 30) throw new Error("the key id must be a key_ id");
+  if (!/^key_[0-7][0-9A-HJKMNP-TV-Z]{25}$/.test(keyId)) throw new Error("the key id must be a key_ id");
   const raw = b64urlDecode(text);
   if (raw.length !== 64) throw new Error("an Ed25519 signature is 64 bytes");
   return [keyId, raw];

@@ -38,6 +38,8 @@ export interface ErrorOptions {
   requestId?: string;
   details?: Record<string, unknown>;
   retryAfter?: number;
+  /** A fix for this occurrence, more precise than the catalogue's for the code. */
+  fix?: string;
 }
 
 /** A failure with an `AB-` code: `code`, `message`, `cause`, `fix`, `docUrl`. */
@@ -61,7 +63,7 @@ export class AgentBusError extends Error {
     this.title = entry?.title ?? "";
     this.kind = entry?.kind ?? "internal";
     this.cause_ = entry?.cause ?? "";
-    this.fix = entry?.fix ?? "";
+    this.fix = o.fix ?? entry?.fix ?? "";
     const path = entry?.doc_path ?? `/errors/${code}`;
     this.docUrl = o.docUrl ?? (o.gateway ? o.gateway.replace(/\/+$/, "") + path : path);
     this.httpStatus = o.httpStatus;
@@ -89,6 +91,16 @@ export class ConfigurationError extends AgentBusError {}
 export class SidecarTooOldError extends RefusedError {
   get upgradeHint(): string {
     return "upgrade @agentbus/sdk (npm install @agentbus/sdk@latest) to at least the min_sidecar_version in the gateway's /.well-known/agentbus.json";
+  }
+}
+
+/** AB-1031: a CLI profile keeps its key in the OS keychain (or another store than a file), which
+ * this library does not read: it signs with key files only. */
+export class KeychainProfileError extends InputError {
+  constructor(readonly profile: string, readonly keyStore: string) {
+    super("AB-1031", `profile ${profile} keeps its key in the ${keyStore === "keychain" ? "OS keychain" : `${keyStore} key store`}; this library reads only key files`, {
+      fix: `register an agent whose key is a 0600 file and load that profile: AGENTBUS_KEYSTORE=file agentbus --profile ${profile}-file connect --gateway <url> --token abu_… --name <agent name>, then Agent.connect({ profile: "${profile}-file" }); or pass gateway, credential, key, keyId and address to Agent.connect`,
+    });
   }
 }
 

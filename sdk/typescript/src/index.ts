@@ -11,15 +11,21 @@
 import { Message } from "./client.js";
 import { frameEnvelope, FrameOptions } from "./frame.js";
 
-export { Agent, Message, Task, VERSION, call } from "./client.js";
-export type { AgentOptions, ConnectOptions, DelegateOptions, SendOptions, SendResult } from "./client.js";
+export { Agent, Message, Task, VERSION, call, parseHttpDate, retryAfterMs, systemClock } from "./client.js";
+export type { AgentOptions, Clock, ConnectOptions, DelegateOptions, SendOptions, SendResult } from "./client.js";
 export {
   SigningKey, b64url, b64urlDecode, build, canonicalize, parseSig, sign, signingBytes, verify, verifyRaw,
 } from "./envelope.js";
 export type { Envelope } from "./envelope.js";
 export {
-  AgentBusError, ConfigurationError, InputError, RefusedError, SidecarTooOldError, UnavailableError, catalogue, errorFor,
+  AgentBusError, ConfigurationError, InputError, KeychainProfileError, RefusedError, SidecarTooOldError, UnavailableError,
+  catalogue, errorFor,
 } from "./errors.js";
+export { EnvelopeParseError, parseEnvelope, validateEnvelope } from "./validate.js";
+export type { ValidateOptions, Violation } from "./validate.js";
+export { JsonError, parseStrict } from "./json.js";
+export { SCHEMA_FILES, schemaProblems } from "./schema.js";
+export type { SchemaProblem } from "./schema.js";
 export { describe, frameEnvelope, render } from "./frame.js";
 export type { Frame, FrameOptions } from "./frame.js";
 export { Cancelled, Job, TaskFailed, Worker, checkSchema } from "./worker.js";

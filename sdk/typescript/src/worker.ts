@@ -8,6 +8,7 @@
  */
 
 import { Agent, Message } from "./client.js";
+import { schemaProblems } from "./schema.js";
 
 type Json = Record<string, any>;
 
@@ -171,7 +172,7 @@ export class Worker {
       const data: Json = { status: "succeeded" };
       if (result.output !== undefined) {
         const schemas = [cap.outputSchema, job.request.data.constraints?.output_schema];
-        const problems = schemas.flatMap((s) => (s ? checkSchema(result.output, s, "") : []));
+        const problems = schemas.flatMap((s) => (s !== undefined && s !== null ? checkSchema(result.output, s) : []));
         if (problems.length) {
           await job.send("agentbus.task.result.v1", {
             status: "failed",
@@ -203,34 +204,9 @@ export class Worker {
   }
 }
 
-const typeOf = (v: unknown): string =>
-  v === null ? "null" : Array.isArray(v) ? "array" : Number.isInteger(v) ? "integer" : typeof v;
-
-/** A JSON Schema check of the keywords outputs use (type, required, properties, enum, const,
- * items, additionalProperties: false); the gateway checks the whole schema again and records
- * what it finds on the task's timeline. */
-export function checkSchema(v: unknown, s: Json, at: string): string[] {
-  const out: string[] = [];
-  const where = at || "/";
-  if (s.type !== undefined) {
-    const types: string[] = Array.isArray(s.type) ? s.type : [s.type];
-    const t = typeOf(v);
-    if (!types.some((x) => x === t || (x === "number" && t === "integer"))) out.push(`${where}: not of type ${types.join(" or ")}`);
-  }
-  if (Array.isArray(s.enum) && !s.enum.some((e: unknown) => JSON.stringify(e) === JSON.stringify(v))) out.push(`${where}: not one of the enum`);
-  if ("const" in s && JSON.stringify(s.const) !== JSON.stringify(v)) out.push(`${where}: not the const`);
-  if (typeOf(v) === "object") {
-    const o = v as Json;
-    for (const r of s.required ?? []) if (!(r in o)) out.push(`${where}: '${r}' is a required property`);
-    for (const [k, sub] of Object.entries((s.properties ?? {}) as Json)) {
-      if (k in o) out.push(...checkSchema(o[k], sub, `${at}/${k}`));
-    }
-    if (s.additionalProperties === false) {
-      for (const k of Object.keys(o)) if (!(k in (s.properties ?? {}))) out.push(`${where}: '${k}' is not allowed`);
-    }
-  }
-  if (typeOf(v) === "array" && s.items && typeof s.items === "object") {
-    (v as unknown[]).forEach((x, i) => out.push(...checkSchema(x, s.items, `${at}/${i}`)));
-  }
-  return out;
+/** Every place `v` fails the JSON Schema `s` (draft 2020-12, all of it: `$ref`/`$defs`,
+ * composition, `pattern`, formats and the rest, by Ajv), as `pointer: message` lines under `at`.
+ * The gateway checks the output again and records what it finds on the task's timeline. */
+export function checkSchema(v: unknown, s: unknown, at = ""): string[] {
+  return schemaProblems(v, s, at).map((p) => `${p.path || "/"}: ${p.message}`);
 }

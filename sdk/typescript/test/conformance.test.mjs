@@ -125,3 +125,91 @@ test("built envelopes carry what the Rust core writes", () => {
   ab.sign(env, key, "key_01J9ZK6Q8R2M3N4P5Q6R7S8T9V");
   assert.ok(ab.verify(env, key.publicKey));
 });
+
+// ---- §2 validation: every shared case, with its codes and paths ---------------------------------
+
+// Cases whose outcome a client library cannot reproduce, by name with the reason. Empty: every
+// case under tests/data/envelopes applies to a library that checks what it sends and receives.
+const NOT_APPLICABLE = {};
+
+/** The violations of one envelope as sorted, deduplicated `code path` lines, as the Rust test. */
+function violations(bytes, opts) {
+  const got = ab.validateEnvelope(bytes, opts).map((v) => `${v.code} ${v.path}`.trimEnd());
+  return [...new Set(got)].sort();
+}
+
+function envelopeCases(dir) {
+  return list(join("envelopes", dir), ".case").map((name) => {
+    const text = read("envelopes", dir, name).toString();
+    const at = text.indexOf("---\n");
+    assert.ok(at >= 0, `${name}: a --- line separates header and body`);
+    const header = text.slice(0, at);
+    const expected = header.split("\n").filter((l) => l.startsWith("# expect: ")).map((l) => l.slice(10).trimEnd()).sort();
+    return { name: `${dir}/${name}`, title: header.split("\n")[0], expected, body: Buffer.from(text.slice(at + 4), "utf8") };
+  });
+}
+
+for (const [dir, minimum] of [["ok", 10], ["err", 50]]) {
+  test(`WP-2 envelope validation: every ${dir}/ case gives the Rust core's codes and paths`, () => {
+    const cases = envelopeCases(dir);
+    assert.ok(cases.length >= minimum, `${cases.length} cases`);
+    let ran = 0;
+    for (const c of cases) {
+      if (c.name in NOT_APPLICABLE) continue;
+      assert.deepEqual(violations(c.body), c.expected, `${c.name}: ${c.title}`);
+      ran++;
+    }
+    assert.equal(ran + Object.keys(NOT_APPLICABLE).filter((n) => n.startsWith(`${dir}/`)).length, cases.length);
+  });
+}
+
+test("WP-2.2-1 the spec's examples validate, signatures aside; with the check only `sig` is at fault", () => {
+  const names = list(join("envelopes", "spec"), ".json");
+  assert.ok(names.length >= 4);
+  for (const name of names) {
+    const bytes = read("envelopes", "spec", name);
+    assert.deepEqual(violations(bytes, { checkSigForm: false }), [], name);
+    assert.deepEqual(violations(bytes), ["AB-1010 /sig"], name);
+  }
+});
+
+test("WP-2.3-1 the size limit is exactly one mebibyte", () => {
+  const codes = (o) => ab.validateEnvelope({}, o).map((v) => v.code);
+  assert.ok(!codes({ receivedBytes: 1_048_576 }).includes("AB-3007"));
+  assert.ok(codes({ receivedBytes: 1_048_577 }).includes("AB-3007"));
+  assert.deepEqual(violations(Buffer.alloc(1_048_577, 0x20)), ["AB-3007"]);
+});
+
+test("WP-5.1-1 text is at most 500000 characters", () => {
+  const [c] = envelopeCases("ok").filter((c) => c.name === "ok/wp-12-1-request-signed-shape.case");
+  for (const [n, ok] of [[500_000, true], [500_001, false]]) {
+    const env = ab.parseEnvelope(c.body);
+    env.data.text = "é".repeat(n);
+    const v = ab.validateEnvelope(env);
+    assert.equal(v.length === 0, ok, `${n}: ${JSON.stringify(v)}`);
+    if (!ok) assert.equal(v[0].path, "/data/text");
+  }
+});
+
+test("the packaged protocol schemas are the Rust core's, byte for byte", () => {
+  for (const path of ab.SCHEMA_FILES) {
+    const packaged = readFileSync(join(REPO, "sdk", "typescript", "schemas", path)).toString();
+    assert.equal(packaged, readFileSync(join(REPO, "crates", "agentbus-protocol", "schemas", path)).toString(), path);
+  }
+  const crate = readdirSync(join(REPO, "crates", "agentbus-protocol", "schemas"), { recursive: true }).filter((p) => String(p).endsWith(".json"));
+  assert.equal(crate.length, ab.SCHEMA_FILES.length);
+});
+
+test("a sent envelope is validated first: an invalid one throws its code before any request", async () => {
+  const agent = new ab.Agent({
+    gateway: "http://127.0.0.1:9", credential: "aba_x", key: new ab.SigningKey(Buffer.alloc(32)),
+    keyId: "key_01J9ZK6Q8R2M3N4P5Q6R7S8T9V", address: "agent://default/default/alpha", maxRetries: 0,
+  });
+  await assert.rejects(agent.send("agent://default/default/beta", "hi", { subject: "x".repeat(201) }), (e) => {
+    assert.ok(e instanceof ab.InputError || e instanceof ab.AgentBusError);
+    assert.equal(e.code, "AB-3008");
+    assert.deepEqual(e.details.violations.map((v) => v.path), ["/subject"]);
+    return true;
+  });
+  await assert.rejects(agent.send("mailto:someone@example.com", "hi"), (e) => e.code === "AB-3015");
+});

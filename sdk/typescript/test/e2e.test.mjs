@@ -1,11 +1,13 @@
 // End to end against a real gateway (SQLite) started by the test.
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { createHash, randomBytes } from "node:crypto";
 import { join } from "node:path";
-import { writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 
 import { Agent, SidecarTooOldError, frame } from "../dist/index.js";
-import { Gateway, take } from "./gateway.mjs";
+import { Gateway, s3Bucket, s3Server, take, withoutWebSocket } from "./gateway.mjs";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -191,6 +193,9 @@ test("attachments from paths", async () => {
     const [att] = m.data.attachments;
     assert.equal(att.name, "notes.txt");
     assert.match(att.ref, /^blob:\/\//);
+    assert.equal((await b.download(att)).toString(), "attached notes\n");
+    // Bytes that do not match the signed entry are refused, not handed over.
+    await assert.rejects(b.download({ ...att, sha256: "0".repeat(64) }), (e) => e.code === "AB-3020");
   } finally {
     await stopAll(gw);
   }
@@ -225,5 +230,87 @@ test("a redelivery of a handled message is acked, not handed over again", async 
     assert.ok(lost);
   } finally {
     await stopAll(gw);
+  }
+});
+
+test("without the WebSocket route the inbox falls back to the long poll: receives, acks and resumes without loss or duplicate", { timeout: 120_000 }, async () => {
+  const gw = await Gateway.start();
+  const proxy = await withoutWebSocket(gw.url);
+  try {
+    const [a, b] = await pair(gw);
+    // The same agent, reaching the gateway through the proxy that refuses the socket.
+    const viaPoll = track(new Agent({ gateway: proxy.url, credential: b.credential, key: b.key, keyId: b.keyId, address: b.address, agentId: b.agentId }));
+    for (let i = 0; i < 3; i++) await a.send(b.address, `first ${i}`);
+    const first = await take(viaPoll, 3);
+    assert.deepEqual(first.map((m) => m.text), ["first 0", "first 1", "first 2"]);
+    assert.ok(first.every((m) => m.verified));
+    assert.ok(proxy.stats.upgrades >= 1, "the socket was tried first");
+    assert.ok(proxy.stats.polls >= 1, "then the long poll was used");
+    // Acked: another client of the same agent, straight to the gateway, finds nothing left.
+    const direct = await b.call("GET", "/v1/inbox?after=0&wait=0&limit=100");
+    assert.deepEqual(direct.deliveries ?? [], []);
+    // Resumed: a gateway restart while the long poll waits; what follows arrives exactly once.
+    const got = [];
+    const receiving = (async () => {
+      for await (const m of viaPoll.messages()) {
+        got.push(m.text);
+        if (got.length === 4) { await m.ack(); return; }
+      }
+    })();
+    await a.send(b.address, "second 0");
+    while (got.length < 1) await sleep(50);
+    await gw.stop();
+    await gw.start();
+    for (let i = 1; i < 4; i++) await a.send(b.address, `second ${i}`);
+    await receiving;
+    assert.deepEqual(got, ["second 0", "second 1", "second 2", "second 3"]);
+    const ids = new Set([...first.map((m) => m.id)]);
+    assert.equal(ids.size, 3);
+    const after = await b.call("GET", "/v1/inbox?after=0&wait=0&limit=100");
+    assert.deepEqual(after.deliveries ?? [], []);
+  } finally {
+    await proxy.close();
+    await stopAll(gw);
+  }
+});
+
+test("an attachment too large to go inline travels through the S3 store and arrives byte for byte", { timeout: 120_000 }, async (t) => {
+  const server = await s3Server();
+  if (server.missing !== undefined) {
+    // Never a silent skip: where the whole suite is meant to run, a missing store is a failure.
+    if (process.env.CI === "true" || process.env.AGENTBUS_SDK_CROSS === "1") assert.fail(server.missing);
+    t.skip(server.missing);
+    return;
+  }
+  const dir = mkdtempSync(join(tmpdir(), "agentbus-ts-s3-"));
+  const bucket = await s3Bucket(server.url, dir);
+  // The inline cap is far below the file: only the pre-signed PUT of the sealed content can carry it.
+  const gw = await Gateway.start(...bucket.flags, "--blob-inline-max", "65536");
+  try {
+    const [a, b] = await pair(gw);
+    const content = randomBytes(2 * 1024 * 1024 + 512 * 1024 + 17); // three sealed pieces
+    const f = join(dir, "build.tar");
+    writeFileSync(f, content);
+    await a.send(b.address, "the build, attached", { attachments: [f] });
+    const [m] = await take(b, 1);
+    assert.ok(m.verified);
+    const [att] = m.data.attachments;
+    assert.equal(att.name, "build.tar");
+    assert.equal(att.size, content.length);
+    assert.equal(att.sha256, createHash("sha256").update(content).digest("hex"));
+    // In the bucket, sealed: three pieces, each with its 16-byte tag (the gateway's `complete`
+    // opened every piece under the blob's key before it let the message through).
+    const id = att.ref.slice(att.ref.lastIndexOf("/") + 1);
+    const objects = await bucket.objects();
+    assert.deepEqual(objects.filter(([k]) => k.endsWith(id)), [[`agentbus/blobs/${id}`, content.length + 3 * 16]], JSON.stringify(objects));
+    // Downloaded by the receiver through the pre-signed GET, opened piece by piece.
+    const dest = join(dir, "received.tar");
+    const got = await b.download(att, dest);
+    assert.ok(got.equals(content));
+    assert.ok(readFileSync(dest).equals(content));
+  } finally {
+    await stopAll(gw);
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -85,3 +85,86 @@ export async function take(agent, n, o = {}) {
   }
   return got;
 }
+
+/** A proxy in front of `target` that answers the inbox WebSocket route 404, as a gateway or a
+ * proxy without WebSocket support does, and forwards every other request: a client must fall back
+ * to the long poll. It counts refused upgrades and long polls. */
+export async function withoutWebSocket(target) {
+  const { createServer: httpServer, request } = await import("node:http");
+  const stats = { upgrades: 0, polls: 0 };
+  const to = new URL(target);
+  const sockets = new Set();
+  const server = httpServer((req, res) => {
+    if (req.url.startsWith("/v1/inbox?")) stats.polls++;
+    const out = request({ host: to.hostname, port: to.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
+      res.writeHead(up.statusCode, up.headers);
+      up.pipe(res);
+    });
+    out.on("error", () => { res.destroy(); });
+    req.pipe(out);
+  });
+  server.on("connection", (s) => { sockets.add(s); s.on("close", () => sockets.delete(s)); });
+  server.on("upgrade", (req, socket) => {
+    stats.upgrades++;
+    socket.end("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    stats,
+    close: () => new Promise((r) => { for (const s of sockets) s.destroy(); server.close(r); }),
+  };
+}
+
+/** The S3-compatible test server: AGENTBUS_TEST_S3_URL (scripts/test starts one), else moto
+ * started from ./.venv-s3 for the caller, as the Rust tests do (tests/s3/moto_server.py serves
+ * until its stdin closes; `stop()` ends it). `missing` says why there is none. */
+export async function s3Server() {
+  const given = process.env.AGENTBUS_TEST_S3_URL;
+  if (given) return { url: given, stop: async () => {} };
+  const python = join(REPO, ".venv-s3", "bin", "python");
+  const how = "install moto with `python3 -m venv .venv-s3 && .venv-s3/bin/pip install -r tests/s3/requirements.txt` (./scripts/test does), or set AGENTBUS_TEST_S3_URL";
+  const { existsSync } = await import("node:fs");
+  if (!existsSync(python)) return { missing: `AGENTBUS_TEST_S3_URL is unset and ${python} is missing: ${how}` };
+  const proc = spawn(python, [join(REPO, "tests", "s3", "moto_server.py")], { stdio: ["pipe", "pipe", "ignore"] });
+  const exited = new Promise((r) => proc.once("exit", r));
+  const line = await new Promise((resolve) => {
+    const rl = createInterface({ input: proc.stdout });
+    rl.once("line", (l) => { rl.close(); resolve(l); });
+    exited.then(() => resolve(""));
+  });
+  const stop = async () => { proc.stdin.end(); proc.stdout.destroy(); await exited; };
+  if (!line.startsWith("http://")) {
+    proc.kill();
+    await stop();
+    return { missing: `tests/s3/moto_server.py did not start: ${how}` };
+  }
+  return { url: line.trim(), stop };
+}
+
+/** A fresh bucket on the S3 test server (moto takes unsigned requests) and the gateway flags
+ * that store blob content in it. */
+export async function s3Bucket(url, dir) {
+  const { randomBytes } = await import("node:crypto");
+  const { writeFileSync } = await import("node:fs");
+  const name = `t-${randomBytes(8).toString("hex")}`;
+  const r = await fetch(`${url}/${name}`, { method: "PUT" });
+  if (!r.ok) throw new Error(`creating bucket ${name}: ${r.status}`);
+  mkdirSync(dir, { recursive: true });
+  const secret = join(dir, "s3-secret");
+  writeFileSync(secret, "test-secret-key\n");
+  return {
+    name,
+    flags: [
+      "--s3-endpoint", url, "--s3-bucket", name, "--s3-region", "us-east-1", "--s3-access-key-id", "testing",
+      "--s3-secret-access-key-file", secret, "--s3-path-style", "true", "--s3-prefix", "agentbus/blobs/",
+    ],
+    /** Every object in the bucket as [key, size] (moto answers unsigned listings). */
+    async objects() {
+      const body = await (await fetch(`${url}/${name}?list-type=2`)).text();
+      return [...body.matchAll(/<Contents>([\s\S]*?)<\/Contents>/g)].map((m) => [
+        /<Key>([^<]*)<\/Key>/.exec(m[1])?.[1], Number(/<Size>([0-9]+)<\/Size>/.exec(m[1])?.[1]),
+      ]);
+    },
+  };
+}
