@@ -16,7 +16,7 @@ from agentbus import Agent, SigningKey
 
 def agent_with(handler) -> Agent:
     a = Agent("http://gw.test", "aba_x", SigningKey(bytes(32)), "key_01J9ZK6Q8R2M3N4P5Q6R7S8T9V",
-              "agent://default/default/a", "agt_01J9ZK6Q8R2M3N4P5Q6R7S8T9V")
+              "agent://default/default/alpha", "agt_01J9ZK6Q8R2M3N4P5Q6R7S8T9V")
     a._http = httpx.AsyncClient(base_url="http://gw.test", transport=httpx.MockTransport(handler),
                                 headers=dict(a._http.headers))
     return a
@@ -36,7 +36,7 @@ def test_a_503_is_retried_after_retry_after_with_the_same_envelope():
 
     async def body():
         a = agent_with(handler)
-        sent = await a.send("agent://default/default/b", "hi")
+        sent = await a.send("agent://default/default/beta", "hi")
         assert sent.receipt["state"] == "persisted"
 
     asyncio.run(body())
@@ -57,7 +57,7 @@ def test_a_refusal_raises_its_typed_error_at_once():
     async def body():
         a = agent_with(handler)
         with pytest.raises(agentbus.RefusedError) as e:
-            await a.send("agent://default/default/b", "hi")
+            await a.send("agent://default/default/beta", "hi")
         assert e.value.code == "AB-2001" and e.value.request_id == "req_1"
         assert e.value.doc_url == "http://gw.test/errors/AB-2001" and e.value.fix
 
@@ -74,7 +74,7 @@ def test_rate_limits_give_up_after_the_retries_with_the_last_error():
         a = agent_with(handler)
         a.max_retries = 2
         with pytest.raises(agentbus.AgentBusError) as e:
-            await a.send("agent://default/default/b", "hi")
+            await a.send("agent://default/default/beta", "hi")
         assert e.value.code == "AB-5001" and e.value.retry_after == 0.0 and e.value.retryable
 
     asyncio.run(body())

@@ -26,6 +26,7 @@ import websockets
 
 from . import envelope as env_mod
 from . import ids
+from . import validate as validate_mod
 from .envelope import Envelope, SigningKey
 from .errors import AgentBusError, error_for
 from .frame import frame_envelope
@@ -75,6 +76,7 @@ class Message:
     attempt: int
     verified: bool
     why_unverified: Optional[str] = None
+    violations: tuple["validate_mod.Violation", ...] = ()
     task_id: Optional[str] = None
     _agent: Optional["Agent"] = field(default=None, repr=False)
     _acked: bool = field(default=False, repr=False)
@@ -417,9 +419,12 @@ class Agent:
         return SendResult(id=doc["id"], receipt=doc, envelope=envelope, replay=replay)
 
     def seal(self, kind: str, to: str, data: Mapping[str, Any], **attrs: Any) -> Envelope:
-        """Builds and signs an envelope from this agent."""
+        """Builds and signs an envelope from this agent, checked against §2 first: a broken rule
+        raises its typed error (the gateway's code, every violation in ``details``) and nothing
+        is sent."""
         env = env_mod.build(kind=kind, source=self.address, to=to, data=data, **attrs)
         env_mod.sign(env, self.key, self.key_id)
+        validate_mod.check(env)
         return env
 
     async def _send_kind(
@@ -587,13 +592,32 @@ class Agent:
         return None
 
     async def _message(self, d: Mapping[str, Any]) -> Message:
-        env = dict(d["envelope"])
-        why = await self.verify(env)
+        raw = d["envelope"]
+        env = dict(raw)
+        violations = self.check_envelope(raw)
+        why: Optional[str] = None
+        if violations:
+            first = violations[0]
+            why = f"the envelope breaks §2: {first.code} {first.path} {first.message}".replace("  ", " ")
+        else:
+            why = await self.verify(env)
         return Message(
             envelope=env, sequence=int(d["sequence"]), delivery=str(d["delivery"]),
             attempt=int(d.get("attempt", 1)), verified=why is None, why_unverified=why,
-            task_id=await self._task_of_request(env), _agent=self,
+            violations=tuple(violations), task_id=await self._task_of_request(env), _agent=self,
         )
+
+    @staticmethod
+    def check_envelope(envelope: Any) -> list["validate_mod.Violation"]:
+        """The §2 violations of a delivered envelope (as read by this client, so a repeated
+        member name is still seen): an envelope the gateway should never have delivered is
+        treated as unverified. An unregistered type is not one (§11.3: opaque to receivers)."""
+        if not isinstance(envelope, dict):
+            return [validate_mod.Violation("AB-3001", "", "an envelope is a JSON object")]
+        problem = validate_mod.i_json_problem(envelope)
+        if problem:
+            return [validate_mod.Violation("AB-3001", "", problem)]
+        return [v for v in validate_mod.validate(envelope) if v.code != "AB-3012"]
 
     async def ack(self, message: Message) -> None:
         """Acks a delivered copy: its id counts as handled, so a redelivery is skipped (§8)."""
@@ -616,7 +640,7 @@ class Agent:
         headers = {"authorization": f"Bearer {self.credential}", SIDECAR_VERSION_HEADER: self.version}
         async with websockets.connect(self._ws_url(), additional_headers=headers, max_size=2**21) as ws:
             async for raw in ws:
-                frame = json.loads(raw)
+                frame = validate_mod.loads_marked(raw)
                 if frame.get("type") == "delivery":
                     yield frame["delivery"]
                 elif frame.get("type") == "error":
@@ -734,7 +758,9 @@ async def _call(
             attempt += 1
             continue
         if resp.status_code < 400:
-            doc = resp.json() if resp.content else {}
+            # Read keeping repeated member names visible, so a delivered envelope is checked as
+            # received (§2, I-JSON), not as a dict would leave it.
+            doc = validate_mod.loads_marked(resp.content) if resp.content else {}
             if with_replay:
                 return doc, resp.headers.get("agentbus-idempotent-replay") == "true"
             return doc
