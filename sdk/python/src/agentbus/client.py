@@ -10,12 +10,15 @@ which the gateway answers as an idempotent replay (§8) rather than a second mes
 from __future__ import annotations
 
 import asyncio
+import datetime
+import email.utils
 import hashlib
 import json
 import mimetypes
 import os
 import pathlib
 import random
+import time
 from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Mapping, Optional, Sequence, Union, cast,
@@ -212,6 +215,8 @@ class Agent:
         require_verified: Optional[bool] = None,
         max_retries: int = 5,
         version: str = VERSION,
+        sleep: Optional[Callable[[float], Awaitable[Any]]] = None,
+        clock: Optional[Callable[[], float]] = None,
     ) -> None:
         self.gateway = gateway.rstrip("/")
         self.credential = credential
@@ -223,6 +228,10 @@ class Agent:
         self.max_retries = max_retries
         self.version = version
         self._require_verified = require_verified
+        # Injectable for tests: how retries wait, and the wall clock (Unix seconds) an HTTP-date
+        # Retry-After is measured against.
+        self._sleep: Callable[[float], Awaitable[Any]] = sleep or asyncio.sleep
+        self._clock: Callable[[], float] = clock or time.time
         self._http = httpx.AsyncClient(
             base_url=self.gateway,
             headers={
@@ -264,6 +273,8 @@ class Agent:
                 headers={"authorization": f"Bearer {token}", SIDECAR_VERSION_HEADER: VERSION},
                 gateway=gateway,
                 retries=kw.get("max_retries", 5),
+                sleep=kw.get("sleep") or asyncio.sleep,
+                clock=kw.get("clock") or time.time,
             )
         card_doc = doc["agent"]
         agent = cls(
@@ -382,7 +393,7 @@ class Agent:
     async def _json(self, method: str, path: str, body: Any = None, **kw: Any) -> dict[str, Any]:
         doc = await _call(
             self._http, method, path, json_body=body, gateway=self.gateway,
-            retries=self.max_retries, **kw,
+            retries=self.max_retries, sleep=self._sleep, clock=self._clock, **kw,
         )
         return cast("dict[str, Any]", doc)
 
@@ -414,7 +425,7 @@ class Agent:
         """Publishes a signed envelope; retries reuse it as it is, so its id stays the same."""
         doc, replay = await _call(
             self._http, "POST", "/v1/messages", json_body=envelope, gateway=self.gateway,
-            retries=self.max_retries, with_replay=True,
+            retries=self.max_retries, with_replay=True, sleep=self._sleep, clock=self._clock,
         )
         return SendResult(id=doc["id"], receipt=doc, envelope=envelope, replay=replay)
 
@@ -449,7 +460,7 @@ class Agent:
         )
         await _call(
             self._http, "PUT", f"/v1/blobs/{blob['id']}/content", content=content,
-            gateway=self.gateway, retries=self.max_retries,
+            gateway=self.gateway, retries=self.max_retries, sleep=self._sleep, clock=self._clock,
         )
         return {"ref": blob["ref"], "name": p.name, "media_type": media, "size": len(content), "sha256": sha}
 
@@ -737,6 +748,8 @@ async def _call(
     gateway: str = "",
     retries: int = 5,
     with_replay: bool = False,
+    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    clock: Callable[[], float] = time.time,
 ) -> Any:
     """One API call with retries: 429 and 5xx answers and lost connections are tried again after
     ``Retry-After`` (or an exponential backoff with jitter); other refusals raise at once."""
@@ -754,7 +767,7 @@ async def _call(
         except (httpx.TransportError,) as e:
             if attempt >= retries:
                 raise error_for("AB-4077", f"cannot reach the gateway: {e}", gateway=gateway) from e
-            await asyncio.sleep(_backoff(attempt, None))
+            await sleep(_backoff(attempt, None))
             attempt += 1
             continue
         if resp.status_code < 400:
@@ -764,22 +777,32 @@ async def _call(
             if with_replay:
                 return doc, resp.headers.get("agentbus-idempotent-replay") == "true"
             return doc
-        retry_after = _retry_after(resp.headers.get("retry-after"))
+        retry_after = _retry_after(resp.headers.get("retry-after"), clock())
         err = _error_from(resp, gateway, retry_after)
         if (resp.status_code == 429 or resp.status_code >= 500) and attempt < retries:
-            await asyncio.sleep(_backoff(attempt, retry_after))
+            await sleep(_backoff(attempt, retry_after))
             attempt += 1
             continue
         raise err
 
 
-def _retry_after(value: Optional[str]) -> Optional[float]:
+def _retry_after(value: Optional[str], now: float) -> Optional[float]:
+    """Seconds to wait from a ``Retry-After`` (RFC 9110 §10.2.3): delay-seconds, or an HTTP-date
+    measured against ``now`` (Unix seconds; a date already past waits 0). None when absent or
+    unreadable."""
     if value is None:
         return None
+    value = value.strip()
+    # delay-seconds is digits; a fraction is taken too (some servers send one), never inf or nan.
+    if value and all(part.isascii() and part.isdigit() for part in value.split(".", 1)):
+        return float(value)
     try:
-        return max(0.0, float(value))
-    except ValueError:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
         return None
+    if when.tzinfo is None:  # the asctime form carries no zone; HTTP dates are UTC
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return max(0.0, when.timestamp() - now)
 
 
 def _backoff(attempt: int, retry_after: Optional[float]) -> float:
