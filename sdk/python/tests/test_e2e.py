@@ -332,3 +332,111 @@ def test_a_redelivery_of_a_handled_message_is_acked_not_handed_over_again(tmp_pa
         run(body())
     finally:
         gw.stop()
+
+
+class NoWebSocketProxy:
+    """A loopback proxy in front of the gateway that refuses every WebSocket upgrade with 403, as
+    some corporate proxies do, and passes everything else through unchanged."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.refused = 0
+        self.polls = 0
+        self.server: asyncio.AbstractServer | None = None
+        self.url = ""
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            writer.close()
+            return
+        if b"upgrade: websocket" in head.lower():
+            self.refused += 1
+            writer.write(b"HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+            await writer.drain()
+            writer.close()
+            return
+        try:
+            up_r, up_w = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            writer.close()  # the gateway is down (restarting): the client sees a lost connection
+            return
+        up_w.write(head)
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, count: bool) -> None:
+            try:
+                if count:
+                    self.polls += head.startswith(b"GET /v1/inbox?")
+                while data := await src.read(65536):
+                    if count and b"GET /v1/inbox?" in data:
+                        self.polls += 1
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, asyncio.CancelledError):
+                pass
+            finally:
+                dst.close()
+
+        try:
+            await asyncio.gather(pipe(reader, up_w, True), pipe(up_r, writer, False))
+        except asyncio.CancelledError:
+            pass
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+
+def test_the_long_poll_serves_when_websockets_are_refused_and_resumes_without_loss(gateway, tmp_path):
+    """The receive loop falls back to the long poll when the socket's handshake is refused, and
+    over it receives, acks after the body and resumes (a new loop, a gateway restart) with each
+    message handed over exactly once."""
+
+    async def body():
+        proxy = NoWebSocketProxy(gateway.port)
+        await proxy.start()
+        a = await Agent.connect(gateway.url, token=gateway.admin, name="sender")
+        b = await Agent.connect(proxy.url, token=gateway.admin, name="behind-proxy")
+        assert b.gateway == proxy.url
+        got: list[str] = []
+
+        async def receive(n: int) -> None:
+            async for m in b.messages():  # the default: the WebSocket first
+                assert m.verified
+                got.append(m.text)
+                if len(got) == n:
+                    await m.ack()
+                    return
+
+        for i in range(3):
+            await a.send(b.address, f"first {i}")
+        await receive(2)
+        assert proxy.refused >= 1 and proxy.polls >= 1
+        assert b.inbox_transport == "long-poll"
+        # A new loop resumes after the last sequence: "first 2" once, nothing handed over twice.
+        for i in range(2):
+            await a.send(b.address, f"second {i}")
+        await receive(5)
+        # A gateway restart between long polls loses nothing either.
+        receiver = asyncio.create_task(receive(8))
+        await asyncio.to_thread(gateway.stop)
+        await asyncio.to_thread(gateway.start)
+        for i in range(3):
+            await a.send(b.address, f"third {i}")
+        await asyncio.wait_for(receiver, 60)
+        assert got == [f"first {i}" for i in range(3)] + [f"second {i}" for i in range(2)] + [
+            f"third {i}" for i in range(3)
+        ]
+        # Every one was acked: nothing comes back after its lease.
+        inbox = await b._json("GET", "/v1/inbox?after=0&wait=0&limit=100")
+        assert inbox.get("deliveries") == []
+        await a.close()
+        await b.close()
+        await proxy.stop()
+
+    run(body())

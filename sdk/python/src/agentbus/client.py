@@ -245,6 +245,10 @@ class Agent:
         self._cursor = 0
         self._seen: dict[str, None] = {}  # ids already handed over, oldest first
         self._stash: list[Message] = []
+        self._pending: list[Mapping[str, Any]] = []  # a long-poll page's deliveries not yet read
+        # What the last receive loop reads: "websocket", or "long-poll" when asked for or when
+        # the socket's handshake was refused.
+        self.inbox_transport: Optional[str] = None
 
     # ---- connecting ---------------------------------------------------------------------------
 
@@ -659,21 +663,27 @@ class Agent:
                     raise error_for(err.get("code", "AB-9003"), err.get("message", ""), gateway=self.gateway)
 
     async def _deliveries_poll(self, wait_s: int = 20) -> AsyncIterator[Mapping[str, Any]]:
-        doc = await self._json("GET", f"/v1/inbox?after={self._cursor}&wait={wait_s}&limit=100")
-        for d in doc.get("deliveries") or []:
-            yield d
+        # A page is kept until each of its deliveries is handed over: a loop left after the
+        # first ones finds the rest here next time, not only after their leases run out.
+        if not self._pending:
+            doc = await self._json("GET", f"/v1/inbox?after={self._cursor}&wait={wait_s}&limit=100")
+            self._pending.extend(doc.get("deliveries") or [])
+        while self._pending:
+            yield self._pending.pop(0)
 
     async def _stream(self, *, hand_stash: bool = True, websocket: bool = True) -> AsyncIterator[Message]:
         """Deliveries as verified :class:`Message` objects, over the WebSocket, falling back to the
         long poll; reconnects resume after the last sequence; redeliveries of an id already handed
         over are acked and skipped (§8)."""
         use_ws = websocket
+        self.inbox_transport = "websocket" if websocket else "long-poll"
         backoff = 0.2
         while True:
             while hand_stash and self._stash:
                 yield self._stash.pop(0)
             try:
-                source = self._deliveries_ws() if use_ws else self._deliveries_poll()
+                from_page = bool(self._pending) or not use_ws
+                source = self._deliveries_poll() if from_page else self._deliveries_ws()
                 async for d in source:
                     backoff = 0.2
                     m = await self._message(d)
@@ -686,11 +696,14 @@ class Agent:
                         self._stash[held[0]] = m  # a newer lease of a message waiting here
                         continue
                     yield m
-                if not use_ws:
-                    continue  # the next long poll at once
+                if from_page:
+                    continue  # the next long poll (or the socket) at once
             except (OSError, websockets.exceptions.WebSocketException, asyncio.TimeoutError) as e:
-                if isinstance(e, websockets.exceptions.InvalidStatus) and e.response.status_code == 404:
-                    use_ws = False  # a gateway without the socket: the long poll serves
+                if isinstance(e, websockets.exceptions.InvalidHandshake):
+                    # Something answered HTTP but refused the upgrade: a gateway without the
+                    # socket (404) or a proxy that strips WebSockets. The long poll serves.
+                    use_ws = False
+                    self.inbox_transport = "long-poll"
             except AgentBusError as e:
                 if not e.retryable:
                     raise
