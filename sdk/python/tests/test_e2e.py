@@ -5,15 +5,19 @@ copy, and surface AB-6002."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import os
 import sqlite3
+
+import httpx
 
 import pytest
 
 import agentbus
 from agentbus import Agent
 
-from conftest import Gateway
+from conftest import Gateway, s3_gateway_flags, s3_objects
 
 
 
@@ -272,6 +276,7 @@ def test_attachments_from_paths(gateway, tmp_path):
         [att] = m.data["attachments"]
         assert att["name"] == "notes.txt" and att["size"] == len("attached notes\n")
         assert att["ref"].startswith("blob://")
+        assert await b.download(att) == b"attached notes\n"  # the inline store: the gateway's URL
         await a.close()
         await b.close()
 
@@ -440,3 +445,50 @@ def test_the_long_poll_serves_when_websockets_are_refused_and_resumes_without_lo
         await proxy.stop()
 
     run(body())
+
+
+def test_attachments_stored_in_s3_arrive_byte_for_byte(tmp_path):
+    """A gateway storing blobs in an S3-compatible store: the sender seals the file under the key
+    the gateway hands out and PUTs it to the pre-signed URL; the store holds only ciphertext; the
+    receiver downloads the sealed object, opens it and gets the same bytes."""
+    flags = s3_gateway_flags(tmp_path)
+    # An inline cap below the file's size: only the S3 path can take it.
+    gw = Gateway(tmp_path, *flags, "--blob-inline-max", "1MiB")
+    content = os.urandom(2 * 1024 * 1024 + 12345)  # three sealed pieces, the last a short one
+    f = tmp_path / "build.tar"
+    f.write_bytes(content)
+    att_ref: list[str] = []
+    try:
+        async def body():
+            a, b = await two_agents(gw, tmp_path)
+            sent = await a.send(b.address, "the build", attachments=[f])
+            [att] = sent.envelope["data"]["attachments"]
+            att_ref.append(att["ref"])
+            assert att["size"] == len(content)
+            assert att["sha256"] == hashlib.sha256(content).hexdigest()
+            [m] = await take(b, 1)
+            assert m.verified and m.data["attachments"] == [att]
+            got = await b.download(m.data["attachments"][0], to=tmp_path / "received.tar")
+            assert got == content
+            assert (tmp_path / "received.tar").read_bytes() == content
+            assert await a.download(att["ref"]) == content  # the uploader reads it too
+            # What the store holds, read through the pre-signed GET: ciphertext only.
+            meta = await b._json("GET", f"/v1/blobs/{att['ref'].rsplit('/', 1)[-1]}")
+            assert meta["download"]["sealing"]["scheme"] == "agentbus-chunked-v1"
+            stored = httpx.get(meta["download"]["url"]).content
+            assert len(stored) == len(content) + 3 * 16  # a tag per 1 MiB piece
+            assert content[:4096] not in stored
+            # A tampered declaration is caught before anything is returned.
+            with pytest.raises(agentbus.AgentBusError) as e:
+                await b.download({**att, "sha256": "0" * 64})
+            assert e.value.code == "AB-3020"
+            await a.close()
+            await b.close()
+
+        run(body())
+        # The one object is in the bucket the gateway was given, under its prefix.
+        assert [k for k in s3_objects(flags) if k.startswith("agentbus/blobs/")] == [
+            "agentbus/blobs/" + att_ref[0].rsplit("/", 1)[-1]
+        ]
+    finally:
+        gw.stop()

@@ -27,6 +27,7 @@ from typing import (
 import httpx
 import websockets
 
+from . import blobseal
 from . import envelope as env_mod
 from . import ids
 from . import validate as validate_mod
@@ -453,8 +454,10 @@ class Agent:
         return await self.publish(self.seal(kind, to, data, **attrs))
 
     async def upload(self, path: PathLike) -> Mapping[str, Any]:
-        """Uploads a file as a blob (``POST /v1/blobs`` then the inline ``PUT``); returns the
-        attachment object a message's ``data.attachments`` lists."""
+        """Uploads a file as a blob and returns the attachment object a message's
+        ``data.attachments`` lists. ``POST /v1/blobs`` says where the bytes go (§9): the gateway
+        (an inline ``PUT``), or an S3-compatible store (the content sealed here under the key the
+        answer gives, a pre-signed ``PUT`` without the bearer token, then ``complete``)."""
         p = pathlib.Path(path)
         content = p.read_bytes()
         sha = hashlib.sha256(content).hexdigest()
@@ -462,11 +465,84 @@ class Agent:
         blob = await self._json(
             "POST", "/v1/blobs", {"name": p.name, "media_type": media, "size": len(content), "sha256": sha}
         )
-        await _call(
-            self._http, "PUT", f"/v1/blobs/{blob['id']}/content", content=content,
-            gateway=self.gateway, retries=self.max_retries, sleep=self._sleep, clock=self._clock,
-        )
+        upload = blob.get("upload") or {}
+        url = str(upload.get("url") or f"/v1/blobs/{blob['id']}/content")
+        if url.startswith("/v1/"):
+            await _call(
+                self._http, "PUT", url, content=content,
+                gateway=self.gateway, retries=self.max_retries, sleep=self._sleep, clock=self._clock,
+            )
+        else:
+            sealed = blobseal.seal(blobseal.sealing_key(upload.get("sealing")), content)
+            bound = {str(k).lower(): str(v) for k, v in (upload.get("headers") or {}).items()}
+            if bound.get("content-length", str(len(sealed))) != str(len(sealed)):
+                raise error_for(
+                    "AB-3056",
+                    f"the upload URL of {p.name!r} is signed for {bound['content-length']} bytes; "
+                    f"the sealed content is {len(sealed)}",
+                )
+            headers = {k: v for k, v in bound.items() if k != "content-length"}
+            try:
+                async with httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0)) as store:
+                    resp = await store.put(url, content=sealed, headers=headers)
+            except httpx.TransportError as e:
+                raise error_for("AB-4077", f"cannot reach the object store: {e}") from e
+            if resp.status_code >= 300:
+                raise error_for(
+                    "AB-3056", f"the object store refused the upload of {p.name!r} with {resp.status_code}"
+                )
+            complete = (upload.get("complete") or {}).get("url") or f"/v1/blobs/{blob['id']}/complete"
+            await self._json("POST", str(complete), {})
         return {"ref": blob["ref"], "name": p.name, "media_type": media, "size": len(content), "sha256": sha}
+
+    async def download(
+        self, attachment: Union[str, Mapping[str, Any]], to: Optional[PathLike] = None
+    ) -> bytes:
+        """The content of an attachment (its object from ``data.attachments``, or its
+        ``blob://…`` ref), from wherever ``GET /v1/blobs/{id}`` says: the gateway, or a
+        pre-signed GET of the sealed object whose pieces are opened here. Size and sha256 are
+        checked against the blob (and the attachment's own, when given) before anything is
+        returned; with ``to`` the bytes are also written there, the file appearing only whole."""
+        ref = attachment if isinstance(attachment, str) else str(attachment.get("ref", ""))
+        blob_id = ref.rsplit("/", 1)[-1]
+        if not validate_mod.is_id(blob_id, "blb_"):
+            raise error_for("AB-4008", f"{ref!r} is not a blob:// reference")
+        meta = await self._json("GET", f"/v1/blobs/{blob_id}")
+        info = meta.get("blob") if isinstance(meta.get("blob"), dict) else meta
+        size, sha = int(info["size"]), str(info["sha256"])
+        target = meta.get("download") or {}
+        url = str(target.get("url") or f"/v1/blobs/{blob_id}/content")
+        if url.startswith("/v1/"):
+            resp = await self._http.get(url)
+            if resp.status_code >= 400:
+                raise _error_from(resp, self.gateway, None)
+            content = resp.content
+        else:
+            try:
+                async with httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0)) as store:
+                    resp = await store.get(url)
+            except httpx.TransportError as e:
+                raise error_for("AB-4077", f"cannot reach the object store: {e}") from e
+            if resp.status_code >= 300:
+                raise error_for("AB-4008", f"the object store answered {resp.status_code} for blob {blob_id}")
+            content = blobseal.open_(blobseal.sealing_key(target.get("sealing")), resp.content, size)
+        got = hashlib.sha256(content).hexdigest()
+        declared = attachment if isinstance(attachment, Mapping) else {}
+        if len(content) != size or got != sha or declared.get("sha256", sha) != sha or int(
+            declared.get("size", size)
+        ) != size:
+            raise error_for(
+                "AB-3020",
+                f"blob {blob_id} arrived as {len(content)} bytes with sha256 {got}; it is {size} bytes "
+                f"with {sha}" + (f", the attachment says {declared.get('size')} bytes with "
+                                 f"{declared.get('sha256')}" if declared else ""),
+            )
+        if to is not None:
+            dest = pathlib.Path(to)
+            part = dest.with_name(dest.name + ".part")
+            part.write_bytes(content)
+            os.replace(part, dest)
+        return content
 
     async def send(
         self,
