@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import json
 import os
+import shlex
 import sqlite3
 
 import httpx
@@ -492,3 +493,50 @@ def test_attachments_stored_in_s3_arrive_byte_for_byte(tmp_path):
         ]
     finally:
         gw.stop()
+
+
+def test_a_keychain_profile_is_refused_with_a_command_that_gives_a_key_file(gateway, tmp_path):
+    """The library reads key files only. A CLI profile whose key is in the OS keychain is refused
+    with AB-1031 whose fix is an `agentbus connect` that gives the same agent a key file under a
+    second profile; run as given, that profile connects."""
+    home = tmp_path / "cli"
+    home.mkdir()
+    gateway.cli(home, "connect", "--gateway", gateway.url, "--token", gateway.admin, "--name", "keeper")
+    # What `agentbus connect` writes when the keychain holds the key: the same profile with
+    # "key_store": "keychain", and no key file.
+    path = home / "profiles" / "keeper.json"
+    doc = json.loads(path.read_text())
+    (home / "keys" / f"{doc['agent_id']}.key").unlink()
+    path.write_text(json.dumps({**doc, "key_store": "keychain"}, indent=2))
+
+    with pytest.raises(agentbus.KeychainProfileError) as e:
+        Agent.from_profile("keeper", home=home)
+    err = e.value
+    assert isinstance(err, agentbus.InputError)
+    assert (err.code, err.kind, err.profile, err.file_profile) == ("AB-1031", "input", "keeper", "keeper-file")
+    assert err.command == (
+        f"AGENTBUS_KEYSTORE=file agentbus connect --gateway {gateway.url} --token <agent credential> "
+        f"--agent {doc['agent_id']} --name keeper --profile keeper-file"
+    )
+    assert err.command in err.fix and f"\nfix: {err.fix}\n" in str(err)
+    assert err.message == (
+        f"profile 'keeper' keeps its key in the OS keychain (service agentbus, account "
+        f"{doc['agent_id']}); this library reads key files only"
+    )
+
+    # The fix, run as it says (the credential from the profile).
+    words = shlex.split(err.command.replace("<agent credential>", doc["token"]))
+    assert words[:2] == ["AGENTBUS_KEYSTORE=file", "agentbus"]
+    gateway.cli(home, *words[2:])
+
+    async def body():
+        same = await Agent.connect(profile="keeper-file", home=home)
+        assert (same.agent_id, same.address) == (doc["agent_id"], doc["address"])
+        other = await Agent.connect(gateway.url, token=gateway.admin, name="other")
+        await same.send(other.address, "signed with the key file")
+        [m] = await take(other, 1)
+        assert m.verified and m.source == doc["address"]
+        await same.close()
+        await other.close()
+
+    run(body())

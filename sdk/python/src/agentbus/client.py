@@ -32,7 +32,7 @@ from . import envelope as env_mod
 from . import ids
 from . import validate as validate_mod
 from .envelope import Envelope, SigningKey
-from .errors import AgentBusError, error_for
+from .errors import AgentBusError, KeychainProfileError, error_for
 from .frame import frame_envelope
 
 if TYPE_CHECKING:
@@ -316,8 +316,18 @@ class Agent:
         except FileNotFoundError:
             raise error_for("AB-1040", f"no profile {name!r} under {pdir}") from None
         if p.get("key_store", "file") != "file":
-            raise error_for(
-                "AB-1031", f"profile {name!r} keeps its key in the OS keychain; this library reads key files"
+            # The keychain is left to the CLI: reading it here would add a dependency with
+            # per-OS backends (and a D-Bus Secret Service on Linux) that no test here can reach.
+            file_profile = f"{name}-file"
+            command = (
+                f"AGENTBUS_KEYSTORE=file agentbus connect --gateway {p.get('gateway')} "
+                f"--token <agent credential> --agent {p.get('agent_id')} --name {name} "
+                f"--profile {file_profile}"
+            )
+            raise KeychainProfileError(
+                f"profile {name!r} keeps its key in the OS keychain (service agentbus, account "
+                f"{p.get('agent_id')}); this library reads key files only",
+                profile=name, file_profile=file_profile, command=command,
             )
         key_file = root / "keys" / f"{p['agent_id']}.key"
         key = SigningKey.from_key_file(key_file.read_text())
