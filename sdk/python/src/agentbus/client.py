@@ -518,7 +518,8 @@ class Agent:
         if not validate_mod.is_id(blob_id, "blb_"):
             raise error_for("AB-4008", f"{ref!r} is not a blob:// reference")
         meta = await self._json("GET", f"/v1/blobs/{blob_id}")
-        info = meta.get("blob") if isinstance(meta.get("blob"), dict) else meta
+        nested = meta.get("blob")
+        info: Mapping[str, Any] = nested if isinstance(nested, dict) else meta
         size, sha = int(info["size"]), str(info["sha256"])
         target = meta.get("download") or {}
         url = str(target.get("url") or f"/v1/blobs/{blob_id}/content")

@@ -20,6 +20,7 @@ from typing import Any, Mapping, Optional, Union
 
 import jsonschema
 import referencing
+import referencing.jsonschema
 
 from .envelope import GATEWAY_SET, REGISTRY_BASE, b64url_decode
 
