@@ -419,28 +419,30 @@ def test_the_long_poll_serves_when_websockets_are_refused_and_resumes_without_lo
                     await m.ack()
                     return
 
+        sent_ids: list[str] = []
         for i in range(3):
-            await a.send(b.address, f"first {i}")
+            sent_ids.append((await a.send(b.address, f"first {i}")).id)
         await receive(2)
         assert proxy.refused >= 1 and proxy.polls >= 1
         assert b.inbox_transport == "long-poll"
         # A new loop resumes after the last sequence: "first 2" once, nothing handed over twice.
         for i in range(2):
-            await a.send(b.address, f"second {i}")
+            sent_ids.append((await a.send(b.address, f"second {i}")).id)
         await receive(5)
         # A gateway restart between long polls loses nothing either.
         receiver = asyncio.create_task(receive(8))
         await asyncio.to_thread(gateway.stop)
         await asyncio.to_thread(gateway.start)
         for i in range(3):
-            await a.send(b.address, f"third {i}")
+            sent_ids.append((await a.send(b.address, f"third {i}")).id)
         await asyncio.wait_for(receiver, 60)
         assert got == [f"first {i}" for i in range(3)] + [f"second {i}" for i in range(2)] + [
             f"third {i}" for i in range(3)
         ]
-        # Every one was acked: nothing comes back after its lease.
-        inbox = await b._json("GET", "/v1/inbox?after=0&wait=0&limit=100")
-        assert inbox.get("deliveries") == []
+        # Every one was acked after its body: the sender sees each copy acknowledged.
+        for sent_id in sent_ids:
+            states = json.dumps(await a.delivery(sent_id))
+            assert '"acknowledged"' in states and '"leased"' not in states, states
         await a.close()
         await b.close()
         await proxy.stop()
