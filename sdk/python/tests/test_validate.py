@@ -111,3 +111,30 @@ def test_wp_2_a_delivered_envelope_with_a_repeated_member_is_unverified():
     assert "duplicate member name 'subject'" in (second.why_unverified or "")
     assert second.envelope["subject"] == "Harmless" and E.verify(second.envelope, key.public_key)
     assert len(acks) == 2
+
+
+def test_wp_2_3_1_the_size_checked_is_the_size_sent():
+    """The 1 MiB limit is checked on the bytes that go out: an envelope of exactly 1 MiB is sent
+    as exactly 1 MiB, one byte more is refused (AB-3007) before sending."""
+    sizes = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sizes.append(len(request.content))
+        return httpx.Response(202, json={"id": "msg_x", "receipt": "rcp_x", "state": "persisted"})
+
+    def text_of(n: int) -> str:  # n UTF-8 bytes, within the 500,000-character limit of `text`
+        return "\U0001F600" * (n // 4) + "x" * (n % 4)
+
+    async def body():
+        a = agent_with(handler)
+        await a.send(BETA, "x", conversation_id="cnv_01J9ZK7A0000000000000000C1")
+        overhead = sizes[0] - 1
+        limit = 1024 * 1024
+        await a.send(BETA, text_of(limit - overhead), conversation_id="cnv_01J9ZK7A0000000000000000C1")
+        assert sizes[1] == limit
+        with pytest.raises(agentbus.RefusedError) as e:
+            await a.send(BETA, text_of(limit - overhead + 1), conversation_id="cnv_01J9ZK7A0000000000000000C1")
+        assert e.value.code == "AB-3007"
+
+    asyncio.run(body())
+    assert len(sizes) == 2

@@ -859,7 +859,8 @@ async def _call(
             if content is not None:
                 resp = await http.request(method, path, content=content, headers=headers)
             elif json_body is not None:
-                body = json.dumps(json_body, ensure_ascii=False).encode()
+                # Compact, as the 1 MiB limit (§2.3) is checked locally on this same form.
+                body = json.dumps(json_body, ensure_ascii=False, separators=(",", ":")).encode()
                 h = {"content-type": "application/json", **(headers or {})}
                 resp = await http.request(method, path, content=body, headers=h)
             else:
