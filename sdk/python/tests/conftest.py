@@ -63,3 +63,65 @@ def gateway(tmp_path: pathlib.Path):
     g = Gateway(tmp_path)
     yield g
     g.stop()
+
+
+_S3: dict[str, object] = {}
+
+
+def s3_url() -> str:
+    """The S3-compatible test server: AGENTBUS_TEST_S3_URL (scripts/test starts moto and sets
+    it), else moto started here from ./.venv-s3 for this test session, as the Rust S3 tests do.
+    Without either the test fails under AGENTBUS_SDK_CROSS (scripts/test, CI), never skips
+    silently; elsewhere it is skipped saying how to install moto."""
+    url = os.environ.get("AGENTBUS_TEST_S3_URL", "")
+    if url:
+        return url
+    if "url" in _S3:
+        return str(_S3["url"])
+    python = REPO / ".venv-s3" / "bin" / "python"
+    how = ("install moto with `python3 -m venv .venv-s3 && .venv-s3/bin/pip install -r "
+           "tests/s3/requirements.txt` (scripts/test does), or set AGENTBUS_TEST_S3_URL")
+    if python.exists():
+        # It serves until its stdin closes: the pipe is held for this process's life.
+        proc = subprocess.Popen([str(python), str(REPO / "tests" / "s3" / "moto_server.py")],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                text=True)
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+        if line.startswith("http://"):
+            _S3.update(url=line, proc=proc)
+            return line
+        proc.kill()
+        proc.wait()
+    message = f"the S3 attachment tests need an S3-compatible server: {how}"
+    if os.environ.get("AGENTBUS_SDK_CROSS"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def s3_gateway_flags(tmp: pathlib.Path) -> list[str]:
+    """A bucket of its own on the test server, and the gateway flags that store blobs in it."""
+    import secrets
+
+    import httpx
+
+    url = s3_url()
+    bucket = f"t-{secrets.token_hex(8)}"
+    r = httpx.put(f"{url}/{bucket}")
+    assert r.is_success, f"creating bucket {bucket}: {r.status_code}"
+    secret = tmp / "s3-secret"
+    secret.write_text("test-secret-key\n")
+    return ["--s3-endpoint", url, "--s3-bucket", bucket, "--s3-region", "us-east-1",
+            "--s3-access-key-id", "testing", "--s3-secret-access-key-file", str(secret),
+            "--s3-path-style", "true"]
+
+
+def s3_objects(flags: list[str]) -> list[str]:
+    """The keys in the bucket of `flags` (moto answers unsigned listings)."""
+    import re
+
+    import httpx
+
+    url, bucket = flags[flags.index("--s3-endpoint") + 1], flags[flags.index("--s3-bucket") + 1]
+    body = httpx.get(f"{url}/{bucket}?list-type=2").text
+    return re.findall(r"<Key>([^<]+)</Key>", body)

@@ -9,6 +9,7 @@ import pytest
 
 import agentbus
 from agentbus import envelope as E
+from agentbus import validate as V
 from agentbus.errors import catalogue, error_for
 from agentbus.frame import Frame, frame_envelope, render
 
@@ -132,30 +133,89 @@ def test_errors_carry_code_cause_fix_and_doc_url():
     assert "upgrade:" in str(old)
 
 
-def _cases(folder):
-    for path in sorted((DATA / "envelopes" / folder).glob("*.case")):
-        header, _, body = path.read_text().partition("---\n")
-        codes = sorted({l.split()[2] for l in header.splitlines() if l.startswith("# expect: ")})
-        yield path, codes, body
+def _case(path):
+    header, _, body = path.read_text().partition("---\n")
+    expected = sorted({
+        tuple((line[len("# expect: "):].split(" ", 1) + [""])[:2])
+        for line in header.splitlines() if line.startswith("# expect: ")
+    })
+    return expected, body
 
 
-def test_wp_2_envelope_cases_parse_or_fail_as_i_json_says():
-    # The library does not re-implement §2 validation (the gateway's); it does share the I-JSON
-    # rule that a duplicate key is refused, which a Python dict would hide (AB-3001 cases).
-    for path, codes, body in _cases("err"):
-        if path.name.startswith("i-json-duplicate"):
-            with pytest.raises(ValueError):
-                json.loads(body, object_pairs_hook=_no_duplicates)
-    for path, codes, body in _cases("ok"):
-        assert codes == []
-        json.loads(body, object_pairs_hook=_no_duplicates)
+def _violations(raw: bytes, **kw):
+    """The `(code, path)` pairs of an envelope, as the Rust test computes them: a parse failure
+    is its code with an empty path."""
+    try:
+        env = V.parse(raw)
+    except agentbus.AgentBusError as e:
+        return [(e.code, "")]
+    return sorted({(v.code, v.path) for v in V.validate(env, **kw)})
 
 
-def _no_duplicates(pairs):
-    keys = [k for k, _ in pairs]
-    if len(keys) != len(set(keys)):
-        raise ValueError("duplicate key")
-    return dict(pairs)
+# Every case of both folders runs here: the library applies every §2 rule the Rust core does,
+# the gateway-only G-WP cases included (the library ships the same data schemas). A case that
+# could not apply to a client would be listed here by name with its reason; none is.
+NOT_APPLICABLE: dict[str, str] = {}
+ENVELOPE_CASES = sorted((DATA / "envelopes" / "ok").glob("*.case")) + sorted(
+    (DATA / "envelopes" / "err").glob("*.case")
+)
+
+
+@pytest.mark.parametrize("path", ENVELOPE_CASES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_wp_2_envelope_cases_give_the_rust_cores_codes_and_paths(path):
+    expected, body = _case(path)
+    assert path.parent.name == ("ok" if not expected else "err")
+    assert _violations(body.encode()) == expected
+
+
+def test_wp_2_every_envelope_case_runs():
+    assert not NOT_APPLICABLE
+    assert len(ENVELOPE_CASES) >= 70
+    assert len([p for p in ENVELOPE_CASES if p.parent.name == "err"]) >= 50
+
+
+@pytest.mark.parametrize("path", sorted((DATA / "envelopes" / "spec").glob("*.json")), ids=lambda p: p.stem)
+def test_wp_2_2_1_the_spec_examples_validate_signatures_aside(path):
+    assert _violations(path.read_bytes(), check_sig_form=False) == []
+    # With the signature check on, only the placeholder `sig` is at fault (G-WP-20).
+    assert _violations(path.read_bytes()) == [("AB-1010", "/sig")]
+
+
+def test_wp_2_3_1_size_limit_is_exactly_one_mebibyte():
+    assert not any(v.code == "AB-3007" for v in V.validate({}, received_bytes=1_048_576))
+    assert any(v.code == "AB-3007" for v in V.validate({}, received_bytes=1_048_577))
+    with pytest.raises(agentbus.RefusedError) as e:
+        V.parse(b" " * 1_048_577)
+    assert e.value.code == "AB-3007"
+
+
+def test_wp_5_1_1_text_is_at_most_500000_characters():
+    _, body = _case(DATA / "envelopes" / "ok" / "wp-12-1-request-signed-shape.case")
+    for n, ok in ((500_000, True), (500_001, False)):
+        env = V.parse(body.encode())
+        env["data"]["text"] = "é" * n
+        found = V.validate(env)
+        assert (found == []) == ok, n
+        if not ok:
+            assert found[0].path == "/data/text"
+
+
+def test_i_json_nesting_and_numbers_as_the_rust_parser():
+    assert V.loads("[" * 64 + "]" * 64) is not None
+    for bad in ("[" * 65 + "]" * 65, "[" * 100_000 + "]" * 100_000, "[1e400]", "[NaN]",
+                "9007199254740992", b"\xef\xbb\xbf{}", b"\"\xff\""):
+        with pytest.raises(ValueError):
+            V.loads(bad)
+    assert V.loads("[9007199254740991, -9007199254740991, 1.5e300]")
+
+
+def test_the_packaged_schemas_are_the_rust_cores():
+    core = REPO / "crates" / "agentbus-protocol" / "schemas"
+    packaged = REPO / "sdk" / "python" / "src" / "agentbus" / "schemas"
+    names = sorted(p.relative_to(core) for p in core.rglob("*.json"))
+    assert names == sorted(p.relative_to(packaged) for p in packaged.rglob("*.json"))
+    for n in names:
+        assert (packaged / n).read_bytes() == (core / n).read_bytes(), n
 
 
 def test_built_envelopes_carry_what_the_rust_core_writes():

@@ -5,6 +5,7 @@ sdk/typescript runs its build)."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import shutil
@@ -15,7 +16,7 @@ import pytest
 import agentbus
 from agentbus import Agent
 
-from conftest import REPO
+from conftest import REPO, Gateway, s3_gateway_flags
 
 CROSS = REPO / "sdk" / "python" / "tests" / "cross"
 TS_DIST = REPO / "sdk" / "typescript" / "dist" / "index.js"
@@ -136,3 +137,35 @@ def test_a_message_each_library_sends_reaches_a_claude_code_hook_frame(gateway, 
                               capture_output=True, text=True, timeout=60, check=True).stdout
     assert ' verified="true"' in hook
     assert ours == hook  # byte for byte what the hook showed the session
+
+
+def test_an_s3_attachment_from_python_reaches_a_typescript_agent_byte_for_byte(tmp_path):
+    """A Python agent attaches a file the gateway stores in S3 (sealed, pre-signed PUT); a
+    TypeScript agent receives the message verified and reads the same bytes."""
+    gw = Gateway(tmp_path, *s3_gateway_flags(tmp_path), "--blob-inline-max", "1MiB")
+    home = tmp_path / "home"
+    content = os.urandom(1024 * 1024 + 4321)  # two sealed pieces
+    f = tmp_path / "report.bin"
+    f.write_bytes(content)
+    try:
+        async def register():
+            ts = await Agent.connect(gw.url, token=gw.admin, name="ts-receiver", save_profile=True, home=home)
+            await ts.close()
+
+        asyncio.run(register())
+        proc = subprocess.Popen(["node", str(CROSS / "ts_receive_attachment.mjs"), "ts-receiver"],
+                                env=node_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        async def send():
+            py = await Agent.connect(gw.url, token=gw.admin, name="py-sender")
+            await py.send("agent://default/default/ts-receiver", "the report", attachments=[f])
+            await py.close()
+
+        asyncio.run(asyncio.wait_for(send(), 60))
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        got = json.loads(out)
+        assert got == {"verified": True, "name": "report.bin", "size": len(content),
+                       "sha256": hashlib.sha256(content).hexdigest()}
+    finally:
+        gw.stop()

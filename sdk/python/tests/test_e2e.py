@@ -5,15 +5,20 @@ copy, and surface AB-6002."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import os
+import shlex
 import sqlite3
+
+import httpx
 
 import pytest
 
 import agentbus
 from agentbus import Agent
 
-from conftest import Gateway
+from conftest import Gateway, s3_gateway_flags, s3_objects
 
 
 
@@ -272,6 +277,7 @@ def test_attachments_from_paths(gateway, tmp_path):
         [att] = m.data["attachments"]
         assert att["name"] == "notes.txt" and att["size"] == len("attached notes\n")
         assert att["ref"].startswith("blob://")
+        assert await b.download(att) == b"attached notes\n"  # the inline store: the gateway's URL
         await a.close()
         await b.close()
 
@@ -332,3 +338,207 @@ def test_a_redelivery_of_a_handled_message_is_acked_not_handed_over_again(tmp_pa
         run(body())
     finally:
         gw.stop()
+
+
+class NoWebSocketProxy:
+    """A loopback proxy in front of the gateway that refuses every WebSocket upgrade with 403, as
+    some corporate proxies do, and passes everything else through unchanged."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.refused = 0
+        self.polls = 0
+        self.server: asyncio.AbstractServer | None = None
+        self.url = ""
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            writer.close()
+            return
+        if b"upgrade: websocket" in head.lower():
+            self.refused += 1
+            writer.write(b"HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+            await writer.drain()
+            writer.close()
+            return
+        try:
+            up_r, up_w = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            writer.close()  # the gateway is down (restarting): the client sees a lost connection
+            return
+        up_w.write(head)
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, count: bool) -> None:
+            try:
+                if count:
+                    self.polls += head.startswith(b"GET /v1/inbox?")
+                while data := await src.read(65536):
+                    if count and b"GET /v1/inbox?" in data:
+                        self.polls += 1
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, asyncio.CancelledError):
+                pass
+            finally:
+                dst.close()
+
+        try:
+            await asyncio.gather(pipe(reader, up_w, True), pipe(up_r, writer, False))
+        except asyncio.CancelledError:
+            pass
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+
+def test_the_long_poll_serves_when_websockets_are_refused_and_resumes_without_loss(gateway, tmp_path):
+    """The receive loop falls back to the long poll when the socket's handshake is refused, and
+    over it receives, acks after the body and resumes (a new loop, a gateway restart) with each
+    message handed over exactly once."""
+
+    async def body():
+        proxy = NoWebSocketProxy(gateway.port)
+        await proxy.start()
+        a = await Agent.connect(gateway.url, token=gateway.admin, name="sender")
+        b = await Agent.connect(proxy.url, token=gateway.admin, name="behind-proxy")
+        assert b.gateway == proxy.url
+        got: list[str] = []
+
+        async def receive(n: int) -> None:
+            async for m in b.messages():  # the default: the WebSocket first
+                assert m.verified
+                got.append(m.text)
+                if len(got) == n:
+                    await m.ack()
+                    return
+
+        sent_ids: list[str] = []
+        for i in range(3):
+            sent_ids.append((await a.send(b.address, f"first {i}")).id)
+        await receive(2)
+        assert proxy.refused >= 1 and proxy.polls >= 1
+        assert b.inbox_transport == "long-poll"
+        # A new loop resumes after the last sequence: "first 2" once, nothing handed over twice.
+        for i in range(2):
+            sent_ids.append((await a.send(b.address, f"second {i}")).id)
+        await receive(5)
+        # A gateway restart between long polls loses nothing either.
+        receiver = asyncio.create_task(receive(8))
+        await asyncio.to_thread(gateway.stop)
+        await asyncio.to_thread(gateway.start)
+        for i in range(3):
+            sent_ids.append((await a.send(b.address, f"third {i}")).id)
+        await asyncio.wait_for(receiver, 60)
+        assert got == [f"first {i}" for i in range(3)] + [f"second {i}" for i in range(2)] + [
+            f"third {i}" for i in range(3)
+        ]
+        # Every one was acked after its body: the sender sees each copy acknowledged.
+        for sent_id in sent_ids:
+            states = json.dumps(await a.delivery(sent_id))
+            assert '"acknowledged"' in states and '"leased"' not in states, states
+        await a.close()
+        await b.close()
+        await proxy.stop()
+
+    run(body())
+
+
+def test_attachments_stored_in_s3_arrive_byte_for_byte(tmp_path):
+    """A gateway storing blobs in an S3-compatible store: the sender seals the file under the key
+    the gateway hands out and PUTs it to the pre-signed URL; the store holds only ciphertext; the
+    receiver downloads the sealed object, opens it and gets the same bytes."""
+    flags = s3_gateway_flags(tmp_path)
+    # An inline cap below the file's size: only the S3 path can take it.
+    gw = Gateway(tmp_path, *flags, "--blob-inline-max", "1MiB")
+    content = os.urandom(2 * 1024 * 1024 + 12345)  # three sealed pieces, the last a short one
+    f = tmp_path / "build.tar"
+    f.write_bytes(content)
+    att_ref: list[str] = []
+    try:
+        async def body():
+            a, b = await two_agents(gw, tmp_path)
+            sent = await a.send(b.address, "the build", attachments=[f])
+            [att] = sent.envelope["data"]["attachments"]
+            att_ref.append(att["ref"])
+            assert att["size"] == len(content)
+            assert att["sha256"] == hashlib.sha256(content).hexdigest()
+            [m] = await take(b, 1)
+            assert m.verified and m.data["attachments"] == [att]
+            got = await b.download(m.data["attachments"][0], to=tmp_path / "received.tar")
+            assert got == content
+            assert (tmp_path / "received.tar").read_bytes() == content
+            assert await a.download(att["ref"]) == content  # the uploader reads it too
+            # What the store holds, read through the pre-signed GET: ciphertext only.
+            meta = await b._json("GET", f"/v1/blobs/{att['ref'].rsplit('/', 1)[-1]}")
+            assert meta["download"]["sealing"]["scheme"] == "agentbus-chunked-v1"
+            stored = httpx.get(meta["download"]["url"]).content
+            assert len(stored) == len(content) + 3 * 16  # a tag per 1 MiB piece
+            assert content[:4096] not in stored
+            # A tampered declaration is caught before anything is returned.
+            with pytest.raises(agentbus.AgentBusError) as e:
+                await b.download({**att, "sha256": "0" * 64})
+            assert e.value.code == "AB-3020"
+            await a.close()
+            await b.close()
+
+        run(body())
+        # The one object is in the bucket the gateway was given, under its prefix.
+        assert [k for k in s3_objects(flags) if k.startswith("agentbus/blobs/")] == [
+            "agentbus/blobs/" + att_ref[0].rsplit("/", 1)[-1]
+        ]
+    finally:
+        gw.stop()
+
+
+def test_a_keychain_profile_is_refused_with_a_command_that_gives_a_key_file(gateway, tmp_path):
+    """The library reads key files only. A CLI profile whose key is in the OS keychain is refused
+    with AB-1031 whose fix is an `agentbus connect` that gives the same agent a key file under a
+    second profile; run as given, that profile connects."""
+    home = tmp_path / "cli"
+    home.mkdir()
+    gateway.cli(home, "connect", "--gateway", gateway.url, "--token", gateway.admin, "--name", "keeper")
+    # What `agentbus connect` writes when the keychain holds the key: the same profile with
+    # "key_store": "keychain", and no key file.
+    path = home / "profiles" / "keeper.json"
+    doc = json.loads(path.read_text())
+    (home / "keys" / f"{doc['agent_id']}.key").unlink()
+    path.write_text(json.dumps({**doc, "key_store": "keychain"}, indent=2))
+
+    with pytest.raises(agentbus.KeychainProfileError) as e:
+        Agent.from_profile("keeper", home=home)
+    err = e.value
+    assert isinstance(err, agentbus.InputError)
+    assert (err.code, err.kind, err.profile, err.file_profile) == ("AB-1031", "input", "keeper", "keeper-file")
+    assert err.command == (
+        f"AGENTBUS_KEYSTORE=file agentbus connect --gateway {gateway.url} --token <agent credential> "
+        f"--agent {doc['agent_id']} --name keeper --profile keeper-file"
+    )
+    assert err.command in err.fix and f"\nfix: {err.fix}\n" in str(err)
+    assert err.message == (
+        f"profile 'keeper' keeps its key in the OS keychain (service agentbus, account "
+        f"{doc['agent_id']}); this library reads key files only"
+    )
+
+    # The fix, run as it says (the credential from the profile).
+    words = shlex.split(err.command.replace("<agent credential>", doc["token"]))
+    assert words[:2] == ["AGENTBUS_KEYSTORE=file", "agentbus"]
+    gateway.cli(home, *words[2:])
+
+    async def body():
+        same = await Agent.connect(profile="keeper-file", home=home)
+        assert (same.agent_id, same.address) == (doc["agent_id"], doc["address"])
+        other = await Agent.connect(gateway.url, token=gateway.admin, name="other")
+        await same.send(other.address, "signed with the key file")
+        [m] = await take(other, 1)
+        assert m.verified and m.source == doc["address"]
+        await same.close()
+        await other.close()
+
+    run(body())

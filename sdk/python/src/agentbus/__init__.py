@@ -17,6 +17,7 @@ from .errors import (
     AgentBusError,
     ConfigurationError,
     InputError,
+    KeychainProfileError,
     RefusedError,
     SidecarTooOldError,
     UnavailableError,
@@ -26,10 +27,10 @@ from .worker import Cancelled, Job, Result, TaskFailed, Worker
 __version__ = VERSION
 
 __all__ = [
-    "Agent", "AgentBusError", "Cancelled", "ConfigurationError", "InputError", "Job", "Message",
-    "RefusedError", "Result", "SendResult", "SidecarTooOldError", "SigningKey", "Task",
-    "TaskFailed", "UnavailableError", "Worker", "canonicalize", "envelope", "frame", "sign",
-    "signing_bytes", "verify", "__version__",
+    "Agent", "AgentBusError", "Cancelled", "ConfigurationError", "InputError", "Job",
+    "KeychainProfileError", "Message", "RefusedError", "Result", "SendResult", "SidecarTooOldError",
+    "SigningKey", "Task", "TaskFailed", "UnavailableError", "Worker", "canonicalize", "envelope",
+    "frame", "sign", "signing_bytes", "verify", "__version__",
 ]
 
 

@@ -10,12 +10,15 @@ which the gateway answers as an idempotent replay (§8) rather than a second mes
 from __future__ import annotations
 
 import asyncio
+import datetime
+import email.utils
 import hashlib
 import json
 import mimetypes
 import os
 import pathlib
 import random
+import time
 from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Mapping, Optional, Sequence, Union, cast,
@@ -24,10 +27,12 @@ from typing import (
 import httpx
 import websockets
 
+from . import blobseal
 from . import envelope as env_mod
 from . import ids
+from . import validate as validate_mod
 from .envelope import Envelope, SigningKey
-from .errors import AgentBusError, error_for
+from .errors import AgentBusError, KeychainProfileError, error_for
 from .frame import frame_envelope
 
 if TYPE_CHECKING:
@@ -75,6 +80,7 @@ class Message:
     attempt: int
     verified: bool
     why_unverified: Optional[str] = None
+    violations: tuple["validate_mod.Violation", ...] = ()
     task_id: Optional[str] = None
     _agent: Optional["Agent"] = field(default=None, repr=False)
     _acked: bool = field(default=False, repr=False)
@@ -210,6 +216,8 @@ class Agent:
         require_verified: Optional[bool] = None,
         max_retries: int = 5,
         version: str = VERSION,
+        sleep: Optional[Callable[[float], Awaitable[Any]]] = None,
+        clock: Optional[Callable[[], float]] = None,
     ) -> None:
         self.gateway = gateway.rstrip("/")
         self.credential = credential
@@ -221,6 +229,10 @@ class Agent:
         self.max_retries = max_retries
         self.version = version
         self._require_verified = require_verified
+        # Injectable for tests: how retries wait, and the wall clock (Unix seconds) an HTTP-date
+        # Retry-After is measured against.
+        self._sleep: Callable[[float], Awaitable[Any]] = sleep or asyncio.sleep
+        self._clock: Callable[[], float] = clock or time.time
         self._http = httpx.AsyncClient(
             base_url=self.gateway,
             headers={
@@ -234,6 +246,10 @@ class Agent:
         self._cursor = 0
         self._seen: dict[str, None] = {}  # ids already handed over, oldest first
         self._stash: list[Message] = []
+        self._pending: list[Mapping[str, Any]] = []  # a long-poll page's deliveries not yet read
+        # What the last receive loop reads: "websocket", or "long-poll" when asked for or when
+        # the socket's handshake was refused.
+        self.inbox_transport: Optional[str] = None
 
     # ---- connecting ---------------------------------------------------------------------------
 
@@ -262,6 +278,8 @@ class Agent:
                 headers={"authorization": f"Bearer {token}", SIDECAR_VERSION_HEADER: VERSION},
                 gateway=gateway,
                 retries=kw.get("max_retries", 5),
+                sleep=kw.get("sleep") or asyncio.sleep,
+                clock=kw.get("clock") or time.time,
             )
         card_doc = doc["agent"]
         agent = cls(
@@ -298,8 +316,18 @@ class Agent:
         except FileNotFoundError:
             raise error_for("AB-1040", f"no profile {name!r} under {pdir}") from None
         if p.get("key_store", "file") != "file":
-            raise error_for(
-                "AB-1031", f"profile {name!r} keeps its key in the OS keychain; this library reads key files"
+            # The keychain is left to the CLI: reading it here would add a dependency with
+            # per-OS backends (and a D-Bus Secret Service on Linux) that no test here can reach.
+            file_profile = f"{name}-file"
+            command = (
+                f"AGENTBUS_KEYSTORE=file agentbus connect --gateway {p.get('gateway')} "
+                f"--token <agent credential> --agent {p.get('agent_id')} --name {name} "
+                f"--profile {file_profile}"
+            )
+            raise KeychainProfileError(
+                f"profile {name!r} keeps its key in the OS keychain (service agentbus, account "
+                f"{p.get('agent_id')}); this library reads key files only",
+                profile=name, file_profile=file_profile, command=command,
             )
         key_file = root / "keys" / f"{p['agent_id']}.key"
         key = SigningKey.from_key_file(key_file.read_text())
@@ -380,7 +408,7 @@ class Agent:
     async def _json(self, method: str, path: str, body: Any = None, **kw: Any) -> dict[str, Any]:
         doc = await _call(
             self._http, method, path, json_body=body, gateway=self.gateway,
-            retries=self.max_retries, **kw,
+            retries=self.max_retries, sleep=self._sleep, clock=self._clock, **kw,
         )
         return cast("dict[str, Any]", doc)
 
@@ -412,14 +440,17 @@ class Agent:
         """Publishes a signed envelope; retries reuse it as it is, so its id stays the same."""
         doc, replay = await _call(
             self._http, "POST", "/v1/messages", json_body=envelope, gateway=self.gateway,
-            retries=self.max_retries, with_replay=True,
+            retries=self.max_retries, with_replay=True, sleep=self._sleep, clock=self._clock,
         )
         return SendResult(id=doc["id"], receipt=doc, envelope=envelope, replay=replay)
 
     def seal(self, kind: str, to: str, data: Mapping[str, Any], **attrs: Any) -> Envelope:
-        """Builds and signs an envelope from this agent."""
+        """Builds and signs an envelope from this agent, checked against §2 first: a broken rule
+        raises its typed error (the gateway's code, every violation in ``details``) and nothing
+        is sent."""
         env = env_mod.build(kind=kind, source=self.address, to=to, data=data, **attrs)
         env_mod.sign(env, self.key, self.key_id)
+        validate_mod.check(env)
         return env
 
     async def _send_kind(
@@ -433,8 +464,10 @@ class Agent:
         return await self.publish(self.seal(kind, to, data, **attrs))
 
     async def upload(self, path: PathLike) -> Mapping[str, Any]:
-        """Uploads a file as a blob (``POST /v1/blobs`` then the inline ``PUT``); returns the
-        attachment object a message's ``data.attachments`` lists."""
+        """Uploads a file as a blob and returns the attachment object a message's
+        ``data.attachments`` lists. ``POST /v1/blobs`` says where the bytes go (§9): the gateway
+        (an inline ``PUT``), or an S3-compatible store (the content sealed here under the key the
+        answer gives, a pre-signed ``PUT`` without the bearer token, then ``complete``)."""
         p = pathlib.Path(path)
         content = p.read_bytes()
         sha = hashlib.sha256(content).hexdigest()
@@ -442,11 +475,85 @@ class Agent:
         blob = await self._json(
             "POST", "/v1/blobs", {"name": p.name, "media_type": media, "size": len(content), "sha256": sha}
         )
-        await _call(
-            self._http, "PUT", f"/v1/blobs/{blob['id']}/content", content=content,
-            gateway=self.gateway, retries=self.max_retries,
-        )
+        upload = blob.get("upload") or {}
+        url = str(upload.get("url") or f"/v1/blobs/{blob['id']}/content")
+        if url.startswith("/v1/"):
+            await _call(
+                self._http, "PUT", url, content=content,
+                gateway=self.gateway, retries=self.max_retries, sleep=self._sleep, clock=self._clock,
+            )
+        else:
+            sealed = blobseal.seal(blobseal.sealing_key(upload.get("sealing")), content)
+            bound = {str(k).lower(): str(v) for k, v in (upload.get("headers") or {}).items()}
+            if bound.get("content-length", str(len(sealed))) != str(len(sealed)):
+                raise error_for(
+                    "AB-3056",
+                    f"the upload URL of {p.name!r} is signed for {bound['content-length']} bytes; "
+                    f"the sealed content is {len(sealed)}",
+                )
+            headers = {k: v for k, v in bound.items() if k != "content-length"}
+            try:
+                async with httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0)) as store:
+                    resp = await store.put(url, content=sealed, headers=headers)
+            except httpx.TransportError as e:
+                raise error_for("AB-4077", f"cannot reach the object store: {e}") from e
+            if resp.status_code >= 300:
+                raise error_for(
+                    "AB-3056", f"the object store refused the upload of {p.name!r} with {resp.status_code}"
+                )
+            complete = (upload.get("complete") or {}).get("url") or f"/v1/blobs/{blob['id']}/complete"
+            await self._json("POST", str(complete), {})
         return {"ref": blob["ref"], "name": p.name, "media_type": media, "size": len(content), "sha256": sha}
+
+    async def download(
+        self, attachment: Union[str, Mapping[str, Any]], to: Optional[PathLike] = None
+    ) -> bytes:
+        """The content of an attachment (its object from ``data.attachments``, or its
+        ``blob://…`` ref), from wherever ``GET /v1/blobs/{id}`` says: the gateway, or a
+        pre-signed GET of the sealed object whose pieces are opened here. Size and sha256 are
+        checked against the blob (and the attachment's own, when given) before anything is
+        returned; with ``to`` the bytes are also written there, the file appearing only whole."""
+        ref = attachment if isinstance(attachment, str) else str(attachment.get("ref", ""))
+        blob_id = ref.rsplit("/", 1)[-1]
+        if not validate_mod.is_id(blob_id, "blb_"):
+            raise error_for("AB-4008", f"{ref!r} is not a blob:// reference")
+        meta = await self._json("GET", f"/v1/blobs/{blob_id}")
+        nested = meta.get("blob")
+        info: Mapping[str, Any] = nested if isinstance(nested, dict) else meta
+        size, sha = int(info["size"]), str(info["sha256"])
+        target = meta.get("download") or {}
+        url = str(target.get("url") or f"/v1/blobs/{blob_id}/content")
+        if url.startswith("/v1/"):
+            resp = await self._http.get(url)
+            if resp.status_code >= 400:
+                raise _error_from(resp, self.gateway, None)
+            content = resp.content
+        else:
+            try:
+                async with httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0)) as store:
+                    resp = await store.get(url)
+            except httpx.TransportError as e:
+                raise error_for("AB-4077", f"cannot reach the object store: {e}") from e
+            if resp.status_code >= 300:
+                raise error_for("AB-4008", f"the object store answered {resp.status_code} for blob {blob_id}")
+            content = blobseal.open_(blobseal.sealing_key(target.get("sealing")), resp.content, size)
+        got = hashlib.sha256(content).hexdigest()
+        declared = attachment if isinstance(attachment, Mapping) else {}
+        if len(content) != size or got != sha or declared.get("sha256", sha) != sha or int(
+            declared.get("size", size)
+        ) != size:
+            raise error_for(
+                "AB-3020",
+                f"blob {blob_id} arrived as {len(content)} bytes with sha256 {got}; it is {size} bytes "
+                f"with {sha}" + (f", the attachment says {declared.get('size')} bytes with "
+                                 f"{declared.get('sha256')}" if declared else ""),
+            )
+        if to is not None:
+            dest = pathlib.Path(to)
+            part = dest.with_name(dest.name + ".part")
+            part.write_bytes(content)
+            os.replace(part, dest)
+        return content
 
     async def send(
         self,
@@ -587,13 +694,32 @@ class Agent:
         return None
 
     async def _message(self, d: Mapping[str, Any]) -> Message:
-        env = dict(d["envelope"])
-        why = await self.verify(env)
+        raw = d["envelope"]
+        env = dict(raw)
+        violations = self.check_envelope(raw)
+        why: Optional[str] = None
+        if violations:
+            first = violations[0]
+            why = f"the envelope breaks §2: {first.code} {first.path} {first.message}".replace("  ", " ")
+        else:
+            why = await self.verify(env)
         return Message(
             envelope=env, sequence=int(d["sequence"]), delivery=str(d["delivery"]),
             attempt=int(d.get("attempt", 1)), verified=why is None, why_unverified=why,
-            task_id=await self._task_of_request(env), _agent=self,
+            violations=tuple(violations), task_id=await self._task_of_request(env), _agent=self,
         )
+
+    @staticmethod
+    def check_envelope(envelope: Any) -> list["validate_mod.Violation"]:
+        """The §2 violations of a delivered envelope (as read by this client, so a repeated
+        member name is still seen): an envelope the gateway should never have delivered is
+        treated as unverified. An unregistered type is not one (§11.3: opaque to receivers)."""
+        if not isinstance(envelope, dict):
+            return [validate_mod.Violation("AB-3001", "", "an envelope is a JSON object")]
+        problem = validate_mod.i_json_problem(envelope)
+        if problem:
+            return [validate_mod.Violation("AB-3001", "", problem)]
+        return [v for v in validate_mod.validate(envelope) if v.code != "AB-3012"]
 
     async def ack(self, message: Message) -> None:
         """Acks a delivered copy: its id counts as handled, so a redelivery is skipped (§8)."""
@@ -616,7 +742,7 @@ class Agent:
         headers = {"authorization": f"Bearer {self.credential}", SIDECAR_VERSION_HEADER: self.version}
         async with websockets.connect(self._ws_url(), additional_headers=headers, max_size=2**21) as ws:
             async for raw in ws:
-                frame = json.loads(raw)
+                frame = validate_mod.loads_marked(raw)
                 if frame.get("type") == "delivery":
                     yield frame["delivery"]
                 elif frame.get("type") == "error":
@@ -624,21 +750,27 @@ class Agent:
                     raise error_for(err.get("code", "AB-9003"), err.get("message", ""), gateway=self.gateway)
 
     async def _deliveries_poll(self, wait_s: int = 20) -> AsyncIterator[Mapping[str, Any]]:
-        doc = await self._json("GET", f"/v1/inbox?after={self._cursor}&wait={wait_s}&limit=100")
-        for d in doc.get("deliveries") or []:
-            yield d
+        # A page is kept until each of its deliveries is handed over: a loop left after the
+        # first ones finds the rest here next time, not only after their leases run out.
+        if not self._pending:
+            doc = await self._json("GET", f"/v1/inbox?after={self._cursor}&wait={wait_s}&limit=100")
+            self._pending.extend(doc.get("deliveries") or [])
+        while self._pending:
+            yield self._pending.pop(0)
 
     async def _stream(self, *, hand_stash: bool = True, websocket: bool = True) -> AsyncIterator[Message]:
         """Deliveries as verified :class:`Message` objects, over the WebSocket, falling back to the
         long poll; reconnects resume after the last sequence; redeliveries of an id already handed
         over are acked and skipped (§8)."""
         use_ws = websocket
+        self.inbox_transport = "websocket" if websocket else "long-poll"
         backoff = 0.2
         while True:
             while hand_stash and self._stash:
                 yield self._stash.pop(0)
             try:
-                source = self._deliveries_ws() if use_ws else self._deliveries_poll()
+                from_page = bool(self._pending) or not use_ws
+                source = self._deliveries_poll() if from_page else self._deliveries_ws()
                 async for d in source:
                     backoff = 0.2
                     m = await self._message(d)
@@ -651,11 +783,14 @@ class Agent:
                         self._stash[held[0]] = m  # a newer lease of a message waiting here
                         continue
                     yield m
-                if not use_ws:
-                    continue  # the next long poll at once
+                if from_page:
+                    continue  # the next long poll (or the socket) at once
             except (OSError, websockets.exceptions.WebSocketException, asyncio.TimeoutError) as e:
-                if isinstance(e, websockets.exceptions.InvalidStatus) and e.response.status_code == 404:
-                    use_ws = False  # a gateway without the socket: the long poll serves
+                if isinstance(e, websockets.exceptions.InvalidHandshake):
+                    # Something answered HTTP but refused the upgrade: a gateway without the
+                    # socket (404) or a proxy that strips WebSockets. The long poll serves.
+                    use_ws = False
+                    self.inbox_transport = "long-poll"
             except AgentBusError as e:
                 if not e.retryable:
                     raise
@@ -713,6 +848,8 @@ async def _call(
     gateway: str = "",
     retries: int = 5,
     with_replay: bool = False,
+    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    clock: Callable[[], float] = time.time,
 ) -> Any:
     """One API call with retries: 429 and 5xx answers and lost connections are tried again after
     ``Retry-After`` (or an exponential backoff with jitter); other refusals raise at once."""
@@ -722,7 +859,8 @@ async def _call(
             if content is not None:
                 resp = await http.request(method, path, content=content, headers=headers)
             elif json_body is not None:
-                body = json.dumps(json_body, ensure_ascii=False).encode()
+                # Compact, as the 1 MiB limit (§2.3) is checked locally on this same form.
+                body = json.dumps(json_body, ensure_ascii=False, separators=(",", ":")).encode()
                 h = {"content-type": "application/json", **(headers or {})}
                 resp = await http.request(method, path, content=body, headers=h)
             else:
@@ -730,30 +868,42 @@ async def _call(
         except (httpx.TransportError,) as e:
             if attempt >= retries:
                 raise error_for("AB-4077", f"cannot reach the gateway: {e}", gateway=gateway) from e
-            await asyncio.sleep(_backoff(attempt, None))
+            await sleep(_backoff(attempt, None))
             attempt += 1
             continue
         if resp.status_code < 400:
-            doc = resp.json() if resp.content else {}
+            # Read keeping repeated member names visible, so a delivered envelope is checked as
+            # received (§2, I-JSON), not as a dict would leave it.
+            doc = validate_mod.loads_marked(resp.content) if resp.content else {}
             if with_replay:
                 return doc, resp.headers.get("agentbus-idempotent-replay") == "true"
             return doc
-        retry_after = _retry_after(resp.headers.get("retry-after"))
+        retry_after = _retry_after(resp.headers.get("retry-after"), clock())
         err = _error_from(resp, gateway, retry_after)
         if (resp.status_code == 429 or resp.status_code >= 500) and attempt < retries:
-            await asyncio.sleep(_backoff(attempt, retry_after))
+            await sleep(_backoff(attempt, retry_after))
             attempt += 1
             continue
         raise err
 
 
-def _retry_after(value: Optional[str]) -> Optional[float]:
+def _retry_after(value: Optional[str], now: float) -> Optional[float]:
+    """Seconds to wait from a ``Retry-After`` (RFC 9110 §10.2.3): delay-seconds, or an HTTP-date
+    measured against ``now`` (Unix seconds; a date already past waits 0). None when absent or
+    unreadable."""
     if value is None:
         return None
+    value = value.strip()
+    # delay-seconds is digits; a fraction is taken too (some servers send one), never inf or nan.
+    if value and all(part.isascii() and part.isdigit() for part in value.split(".", 1)):
+        return float(value)
     try:
-        return max(0.0, float(value))
-    except ValueError:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
         return None
+    if when.tzinfo is None:  # the asctime form carries no zone; HTTP dates are UTC
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return max(0.0, when.timestamp() - now)
 
 
 def _backoff(attempt: int, retry_after: Optional[float]) -> float:

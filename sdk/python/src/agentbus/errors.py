@@ -33,6 +33,7 @@ class AgentBusError(Exception):
         request_id: Optional[str] = None,
         details: Optional[Mapping[str, Any]] = None,
         retry_after: Optional[float] = None,
+        fix: Optional[str] = None,
     ) -> None:
         entry = catalogue().get(code, {})
         self.code = code
@@ -40,7 +41,8 @@ class AgentBusError(Exception):
         self.title: str = entry.get("title", "")
         self.kind: str = entry.get("kind", "internal")
         self.cause: str = entry.get("cause", "")
-        self.fix: str = entry.get("fix", "")
+        # The catalogue's fix, unless the case at hand has a more precise one (a command to run).
+        self.fix: str = fix or entry.get("fix", "")
         path = entry.get("doc_path", f"/errors/{code}")
         self.doc_url: str = doc_url or (f"{gateway.rstrip('/')}{path}" if gateway else path)
         self.http_status = http_status
@@ -75,6 +77,21 @@ class InputError(AgentBusError):
 
 class ConfigurationError(AgentBusError):
     """Configuration or this machine's state is missing or wrong."""
+
+
+class KeychainProfileError(InputError):
+    """AB-1031 from :meth:`agentbus.Agent.from_profile`: the CLI profile keeps its key in the OS
+    keychain, which this library does not read. ``fix`` is the command that gives the same agent
+    a profile with a key file (``command``, profile ``file_profile``)."""
+
+    def __init__(self, message: str, *, profile: str, file_profile: str, command: str, **kw: Any) -> None:
+        self.profile = profile
+        self.file_profile = file_profile
+        self.command = command
+        fix = (f"give this agent a second key in a 0600 file under a profile of its own: {command} "
+               f"(the agent credential is the profile's \"token\"), then connect with "
+               f"profile={file_profile!r}")
+        super().__init__("AB-1031", message, fix=fix, **kw)
 
 
 class SidecarTooOldError(RefusedError):
