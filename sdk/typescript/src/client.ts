@@ -303,7 +303,7 @@ export class Agent {
     } catch {
       throw errorFor("AB-1040", `no profile ${name} under ${dir}`);
     }
-    if ((p.key_store ?? "file") !== "file") throw new KeychainProfileError(name, String(p.key_store));
+    if ((p.key_store ?? "file") !== "file") throw new KeychainProfileError(name, String(p.key_store), String(p.gateway ?? "<url>"), String(p.agent_id ?? "agt_…"));
     const keyPath = join(root, "keys", `${p.agent_id}.key`);
     let key: SigningKey;
     try {

@@ -97,9 +97,11 @@ export class SidecarTooOldError extends RefusedError {
 /** AB-1031: a CLI profile keeps its key in the OS keychain (or another store than a file), which
  * this library does not read: it signs with key files only. */
 export class KeychainProfileError extends InputError {
-  constructor(readonly profile: string, readonly keyStore: string) {
+  constructor(readonly profile: string, readonly keyStore: string, gateway = "<url>", agentId = "agt_…") {
     super("AB-1031", `profile ${profile} keeps its key in the ${keyStore === "keychain" ? "OS keychain" : `${keyStore} key store`}; this library reads only key files`, {
-      fix: `register an agent whose key is a 0600 file and load that profile: AGENTBUS_KEYSTORE=file agentbus --profile ${profile}-file connect --gateway <url> --token abu_… --name <agent name>, then Agent.connect({ profile: "${profile}-file" }); or pass gateway, credential, key, keyId and address to Agent.connect`,
+      // The same agent gets a second key, kept in a 0600 file under a profile of its own (the
+      // Python library gives the same command; its test runs it with the real CLI).
+      fix: `give the agent a key file under a second profile: AGENTBUS_KEYSTORE=file agentbus connect --gateway ${gateway} --token <agent credential> --agent ${agentId} --name ${profile} --profile ${profile}-file, then Agent.connect({ profile: "${profile}-file" }); or pass gateway, credential, key, keyId and address to Agent.connect`,
     });
   }
 }

@@ -30,7 +30,7 @@ test("a keychain profile is refused with AB-1031, and its fix names the command"
       assert.equal(e.code, "AB-1031");
       assert.equal(e.profile, "reviewer");
       assert.equal(e.message, "AB-1031: profile reviewer keeps its key in the OS keychain; this library reads only key files");
-      assert.equal(e.fix, 'register an agent whose key is a 0600 file and load that profile: AGENTBUS_KEYSTORE=file agentbus --profile reviewer-file connect --gateway <url> --token abu_… --name <agent name>, then Agent.connect({ profile: "reviewer-file" }); or pass gateway, credential, key, keyId and address to Agent.connect');
+      assert.equal(e.fix, 'give the agent a key file under a second profile: AGENTBUS_KEYSTORE=file agentbus connect --gateway http://127.0.0.1:7700 --token <agent credential> --agent agt_01J9ZK6Q8R2M3N4P5Q6R7S8T9V --name reviewer --profile reviewer-file, then Agent.connect({ profile: "reviewer-file" }); or pass gateway, credential, key, keyId and address to Agent.connect');
       assert.equal(e.docUrl, "/errors/AB-1031");
       return true;
     };
