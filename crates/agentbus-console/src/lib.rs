@@ -37,7 +37,8 @@ pub use session::SESSION_COOKIE;
 /// Settings of the console.
 #[derive(Debug, Clone)]
 pub struct ConsoleConfig {
-    /// How often live views (overview, a task's page) look for changes and chart a sample.
+    /// How often live views (overview, a task's page) look for changes, and the overview's
+    /// sampler samples the counters (one bar of its charts per interval).
     pub live_interval: Duration,
     /// How long a session lasts after sign-in, seconds.
     pub session_ttl_s: i64,
@@ -56,7 +57,41 @@ impl Default for ConsoleConfig {
 pub struct Console {
     app: Arc<App>,
     config: ConsoleConfig,
-    history: live::History,
+    sampler: live::Sampler,
+}
+
+impl Console {
+    /// The console of `app`: takes the first sample of the gateway's counters and starts sampling
+    /// them every `live_interval` until the gateway shuts down, so the overview's charts have
+    /// history whoever loads them. Call it within a Tokio runtime.
+    pub fn new(app: Arc<App>, config: ConsoleConfig) -> Arc<Console> {
+        let console = Arc::new(Console {
+            sampler: live::Sampler::new(config.live_interval),
+            app,
+            config,
+        });
+        console.sample_now();
+        live::sample_every_interval(&console);
+        console
+    }
+
+    /// Its routes, to mount beside the gateway's API (`agentbus_gateway::Gateway::mount`).
+    pub fn router(self: &Arc<Console>) -> Router {
+        routes()
+            .method_not_allowed_fallback(pages::wrong_method)
+            // A policy document is at most an envelope's size; forms are far smaller.
+            .layer(DefaultBodyLimit::max(
+                agentbus_protocol::envelope::MAX_ENVELOPE_BYTES + 4096,
+            ))
+            .layer(middleware::from_fn(security_headers))
+            .with_state(self.clone())
+    }
+
+    /// Takes a sample of the counters now, as the sampler does every interval: tests call it
+    /// instead of waiting for the timer.
+    pub fn sample_now(&self) {
+        self.sampler.sample(self.app.now());
+    }
 }
 
 /// The Content-Security-Policy of every page: scripts, styles and images from the console's own
@@ -108,21 +143,10 @@ console_routes! {
 }
 
 /// The console's routes over `app`, to mount beside the gateway's API
-/// (`agentbus_gateway::Gateway::mount`).
+/// (`agentbus_gateway::Gateway::mount`): [`Console::new`] and its router. Call it within a Tokio
+/// runtime.
 pub fn router(app: Arc<App>, config: ConsoleConfig) -> Router {
-    let console = Arc::new(Console {
-        app,
-        config,
-        history: live::History::default(),
-    });
-    routes()
-        .method_not_allowed_fallback(pages::wrong_method)
-        // A policy document is at most an envelope's size; forms are far smaller.
-        .layer(DefaultBodyLimit::max(
-            agentbus_protocol::envelope::MAX_ENVELOPE_BYTES + 4096,
-        ))
-        .layer(middleware::from_fn(security_headers))
-        .with_state(console)
+    Console::new(app, config).router()
 }
 
 /// Headers every console answer carries unless the handler set its own (an attachment sets a

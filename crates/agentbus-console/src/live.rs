@@ -4,16 +4,18 @@
 //! page, and sends the re-rendered fragment when it changed. Streams end when the gateway begins
 //! to shut down, so they never hold a graceful shutdown up.
 //!
-//! The overview's charts come from samples of the gateway's counters, taken once per interval
-//! per scope while someone watches it. Counters are per gateway process (like `/metrics`): behind a
-//! load balancer, each replica charts its own traffic. So that a chart does not start empty, a
-//! page loaded while nobody follows its scope starts the publishes chart from the stored messages
-//! of the recent intervals (`Caller::recent_publishes`); the samples continue it.
+//! The overview's charts come from the console's [`Sampler`]: from the moment the console is
+//! built until the gateway shuts down, it takes a snapshot of the gateway's counters every
+//! interval, whether or not anyone watches, per workspace and for the gateway as a whole; a
+//! chart of any scope sums the snapshots of its workspaces, so every page load and every stream
+//! starts with the recent intervals' history. A page load takes a snapshot as well, so its charts
+//! reach the moment it was drawn. Counters are per gateway process (like `/metrics`): behind a
+//! load balancer each replica charts its own traffic, and nothing before the process started.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use axum::extract::Path;
 use axum::http::HeaderMap;
@@ -21,13 +23,13 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream};
 
-use agentbus_gateway::ops::Counters;
+use agentbus_gateway::ops::{self, Counters};
 
 use crate::Console;
 use crate::pages::{overview, tasks};
 use crate::session::Viewer;
 
-/// Samples kept per scope (one more than the bars a chart draws).
+/// Snapshots kept (one more than the bars a chart draws).
 pub(crate) const SAMPLES: usize = 61;
 
 /// Whose counters a chart shows.
@@ -39,143 +41,204 @@ pub(crate) enum Scope {
     Workspaces(BTreeSet<String>),
 }
 
-impl Scope {
-    fn key(&self) -> String {
-        match self {
-            Scope::Gateway => "gateway".into(),
-            Scope::Workspaces(ids) => {
-                let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-                format!("ws:{}", ids.join(","))
-            }
+/// What the charts draw of a scope's counters, as of one instant (totals since the process
+/// started).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Point {
+    /// Publishes accepted.
+    pub accepted: u64,
+    /// Deliveries handed out.
+    pub deliveries: u64,
+    /// Publishes refused (any `AB-` code).
+    pub refused: u64,
+}
+
+impl Point {
+    pub(crate) fn of(c: &Counters) -> Point {
+        Point {
+            accepted: c.publishes.get("accepted").copied().unwrap_or(0),
+            deliveries: c.deliveries,
+            refused: c
+                .publishes
+                .iter()
+                .filter(|(k, _)| k.starts_with("AB-"))
+                .map(|(_, n)| n)
+                .sum(),
         }
+    }
+
+    fn add(&mut self, other: Point) {
+        self.accepted += other.accepted;
+        self.deliveries += other.deliveries;
+        self.refused += other.refused;
     }
 }
 
-/// The counters of a scope at one instant.
-#[derive(Debug, Clone)]
-pub(crate) struct Sample {
-    /// What they were.
-    pub counters: Counters,
+/// Whether a sample of `slot` replaces the newest of `len` samples, in `last`: a later sample in
+/// the same interval does, so sampling more often than once an interval (page loads, a clock
+/// that stands still in tests) never adds a bar nor loses a count; the first sample, the
+/// baseline of all the others, always stays.
+fn replaces(len: usize, last: Option<i64>, slot: i64) -> bool {
+    len > 1 && last == Some(slot)
+}
+
+/// The counters at one instant: the gateway's totals and each workspace's.
+struct Snapshot {
+    /// The interval of the gateway's clock it was taken in (its time over the interval).
+    slot: i64,
+    gateway: Point,
+    /// By the index [`Samples::index`] gives each workspace; a workspace first counted after
+    /// this snapshot has no entry (it had counted nothing).
+    workspaces: Vec<Point>,
 }
 
 #[derive(Default)]
-struct Series {
-    samples: Mutex<VecDeque<Sample>>,
-    /// Publishes per interval before the first sample, oldest first, from the store.
-    history: Mutex<Vec<u64>>,
-    watchers: AtomicUsize,
-    /// Whether a sampler runs for this series.
-    sampling: AtomicBool,
+struct Samples {
+    /// Every workspace the counters have seen, in the order first seen.
+    index: HashMap<String, usize>,
+    snapshots: VecDeque<Snapshot>,
+}
+
+/// The overview's samples of the counters, shared by every scope. It samples for as long as the
+/// gateway runs, watched or not, so its memory must not grow with time: at most [`SAMPLES`]
+/// snapshots, each holding only the three numbers the charts draw per workspace this process has
+/// counted for (workspaces × `SAMPLES` points, not each workspace's whole counters).
+pub(crate) struct Sampler {
+    interval_ms: i64,
+    samples: Mutex<Samples>,
+}
+
+/// A scope's samples, for a chart: the interval of the gateway's clock it is drawn up to, and
+/// the slot and counts of each sample, oldest first.
+#[derive(Debug, Default)]
+pub(crate) struct Series {
+    pub now: i64,
+    pub points: Vec<(i64, Point)>,
 }
 
 impl Series {
-    fn push(&self, scope: &Scope) {
+    /// The series continued by `point`, the scope's counts now, as a sample taken now would
+    /// continue it.
+    pub(crate) fn then(mut self, point: Point) -> Series {
+        let last = self.points.last().map(|(slot, _)| *slot);
+        if replaces(self.points.len(), last, self.now) {
+            self.points.pop();
+        }
+        self.points.push((self.now, point));
+        self
+    }
+}
+
+impl Sampler {
+    pub(crate) fn new(interval: Duration) -> Sampler {
+        Sampler {
+            interval_ms: (interval.as_millis() as i64).max(1),
+            samples: Mutex::default(),
+        }
+    }
+
+    fn slot(&self, now_ms: i64) -> i64 {
+        now_ms.div_euclid(self.interval_ms)
+    }
+
+    /// Takes a snapshot of the counters, as of `now_ms` on the gateway's clock.
+    pub(crate) fn sample(&self, now_ms: i64) {
+        let slot = self.slot(now_ms);
+        // The counters are read under the samples' lock, so snapshots are kept in the order
+        // they were read and a chart never sees the counts go back.
         let mut s = self.samples.lock().unwrap_or_else(|p| p.into_inner());
-        s.push_back(Sample {
-            counters: overview::counters_of(scope),
-        });
-        while s.len() > SAMPLES {
-            s.pop_front();
-        }
-    }
-
-    fn all(&self) -> Vec<Sample> {
-        let s = self.samples.lock().unwrap_or_else(|p| p.into_inner());
-        s.iter().cloned().collect()
-    }
-
-    fn history(&self) -> Vec<u64> {
-        self.history
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    /// What a chart of this series draws from: its samples and the history before them.
-    pub(crate) fn view(&self) -> (Vec<Sample>, Vec<u64>) {
-        (self.all(), self.history())
-    }
-}
-
-/// The overview's samples, per scope.
-#[derive(Default)]
-pub(crate) struct History {
-    series: Mutex<HashMap<String, Arc<Series>>>,
-}
-
-impl History {
-    fn series(&self, scope: &Scope) -> Arc<Series> {
-        let mut m = self.series.lock().unwrap_or_else(|p| p.into_inner());
-        m.entry(scope.key()).or_default().clone()
-    }
-
-    /// Whether someone follows `scope` live, so its samples are current.
-    pub(crate) fn is_live(&self, scope: &Scope) -> bool {
-        self.series(scope).sampling.load(Ordering::SeqCst)
-    }
-
-    /// The samples of `scope` and the history before them, for a page. With `fresh` (the recent
-    /// history, read because nobody follows the scope and its samples are stale), the series
-    /// starts again from it and one sample taken now; otherwise one is taken now only if there
-    /// were none, as a baseline.
-    pub(crate) fn page(&self, scope: &Scope, fresh: Option<Vec<u64>>) -> (Vec<Sample>, Vec<u64>) {
-        let series = self.series(scope);
-        if let Some(history) = fresh {
-            series
-                .samples
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clear();
-            *series.history.lock().unwrap_or_else(|p| p.into_inner()) = history;
-        }
-        if series.all().is_empty() {
-            series.push(scope);
-        }
-        series.view()
-    }
-}
-
-/// Counts one watcher of a scope while it lives; the first starts the scope's sampler, which
-/// stops once nobody watches.
-struct Watch(Arc<Series>);
-
-impl Watch {
-    fn begin(console: &Console, scope: &Scope) -> Watch {
-        let series = console.history.series(scope);
-        series.watchers.fetch_add(1, Ordering::SeqCst);
-        if !series.sampling.swap(true, Ordering::SeqCst) {
-            let (series, scope) = (series.clone(), scope.clone());
-            let mut stop = console.app.shutting_down.subscribe();
-            let mut tick = tokio::time::interval(console.config.live_interval);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            tokio::spawn(async move {
-                loop {
-                    tokio::select! {
-                        _ = tick.tick() => {}
-                        _ = stop.wait_for(|down| *down) => break,
-                    }
-                    if series.watchers.load(Ordering::SeqCst) == 0 {
-                        series.sampling.store(false, Ordering::SeqCst);
-                        // A watcher that came in meanwhile found the sampler still running: the
-                        // sampler goes on for it, unless another one took over.
-                        if series.watchers.load(Ordering::SeqCst) == 0
-                            || series.sampling.swap(true, Ordering::SeqCst)
-                        {
-                            break;
-                        }
-                    }
-                    series.push(&scope);
+        let Samples { index, snapshots } = &mut *s;
+        let mut workspaces = vec![Point::default(); index.len()];
+        ops::each_workspace_counters(|ws, c| {
+            let i = match index.get(ws) {
+                Some(i) => *i,
+                None => {
+                    index.insert(ws.to_owned(), workspaces.len());
+                    workspaces.push(Point::default());
+                    workspaces.len() - 1
                 }
-            });
+            };
+            workspaces[i] = Point::of(c);
+        });
+        let snapshot = Snapshot {
+            slot,
+            gateway: Point::of(&ops::counters(None)),
+            workspaces,
+        };
+        let last = snapshots.back().map(|s| s.slot);
+        if replaces(snapshots.len(), last, slot) {
+            snapshots.pop_back();
         }
-        Watch(series)
+        snapshots.push_back(snapshot);
+        while snapshots.len() > SAMPLES {
+            snapshots.pop_front();
+        }
+    }
+
+    /// The samples of `scope`, for a chart drawn as of `now_ms` on the gateway's clock.
+    pub(crate) fn series(&self, scope: &Scope, now_ms: i64) -> Series {
+        let s = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        let points = match scope {
+            Scope::Gateway => s.snapshots.iter().map(|x| (x.slot, x.gateway)).collect(),
+            Scope::Workspaces(ids) => {
+                let at: Vec<usize> = ids
+                    .iter()
+                    .filter_map(|id| s.index.get(id))
+                    .copied()
+                    .collect();
+                s.snapshots
+                    .iter()
+                    .map(|x| {
+                        let mut sum = Point::default();
+                        for i in &at {
+                            sum.add(x.workspaces.get(*i).copied().unwrap_or_default());
+                        }
+                        (x.slot, sum)
+                    })
+                    .collect()
+            }
+        };
+        Series {
+            now: self.slot(now_ms),
+            points,
+        }
     }
 }
 
-impl Drop for Watch {
-    fn drop(&mut self) {
-        self.0.watchers.fetch_sub(1, Ordering::SeqCst);
-    }
+/// Samples `console`'s counters every interval until the gateway begins to shut down (or the
+/// console is dropped).
+pub(crate) fn sample_every_interval(console: &Arc<Console>) {
+    every(
+        console.config.live_interval,
+        console.app.shutting_down.subscribe(),
+        Arc::downgrade(console),
+        Console::sample_now,
+    );
+}
+
+/// Runs `each` on `target` every `period`, from one period on, until `stop` turns true (or its
+/// sender is gone) or `target` is dropped.
+fn every<T: Send + Sync + 'static>(
+    period: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    target: Weak<T>,
+    each: fn(&T),
+) -> tokio::task::JoinHandle<()> {
+    let period = period.max(Duration::from_millis(1));
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stop.wait_for(|down| *down) => break,
+            }
+            let Some(target) = target.upgrade() else {
+                break;
+            };
+            each(&target);
+        }
+    })
 }
 
 /// The state a stream carries from one interval to the next.
@@ -191,7 +254,8 @@ struct Live {
 }
 
 enum Kind {
-    Overview(Option<Watch>),
+    /// The overview, of this scope's counters (none for a member).
+    Overview(Option<Scope>),
     Task(String),
 }
 
@@ -214,13 +278,10 @@ impl Live {
             ));
         };
         let (name, html) = match &self.kind {
-            Kind::Overview(watch) => {
-                let (samples, history) = watch.as_ref().map(|w| w.0.view()).unwrap_or_default();
-                (
-                    "overview-live",
-                    overview::live_part(&v, &samples, &history).await,
-                )
-            }
+            Kind::Overview(scope) => (
+                "overview-live",
+                overview::live_part(&v, scope.as_ref()).await,
+            ),
             Kind::Task(id) => {
                 let read = v.ops().task(id).await;
                 let html = match read {
@@ -284,17 +345,14 @@ fn stream_of(v: &Viewer, headers: HeaderMap, path: String, first: String, kind: 
 /// `GET /console/live/overview`: the overview's figures, pushed as `overview-live` events.
 pub(crate) async fn overview(v: Viewer, headers: HeaderMap) -> Response {
     let r = async {
-        let watch = overview::scope(&v)
-            .await?
-            .map(|scope| Watch::begin(&v.console, &scope));
-        let (samples, history) = watch.as_ref().map(|w| w.0.view()).unwrap_or_default();
-        let first = overview::live_part(&v, &samples, &history).await?;
+        let scope = overview::scope(&v).await?;
+        let first = overview::live_part(&v, scope.as_ref()).await?;
         Ok(stream_of(
             &v,
             headers,
             "/console/live/overview".into(),
             first,
-            Kind::Overview(watch),
+            Kind::Overview(scope),
         ))
     }
     .await;
@@ -312,4 +370,75 @@ pub(crate) async fn task(v: Viewer, headers: HeaderMap, Path(id): Path<String>) 
     }
     .await;
     v.respond(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// The sampler's timer: once a period whoever watches, until the gateway shuts down.
+    #[tokio::test(start_paused = true)]
+    async fn the_timer_runs_every_period_until_shutdown() {
+        let (down, stop) = tokio::sync::watch::channel(false);
+        let ticks = Arc::new(AtomicUsize::new(0));
+        let task = every(
+            Duration::from_secs(2),
+            stop,
+            Arc::downgrade(&ticks),
+            |t: &AtomicUsize| {
+                t.fetch_add(1, Ordering::SeqCst);
+            },
+        );
+        tokio::time::sleep(Duration::from_millis(6_500)).await;
+        assert_eq!(ticks.load(Ordering::SeqCst), 3);
+        down.send_replace(true);
+        task.await.unwrap();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(ticks.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_timer_ends_with_its_target() {
+        let (_down, stop) = tokio::sync::watch::channel(false);
+        let target = Arc::new(AtomicUsize::new(0));
+        let task = every(
+            Duration::from_secs(2),
+            stop,
+            Arc::downgrade(&target),
+            |_| {},
+        );
+        drop(target);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(task.is_finished());
+    }
+
+    fn p(accepted: u64) -> Point {
+        Point {
+            accepted,
+            ..Point::default()
+        }
+    }
+
+    /// A sample taken now continues a series as the sampler would: in the newest sample's
+    /// interval it replaces it, unless that is the baseline.
+    #[test]
+    fn now_continues_a_series_like_a_sample() {
+        let only_baseline = Series {
+            now: 5,
+            points: vec![(5, p(1))],
+        };
+        assert_eq!(only_baseline.then(p(4)).points, [(5, p(1)), (5, p(4))]);
+        let same_interval = Series {
+            now: 5,
+            points: vec![(3, p(1)), (5, p(2))],
+        };
+        assert_eq!(same_interval.then(p(4)).points, [(3, p(1)), (5, p(4))]);
+        let later = Series {
+            now: 6,
+            points: vec![(3, p(1)), (5, p(2))],
+        };
+        assert_eq!(later.then(p(4)).points, [(3, p(1)), (5, p(2)), (6, p(4))]);
+    }
 }

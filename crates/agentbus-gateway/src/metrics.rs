@@ -156,6 +156,17 @@ pub fn counters(include: Option<&dyn Fn(&str) -> bool>) -> Counters {
     out
 }
 
+/// Calls `each` with the counters of every workspace this process has counted for, in one pass
+/// under one lock and without copying them: a sampler that keeps every workspace's history reads
+/// them all at once, each interval.
+pub fn each_workspace(mut each: impl FnMut(&str, &Counters)) {
+    if let Ok(m) = registry().workspaces.lock() {
+        for (ws, c) in m.iter() {
+            each(ws, c);
+        }
+    }
+}
+
 /// The same counters, gauges and histograms over OTLP (docs/observability.md), once telemetry is
 /// on: the counters and gauges are read from the registry at each export, the histograms are
 /// recorded beside it.

@@ -42,6 +42,12 @@ pub fn counters(only: Option<&dyn Fn(&str) -> bool>) -> Counters {
     crate::metrics::counters(only)
 }
 
+/// Calls `each` with the counters of every workspace the gateway has counted for (one pass, one
+/// lock), for a front end that samples them all at once.
+pub fn each_workspace_counters(each: impl FnMut(&str, &Counters)) {
+    crate::metrics::each_workspace(each)
+}
+
 // Views.
 
 /// A user's role (docs/security.md).
@@ -1056,57 +1062,6 @@ impl<'a> Caller<'a> {
     pub async fn attachment(&self, id: &str) -> ApiResult<Response> {
         let (b, bytes) = crate::blobs::content_for(self.app, self.who, id).await?;
         Ok(crate::blobs::attachment(&b, bytes))
-    }
-
-    // Activity.
-
-    /// Publishes accepted from the agents whose traffic the caller's overview counts (every
-    /// tenant's for the gateway operator, those of the workspaces an admin administers), per
-    /// interval of `bucket_ms` over the `buckets` intervals that end now, oldest first: read from
-    /// the stored messages, so a chart starts from the recent history rather than from nothing.
-    /// A caller who is no admin is refused (AB-1002).
-    pub async fn recent_publishes(&self, bucket_ms: i64, buckets: usize) -> ApiResult<Vec<u64>> {
-        /// Messages read per store call.
-        const PAGE: u32 = 200;
-        let agents: Vec<store::AgentRow> = if self.operator() {
-            let mut all = Vec::new();
-            for t in crate::admin::tenants_for(self.app, self.who).await? {
-                all.extend(self.app.store.agents(&t.id).await?);
-            }
-            all
-        } else {
-            crate::roles::admin(self.who.clone())?;
-            crate::identity::directory(self.app, self.who)
-                .await?
-                .into_iter()
-                .filter(|a| self.administers(&a.tenant_id, &a.workspace_id))
-                .collect()
-        };
-        let (bucket_ms, buckets) = (bucket_ms.max(1), buckets.max(1));
-        let now = self.app.now();
-        let since = now - bucket_ms * buckets as i64;
-        let mut counts = vec![0u64; buckets];
-        for a in &agents {
-            let mut before = None;
-            loop {
-                let page = self
-                    .app
-                    .store
-                    .sent_messages(&a.tenant_id, &a.id, before, PAGE)
-                    .await?;
-                for m in page.iter().filter(|m| m.received_at > since) {
-                    let i = ((m.received_at - since - 1) / bucket_ms) as usize;
-                    counts[i.min(buckets - 1)] += 1;
-                }
-                match page.last() {
-                    Some(m) if page.len() == PAGE as usize && m.received_at > since => {
-                        before = Some(m.seq);
-                    }
-                    _ => break,
-                }
-            }
-        }
-        Ok(counts)
     }
 
     // Search.

@@ -12,8 +12,8 @@ use reqwest::header::{COOKIE, HeaderMap, SET_COOKIE};
 use serde_json::{Map, Value, json};
 
 use agentbus_console::ConsoleConfig;
-use agentbus_gateway::Config;
 use agentbus_gateway::config::StoreSetting;
+use agentbus_gateway::{Config, Gateway};
 use agentbus_runtime::ManualClock;
 
 pub use crate::Agent;
@@ -100,6 +100,27 @@ impl World {
         clock: Option<ManualClock>,
         change: impl FnOnce(&mut Config),
     ) -> World {
+        World::start_full(dir, clock, change, |gw| {
+            gw.mount(agentbus_console::router(gw.app.clone(), console_config()))
+        })
+        .await
+    }
+
+    /// A gateway on a fresh temporary directory with the console `mount` mounts: for a test that
+    /// keeps a handle on the console (`agentbus_console::Console::new`).
+    pub async fn start_mounting(mount: impl FnOnce(&mut Gateway)) -> World {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut w = World::start_full(tmp.path().join("gw"), None, |_| {}, mount).await;
+        w.h.hold(tmp);
+        w
+    }
+
+    async fn start_full(
+        dir: PathBuf,
+        clock: Option<ManualClock>,
+        change: impl FnOnce(&mut Config),
+        mount: impl FnOnce(&mut Gateway),
+    ) -> World {
         let mut h = Harness::start_full(
             dir,
             clock,
@@ -107,7 +128,7 @@ impl World {
                 c.store = StoreSetting::Sqlite;
                 change(c);
             },
-            |gw| gw.mount(agentbus_console::router(gw.app.clone(), console_config())),
+            mount,
         )
         .await;
         h.http = http_client();

@@ -10,7 +10,7 @@ use axum::response::Response;
 use agentbus_gateway::ops::{self, ApiResult, Counters, Role};
 use agentbus_protocol::Code;
 
-use crate::live::{Sample, Scope};
+use crate::live::{Point, Scope, Series};
 use crate::render::{Addr, Chrome, count, fragment, page};
 use crate::session::Viewer;
 
@@ -53,41 +53,56 @@ pub(crate) struct Chart {
 const CHART_W: f64 = 300.0;
 const CHART_H: f64 = 64.0;
 
-/// A chart of the per-interval differences of `pick` over `samples`, after `history` (counts of
-/// the intervals before the first sample, oldest first), the newest that fit.
+/// A chart of `pick` per interval of the gateway's clock over `series`, the newest intervals that
+/// fit: each sample's difference from the one before counts in the interval it was taken in.
+/// Intervals before the first sample (before this process counted) draw no bar.
 fn chart(
     label: &'static str,
-    samples: &[Sample],
-    history: &[u64],
+    series: &Series,
     interval_s: f64,
-    pick: impl Fn(&Counters) -> u64,
+    pick: impl Fn(&Point) -> u64,
 ) -> Chart {
-    let live = samples
-        .windows(2)
-        .map(|w| pick(&w[1].counters).saturating_sub(pick(&w[0].counters)));
-    let all: Vec<u64> = history.iter().copied().chain(live).collect();
     let slots_n = crate::live::SAMPLES.saturating_sub(1).max(1);
-    let deltas = &all[all.len().saturating_sub(slots_n)..];
-    let max = deltas.iter().copied().max().unwrap_or(0).max(1);
-    let slots = slots_n as f64;
-    let width = CHART_W / slots;
-    let start = slots - deltas.len() as f64;
-    let bars = deltas
+    let first = series.now - slots_n as i64 + 1;
+    let mut values: Vec<Option<u64>> = vec![None; slots_n];
+    if let Some((start, _)) = series.points.first() {
+        for slot in (*start).max(first)..=series.now {
+            values[(slot - first) as usize] = Some(0);
+        }
+    }
+    for w in series.points.windows(2) {
+        let ((_, before), (slot, after)) = (w[0], w[1]);
+        if (first..=series.now).contains(&slot)
+            && let Some(v) = values[(slot - first) as usize].as_mut()
+        {
+            *v += pick(&after).saturating_sub(pick(&before));
+        }
+    }
+    let max = values.iter().flatten().copied().max().unwrap_or(0).max(1);
+    let width = CHART_W / slots_n as f64;
+    let bars = values
         .iter()
         .enumerate()
+        .filter_map(|(i, d)| Some((i, (*d)?)))
         .map(|(i, d)| {
             let height =
-                (*d as f64 / max as f64 * (CHART_H - 2.0)).max(if *d > 0 { 1.0 } else { 0.0 });
+                (d as f64 / max as f64 * (CHART_H - 2.0)).max(if d > 0 { 1.0 } else { 0.0 });
             Bar {
-                x: ((start + i as f64) * width * 100.0).round() / 100.0,
+                x: (i as f64 * width * 100.0).round() / 100.0,
                 width: (width * 0.8 * 100.0).round() / 100.0,
                 y: ((CHART_H - height) * 100.0).round() / 100.0,
                 height: (height * 100.0).round() / 100.0,
-                value: *d,
+                value: d,
             }
         })
         .collect();
-    let last = deltas.last().copied().unwrap_or(0);
+    // The rate of the newest whole interval; of the current one while it is the only one.
+    let last = values[..slots_n - 1]
+        .last()
+        .copied()
+        .flatten()
+        .or(values[slots_n - 1])
+        .unwrap_or(0);
     Chart {
         label,
         bars,
@@ -126,23 +141,18 @@ struct Figures {
     charts: Vec<Chart>,
 }
 
-/// The live part of the overview, for the page and for each update its stream pushes.
-pub(crate) async fn live_part(
-    v: &Viewer,
-    samples: &[Sample],
-    history: &[u64],
-) -> ApiResult<String> {
+/// The live part of the overview of `scope` (none for a member), for the page and for each update
+/// its stream pushes: the figures as of now, the charts from the console's samples up to now.
+pub(crate) async fn live_part(v: &Viewer, scope: Option<&Scope>) -> ApiResult<String> {
     let interval_s = v.console.config.live_interval.as_secs_f64().max(0.001);
-    let counters = match samples.last() {
-        Some(now) if v.user.role != Role::Member => {
-            let c = &now.counters;
+    let counters = match scope {
+        Some(scope) if v.user.role != Role::Member => {
+            // The samples first, then the counters: the counts now are never older than them.
+            let series = v.console.sampler.series(scope, v.console.app.now());
+            let c = &counters_of(scope);
+            let series = series.then(Point::of(c));
             let n = |k: &str| c.publishes.get(k).copied().unwrap_or(0);
-            let refused: u64 = c
-                .publishes
-                .iter()
-                .filter(|(k, _)| k.starts_with("AB-"))
-                .map(|(_, n)| n)
-                .sum();
+            let refused = Point::of(c).refused;
             let mut errors: Vec<(String, &'static str, String)> = c
                 .publishes
                 .iter()
@@ -162,17 +172,9 @@ pub(crate) async fn live_part(
                 expired: count(c.expired as i64),
                 errors,
                 charts: vec![
-                    chart("publishes accepted", samples, history, interval_s, |c| {
-                        c.publishes.get("accepted").copied().unwrap_or(0)
-                    }),
-                    chart("deliveries", samples, &[], interval_s, |c| c.deliveries),
-                    chart("refused", samples, &[], interval_s, |c| {
-                        c.publishes
-                            .iter()
-                            .filter(|(k, _)| k.starts_with("AB-"))
-                            .map(|(_, n)| n)
-                            .sum()
-                    }),
+                    chart("publishes accepted", &series, interval_s, |p| p.accepted),
+                    chart("deliveries", &series, interval_s, |p| p.deliveries),
+                    chart("refused", &series, interval_s, |p| p.refused),
                 ],
             })
         }
@@ -230,26 +232,13 @@ struct OverviewPage<'a> {
 /// `GET /console/overview`.
 pub(crate) async fn page_of(v: Viewer) -> Response {
     let r = async {
-        let (samples, history) = match scope(&v).await? {
-            Some(s) => {
-                // Nobody follows this scope live: its samples are stale, and the chart starts
-                // again from the stored history of the intervals it shows.
-                let fresh = match v.console.history.is_live(&s) {
-                    true => None,
-                    false => Some(
-                        v.ops()
-                            .recent_publishes(
-                                v.console.config.live_interval.as_millis() as i64,
-                                crate::live::SAMPLES - 1,
-                            )
-                            .await?,
-                    ),
-                };
-                v.console.history.page(&s, fresh)
-            }
-            None => (Vec::new(), Vec::new()),
-        };
-        let live = live_part(&v, &samples, &history).await?;
+        let scope = scope(&v).await?;
+        // The page is a sample too, so its charts reach the moment it is drawn and the traffic
+        // before it keeps to the interval it happened in.
+        if scope.is_some() {
+            v.console.sample_now();
+        }
+        let live = live_part(&v, scope.as_ref()).await?;
         page(&OverviewPage {
             chrome: Some(&v.chrome),
             live,
@@ -265,5 +254,58 @@ pub(crate) fn counters_of(scope: &Scope) -> Counters {
     match scope {
         Scope::Gateway => ops::counters(None),
         Scope::Workspaces(ids) => ops::counters(Some(&|ws: &str| ids.contains(ws))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(accepted: u64) -> Point {
+        Point {
+            accepted,
+            ..Point::default()
+        }
+    }
+
+    /// Each difference counts in the interval of the later sample; intervals since the first
+    /// sample draw a bar (zero when nothing happened), those before it none.
+    #[test]
+    fn bars_are_the_differences_per_interval_since_the_first_sample() {
+        let series = Series {
+            now: 100,
+            points: vec![(95, p(10)), (95, p(13)), (97, p(20)), (100, p(21))],
+        };
+        let c = chart("publishes accepted", &series, 2.0, |p| p.accepted);
+        let values: Vec<u64> = c.bars.iter().map(|b| b.value).collect();
+        assert_eq!(values, [3, 0, 7, 0, 0, 1]);
+        assert_eq!(c.max, 7);
+        // Right-aligned: the current interval is the last slot.
+        let slots = (crate::live::SAMPLES - 1) as f64;
+        assert_eq!(
+            c.bars[5].x,
+            ((slots - 1.0) * CHART_W / slots * 100.0).round() / 100.0
+        );
+        // Samples older than the chart's window draw nothing, but still start its bars.
+        let old = Series {
+            now: 1_000,
+            points: vec![(95, p(10)), (1_000, p(12))],
+        };
+        let c = chart("publishes accepted", &old, 2.0, |p| p.accepted);
+        let values: Vec<u64> = c.bars.iter().map(|b| b.value).collect();
+        assert_eq!(values.len(), crate::live::SAMPLES - 1);
+        assert_eq!(values.iter().sum::<u64>(), 2);
+        // The rate is the newest whole interval's; the current one's while it is the only one.
+        let rate = |points: Vec<(i64, Point)>| {
+            chart(
+                "publishes accepted",
+                &Series { now: 11, points },
+                2.0,
+                |p| p.accepted,
+            )
+            .rate
+        };
+        assert_eq!(rate(vec![(10, p(0)), (10, p(4)), (11, p(5))]), "2.0/s");
+        assert_eq!(rate(vec![(11, p(0)), (11, p(3))]), "1.5/s");
     }
 }

@@ -1288,6 +1288,68 @@ async fn the_overview_charts_start_from_the_recent_history() {
     assert_eq!(bars(&p.body, "publishes accepted").iter().sum::<u64>(), 0);
 }
 
+/// Nobody watches the overview while traffic comes and goes: the console's sampler samples the
+/// counters anyway, so the first page load, intervals later, already charts the publishes,
+/// deliveries and refusals of the interval they happened in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_charts_the_traffic_sampled_while_nobody_watched() {
+    let mut console = None;
+    let w = World::start_mounting(|gw| {
+        let c = agentbus_console::Console::new(gw.app.clone(), console_config());
+        gw.mount(c.router());
+        console = Some(c);
+    })
+    .await;
+    let console = console.unwrap();
+    let admin = w.admin.clone();
+    w.workspace(&admin, "backend").await;
+    let ws_admin = w.user(&admin, "admin", "backend").await;
+    let a = w
+        .agent(&admin, "sender", json!({"workspace": "backend"}))
+        .await;
+    let b = w
+        .agent(&admin, "receiver", json!({"workspace": "backend"}))
+        .await;
+    // In one interval: two messages accepted and delivered, and a publish refused (AB-1011).
+    for text in ["one", "two"] {
+        w.send(
+            &a,
+            w.draft(&a, &b.address, "message", json!({"text": text})),
+        )
+        .await;
+    }
+    assert_eq!(w.receive_all(&b).await.len(), 2);
+    let mut bad = sign(&a, w.draft(&a, &b.address, "message", json!({"text": "x"})));
+    bad["data"]["text"] = json!("changed");
+    let refused = w
+        .api(
+            Method::POST,
+            "/v1/messages",
+            &a.token,
+            Some(Value::Object(bad)),
+        )
+        .await;
+    assert_eq!(refused.0, 401, "{}", refused.1);
+    // The sampler's tick in that interval; three intervals later, the first page load.
+    console.sample_now();
+    w.clock
+        .advance_ms(3 * console_config().live_interval.as_millis() as i64);
+    let s = w.sign_in(&ws_admin).await;
+    let p = w.get(Some(&s), "/console/overview").await;
+    assert_eq!(p.status, 200, "{}", p.body);
+    for (label, n) in [("deliveries", 2), ("refused", 1), ("publishes accepted", 2)] {
+        // Bars start at the console's first sample, the interval of the traffic.
+        assert_eq!(bars(&p.body, label), [n, 0, 0, 0], "{label}");
+    }
+    // The operator's charts sum every workspace (other tests' too: this process's counters).
+    let operator = w.sign_in(&w.operator).await;
+    let p = w.get(Some(&operator), "/console/overview").await;
+    for (label, n) in [("publishes accepted", 2), ("deliveries", 2), ("refused", 1)] {
+        let bars = bars(&p.body, label);
+        assert!(bars[bars.len() - 4] >= n, "{label}: {bars:?}");
+    }
+}
+
 /// The search page: the viewer's hits with their snippets, the query's words marked and every
 /// peer's character escaped; a query the gateway refuses is its error page with the code; a
 /// member, who reads no conversation, is refused as the API refuses it.
