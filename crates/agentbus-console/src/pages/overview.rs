@@ -242,11 +242,19 @@ pub(crate) async fn page_of(v: Viewer) -> Response {
         page(&OverviewPage {
             chrome: Some(&v.chrome),
             live,
-            interval: format!("{:.0}", v.console.config.live_interval.as_secs_f64()),
+            interval: every(v.console.config.live_interval),
         })
     }
     .await;
     v.respond(r)
+}
+
+/// An interval as the page says it: seconds, or milliseconds below one.
+fn every(d: std::time::Duration) -> String {
+    match d.as_millis() {
+        ms if ms < 1000 => format!("{ms} ms"),
+        _ => format!("{:.0} s", d.as_secs_f64()),
+    }
 }
 
 /// The counters of a scope now.
@@ -260,6 +268,14 @@ pub(crate) fn counters_of(scope: &Scope) -> Counters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A short test interval reads as milliseconds, never "every 0 s".
+    #[test]
+    fn the_refresh_interval_is_said_in_its_unit() {
+        use std::time::Duration;
+        assert_eq!(every(Duration::from_millis(200)), "200 ms");
+        assert_eq!(every(Duration::from_secs(2)), "2 s");
+    }
 
     fn p(accepted: u64) -> Point {
         Point {
