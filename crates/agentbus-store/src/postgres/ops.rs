@@ -1690,7 +1690,9 @@ impl Store for PgStore {
         if !q.words.is_empty() {
             arg(
                 &mut sql,
-                " AND EXISTS (SELECT 1 FROM search_terms s WHERE s.message_seq = m.seq AND s.tags @@ (?::text)::tsquery)",
+                // The matching rows come from the GIN index at once; a correlated EXISTS made the
+                // planner walk the newest messages and test each, all of them for a rare word.
+                " AND m.seq IN (SELECT s.message_seq FROM search_terms s WHERE s.tags @@ (?::text)::tsquery)",
                 Box::new(ts_query(&q.words)),
             );
         }

@@ -17,7 +17,7 @@ mod schema;
 
 pub use schema::current_version;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -509,6 +509,41 @@ pub(crate) struct Leasing {
     pub(crate) notify: Arc<tokio::sync::Notify>,
 }
 
+thread_local! {
+    /// The search index rows (message seq, tags) of the writer's open group, inserted just before
+    /// it commits. FTS5 writes its pending terms out as a new segment at every statement
+    /// savepoint, so rows inserted amid the group's other statements made a segment, and merges,
+    /// per message: indexing cost a publish several times what the terms themselves do.
+    static PENDING_SEARCH: RefCell<Vec<(i64, String)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Indexes message `seq` under `tags` in the current group's transaction, at its end.
+pub(crate) fn defer_search_terms(seq: i64, tags: String) {
+    PENDING_SEARCH.with(|p| p.borrow_mut().push((seq, tags)));
+}
+
+fn pending_search_len() -> usize {
+    PENDING_SEARCH.with(|p| p.borrow().len())
+}
+
+/// Drops the rows deferred after the first `len` (a job rolled back, or its group did).
+fn forget_search_terms(len: usize) {
+    PENDING_SEARCH.with(|p| p.borrow_mut().truncate(len));
+}
+
+/// Inserts the group's deferred index rows, in rowid order, as its last statements.
+fn flush_search_terms(t: &Transaction<'_>) -> StoreResult<()> {
+    let rows = PENDING_SEARCH.with(|p| std::mem::take(&mut *p.borrow_mut()));
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut insert = t.prepare_cached("INSERT INTO search_terms (rowid, tags) VALUES (?1, ?2)")?;
+    for (seq, tags) in rows {
+        insert.execute(rusqlite::params![seq, tags])?;
+    }
+    Ok(())
+}
+
 fn closed() -> StoreError {
     StoreError::Backend("the store is closed".into())
 }
@@ -519,6 +554,7 @@ fn run_in_savepoint<T>(
 ) -> StoreResult<T> {
     // Cached statements: every job runs these, and parsing them each time showed in profiles.
     t.prepare_cached("SAVEPOINT job")?.execute([])?;
+    let deferred = pending_search_len();
     match f(t) {
         Ok(v) => {
             t.prepare_cached("RELEASE job")?.execute([])?;
@@ -526,6 +562,7 @@ fn run_in_savepoint<T>(
         }
         Err(e) => {
             // Undo this job only; the rest of the group commits.
+            forget_search_terms(deferred);
             t.prepare_cached("ROLLBACK TO job")?.execute([])?;
             t.prepare_cached("RELEASE job")?.execute([])?;
             Err(e)
@@ -615,7 +652,9 @@ fn writer_loop(
                     done.push(d);
                 }
                 // A job without its own savepoint failed: nothing of the group may commit.
-                !poisoned && t.commit().is_ok()
+                let ok = !poisoned && flush_search_terms(&t).is_ok() && t.commit().is_ok();
+                forget_search_terms(0);
+                ok
             }
             Err(_) => {
                 for job in group {
@@ -745,6 +784,62 @@ mod tests {
             })
             .unwrap();
         assert_eq!(rx.recv().unwrap().unwrap(), 2, "ten_a and ten_c only");
+    }
+
+    /// Search index rows deferred to the group's commit follow their job: a job that rolls back
+    /// (alone, or with its whole group) leaves none; the others' are written.
+    #[test]
+    fn deferred_search_rows_commit_only_with_their_job() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&tmp.path().join("db")).unwrap();
+        let job = |seq: i64, tag: &'static str, fail: bool| {
+            Box::new(move |_: &Transaction<'_>| {
+                defer_search_terms(seq, tag.to_owned());
+                match fail {
+                    true => Err(StoreError::Conflict("refused halfway".into())),
+                    false => Ok(()),
+                }
+            }) as TestJob
+        };
+        let answers = one_group(
+            &store,
+            vec![
+                (true, job(1, "aaaa", false)),
+                (true, job(2, "bbbb", true)),
+                (false, job(3, "cccc", false)),
+            ],
+        );
+        assert!(answers[0].is_ok() && answers[1].is_err() && answers[2].is_ok());
+        let answers = one_group(
+            &store,
+            vec![(true, job(4, "dddd", false)), (false, job(5, "eeee", true))],
+        );
+        assert!(answers.iter().all(Result::is_err));
+        let (tx, rx) = mpsc::channel();
+        store
+            .queue(
+                true,
+                true,
+                |t| {
+                    let mut found = Vec::new();
+                    for tag in ["aaaa", "bbbb", "cccc", "dddd", "eeee"] {
+                        let n: i64 = t.query_row(
+                            "SELECT count(*) FROM search_terms WHERE search_terms MATCH ?1",
+                            [tag],
+                            |r| r.get(0),
+                        )?;
+                        if n > 0 {
+                            found.push(tag);
+                        }
+                    }
+                    Ok(found)
+                },
+                move |r| {
+                    let _ = tx.send(r);
+                },
+            )
+            .unwrap();
+        assert_eq!(rx.recv().unwrap().unwrap(), vec!["aaaa", "cccc"]);
     }
 
     /// Polls `done` (what another thread does, so no clock to step) for up to a minute.

@@ -288,8 +288,8 @@ fn insert_message(t: &Transaction<'_>, m: &NewMessage) -> StoreResult<PublishOut
     ])?;
     let seq = t.last_insert_rowid();
     if !m.search_tags.is_empty() {
-        t.prepare_cached("INSERT INTO search_terms (rowid, tags) VALUES (?1, ?2)")?
-            .execute(params![seq, m.search_tags.join(" ")])?;
+        // Written with the group's commit (`super::defer_search_terms` says why).
+        super::defer_search_terms(seq, m.search_tags.join(" "));
     }
     t.prepare_cached(
         "INSERT INTO recent_ids (tenant_id, source, id, message_seq, received_at) VALUES (?1, ?2, ?3, ?4, ?5) \
