@@ -228,14 +228,13 @@ ALTER TABLE tokens ADD COLUMN label TEXT COLLATE "C";
 ALTER TABLE tokens ADD COLUMN revoked_at BIGINT;
 "#,
     // Search: each message's index words (keyed hashes of its terms, never the terms) as a
-    // tsvector of exactly those words, deleted with the message. A small pending list: every
-    // query scans it whole, and a long one cleaned up by a query held that query for seconds.
+    // tsvector of exactly those words, deleted with the message.
     r#"
 CREATE TABLE search_terms (
     message_seq BIGINT PRIMARY KEY REFERENCES messages (seq) ON DELETE CASCADE,
     tags TSVECTOR NOT NULL
 );
-CREATE INDEX search_terms_tags ON search_terms USING GIN (tags) WITH (gin_pending_list_limit = 256);
+CREATE INDEX search_terms_tags ON search_terms USING GIN (tags);
 "#,
 ];
 

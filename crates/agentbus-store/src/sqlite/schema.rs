@@ -207,11 +207,9 @@ CREATE INDEX tokens_subject ON tokens (kind, subject_id);
 "#,
     // Search: each message's index words (keyed hashes of its terms, never the terms) in a
     // contentless FTS5 table whose rowid is the message's storage sequence, deleted with it.
-    // No positions (`detail=none`: queries are words, never phrases of hashes), and segments
-    // merged 16 at a time rather than 4, which halves what each publish rewrites.
+    // No positions (`detail=none`): queries are words, never phrases of hashes.
     r#"
 CREATE VIRTUAL TABLE search_terms USING fts5(tags, content='', contentless_delete=1, tokenize='ascii', detail=none);
-INSERT INTO search_terms (search_terms, rank) VALUES ('automerge', 16);
 CREATE TRIGGER messages_search_delete AFTER DELETE ON messages BEGIN
     DELETE FROM search_terms WHERE rowid = old.seq;
 END;
