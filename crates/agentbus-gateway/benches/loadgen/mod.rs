@@ -30,11 +30,26 @@ pub struct Agent {
 
 /// Registers an agent named `name` with the admin token.
 pub async fn register(http: &reqwest::Client, url: &str, admin: &str, name: &str) -> Agent {
+    register_with(http, url, admin, name, json!({})).await
+}
+
+/// [`register`] with further card fields (`capabilities`, say).
+pub async fn register_with(
+    http: &reqwest::Client,
+    url: &str,
+    admin: &str,
+    name: &str,
+    extra: Value,
+) -> Agent {
     let key = SigningKey::from_seed(agentbus_runtime::random_bytes());
+    let mut body = json!({"name": name, "public_key": key.public().to_base64url()});
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        body[k] = v.clone();
+    }
     let v: Value = http
         .post(format!("{url}/v1/agents"))
         .bearer_auth(admin)
-        .json(&json!({"name": name, "public_key": key.public().to_base64url()}))
+        .json(&body)
         .send()
         .await
         .unwrap()
@@ -82,6 +97,32 @@ pub fn envelope(from: &Agent, to: &str, n: usize, size: usize) -> (String, Vec<u
     // The signature's length is fixed, so padding the text by the difference hits `size` exactly.
     let padded = format!("{text}{}", " ".repeat(size - body.len()));
     (id.clone(), build(&padded))
+}
+
+/// A signed envelope of `kind` (`message`, `task.request`, …) from `from` to `to` carrying
+/// `data`, with further attributes `extra` (a subject, a capability): its id and body.
+pub fn signed(from: &Agent, to: &str, kind: &str, data: Value, extra: Value) -> (String, Vec<u8>) {
+    let id = mint(IdKind::Message).to_string();
+    let time = agentbus_protocol::timestamp::Timestamp(
+        agentbus_runtime::Clock::now(&SystemClock).millis(),
+    )
+    .to_string();
+    let mut env = json!({
+        "specversion": "1.0", "id": id, "source": from.address, "type": format!("agentbus.{kind}.v1"),
+        "time": time, "datacontenttype": "application/json", "to": to,
+        "conversation_id": mint(IdKind::Conversation).to_string(),
+        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "schema": format!("https://komsary.agentbus.exchange/schemas/agentbus.{kind}/v1.json"),
+        "data": data
+    })
+    .as_object()
+    .unwrap()
+    .clone();
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        env.insert(k.clone(), v.clone());
+    }
+    sign_envelope(&mut env, &from.key, from.key_id).unwrap();
+    (id, Value::Object(env).to_string().into_bytes())
 }
 
 /// When each message id reached the subscriber.
@@ -229,7 +270,11 @@ impl Setup {
             .pool_max_idle_per_host(256)
             .build()
             .unwrap();
-        let subscriber = register(&http, &url, admin, &format!("sub-{tag}")).await;
+        // It declares `code.review`, so benches can send it task requests too.
+        let card = json!({"capabilities": [
+            {"name": "code.review", "version": "1", "description": "Review a diff."}
+        ]});
+        let subscriber = register_with(&http, &url, admin, &format!("sub-{tag}"), card).await;
         let mut senders = Vec::new();
         for i in 0..8 {
             senders.push(register(&http, &url, admin, &format!("send-{tag}-{i}")).await);
@@ -249,6 +294,16 @@ impl Setup {
             pool: Arc::default(),
             _ws: ws,
         }
+    }
+
+    /// The subscriber: every message of the load is addressed to it.
+    pub fn subscriber(&self) -> &Agent {
+        &self.subscriber
+    }
+
+    /// The eight senders.
+    pub fn senders(&self) -> &[Agent] {
+        &self.senders
     }
 
     /// `n` signed messages of `size` bytes from the senders in turn to the subscriber: (id,
@@ -271,9 +326,21 @@ impl Setup {
         size: usize,
         concurrency: usize,
     ) -> Option<(Duration, Duration)> {
+        self.publish_all(self.messages(n, size), concurrency).await
+    }
+
+    /// Publishes `messages` (id, body, sender's token; each to the subscriber) over
+    /// `concurrency` keep-alive connections as fast as they go; returns (publish time, time
+    /// until all were delivered), or `None` on a stall.
+    pub async fn publish_all(
+        &self,
+        messages: Vec<(String, Vec<u8>, String)>,
+        concurrency: usize,
+    ) -> Option<(Duration, Duration)> {
         self.arrivals.lock().unwrap().clear();
         let addr = self.addr;
-        let queue = Arc::new(Mutex::new(self.messages(n, size)));
+        let n = messages.len();
+        let queue = Arc::new(Mutex::new(messages));
         let started = Instant::now();
         let mut tasks = Vec::new();
         for _ in 0..concurrency {
