@@ -10,6 +10,7 @@ mod conformance;
 mod fixtures;
 mod plans;
 mod postgres_only;
+mod search_index;
 
 use agentbus_testkit::pg;
 
