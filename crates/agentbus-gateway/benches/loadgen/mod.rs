@@ -68,26 +68,17 @@ pub async fn register_with(
 /// that is larger): its id and body. The text is padded so that both sides of a comparison carry
 /// the same number of bytes.
 pub fn envelope(from: &Agent, to: &str, n: usize, size: usize) -> (String, Vec<u8>) {
-    let id = mint(IdKind::Message).to_string();
-    let conversation = mint(IdKind::Conversation).to_string();
-    let time = agentbus_protocol::timestamp::Timestamp(
-        agentbus_runtime::Clock::now(&SystemClock).millis(),
-    )
-    .to_string();
+    let (id, conversation, time) = fresh();
     let build = |text: &str| {
-        let mut env = json!({
-            "specversion": "1.0", "id": id, "source": from.address, "type": "agentbus.message.v1",
-            "time": time, "datacontenttype": "application/json", "to": to,
-            "conversation_id": conversation,
-            "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-            "schema": "https://komsary.agentbus.exchange/schemas/agentbus.message/v1.json",
-            "data": {"text": text}
-        })
-        .as_object()
-        .unwrap()
-        .clone();
-        sign_envelope(&mut env, &from.key, from.key_id).unwrap();
-        Value::Object(env).to_string().into_bytes()
+        let data = json!({"text": text});
+        sign(
+            from,
+            to,
+            "message",
+            [&id, &conversation, &time],
+            data,
+            json!({}),
+        )
     };
     let text = format!("message {n}: is change 482 clear for the 14:30 deploy?");
     let body = build(&text);
@@ -102,15 +93,37 @@ pub fn envelope(from: &Agent, to: &str, n: usize, size: usize) -> (String, Vec<u
 /// A signed envelope of `kind` (`message`, `task.request`, …) from `from` to `to` carrying
 /// `data`, with further attributes `extra` (a subject, a capability): its id and body.
 pub fn signed(from: &Agent, to: &str, kind: &str, data: Value, extra: Value) -> (String, Vec<u8>) {
-    let id = mint(IdKind::Message).to_string();
+    let (id, conversation, time) = fresh();
+    let body = sign(from, to, kind, [&id, &conversation, &time], data, extra);
+    (id, body)
+}
+
+/// A new message id, a new conversation id and the time now, for an envelope.
+fn fresh() -> (String, String, String) {
     let time = agentbus_protocol::timestamp::Timestamp(
         agentbus_runtime::Clock::now(&SystemClock).millis(),
+    );
+    (
+        mint(IdKind::Message).to_string(),
+        mint(IdKind::Conversation).to_string(),
+        time.to_string(),
     )
-    .to_string();
+}
+
+/// The envelope of `kind` with `[id, conversation, time]`, `data` and the attributes `extra`,
+/// signed by `from`, serialised.
+fn sign(
+    from: &Agent,
+    to: &str,
+    kind: &str,
+    [id, conversation, time]: [&str; 3],
+    data: Value,
+    extra: Value,
+) -> Vec<u8> {
     let mut env = json!({
         "specversion": "1.0", "id": id, "source": from.address, "type": format!("agentbus.{kind}.v1"),
         "time": time, "datacontenttype": "application/json", "to": to,
-        "conversation_id": mint(IdKind::Conversation).to_string(),
+        "conversation_id": conversation,
         "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
         "schema": format!("https://komsary.agentbus.exchange/schemas/agentbus.{kind}/v1.json"),
         "data": data
@@ -122,7 +135,7 @@ pub fn signed(from: &Agent, to: &str, kind: &str, data: Value, extra: Value) -> 
         env.insert(k.clone(), v.clone());
     }
     sign_envelope(&mut env, &from.key, from.key_id).unwrap();
-    (id, Value::Object(env).to_string().into_bytes())
+    Value::Object(env).to_string().into_bytes()
 }
 
 /// When each message id reached the subscriber.
