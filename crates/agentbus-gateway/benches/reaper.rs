@@ -57,7 +57,7 @@ fn main() {
                         tenant_id, id: msg, source: "agent://default/default/bench".into(), source_agent_id: None, kind: "agentbus.task.request.v1".into(),
                         conversation_id: "cnv".into(), correlation_id: None, to_text: "agt_b".into(), to_id: "agt_b".into(), attrs: "{}".into(),
                         data: vec![], signed_hash: vec![], idempotency: None, receipt: app.mint(IdKind::Receipt), received_at: T0, expires_at: T0 + 86_400_000,
-                        task_id: Some(id), task: Some(TaskWrite::Create(row, ev)), recipients: vec![], blob_refs: vec![], replay_since: T0, idempotency_since: T0, max_depth: None, usage: None, notice_of: None, search_tags: vec![],
+                        task_id: Some(id), task: Some(TaskWrite::Create(row, ev)), recipients: vec![], blob_refs: vec![], replay_since: T0, idempotency_since: T0, max_depth: None, usage: None, notice_of: None, search_tags: String::new(),
                     })
                     .await
                     .unwrap();

@@ -944,7 +944,7 @@ mod tests {
             max_depth: None,
             usage: None,
             notice_of: None,
-            search_tags: Vec::new(),
+            search_tags: String::new(),
         };
         let store = app.store.clone();
         let stored = std::thread::spawn(move || {

@@ -202,7 +202,7 @@ impl App {
             max_depth: None,
             usage: None,
             notice_of: owed,
-            search_tags: Vec::new(),
+            search_tags: String::new(),
         };
         match self.store.publish(msg).await {
             Err(StoreError::Conflict(_)) => {}

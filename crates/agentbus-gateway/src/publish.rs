@@ -401,7 +401,7 @@ async fn store_checked(
     // operator turned the index off.
     let search_tags = match app.config.search_index {
         true => crate::search::index_tags(&key, &attrs, &data),
-        false => Vec::new(),
+        false => String::new(),
     };
     let s = |name: &str| attrs.get(name).and_then(Value::as_str).map(str::to_owned);
     let msg = NewMessage {

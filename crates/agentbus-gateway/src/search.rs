@@ -71,7 +71,7 @@ fn failure_code(data: &Value) -> Option<&str> {
 /// The index words of a message with sender attributes `attrs` and `data`, under the tenant's
 /// `key`: its subject, its text, its attachments' names and a failure's code, each a field of
 /// its own.
-pub(crate) fn index_tags(key: &DataKey, attrs: &Map<String, Value>, data: &Value) -> Vec<String> {
+pub(crate) fn index_tags(key: &DataKey, attrs: &Map<String, Value>, data: &Value) -> String {
     let key = key.search_key();
     let subject = attrs.get("subject").and_then(Value::as_str).unwrap_or("");
     let text = searchable_text(data);

@@ -51,27 +51,97 @@ impl Field {
 /// everything but letters, digits and `_` (so `code.review` is `code` and `review`, and an id
 /// like `msg_01J9…` stays one word), each cut to [`MAX_TERM_CHARS`], single characters dropped.
 pub fn terms(text: &str) -> Vec<String> {
-    let folded: String = text.nfkc().flat_map(char::to_lowercase).collect();
-    folded
-        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .filter(|w| w.chars().count() > 1)
-        .map(|w| w.chars().take(MAX_TERM_CHARS).collect())
-        .collect()
+    let folded = fold(text);
+    words(&folded).map(str::to_owned).collect()
 }
 
 /// The distinct terms of `text`, at most [`MAX_DOC_TERMS`], in first-seen order.
 pub fn doc_terms(text: &str) -> Vec<String> {
+    let folded = fold(text);
+    distinct_words(&folded).map(str::to_owned).collect()
+}
+
+/// `text` NFKC-folded and lowercased. Indexing runs on every publish, so text that is already
+/// in that form (ASCII with no capital is) is not copied, and ASCII skips normalisation, which
+/// leaves it unchanged.
+fn fold(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.is_ascii() {
+        match text.bytes().any(|b| b.is_ascii_uppercase()) {
+            true => text.to_ascii_lowercase().into(),
+            false => text.into(),
+        }
+    } else {
+        text.nfkc()
+            .flat_map(char::to_lowercase)
+            .collect::<String>()
+            .into()
+    }
+}
+
+/// The words of folded text ([`terms`] says which).
+fn words(folded: &str) -> Words<'_> {
+    Words {
+        rest: folded,
+        ascii: folded.is_ascii(),
+    }
+}
+
+/// [`words`]: ASCII text (most of it) is cut byte by byte, where a byte is a character.
+struct Words<'a> {
+    rest: &'a str,
+    ascii: bool,
+}
+
+impl<'a> Iterator for Words<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let word_char = |c: char| c.is_alphanumeric() || c == '_';
+        loop {
+            let start = match self.ascii {
+                true => self
+                    .rest
+                    .bytes()
+                    .position(|b| b.is_ascii_alphanumeric() || b == b'_')?,
+                false => self.rest.find(word_char)?,
+            };
+            let rest = &self.rest[start..];
+            let len = match self.ascii {
+                true => rest
+                    .bytes()
+                    .position(|b| !(b.is_ascii_alphanumeric() || b == b'_')),
+                false => rest.find(|c: char| !word_char(c)),
+            }
+            .unwrap_or(rest.len());
+            let word = &rest[..len];
+            self.rest = &rest[len..];
+            let (second, cut) = match self.ascii {
+                true => (word.len() > 1, word.len().min(MAX_TERM_CHARS)),
+                false => (
+                    word.chars().nth(1).is_some(),
+                    word.char_indices()
+                        .nth(MAX_TERM_CHARS)
+                        .map_or(word.len(), |(i, _)| i),
+                ),
+            };
+            if second {
+                return Some(&word[..cut]);
+            }
+        }
+    }
+}
+
+/// The distinct words of folded text, at most [`MAX_DOC_TERMS`], in first-seen order.
+fn distinct_words(folded: &str) -> impl Iterator<Item = &str> {
     let mut seen = std::collections::HashSet::new();
-    terms(text)
-        .into_iter()
-        .filter(|t| seen.insert(t.clone()))
+    words(folded)
+        .filter(move |w| seen.insert(*w))
         .take(MAX_DOC_TERMS)
-        .collect()
 }
 
 /// A tenant's search key: terms are stored as keyed hashes under it (a blind index).
 #[derive(Clone)]
-pub struct IndexKey([u8; 32]);
+pub struct IndexKey([u8; 16]);
 
 impl fmt::Debug for IndexKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -83,34 +153,97 @@ impl IndexKey {
     /// The search key of a tenant whose data key is `tenant_key`: derived, never the data key
     /// itself, so the index's hashes open nothing.
     pub fn derive(tenant_key: &[u8]) -> IndexKey {
-        IndexKey(blake3::derive_key(
-            "agentbus 2026-12 search index terms v1",
-            tenant_key,
-        ))
+        let derived = blake3::derive_key("agentbus 2026-12 search index terms v1", tenant_key);
+        let mut key = [0; 16];
+        key.copy_from_slice(&derived[..16]);
+        IndexKey(key)
     }
 
-    /// The stored form of `term` in `field`: 96 bits of its keyed hash, as 24 hex digits (one
-    /// word to a full-text engine). A collision only costs a candidate the opened text drops.
+    /// The stored form of `term` in `field`: 40 bits of its keyed hash, as 8 base-32 digits (one
+    /// word to a full-text engine, short because the engine's work and the bytes a publish
+    /// writes grow with it). A collision only costs a candidate the opened text drops.
     pub fn tag(&self, field: Field, term: &str) -> String {
-        let mut h = blake3::Hasher::new_keyed(&self.0);
-        h.update(&[field.tag()]);
-        h.update(term.as_bytes());
-        hex::encode(&h.finalize().as_bytes()[..12])
+        String::from_utf8_lossy(&base32_40(self.tag_value(field, term))).into_owned()
     }
 
-    /// The stored words of a document: each distinct term of each field, tagged.
-    pub fn tags<'a>(&self, fields: impl IntoIterator<Item = (Field, &'a str)>) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut seen = std::collections::HashSet::new();
+    /// SipHash-2-4, a keyed hash (a PRF) made for short inputs: a publish hashes every distinct
+    /// word it has, and BLAKE3's setup cost several times the hash for words this short.
+    /// Answers the hash's top 40 bits, the part a tag keeps.
+    fn tag_value(&self, field: Field, term: &str) -> u64 {
+        use std::hash::Hasher as _;
+        let mut h = siphasher::sip::SipHasher24::new_with_key(&self.0);
+        h.write(&[field.tag()]);
+        h.write(term.as_bytes());
+        h.finish() >> 24
+    }
+
+    /// The stored words of a document, separated by single spaces: each distinct term of each
+    /// field (at most [`MAX_DOC_TERMS`] a field), tagged, in the order of their hashes, so that
+    /// where the words stand in the text is not stored either.
+    pub fn tags<'a>(&self, fields: impl IntoIterator<Item = (Field, &'a str)>) -> String {
+        // The tags are already keyed hashes: a set of them needs no hashing of its own.
+        let mut seen = std::collections::HashSet::with_capacity_and_hasher(256, Unhashed(0));
         for (field, text) in fields {
-            for t in doc_terms(text) {
-                let tag = self.tag(field, &t);
-                if seen.insert(tag.clone()) {
-                    out.push(tag);
+            let folded = fold(text);
+            let before = seen.len();
+            for t in words(&folded) {
+                seen.insert(self.tag_value(field, t));
+                if seen.len() - before == MAX_DOC_TERMS {
+                    break;
                 }
             }
         }
-        out
+        let mut tags: Vec<u64> = seen.into_iter().collect();
+        tags.sort_unstable();
+        let mut out = Vec::with_capacity(tags.len() * 9);
+        for tag in tags {
+            if !out.is_empty() {
+                out.push(b' ');
+            }
+            out.extend_from_slice(&base32_40(tag));
+        }
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// The low 40 bits of `v` as 8 digits of `0-9a-v`: lower case and alphanumeric, so one word
+/// to FTS5's `ascii` tokenizer and to PostgreSQL alike (a publish writes a hundred).
+fn base32_40(v: u64) -> [u8; 8] {
+    const DIGITS: &[u8; 32] = b"0123456789abcdefghijklmnopqrstuv";
+    let mut out = [0; 8];
+    for (i, d) in out.iter_mut().enumerate() {
+        *d = DIGITS[((v >> (35 - 5 * i)) & 0x1f) as usize];
+    }
+    out
+}
+
+/// A hasher for keys that are already uniformly distributed: it passes a `u64` through.
+#[derive(Default)]
+struct Unhashed(u64);
+
+impl std::hash::Hasher for Unhashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+
+    // A tag's 40 bits spread over the whole word: the table picks a bucket by the low bits and
+    // tells entries apart by the top ones.
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n ^ (n << 24);
+    }
+}
+
+impl std::hash::BuildHasher for Unhashed {
+    type Hasher = Unhashed;
+
+    fn build_hasher(&self) -> Unhashed {
+        Unhashed(0)
     }
 }
 
@@ -578,6 +711,45 @@ mod tests {
     }
 
     #[test]
+    fn ascii_text_folds_as_normalisation_would() {
+        // The fast path for ASCII must index exactly what the general one would.
+        let all: String = (0u8..128).map(char::from).collect();
+        for text in [all.as_str(), "Mixed CASE code.review_V2", "plain lower", ""] {
+            let general: String = text.nfkc().flat_map(char::to_lowercase).collect();
+            assert_eq!(fold(text), general);
+        }
+        assert!(matches!(
+            fold("already folded"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn words_are_cut_the_same_in_ascii_and_in_any_text() {
+        // The byte-wise path for ASCII and the character-wise one agree with the definition.
+        let reference = |folded: &str| -> Vec<String> {
+            folded
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .filter(|w| w.chars().count() > 1)
+                .map(|w| w.chars().take(MAX_TERM_CHARS).collect())
+                .collect()
+        };
+        let long = "y".repeat(100);
+        for text in [
+            "code.review: v2 a b_c __ x9 ok!",
+            "naïve café, ünïcode — ab ﬁ x",
+            long.as_str(),
+            "  ",
+            "é",
+            "日本語 テキスト a1",
+        ] {
+            let folded = fold(text);
+            let got: Vec<String> = words(&folded).map(str::to_owned).collect();
+            assert_eq!(got, reference(&folded), "{text}");
+        }
+    }
+
+    #[test]
     fn tags_are_keyed_by_tenant_and_field() {
         let (a, b) = (IndexKey::derive(&[1; 32]), IndexKey::derive(&[2; 32]));
         assert_eq!(a.tag(Field::Text, "schema"), a.tag(Field::Text, "schema"));
@@ -587,10 +759,18 @@ mod tests {
             a.tag(Field::Subject, "schema")
         );
         let tag = a.tag(Field::Text, "schema");
-        assert!(tag.len() == 24 && tag.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert!(tag.len() == 8 && tag.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'v')));
+        assert_eq!(&base32_40(0xff_ffff_ffff), b"vvvvvvvv");
+        assert_eq!(&base32_40(1 << 35 | 33), b"10000011");
         assert!(!tag.contains("schema"));
         // Duplicates are stored once.
-        assert_eq!(a.tags([(Field::Text, "schema schema v2")]).len(), 2);
+        let mut tags = [tag.clone(), a.tag(Field::Text, "v2")];
+        tags.sort();
+        assert_eq!(
+            a.tags([(Field::Text, "schema schema v2")]),
+            tags.join(" "),
+            "each once, in hash order, space-separated"
+        );
         assert_eq!(format!("{a:?}"), "IndexKey(..)", "the key never prints");
     }
 

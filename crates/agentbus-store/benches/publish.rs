@@ -44,7 +44,7 @@ fn message(p: usize, i: usize) -> NewMessage {
         max_depth: Some(100_000),
         usage: None,
         notice_of: None,
-        search_tags: Vec::new(),
+        search_tags: String::new(),
     }
 }
 

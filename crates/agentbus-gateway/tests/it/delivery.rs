@@ -356,7 +356,7 @@ async fn raw_message(
         max_depth: None,
         usage: None,
         notice_of: None,
-        search_tags: Vec::new(),
+        search_tags: String::new(),
     }
 }
 

@@ -336,7 +336,7 @@ impl State {
             Message {
                 row: row.clone(),
                 correlation_id: m.correlation_id.clone(),
-                search_tags: m.search_tags.iter().cloned().collect(),
+                search_tags: m.search_tags.split(' ').map(str::to_owned).collect(),
             },
         );
         self.recent_ids.insert(

@@ -52,7 +52,7 @@ fn msg(id: &str, to: &str) -> NewMessage {
         max_depth: None,
         usage: None,
         notice_of: None,
-        search_tags: Vec::new(),
+        search_tags: String::new(),
     }
 }
 

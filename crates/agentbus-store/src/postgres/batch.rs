@@ -583,7 +583,7 @@ struct Rows<'a> {
     entry_expires: Vec<i64>,
     /// The search index words of each message that has some, space-separated, by receipt.
     search_receipt: Vec<&'a str>,
-    search_tags: Vec<String>,
+    search_tags: Vec<&'a str>,
     /// The inboxes written, in id order, with their entries and ceilings.
     bumped: Vec<&'a str>,
     by: Vec<i64>,
@@ -621,7 +621,7 @@ impl<'a> Rows<'a> {
             r.task_id.push(m.task_id.as_deref());
             if !m.search_tags.is_empty() {
                 r.search_receipt.push(&m.receipt);
-                r.search_tags.push(m.search_tags.join(" "));
+                r.search_tags.push(&m.search_tags);
             }
             if let Plan::Store { entries } = &plans[i] {
                 for (agent, k) in entries {

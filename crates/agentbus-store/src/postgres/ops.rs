@@ -418,7 +418,8 @@ async fn insert_search_terms(t: &impl GenericClient, m: &NewMessage, seq: i64) -
     }
     exec(
         t,
-        "INSERT INTO search_terms (message_seq, tags) VALUES ($1, array_to_tsvector($2::text[]))",
+        "INSERT INTO search_terms (message_seq, tags) \
+         VALUES ($1, array_to_tsvector(string_to_array($2, ' ')))",
         &[&seq, &m.search_tags],
     )
     .await

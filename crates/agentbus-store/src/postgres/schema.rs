@@ -228,13 +228,24 @@ ALTER TABLE tokens ADD COLUMN label TEXT COLLATE "C";
 ALTER TABLE tokens ADD COLUMN revoked_at BIGINT;
 "#,
     // Search: each message's index words (keyed hashes of its terms, never the terms) as a
-    // tsvector of exactly those words, deleted with the message.
+    // tsvector of exactly those words, deleted with the message. Written on every publish, so
+    // kept cheap: no foreign key (a trigger deletes instead of a per-row key check), and the
+    // words stay in the row uncompressed (random hashes do not compress; TOAST only cost time).
     r#"
 CREATE TABLE search_terms (
-    message_seq BIGINT PRIMARY KEY REFERENCES messages (seq) ON DELETE CASCADE,
+    message_seq BIGINT PRIMARY KEY,
     tags TSVECTOR NOT NULL
-);
+) WITH (toast_tuple_target = 8160);
+ALTER TABLE search_terms ALTER COLUMN tags SET STORAGE EXTERNAL;
 CREATE INDEX search_terms_tags ON search_terms USING GIN (tags);
+CREATE FUNCTION agentbus_search_forget() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM search_terms s USING gone WHERE s.message_seq = gone.seq;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER messages_search_delete AFTER DELETE ON messages
+    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION agentbus_search_forget();
 "#,
 ];
 

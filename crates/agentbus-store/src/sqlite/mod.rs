@@ -17,7 +17,7 @@ mod schema;
 
 pub use schema::current_version;
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -237,6 +237,21 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.pragma_update(None, "mmap_size", 0)?;
     // Each job's savepoint journals the pages it changes; in memory that costs no write() calls.
     conn.pragma_update(None, "temp_store", "MEMORY")?;
+    conn.create_scalar_function(
+        "agentbus_search_match",
+        2,
+        rusqlite::functions::FunctionFlags::SQLITE_UTF8
+            | rusqlite::functions::FunctionFlags::SQLITE_DETERMINISTIC
+            | rusqlite::functions::FunctionFlags::SQLITE_INNOCUOUS,
+        |ctx| {
+            let text = |i| {
+                ctx.get_raw(i)
+                    .as_str()
+                    .map_err(|e| rusqlite::Error::UserFunctionError(e.into()))
+            };
+            Ok(search_match(text(0)?, text(1)?))
+        },
+    )?;
     Ok(())
 }
 
@@ -509,39 +524,51 @@ pub(crate) struct Leasing {
     pub(crate) notify: Arc<tokio::sync::Notify>,
 }
 
+/// Pending index rows at which the writer merges even with jobs waiting: a query reads them
+/// without an index.
+const MERGE_BUSY: usize = 4096;
+/// Pending index rows below which an idle writer leaves them: queries scan them cheaply, and a
+/// merge of a few makes a small FTS5 segment that only costs merges later.
+const MERGE_IDLE: usize = 256;
+
 thread_local! {
-    /// The search index rows (message seq, tags) of the writer's open group, inserted just before
-    /// it commits. FTS5 writes its pending terms out as a new segment at every statement
-    /// savepoint, so rows inserted amid the group's other statements made a segment, and merges,
-    /// per message: indexing cost a publish several times what the terms themselves do.
-    static PENDING_SEARCH: RefCell<Vec<(i64, String)>> = const { RefCell::new(Vec::new()) };
+    /// Index rows written to `search_pending` since the writer's last merge (at most: a job that
+    /// rolled back counted its row).
+    static SEARCH_PENDING: Cell<usize> = const { Cell::new(0) };
 }
 
-/// Indexes message `seq` under `tags` in the current group's transaction, at its end.
-pub(crate) fn defer_search_terms(seq: i64, tags: String) {
-    PENDING_SEARCH.with(|p| p.borrow_mut().push((seq, tags)));
+/// Counts an index row written to `search_pending` by the writer's current job.
+pub(crate) fn search_row_pending() {
+    SEARCH_PENDING.with(|p| p.set(p.get() + 1));
 }
 
-fn pending_search_len() -> usize {
-    PENDING_SEARCH.with(|p| p.borrow().len())
+/// Moves every pending index row into the FTS5 index, in one transaction, so a query finds each
+/// row in exactly one of the two. A publish writes its row to the plain table: FTS5 costs per
+/// insert what it costs to flush a segment and merge it, which on the writer's path cost a
+/// publish several times what its other statements do, and a large batch costs FTS5 a fraction
+/// of that per row. PostgreSQL's GIN index keeps such a pending list the same way. All at once
+/// because a `DELETE` of a whole table frees its pages without rewriting each. Answers how many
+/// rows moved.
+fn merge_search_pending(conn: &mut Connection) -> rusqlite::Result<usize> {
+    let t = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let moved = t
+        .prepare_cached(
+            "INSERT INTO search_terms (rowid, tags) SELECT seq, tags FROM search_pending ORDER BY seq",
+        )?
+        .execute([])?;
+    t.prepare_cached("DELETE FROM search_pending")?
+        .execute([])?;
+    t.commit()?;
+    Ok(moved)
 }
 
-/// Drops the rows deferred after the first `len` (a job rolled back, or its group did).
-fn forget_search_terms(len: usize) {
-    PENDING_SEARCH.with(|p| p.borrow_mut().truncate(len));
-}
-
-/// Inserts the group's deferred index rows, in rowid order, as its last statements.
-fn flush_search_terms(t: &Transaction<'_>) -> StoreResult<()> {
-    let rows = PENDING_SEARCH.with(|p| std::mem::take(&mut *p.borrow_mut()));
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let mut insert = t.prepare_cached("INSERT INTO search_terms (rowid, tags) VALUES (?1, ?2)")?;
-    for (seq, tags) in rows {
-        insert.execute(rusqlite::params![seq, tags])?;
-    }
-    Ok(())
+/// Whether `tags` (a pending row's index words, space-separated) holds a word of every group of
+/// `query` (groups separated by newlines, a group's words by tabs): the SQL function
+/// `agentbus_search_match`, with which a query reads the rows not merged yet.
+pub(crate) fn search_match(tags: &str, query: &str) -> bool {
+    query
+        .split('\n')
+        .all(|group| group.split('\t').any(|w| tags.split(' ').any(|t| t == w)))
 }
 
 fn closed() -> StoreError {
@@ -554,7 +581,6 @@ fn run_in_savepoint<T>(
 ) -> StoreResult<T> {
     // Cached statements: every job runs these, and parsing them each time showed in profiles.
     t.prepare_cached("SAVEPOINT job")?.execute([])?;
-    let deferred = pending_search_len();
     match f(t) {
         Ok(v) => {
             t.prepare_cached("RELEASE job")?.execute([])?;
@@ -562,7 +588,6 @@ fn run_in_savepoint<T>(
         }
         Err(e) => {
             // Undo this job only; the rest of the group commits.
-            forget_search_terms(deferred);
             t.prepare_cached("ROLLBACK TO job")?.execute([])?;
             t.prepare_cached("RELEASE job")?.execute([])?;
             Err(e)
@@ -619,7 +644,21 @@ fn writer_loop(
 ) {
     let mut full = true;
     let mut seen = Seen::default();
-    while let Ok(first) = rx.recv() {
+    // Rows a previous process left pending are merged like any others.
+    let left: i64 = conn
+        .query_row("SELECT count(*) FROM search_pending", [], |r| r.get(0))
+        .unwrap_or(0);
+    SEARCH_PENDING.with(|p| p.set(usize::try_from(left).unwrap_or(0)));
+    // A job taken while looking whether the queue was empty, run first.
+    let mut next = None;
+    loop {
+        let first = match next.take() {
+            Some(job) => job,
+            None => match rx.recv() {
+                Ok(job) => job,
+                Err(_) => break,
+            },
+        };
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
             match rx.try_recv() {
@@ -652,9 +691,7 @@ fn writer_loop(
                     done.push(d);
                 }
                 // A job without its own savepoint failed: nothing of the group may commit.
-                let ok = !poisoned && flush_search_terms(&t).is_ok() && t.commit().is_ok();
-                forget_search_terms(0);
-                ok
+                !poisoned && t.commit().is_ok()
             }
             Err(_) => {
                 for job in group {
@@ -686,6 +723,26 @@ fn writer_loop(
                         std::thread::sleep(std::time::Duration::from_millis(1));
                     }
                 }
+            }
+        }
+        // Merge the search index's pending rows when nothing waits, or when there are so many
+        // that queries would scan too much.
+        let pending = SEARCH_PENDING.with(Cell::get);
+        let due = match pending {
+            p if p >= MERGE_BUSY => true,
+            p if p >= MERGE_IDLE => match rx.try_recv() {
+                Ok(job) => {
+                    next = Some(job);
+                    false
+                }
+                Err(_) => true,
+            },
+            _ => false,
+        };
+        if due {
+            // A failed merge (say, a disk error) leaves the rows pending, still found.
+            if merge_search_pending(&mut conn).is_ok() {
+                SEARCH_PENDING.with(|p| p.set(0));
             }
         }
     }
@@ -786,15 +843,21 @@ mod tests {
         assert_eq!(rx.recv().unwrap().unwrap(), 2, "ten_a and ten_c only");
     }
 
-    /// Search index rows deferred to the group's commit follow their job: a job that rolls back
-    /// (alone, or with its whole group) leaves none; the others' are written.
+    /// A job's search index row goes to the pending list in its own transaction, so it follows
+    /// the job: one that rolls back (alone, or with its whole group) leaves none. A few rows stay
+    /// pending; a merge moves them all into FTS5 in one transaction.
     #[test]
-    fn deferred_search_rows_commit_only_with_their_job() {
+    fn search_rows_pend_with_their_job_and_merge_whole() {
         let tmp = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(&tmp.path().join("db")).unwrap();
+        let path = tmp.path().join("db");
+        let store = SqliteStore::open(&path).unwrap();
         let job = |seq: i64, tag: &'static str, fail: bool| {
-            Box::new(move |_: &Transaction<'_>| {
-                defer_search_terms(seq, tag.to_owned());
+            Box::new(move |t: &Transaction<'_>| {
+                t.execute(
+                    "INSERT INTO search_pending (seq, tags) VALUES (?1, ?2)",
+                    rusqlite::params![seq, tag],
+                )?;
+                search_row_pending();
                 match fail {
                     true => Err(StoreError::Conflict("refused halfway".into())),
                     false => Ok(()),
@@ -815,31 +878,71 @@ mod tests {
             vec![(true, job(4, "dddd", false)), (false, job(5, "eeee", true))],
         );
         assert!(answers.iter().all(Result::is_err));
-        let (tx, rx) = mpsc::channel();
-        store
-            .queue(
-                true,
-                true,
-                |t| {
-                    let mut found = Vec::new();
-                    for tag in ["aaaa", "bbbb", "cccc", "dddd", "eeee"] {
-                        let n: i64 = t.query_row(
-                            "SELECT count(*) FROM search_terms WHERE search_terms MATCH ?1",
-                            [tag],
-                            |r| r.get(0),
-                        )?;
-                        if n > 0 {
-                            found.push(tag);
-                        }
-                    }
-                    Ok(found)
-                },
-                move |r| {
-                    let _ = tx.send(r);
-                },
-            )
-            .unwrap();
-        assert_eq!(rx.recv().unwrap().unwrap(), vec!["aaaa", "cccc"]);
+        let mut c = Connection::open(&path).unwrap();
+        configure(&c).unwrap();
+        let found = |c: &Connection, table: &str| -> Vec<i64> {
+            let sql = match table {
+                "pending" => "SELECT seq FROM search_pending ORDER BY seq",
+                _ => {
+                    "SELECT rowid FROM search_terms WHERE search_terms MATCH 'aaaa OR bbbb OR cccc OR dddd OR eeee' ORDER BY rowid"
+                }
+            };
+            let mut s = c.prepare(sql).unwrap();
+            s.query_map([], |r| r.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        assert_eq!(
+            found(&c, "pending"),
+            [1, 3],
+            "fewer than a merge's worth wait"
+        );
+        assert_eq!(found(&c, "merged"), Vec::<i64>::new());
+        assert_eq!(merge_search_pending(&mut c).unwrap(), 2);
+        assert_eq!(found(&c, "pending"), Vec::<i64>::new());
+        assert_eq!(found(&c, "merged"), [1, 3]);
+    }
+
+    /// Once enough rows are pending, a writer with nothing else to do merges them.
+    #[test]
+    fn an_idle_writer_merges_the_pending_search_rows() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("db");
+        let store = SqliteStore::open(&path).unwrap();
+        let n = i64::try_from(MERGE_IDLE).unwrap();
+        let jobs = (1..=n)
+            .map(|seq| {
+                let f = move |t: &Transaction<'_>| {
+                    t.execute(
+                        "INSERT INTO search_pending (seq, tags) VALUES (?1, 'aaaa')",
+                        [seq],
+                    )?;
+                    search_row_pending();
+                    Ok(())
+                };
+                (true, Box::new(f) as TestJob)
+            })
+            .collect();
+        assert!(one_group(&store, jobs).iter().all(Result::is_ok));
+        let c = Connection::open(&path).unwrap();
+        let count = |sql: &str| -> i64 { c.query_row(sql, [], |r| r.get(0)).unwrap() };
+        wait_until("the merge", || {
+            count("SELECT count(*) FROM search_pending") == 0
+        });
+        assert_eq!(
+            count("SELECT count(*) FROM search_terms WHERE search_terms MATCH 'aaaa'"),
+            n
+        );
+    }
+
+    #[test]
+    fn a_pending_row_matches_a_word_of_every_group() {
+        let tags = "aa01 bb02 cc03";
+        assert!(search_match(tags, "aa01"));
+        assert!(search_match(tags, "zz99\tbb02\ncc03"));
+        assert!(!search_match(tags, "aa01\nzz99"));
+        assert!(!search_match(tags, "aa0"), "whole words only");
     }
 
     /// Polls `done` (what another thread does, so no clock to step) for up to a minute.

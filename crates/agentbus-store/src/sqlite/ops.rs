@@ -288,8 +288,10 @@ fn insert_message(t: &Transaction<'_>, m: &NewMessage) -> StoreResult<PublishOut
     ])?;
     let seq = t.last_insert_rowid();
     if !m.search_tags.is_empty() {
-        // Written with the group's commit (`super::defer_search_terms` says why).
-        super::defer_search_terms(seq, m.search_tags.join(" "));
+        // To the index's pending list (`super::merge_search_pending` says why).
+        t.prepare_cached("INSERT INTO search_pending (seq, tags) VALUES (?1, ?2)")?
+            .execute(rusqlite::params![seq, m.search_tags])?;
+        super::search_row_pending();
     }
     t.prepare_cached(
         "INSERT INTO recent_ids (tenant_id, source, id, message_seq, received_at) VALUES (?1, ?2, ?3, ?4, ?5) \
@@ -620,6 +622,15 @@ fn token_row(r: &Row<'_>) -> rusqlite::Result<TokenRow> {
 
 /// An FTS5 query for search word groups: every group, each one of its words. Each word is a
 /// quoted string (the index words are hex, quoted anyway so nothing is read as syntax).
+/// The words of a query as `agentbus_search_match` reads them (`super::search_match`).
+fn pending_query(groups: &[Vec<String>]) -> String {
+    groups
+        .iter()
+        .map(|g| g.join("\t"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn fts_query(groups: &[Vec<String>]) -> String {
     let quote = |w: &String| format!("\"{}\"", w.replace('"', "\"\""));
     groups
@@ -1225,10 +1236,16 @@ impl Store for SqliteStore {
                 sql.push_str(&cond.replace('?', &format!("?{}", args.len())));
             };
             if !q.words.is_empty() {
+                // The merged rows and those still pending (`super::merge_search_pending`).
                 arg(
                     &mut sql,
-                    " AND m.seq IN (SELECT rowid FROM search_terms WHERE search_terms MATCH ?)",
+                    " AND m.seq IN (SELECT rowid FROM search_terms WHERE search_terms MATCH ?",
                     fts_query(&q.words).into(),
+                );
+                arg(
+                    &mut sql,
+                    " UNION ALL SELECT seq FROM search_pending WHERE agentbus_search_match(tags, ?))",
+                    pending_query(&q.words).into(),
                 );
             }
             match q.kind {

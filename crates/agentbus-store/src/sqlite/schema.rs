@@ -207,11 +207,15 @@ CREATE INDEX tokens_subject ON tokens (kind, subject_id);
 "#,
     // Search: each message's index words (keyed hashes of its terms, never the terms) in a
     // contentless FTS5 table whose rowid is the message's storage sequence, deleted with it.
-    // No positions (`detail=none`): queries are words, never phrases of hashes.
+    // No positions (`detail=none`): queries are words, never phrases of hashes. A publish writes
+    // its row to `search_pending`, which the writer merges into the FTS5 table in batches
+    // (`sqlite::merge_search_pending`).
     r#"
 CREATE VIRTUAL TABLE search_terms USING fts5(tags, content='', contentless_delete=1, tokenize='ascii', detail=none);
+CREATE TABLE search_pending (seq INTEGER PRIMARY KEY, tags TEXT NOT NULL);
 CREATE TRIGGER messages_search_delete AFTER DELETE ON messages BEGIN
     DELETE FROM search_terms WHERE rowid = old.seq;
+    DELETE FROM search_pending WHERE seq = old.seq;
 END;
 "#,
 ];

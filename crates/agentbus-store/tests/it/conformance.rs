@@ -1929,7 +1929,7 @@ pub async fn store_search_finds_what_the_viewer_may_read<S: Store + Clone>(store
     )
     .await;
     let tagged = |m: &mut NewMessage, tags: &[&str]| {
-        m.search_tags = tags.iter().map(|t| t.to_string()).collect();
+        m.search_tags = tags.join(" ");
     };
     let mut m1 = msg("agt_a", "s1", &["agt_b"], T0);
     tagged(&mut m1, &["aa01", "bb02"]);

@@ -118,7 +118,7 @@ pub fn msg(from: &str, id: &str, to: &[&str], at: i64) -> NewMessage {
         max_depth: None,
         usage: None,
         notice_of: None,
-        search_tags: Vec::new(),
+        search_tags: String::new(),
     }
 }
 
