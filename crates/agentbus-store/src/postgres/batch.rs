@@ -200,10 +200,10 @@ pub(super) static RECENT_ALL: LazyLock<String> = LazyLock::new(|| {
 /// after [`LOCK_COUNTERS`] took the inbox's row.
 pub(super) static INSERT_ALL: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "WITH m AS (INSERT INTO messages (tenant_id, id, source, source_agent_id, kind, \
+        "WITH m AS (INSERT INTO messages (seq, tenant_id, id, source, source_agent_id, kind, \
      conversation_id, correlation_id, to_text, to_id, attrs, data, signed_hash, idempotency_key, receipt, \
-     received_at, expires_at, task_id) \
-     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], \
+     received_at, expires_at, task_id) OVERRIDING SYSTEM VALUE \
+     SELECT * FROM unnest($23::bigint[], $1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], \
      $8::text[], $9::text[], $10::text[], $11::bytea[], $12::bytea[], $13::text[], $14::text[], $15::bigint[], \
      $16::bigint[], $17::text[]) \
      RETURNING seq, tenant_id, source, source_agent_id, id, receipt, received_at), \
@@ -211,9 +211,6 @@ pub(super) static INSERT_ALL: LazyLock<String> = LazyLock::new(|| {
      SELECT u.a, (SELECT c.last_seq FROM inbox_counters c WHERE c.agent_id = u.a) - u.b, m.seq, 0, 0, u.v, u.x, {} \
      FROM unnest($18::text[], $19::text[], $20::bigint[], $21::bigint[], $22::bigint[]) AS u(r, a, b, v, x) \
      JOIN m ON m.receipt = u.r), \
-     s AS (INSERT INTO search_terms (message_seq, tags) \
-     SELECT m.seq, array_to_tsvector(string_to_array(u.t, ' ')) \
-     FROM unnest($23::text[], $24::text[]) AS u(r, t) JOIN m ON m.receipt = u.r), \
      r AS (INSERT INTO recent_ids (tenant_id, source, id, message_seq, received_at) \
      SELECT tenant_id, source, id, seq, received_at FROM m \
      ON CONFLICT (tenant_id, source, id) DO UPDATE SET message_seq = excluded.message_seq, received_at = excluded.received_at) \
@@ -221,6 +218,22 @@ pub(super) static INSERT_ALL: LazyLock<String> = LazyLock::new(|| {
         crate::model::hold_if_suspended("u.a", "m.source_agent_id")
     )
 });
+
+/// A storage sequence (`messages.seq`) for each of `$1` publishes, taken in the batch's first
+/// round trip so that its search index rows can be written before its counter rows are locked
+/// ([`SEARCH_ALL`]); a publish the batch does not store leaves a gap, as a rollback does.
+pub(super) const TAKE_SEQS: &str =
+    "SELECT nextval(pg_get_serial_sequence('messages', 'seq')) FROM generate_series(1, $1::int)";
+
+/// The search index rows of the batch's stored messages: `$1` their storage sequences, `$2` their
+/// words, space-separated, as a `tsvector` of exactly those words. Written first in the batch's
+/// second round trip, before the counter rows are locked: publishes into one inbox are serial on
+/// its counter row, held until the commit, and the index's GIN entries (now and then a whole
+/// pending list's cleanup) cost a publish as much as its other writes, so inside the hold they
+/// halved an inbox's throughput. Outside it one batch's index rows are written while another
+/// batch holds the row.
+pub(super) const SEARCH_ALL: &str = "INSERT INTO search_terms (message_seq, tags) \
+     SELECT u.s, array_to_tsvector(string_to_array(u.t, ' ')) FROM unnest($1::bigint[], $2::text[]) AS u(s, t)";
 
 /// Adds `$2` stored entries to the counters of the inboxes `$1` (locked already, by
 /// [`LOCK_COUNTERS`]), each checked first against the depth `$3` its batch's plan holds under
@@ -242,9 +255,10 @@ const GENERIC_FROM_HERE: &str = "SET LOCAL plan_cache_mode = force_generic_plan"
 /// Stores `batch` in one transaction on `c`, begun and committed here: the outcome of each
 /// publish, in order. Statements go out pipelined (tokio-postgres sends a connection's queries in
 /// the order they are first polled, and the server runs them in that order), so a batch is two
-/// round trips: `BEGIN`, the dedupe locks and reads, the counter rows' creation (where missing)
-/// and an unlocked read of them, on which the batch is planned; then the counter rows' locks,
-/// their update (checking the plan's depths still hold), every write and `COMMIT`. The counter
+/// round trips: `BEGIN`, the dedupe locks and reads, the counter rows' creation (where missing),
+/// an unlocked read of them, on which the batch is planned, and the storage sequences; then the
+/// search index rows ([`SEARCH_ALL`]), the counter rows' locks, their update (checking the plan's
+/// depths still hold), every other write and `COMMIT`. The counter
 /// rows, which serialise the publishes into an inbox, are held only through the second, not
 /// across a round trip to this process (except by a batch with records that need a message's
 /// sequence, [`has_extras`], which commits one round trip later; and a new inbox's row, created
@@ -264,7 +278,7 @@ async fn store_batch(
     lock_first: bool,
 ) -> StoreResult<Option<Vec<PublishOutcome>>> {
     let stored = async {
-        let (lock, recent, idem, create, read, counters_lock, insert_all, bump) = tokio::try_join!(
+        let (lock, recent, idem, create, read, counters_lock, insert_all, bump, take, search) = tokio::try_join!(
             c.prepare_cached(LOCK_KEYS),
             c.prepare_cached(&RECENT_ALL),
             c.prepare_cached(&IDEMPOTENT_IN),
@@ -273,6 +287,8 @@ async fn store_batch(
             c.prepare_cached(LOCK_COUNTERS),
             c.prepare_cached(&INSERT_ALL),
             c.prepare_cached(BUMP_COUNTERS),
+            c.prepare_cached(TAKE_SEQS),
+            c.prepare_cached(SEARCH_ALL),
         )?;
         // The dedupe locks of every publish at once (sorted there, as a publish alone takes its
         // own): each read below runs once they are held, so a concurrent publisher of the same
@@ -299,7 +315,9 @@ async fn store_batch(
         });
         let (lock_p, recent_p, inboxes_p): (Params<'_>, Params<'_>, Params<'_>) =
             (&[&keys], &[&tenants, &sources, &ids, &since], &[&inboxes]);
-        let (begun, locked, found, replayed, generic, created, held, counted) = tokio::join!(
+        let wanted = i32::try_from(batch.len()).unwrap_or(i32::MAX);
+        let take_p: Params<'_> = &[&wanted];
+        let (begun, locked, found, replayed, generic, created, held, counted, taken) = tokio::join!(
             biased;
             c.batch_execute("BEGIN"),
             c.execute(&lock, lock_p),
@@ -312,8 +330,9 @@ async fn store_batch(
                 if lock_first { c.execute(&counters_lock, inboxes_p).await } else { Ok(0) }
             },
             c.query(&read, inboxes_p),
+            c.query(&take, take_p),
         );
-        let (found, replayed, counted) = (begun
+        let (found, replayed, counted, taken) = (begun
             .and(locked)
             .and(generic)
             .and(created)
@@ -321,8 +340,17 @@ async fn store_batch(
             .and(found)
             .and_then(|f| {
                 let r = replayed?;
-                Ok((f, r, counted?))
+                Ok((f, r, counted?, taken?))
             }))?;
+        let seqs = taken
+            .iter()
+            .map(|r| get::<i64>(r, 0))
+            .collect::<StoreResult<Vec<i64>>>()?;
+        if seqs.len() != batch.len() {
+            return Err(StoreError::Backend(
+                "fewer storage sequences than publishes".into(),
+            ));
+        }
         let mut recent: Vec<Option<MessageRow>> = vec![None; batch.len()];
         for r in &found {
             let i = get::<i64>(r, 0)? as usize;
@@ -353,8 +381,8 @@ async fn store_batch(
             c.batch_execute("COMMIT").await?;
             return Ok(Some(outcomes(batch, plans, &[], &Counters::new())));
         }
-        let rows = Rows::of(batch, &stored, &plans, &written);
-        let params: [&(dyn ToSql + Sync); 24] = [
+        let rows = Rows::of(batch, &stored, &plans, &written, &seqs);
+        let params: [&(dyn ToSql + Sync); 23] = [
             &rows.tenant_id,
             &rows.id,
             &rows.source,
@@ -377,14 +405,17 @@ async fn store_batch(
             &rows.entry_from_end,
             &rows.entry_visible,
             &rows.entry_expires,
-            &rows.search_receipt,
-            &rows.search_tags,
+            &rows.seq,
         ];
+        let search_p: Params<'_> = &[&rows.search_seq, &rows.search_tags];
         let extras = stored.iter().any(|&i| has_extras(batch[i]));
         let lock_p: Params<'_> = &[&rows.bumped];
         let bump_p: Params<'_> = &[&rows.bumped, &rows.by, &rows.ceiling];
-        let (held, bumped, inserted, ended) = tokio::join!(
+        let (indexed, held, bumped, inserted, ended) = tokio::join!(
             biased;
+            async {
+                if rows.search_seq.is_empty() { Ok(0) } else { c.execute(&search, search_p).await }
+            },
             async {
                 // Locked in the first round trip already when `lock_first`.
                 if lock_first { Ok(0) } else { c.execute(&counters_lock, lock_p).await }
@@ -399,7 +430,8 @@ async fn store_batch(
         if !lock_first && bumped.as_ref().is_err_and(moved) {
             return Ok(None);
         }
-        let (bumped, inserted) = held
+        let (bumped, inserted) = indexed
+            .and(held)
             .and(ended)
             .and(bumped)
             .and_then(|b| Ok((b, inserted?)))?;
@@ -581,8 +613,11 @@ struct Rows<'a> {
     entry_from_end: Vec<i64>,
     entry_visible: Vec<i64>,
     entry_expires: Vec<i64>,
-    /// The search index words of each message that has some, space-separated, by receipt.
-    search_receipt: Vec<&'a str>,
+    /// Each message's storage sequence, taken before ([`TAKE_SEQS`]).
+    seq: Vec<i64>,
+    /// The storage sequence and search index words (space-separated) of each message that has
+    /// some.
+    search_seq: Vec<i64>,
     search_tags: Vec<&'a str>,
     /// The inboxes written, in id order, with their entries and ceilings.
     bumped: Vec<&'a str>,
@@ -597,6 +632,7 @@ impl<'a> Rows<'a> {
         stored: &[usize],
         plans: &'a [Plan],
         written: &'a Written,
+        seqs: &[i64],
     ) -> Rows<'a> {
         let mut r = Rows::default();
         for &i in stored {
@@ -619,8 +655,9 @@ impl<'a> Rows<'a> {
             r.received_at.push(m.received_at);
             r.expires_at.push(m.expires_at);
             r.task_id.push(m.task_id.as_deref());
+            r.seq.push(seqs[i]);
             if !m.search_tags.is_empty() {
-                r.search_receipt.push(&m.receipt);
+                r.search_seq.push(seqs[i]);
                 r.search_tags.push(&m.search_tags);
             }
             if let Plan::Store { entries } = &plans[i] {

@@ -30,8 +30,7 @@ pub fn hot_statements() -> Vec<(&'static str, &'static str, String)> {
             nums(1),
             nums(1),
             nums(1),
-            text(1),
-            text(1),
+            nums(1),
         ]);
         a.join(", ")
     };

@@ -1095,3 +1095,56 @@ async fn pg_a_suspension_holds_the_copy_of_a_publish_it_raced() {
     let held: Vec<u64> = held.iter().map(|e| e.sequence).collect();
     assert_eq!(held, [1, 2]);
 }
+
+/// A batch writes its messages' search index rows before it locks its inboxes' counter rows
+/// (`postgres::batch::SEARCH_ALL`), the rows that make publishes into one inbox serial: a
+/// publish waiting for a held counter row has written to `search_terms` already, so one batch's
+/// index work overlaps another's hold instead of lengthening it. Its row names its message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_a_batch_indexes_its_messages_before_it_waits_for_the_counter_row() {
+    if agentbus_testkit::pg::skip() {
+        return;
+    }
+    use crate::fixtures::{T0, msg};
+
+    let url = Cluster::shared().database().await;
+    let store = PgStore::open(&url).await.unwrap();
+    let c = admin(&url).await;
+    store
+        .publish(msg("agt_a", "first", &["agt_b"], T0))
+        .await
+        .unwrap();
+    c.batch_execute("BEGIN; SELECT 1 FROM inbox_counters WHERE agent_id = 'agt_b' FOR UPDATE")
+        .await
+        .unwrap();
+    let mut m = msg("agt_a", "indexed", &["agt_b"], T0);
+    m.search_tags = "aa01 bb02".into();
+    let s = store.clone();
+    let publish = tokio::spawn(async move { s.publish(m).await.unwrap() });
+    until_locks_are_waited_for(&c, 1).await;
+    let indexing: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+             WHERE a.datname = current_database() AND a.wait_event_type = 'Lock' \
+             AND l.relation = 'search_terms'::regclass AND l.mode = 'RowExclusiveLock' AND l.granted",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(indexing, 1, "the waiting publish has written its index row");
+    c.batch_execute("COMMIT").await.unwrap();
+    let seq = match publish.await.unwrap() {
+        PublishOutcome::Stored { message, .. } => message.seq,
+        other => panic!("not stored: {other:?}"),
+    };
+    let found: i64 = c
+        .query_one(
+            "SELECT count(*) FROM search_terms WHERE message_seq = $1 AND tags @@ 'aa01 & bb02'::tsquery",
+            &[&seq],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(found, 1, "the index row is the stored message's");
+}
