@@ -336,7 +336,11 @@ impl State {
             Message {
                 row: row.clone(),
                 correlation_id: m.correlation_id.clone(),
-                search_tags: m.search_tags.split(' ').map(str::to_owned).collect(),
+                search_tags: m
+                    .search_tags
+                    .split_whitespace()
+                    .map(str::to_owned)
+                    .collect(),
             },
         );
         self.recent_ids.insert(

@@ -410,24 +410,19 @@ pub(super) async fn insert_row(t: &impl GenericClient, m: &NewMessage) -> StoreR
     )
 }
 
-/// The message's search index words (`seq` its row), as a `tsvector` of exactly those words:
-/// no text parser reads them.
+/// The message's search index words (`seq` its row), as a batch's are written.
 async fn insert_search_terms(t: &impl GenericClient, m: &NewMessage, seq: i64) -> StoreResult<()> {
     if m.search_tags.is_empty() {
         return Ok(());
     }
-    exec(
-        t,
-        "INSERT INTO search_terms (message_seq, tags) \
-         VALUES ($1, array_to_tsvector(string_to_array($2, ' ')))",
-        &[&seq, &m.search_tags],
-    )
-    .await
-    .map(drop)
+    let (seqs, tags) = ([seq], [m.search_tags.as_str()]);
+    exec(t, super::batch::SEARCH_ALL, &[&&seqs[..], &&tags[..]])
+        .await
+        .map(drop)
 }
 
 /// A `tsquery` for search word groups: every group, each one of its words, each word a quoted
-/// lexeme (the words are hex; quoted anyway so nothing is read as syntax).
+/// lexeme (the words are base-32 digits; quoted anyway so nothing is read as syntax).
 fn ts_query(groups: &[Vec<String>]) -> String {
     let quote = |w: &String| format!("'{}'", w.replace('\\', "").replace('\'', "''"));
     groups

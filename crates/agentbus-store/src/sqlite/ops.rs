@@ -620,8 +620,6 @@ fn token_row(r: &Row<'_>) -> rusqlite::Result<TokenRow> {
     })
 }
 
-/// An FTS5 query for search word groups: every group, each one of its words. Each word is a
-/// quoted string (the index words are hex, quoted anyway so nothing is read as syntax).
 /// The words of a query as `agentbus_search_match` reads them (`super::search_match`).
 fn pending_query(groups: &[Vec<String>]) -> String {
     groups
@@ -631,6 +629,9 @@ fn pending_query(groups: &[Vec<String>]) -> String {
         .join("\n")
 }
 
+/// An FTS5 query for search word groups: every group, each one of its words. Each word is a
+/// quoted string (the index words are base-32 digits, quoted anyway so nothing is read as
+/// syntax).
 fn fts_query(groups: &[Vec<String>]) -> String {
     let quote = |w: &String| format!("\"{}\"", w.replace('"', "\"\""));
     groups
